@@ -1,0 +1,16 @@
+import type { Millis } from "../watch/ProjectionWatch.js"
+import { resumeReaches, type ResumeScope } from "../watch/transitions.js"
+import type { ConnectorOperation } from "./ConnectorOperation.js"
+
+/**
+ * Makes an attempted operation deferred within `scope` due now, reason
+ * cleared; any other row is left alone (`undefined`). No attempt is spent.
+ */
+export const resumeDeferredOperation = (
+  row: ConnectorOperation,
+  scope: ResumeScope,
+  now: Millis
+): ConnectorOperation | undefined =>
+  row.state === "attempted" && resumeReaches(scope, row)
+    ? { ...row, nextAttemptAt: now, deferReason: null, version: row.version + 1, updatedAt: now }
+    : undefined

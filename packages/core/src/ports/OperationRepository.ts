@@ -1,0 +1,30 @@
+import { Context, type Effect, type Option } from "effect"
+import type { PersistenceError } from "../errors.js"
+import type { CollectParams } from "../operation/retention.js"
+import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
+import type { Millis } from "../watch/ProjectionWatch.js"
+import type { ResumeScope } from "../watch/transitions.js"
+
+/**
+ * The operation table, as rows. `lock*` reads lock the rows they return for
+ * the rest of the surrounding transaction.
+ */
+export class OperationRepository extends Context.Tag("@connector-store/core/OperationRepository")<OperationRepository, {
+  readonly lockRead: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
+  readonly get: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
+  /** Inserts a new row; `false` when its key (or node key) is taken. */
+  readonly insert: (row: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
+  /** Writes `next` only if the stored version is still `expectedVersion`. */
+  readonly update: (next: ConnectorOperation, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
+  /** Attempted operations whose re-drive is due at `now` (next unset or not later). */
+  readonly listDue: (now: Millis) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
+  /** Locks and returns the attempted operations deferred within `scope`. */
+  readonly lockDeferred: (scope: ResumeScope) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
+  /**
+   * Deletes what the retention keep rule (`collectableOperations`) allows,
+   * at most `limit` rows, oldest first, and returns how many went. The rule
+   * and the delete see the same rows: two concurrent passes can never
+   * together delete a partition's newest row.
+   */
+  readonly collectFinished: (params: CollectParams, now: Millis) => Effect.Effect<number, PersistenceError>
+}>() {}

@@ -1,0 +1,38 @@
+import { Context, type Effect, type Option } from "effect"
+import type { PersistenceError } from "../errors.js"
+import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
+import type { ResumeScope } from "../watch/transitions.js"
+
+/**
+ * The projection-watch table, as rows. Adapters implement only this; every
+ * decision about what to write is made in core.
+ *
+ * `lock*` reads take the row's write lock for the rest of the surrounding
+ * transaction (FOR UPDATE on Postgres), so they are meant to run inside
+ * `Transactor.withTransaction`.
+ */
+export class WatchRepository extends Context.Tag("@connector-store/core/WatchRepository")<WatchRepository, {
+  /** Reads a watch and locks it until the transaction ends. */
+  readonly lockRead: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
+  /**
+   * Writes `next` over the stored row only if the stored version is still
+   * `expectedVersion`. `false` means the race was lost and nothing was written.
+   */
+  readonly update: (next: ProjectionWatch, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
+  /** Inserts a new row; `false` when its identity or its (owner, model, document) is taken. */
+  readonly insert: (row: ProjectionWatch) => Effect.Effect<boolean, PersistenceError>
+  /** Deletes a row only if its version is still `expectedVersion`. */
+  readonly delete: (identity: WatchIdentity, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
+  readonly get: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
+  readonly getByDocument: (documentID: string) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
+  /** Every watch of the given documents; any number of ids (adapters chunk). */
+  readonly listByDocuments: (
+    documentIDs: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
+  /** Unsettled watches whose next attempt is due at `now`. */
+  readonly listScheduleDue: (now: Millis) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
+  /** Settled watches (verified or repair_failed): the audit branch's candidates. */
+  readonly listAuditCandidates: Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
+  /** Locks and returns the pending watches deferred within `scope`. */
+  readonly lockDeferred: (scope: ResumeScope) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
+}>() {}

@@ -1,0 +1,82 @@
+import { Cause, type Clock, Effect, Exit, type ManagedRuntime, Option } from "effect"
+import type { CollectParams } from "../operation/retention.js"
+import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
+import { ConnectorStore } from "../service/ConnectorStore.js"
+import type { ArmWatchOptions, ClaimWatchOptions, ResumeAuthParams } from "../service/watches.js"
+import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
+import type {
+  ArmOutcome,
+  ArmReason,
+  DeferInput,
+  VerificationInput,
+  VerificationOutcome
+} from "../watch/transitions.js"
+import { clockFrom } from "./clock.js"
+import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
+
+/**
+ * The store as Promises, with the seed's method names, argument shapes and
+ * outcome strings, for callers that do not use Effect. Every rejection is
+ * one of the store's tagged errors (`InvalidInput`, `PersistenceError`, …);
+ * `_tag` tells which.
+ *
+ * `H` is the adapter's transaction handle handed to winner readers.
+ */
+export interface PromiseConnectorStore<H> {
+  getWatch(identity: WatchIdentity): Promise<ProjectionWatch | null>
+  getWatchByDocument(documentID: string): Promise<ProjectionWatch | null>
+  listWatchesByDocuments(documentIDs: ReadonlyArray<string>): Promise<ReadonlyArray<ProjectionWatch>>
+  armWatch(identity: WatchIdentity, reason: ArmReason, options: ArmWatchOptions): Promise<ArmOutcome>
+  claimWatchAttempt(identity: WatchIdentity, options: ClaimWatchOptions): Promise<boolean>
+  deferWatch(identity: WatchIdentity, options: DeferInput): Promise<boolean>
+  recordVerification(identity: WatchIdentity, input: VerificationInput): Promise<VerificationOutcome>
+  resumeOfflineDeferred(now: Millis): Promise<void>
+  resumeAuthDeferred(params: ResumeAuthParams): Promise<void>
+  listDueOperations(
+    now: Millis,
+    readers: PromiseWinnerReaders<H>
+  ): Promise<{ operations: ReadonlyArray<ConnectorOperation>; watches: ReadonlyArray<ProjectionWatch> }>
+  collectFinishedOperations(params: CollectParams): Promise<number>
+  /** Runs an Effect against the store's own runtime (for mixing the two APIs). */
+  runEffect<A, E>(effect: Effect.Effect<A, E, ConnectorStore>): Promise<A>
+  /** Releases the store's connections. The store is unusable afterwards. */
+  close(): Promise<void>
+}
+
+/** How a Promise store is put together by an adapter. */
+export interface PromiseStoreParts<H> {
+  readonly runtime: ManagedRuntime.ManagedRuntime<ConnectorStore, unknown>
+  /** Yields the adapter's handle on the current transaction, for winner readers. */
+  readonly handle: Effect.Effect<H>
+  /** An injected clock; the system clock when absent. */
+  readonly now?: (() => number) | undefined
+}
+
+/** Builds the Promise facade over a store runtime. */
+export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnectorStore<H> => {
+  const clock: Clock.Clock | undefined = parts.now === undefined ? undefined : clockFrom(parts.now)
+  const run = async <A, E>(effect: Effect.Effect<A, E, ConnectorStore>): Promise<A> => {
+    const exit = await parts.runtime.runPromiseExit(clock === undefined ? effect : Effect.withClock(effect, clock))
+    if (Exit.isSuccess(exit)) return exit.value
+    throw Cause.squash(exit.cause)
+  }
+  const call = <A, E>(use: (store: ConnectorStore["Type"]) => Effect.Effect<A, E>) => run(Effect.flatMap(ConnectorStore, use))
+  const orNull = <A>(option: Option.Option<A>): A | null => Option.getOrNull(option)
+
+  return {
+    getWatch: (identity) => call((s) => Effect.map(s.getWatch(identity), orNull)),
+    getWatchByDocument: (documentID) => call((s) => Effect.map(s.getWatchByDocument(documentID), orNull)),
+    listWatchesByDocuments: (documentIDs) => call((s) => s.listWatchesByDocuments(documentIDs)),
+    armWatch: (identity, reason, options) => call((s) => s.armWatch(identity, reason, options)),
+    claimWatchAttempt: (identity, options) => call((s) => s.claimWatchAttempt(identity, options)),
+    deferWatch: (identity, options) => call((s) => s.deferWatch(identity, options)),
+    recordVerification: (identity, input) => call((s) => s.recordVerification(identity, input)),
+    resumeOfflineDeferred: (now) => call((s) => s.resumeOfflineDeferred(now)),
+    resumeAuthDeferred: (params) => call((s) => s.resumeAuthDeferred(params)),
+    listDueOperations: (now, readers) =>
+      call((s) => s.listDueOperations(now, fromPromiseReaders(readers, parts.handle))),
+    collectFinishedOperations: (params) => call((s) => s.collectFinishedOperations(params)),
+    runEffect: run,
+    close: () => parts.runtime.dispose()
+  }
+}

@@ -1,0 +1,30 @@
+import { Context, Effect, Layer } from "effect"
+import type { OperationRepository } from "../ports/OperationRepository.js"
+import type { Transactor } from "../ports/Transactor.js"
+import type { WatchRepository } from "../ports/WatchRepository.js"
+import type { WinnerReader } from "../ports/WinnerReader.js"
+import { makeSweepMethods, type SweepMethods } from "./sweep.js"
+import { makeWatchMethods, type WatchMethods } from "./watches.js"
+
+/** Everything the store's Effect API offers. */
+export interface ConnectorStoreApi extends WatchMethods, SweepMethods {}
+
+/** The ports the store runs on; an adapter provides all of them. */
+export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader
+
+/**
+ * The connector store's Effect API. Every read-decide-write runs in one
+ * transaction (row locked, winner read under the lock, pure decision,
+ * versioned write) and is retried whole on a lost race. Written once, over
+ * the ports, for every adapter.
+ */
+export class ConnectorStore extends Context.Tag("@connector-store/core/ConnectorStore")<ConnectorStore, ConnectorStoreApi>() {
+  /** The store over whatever adapter provides the ports. */
+  static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.effect(
+    ConnectorStore,
+    Effect.map(
+      Effect.all([makeWatchMethods, makeSweepMethods]),
+      ([watches, sweep]): ConnectorStoreApi => ({ ...watches, ...sweep })
+    )
+  )
+}

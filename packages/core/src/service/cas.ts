@@ -1,0 +1,39 @@
+import { Data, Effect } from "effect"
+import { ConcurrentUpdateExhausted } from "../errors.js"
+
+/** How many times a read-decide-write is tried before it gives up. */
+export const MAX_CAS_ATTEMPTS = 6
+
+/**
+ * A versioned write found the row changed since it was read. Raised inside
+ * the transaction so the whole try rolls back; never seen by callers.
+ */
+export class LostRace extends Data.TaggedError("LostRace")<{}> {}
+
+/** Continues when a versioned write landed; otherwise abandons the try. */
+export const requireWon = (won: boolean): Effect.Effect<void, LostRace> =>
+  won ? Effect.void : Effect.fail(new LostRace())
+
+/**
+ * Runs `attempt` (a whole transaction: lock-read, decide, versioned writes)
+ * until no write of it loses its race. A lost try is rolled back whole and
+ * the next try re-reads everything, so no decision computed from a stale
+ * read is ever applied. After `MAX_CAS_ATTEMPTS` lost tries it fails with
+ * `ConcurrentUpdateExhausted` naming `identity`.
+ */
+export const retryOnLostRace = <A, E, R>(
+  method: string,
+  identity: string,
+  attempt: Effect.Effect<A, E | LostRace, R>
+): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> => {
+  const loop = (tried: number): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> =>
+    Effect.catchIf(
+      attempt,
+      (error): error is LostRace => error instanceof LostRace,
+      () =>
+        tried + 1 >= MAX_CAS_ATTEMPTS
+          ? Effect.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 }))
+          : loop(tried + 1)
+    ) as Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R>
+  return loop(0)
+}

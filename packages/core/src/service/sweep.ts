@@ -1,0 +1,78 @@
+import { Clock, Effect } from "effect"
+import { type InvalidInput, type PersistenceError, WinnerReaderMissing } from "../errors.js"
+import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
+import type { CollectParams } from "../operation/retention.js"
+import { OperationRepository } from "../ports/OperationRepository.js"
+import { WatchRepository } from "../ports/WatchRepository.js"
+import { WinnerReader, type WinnerReaders } from "../ports/WinnerReader.js"
+import { fieldOf, Rules, validate } from "../validation.js"
+import { type Millis, type ProjectionWatch, watchKey } from "../watch/ProjectionWatch.js"
+import { isAuditDiverged, isScheduleDue } from "../watch/transitions.js"
+import { readableWinners } from "./winners.js"
+
+/** What the due sweep found. */
+export interface DueWork {
+  /** Attempted operations whose re-drive is due. */
+  readonly operations: ReadonlyArray<ConnectorOperation>
+  /** Watches due by schedule, and settled watches whose winner moved (each once). */
+  readonly watches: ReadonlyArray<ProjectionWatch>
+}
+
+/** The due sweep and retention half of the store's Effect API. */
+export interface SweepMethods {
+  /**
+   * The boot/periodic sweep. Reads winners with `readers` when given, else
+   * with the store's own; a document whose winner cannot be read is skipped.
+   * No transaction is held across the audit.
+   */
+  readonly listDueOperations: (
+    now: Millis,
+    readers?: WinnerReaders
+  ) => Effect.Effect<DueWork, InvalidInput | WinnerReaderMissing | PersistenceError>
+  /** Deletes superseded finished operations (see `collectableOperations`); returns how many. */
+  readonly collectFinishedOperations: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
+}
+
+/** Builds the sweep methods over the ports. */
+export const makeSweepMethods = Effect.gen(function*() {
+  const watches = yield* WatchRepository
+  const operations = yield* OperationRepository
+  const configured = yield* WinnerReader
+
+  const methods: SweepMethods = {
+    listDueOperations: (now, readers) =>
+      Effect.gen(function*() {
+        yield* validate("listDueOperations", [
+          ["now", now, Rules.millis],
+          ["readers", readers, (v) => v === undefined ? undefined : Rules.record(v)]
+        ])
+        const chosen = readers?.readWinner !== undefined || readers?.readWinners !== undefined ? readers : configured
+        if (chosen.readWinner === undefined && chosen.readWinners === undefined) {
+          return yield* new WinnerReaderMissing({ method: "listDueOperations" })
+        }
+        const due = yield* operations.listDue(now)
+        const scheduled = (yield* watches.listScheduleDue(now)).filter((row) => isScheduleDue(row, now))
+        const candidates = yield* watches.listAuditCandidates
+        const winners = yield* readableWinners(chosen, candidates.map((row) => row.documentID))
+        const byIdentity = new Map<string, ProjectionWatch>()
+        for (const row of scheduled) byIdentity.set(watchKey(row), row)
+        for (const row of candidates) {
+          const winner = winners.get(row.documentID)
+          if (winner !== undefined && isAuditDiverged(row, winner)) byIdentity.set(watchKey(row), row)
+        }
+        return { operations: due, watches: Array.from(byIdentity.values()) }
+      }),
+
+    collectFinishedOperations: (params) =>
+      Effect.gen(function*() {
+        yield* validate("collectFinishedOperations", [
+          ["params", params, Rules.record],
+          ["params.before", fieldOf(params, "before"), Rules.finite],
+          ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
+        ])
+        const now = yield* Clock.currentTimeMillis
+        return yield* operations.collectFinished({ before: params.before, limit: params.limit }, now)
+      })
+  }
+  return methods
+})

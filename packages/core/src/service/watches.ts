@@ -1,0 +1,260 @@
+import { Clock, Effect, Option } from "effect"
+import {
+  type ConcurrentUpdateExhausted,
+  type InvalidInput,
+  type PersistenceError,
+  ReservedArmReason,
+  type WinnerReaderMissing,
+  type WinnerReadFailed
+} from "../errors.js"
+import { resumeDeferredOperation } from "../operation/resume.js"
+import { OperationRepository } from "../ports/OperationRepository.js"
+import { Transactor } from "../ports/Transactor.js"
+import { WatchRepository } from "../ports/WatchRepository.js"
+import { WinnerReader } from "../ports/WinnerReader.js"
+import { fieldOf, identityChecks, oneOf, optional, Rules, validate } from "../validation.js"
+import {
+  formatWatchIdentity,
+  type Millis,
+  type ProjectionWatch,
+  type WatchIdentity
+} from "../watch/ProjectionWatch.js"
+import {
+  type ArmOutcome,
+  type ArmReason,
+  type ClaimInput,
+  decideArm,
+  decideClaim,
+  decideDefer,
+  decideVerification,
+  type Decision,
+  type DeferInput,
+  resumeDeferredWatch,
+  type ResumeScope,
+  staleVerification,
+  type VerificationInput,
+  type VerificationOutcome
+} from "../watch/transitions.js"
+import { requireWon, retryOnLostRace } from "./cas.js"
+import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
+
+/** The options of `armWatch`. */
+export interface ArmWatchOptions {
+  readonly dueAt: Millis
+  readonly triggeringWinner?: string | null | undefined
+}
+
+/** The options of `claimWatchAttempt`. */
+export interface ClaimWatchOptions extends ClaimInput {
+  readonly now: Millis
+}
+
+/** The options of `resumeAuthDeferred`. */
+export interface ResumeAuthParams {
+  readonly ownerDID: string
+  readonly connectorNames: ReadonlyArray<string>
+  readonly now: Millis
+}
+
+/** The projection-watch half of the store's Effect API. */
+export interface WatchMethods {
+  readonly getWatch: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, InvalidInput | PersistenceError>
+  readonly getWatchByDocument: (documentID: string) => Effect.Effect<Option.Option<ProjectionWatch>, InvalidInput | PersistenceError>
+  readonly listWatchesByDocuments: (
+    documentIDs: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, InvalidInput | PersistenceError>
+  /** Re-arms a watch for `ingress` or `manual` (see `decideArm`). */
+  readonly armWatch: (
+    identity: WatchIdentity,
+    reason: ArmReason,
+    options: ArmWatchOptions
+  ) => Effect.Effect<
+    ArmOutcome,
+    InvalidInput | ReservedArmReason | WinnerReaderMissing | WinnerReadFailed | PersistenceError | ConcurrentUpdateExhausted
+  >
+  /** Takes the current attempt of a due pending watch; `true` when this caller holds it now. */
+  readonly claimWatchAttempt: (
+    identity: WatchIdentity,
+    options: ClaimWatchOptions
+  ) => Effect.Effect<boolean, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  /** Pushes out the attempt the caller holds; `true` when it did. */
+  readonly deferWatch: (
+    identity: WatchIdentity,
+    options: DeferInput
+  ) => Effect.Effect<boolean, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  /** Records what a verifier found (see `decideVerification`). */
+  readonly recordVerification: (
+    identity: WatchIdentity,
+    input: VerificationInput
+  ) => Effect.Effect<
+    VerificationOutcome,
+    InvalidInput | WinnerReaderMissing | WinnerReadFailed | PersistenceError | ConcurrentUpdateExhausted
+  >
+  /** Makes everything deferred for being offline due at `now`. */
+  readonly resumeOfflineDeferred: (now: Millis) => Effect.Effect<void, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  /** Makes everything of the owner's listed connectors deferred for auth due at `now`. */
+  readonly resumeAuthDeferred: (
+    params: ResumeAuthParams
+  ) => Effect.Effect<void, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+}
+
+const generation = Rules.nonNegativeInt
+
+/** Builds the watch methods over the ports. */
+export const makeWatchMethods = Effect.gen(function*() {
+  const watches = yield* WatchRepository
+  const operations = yield* OperationRepository
+  const { withTransaction } = yield* Transactor
+  const readers = yield* WinnerReader
+
+  /**
+   * One read-decide-write on a watch, retried on a lost race. `decide` runs
+   * after the row is locked and may read more (the winner) inside the same
+   * transaction.
+   */
+  const transition = <O extends string, E>(
+    method: string,
+    identity: WatchIdentity,
+    decide: (row: ProjectionWatch | undefined, now: Millis) => Effect.Effect<Decision<O>, E>
+  ) =>
+    retryOnLostRace(
+      method,
+      formatWatchIdentity(identity),
+      withTransaction(Effect.gen(function*() {
+        const row = Option.getOrUndefined(yield* watches.lockRead(identity))
+        const now = yield* Clock.currentTimeMillis
+        const decision = yield* decide(row, now)
+        if (decision.next !== undefined && row !== undefined) {
+          yield* requireWon(yield* watches.update(decision.next, row.version))
+        }
+        return decision.outcome
+      }))
+    )
+
+  const resume = (method: string, scope: ResumeScope, now: Millis) =>
+    retryOnLostRace(
+      method,
+      scope.reason === "offline" ? "offline-deferred" : `auth-deferred ${scope.ownerDID}`,
+      withTransaction(Effect.gen(function*() {
+        for (const row of yield* operations.lockDeferred(scope)) {
+          const next = resumeDeferredOperation(row, scope, now)
+          if (next !== undefined) yield* requireWon(yield* operations.update(next, row.version))
+        }
+        for (const row of yield* watches.lockDeferred(scope)) {
+          const next = resumeDeferredWatch(row, scope, now)
+          if (next !== undefined) yield* requireWon(yield* watches.update(next, row.version))
+        }
+      }))
+    )
+
+  const methods: WatchMethods = {
+    getWatch: (identity) =>
+      Effect.zipRight(validate("getWatch", identityChecks("identity", identity)), watches.get(identity)),
+
+    getWatchByDocument: (documentID) =>
+      Effect.zipRight(
+        validate("getWatchByDocument", [["documentID", documentID, Rules.id]]),
+        watches.getByDocument(documentID)
+      ),
+
+    listWatchesByDocuments: (documentIDs) =>
+      Effect.zipRight(
+        validate("listWatchesByDocuments", [["documentIDs", documentIDs, Rules.ids]]),
+        Effect.map(
+          Effect.forEach(chunksOf(Array.from(new Set(documentIDs)), DOCUMENT_CHUNK), watches.listByDocuments),
+          (chunks) => chunks.flat()
+        )
+      ),
+
+    armWatch: (identity, reason, options) =>
+      Effect.gen(function*() {
+        if (reason === "finalize") return yield* new ReservedArmReason({ reason })
+        yield* validate("armWatch", [
+          ["reason", reason, oneOf("ingress", "manual")],
+          ...identityChecks("identity", identity),
+          ["options", options, Rules.record],
+          ["options.dueAt", fieldOf(options, "dueAt"), Rules.millis],
+          ["options.triggeringWinner", fieldOf(options, "triggeringWinner"), optional(Rules.digestOrNull)]
+        ])
+        const readWinner = yield* singleWinnerReader("armWatch", readers)
+        const input = { reason: reason as "ingress" | "manual", dueAt: options.dueAt, triggeringWinner: options.triggeringWinner }
+        return yield* transition("armWatch", identity, (row, now) =>
+          row === undefined
+            ? Effect.succeed(decideArm(row, input, null, now))
+            : Effect.map(readWinner(row.documentID), (winner) => decideArm(row, input, winner, now)))
+      }),
+
+    claimWatchAttempt: (identity, options) =>
+      Effect.zipRight(
+        validate("claimWatchAttempt", [
+          ...identityChecks("identity", identity),
+          ["options", options, Rules.record],
+          ["options.until", fieldOf(options, "until"), Rules.millis],
+          ["options.generation", fieldOf(options, "generation"), generation],
+          ["options.now", fieldOf(options, "now"), Rules.millis]
+        ]),
+        Effect.map(
+          transition("claimWatchAttempt", identity, (row) => Effect.succeed(decideClaim(row, options, options.now))),
+          (outcome) => outcome === "claimed"
+        )
+      ),
+
+    deferWatch: (identity, options) =>
+      Effect.zipRight(
+        validate("deferWatch", [
+          ...identityChecks("identity", identity),
+          ["options", options, Rules.record],
+          ["options.nextAttemptAt", fieldOf(options, "nextAttemptAt"), Rules.millis],
+          ["options.reason", fieldOf(options, "reason"), optional(oneOf("offline", "auth", null))],
+          ["options.generation", fieldOf(options, "generation"), generation],
+          ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
+        ]),
+        Effect.map(
+          transition("deferWatch", identity, (row, now) => Effect.succeed(decideDefer(row, options, now))),
+          (outcome) => outcome === "deferred"
+        )
+      ),
+
+    recordVerification: (identity, input) =>
+      Effect.gen(function*() {
+        yield* validate("recordVerification", [
+          ...identityChecks("identity", identity),
+          ["input", input, Rules.record],
+          ["input.generation", fieldOf(input, "generation"), generation],
+          ["input.claimedUntil", fieldOf(input, "claimedUntil"), optional((v) => v === null ? undefined : Rules.millis(v))],
+          ["input.fetchedDigest", fieldOf(input, "fetchedDigest"), Rules.digestOrNull],
+          ["input.maxAttempts", fieldOf(input, "maxAttempts"), Rules.positiveInt],
+          ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
+        ])
+        const readWinner = yield* singleWinnerReader("recordVerification", readers)
+        return yield* transition("recordVerification", identity, (row, now) =>
+          // A stale result is refused before the winner is read at all.
+          staleVerification(row, input) !== undefined || row === undefined
+            ? Effect.succeed(decideVerification(row, input, null, now))
+            : Effect.map(readWinner(row.documentID), (winner) => decideVerification(row, input, winner, now)))
+      }),
+
+    resumeOfflineDeferred: (now) =>
+      Effect.zipRight(
+        validate("resumeOfflineDeferred", [["now", now, Rules.millis]]),
+        resume("resumeOfflineDeferred", { reason: "offline" }, now)
+      ),
+
+    resumeAuthDeferred: (params) =>
+      Effect.gen(function*() {
+        yield* validate("resumeAuthDeferred", [
+          ["params", params, Rules.record],
+          ["params.ownerDID", fieldOf(params, "ownerDID"), Rules.id],
+          ["params.connectorNames", fieldOf(params, "connectorNames"), Rules.ids],
+          ["params.now", fieldOf(params, "now"), Rules.millis]
+        ])
+        if (params.connectorNames.length === 0) return
+        yield* resume("resumeAuthDeferred", {
+          reason: "auth",
+          ownerDID: params.ownerDID,
+          connectorNames: params.connectorNames
+        }, params.now)
+      })
+  }
+  return methods
+})

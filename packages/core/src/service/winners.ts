@@ -1,0 +1,63 @@
+import { Effect } from "effect"
+import { type WinnerReadFailed, WinnerReaderMissing } from "../errors.js"
+import type { WinnerReaders } from "../ports/WinnerReader.js"
+import type { Digest } from "../watch/ProjectionWatch.js"
+
+/** How many document ids go into one batched winner read or one `IN` list. */
+export const DOCUMENT_CHUNK = 500
+
+/** Splits `items` into chunks of at most `size`. */
+export const chunksOf = <A>(items: ReadonlyArray<A>, size: number): ReadonlyArray<ReadonlyArray<A>> => {
+  const chunks: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size))
+  return chunks
+}
+
+/**
+ * A one-document winner read from whichever reader is configured, or
+ * `WinnerReaderMissing` when there is none. Checked before any transaction.
+ */
+export const singleWinnerReader = (
+  method: string,
+  readers: WinnerReaders
+): Effect.Effect<(documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>, WinnerReaderMissing> => {
+  const { readWinner, readWinners } = readers
+  if (readWinner !== undefined) return Effect.succeed(readWinner)
+  if (readWinners !== undefined) {
+    return Effect.succeed((documentID: string) =>
+      Effect.map(readWinners([documentID]), (winners) => winners.get(documentID) ?? null)
+    )
+  }
+  return Effect.fail(new WinnerReaderMissing({ method }))
+}
+
+/**
+ * The readable winners of `documentIDs`, for a sweep: batched when a batch
+ * reader exists. A document whose winner cannot be read (the reader failed,
+ * or it has none) is simply absent; a sweep never fails on it.
+ */
+export const readableWinners = (
+  readers: WinnerReaders,
+  documentIDs: ReadonlyArray<string>
+): Effect.Effect<ReadonlyMap<string, Digest>> =>
+  Effect.gen(function*() {
+    const winners = new Map<string, Digest>()
+    const unique = Array.from(new Set(documentIDs))
+    const { readWinner, readWinners } = readers
+    if (readWinners !== undefined) {
+      for (const chunk of chunksOf(unique, DOCUMENT_CHUNK)) {
+        const read = yield* Effect.option(readWinners(chunk))
+        if (read._tag === "None") continue
+        for (const id of chunk) {
+          const digest = read.value.get(id)
+          if (typeof digest === "string") winners.set(id, digest)
+        }
+      }
+    } else if (readWinner !== undefined) {
+      for (const id of unique) {
+        const digest = yield* Effect.option(readWinner(id))
+        if (digest._tag === "Some" && typeof digest.value === "string") winners.set(id, digest.value)
+      }
+    }
+    return winners
+  })

@@ -1,0 +1,256 @@
+import type { DeferReason, Digest, Millis, ProjectionWatch } from "./ProjectionWatch.js"
+
+/**
+ * What a transition decided: an outcome, and the row to write when the
+ * outcome changes the row. `next` always carries `version + 1` and
+ * `updatedAt = now`; the caller writes it only if the stored version is still
+ * the one it read.
+ */
+export interface Decision<O extends string> {
+  readonly outcome: O
+  readonly next: ProjectionWatch | undefined
+}
+
+const unchanged = <O extends string>(outcome: O): Decision<O> => ({ outcome, next: undefined })
+const changed = <O extends string>(outcome: O, next: ProjectionWatch): Decision<O> => ({ outcome, next })
+
+const bump = (row: ProjectionWatch, now: Millis, patch: Partial<ProjectionWatch>): ProjectionWatch => ({
+  ...row,
+  ...patch,
+  version: row.version + 1,
+  updatedAt: now
+})
+
+/** Why a watch is being armed. `finalize` is applied only by finalize itself. */
+export type ArmReason = "ingress" | "manual" | "finalize"
+
+/** What `armWatch` did. */
+export type ArmOutcome = "noop" | "opened" | "coalesced"
+
+/** The inputs of an arm. */
+export interface ArmInput {
+  readonly reason: "ingress" | "manual"
+  /** When the (re)opened or coalesced attempt falls due. */
+  readonly dueAt: Millis
+  /** For `ingress`: the winner digest the triggering event produced. */
+  readonly triggeringWinner?: Digest | null | undefined
+}
+
+/**
+ * Opens a new repair generation against `winner`: attempts reset, pending,
+ * due at `dueAt`, and no claim or deferral carried over from the old one.
+ */
+export const openGeneration = (row: ProjectionWatch, winner: Digest | null, dueAt: Millis, now: Millis): ProjectionWatch =>
+  bump(row, now, {
+    repairGeneration: row.repairGeneration + 1,
+    verificationAttempts: 0,
+    verificationStatus: "pending_verification",
+    observedWinnerDigest: winner,
+    nextAttemptAt: dueAt,
+    claimedUntil: null,
+    deferReason: null
+  })
+
+/**
+ * The ingress gate: an event re-arms a watch only when it produced the
+ * current winner and that winner is news to both watermarks.
+ */
+export const passesIngressGate = (row: ProjectionWatch, triggering: Digest | null | undefined, winner: Digest | null): boolean =>
+  triggering != null &&
+  triggering === winner &&
+  triggering !== row.verifiedStateDigest &&
+  triggering !== row.observedWinnerDigest
+
+/**
+ * Decides an arm. No row: `noop` (rows are created by finalize). `manual`
+ * always opens a new generation. `ingress` past its gate opens a settled
+ * watch and coalesces into a pending one (its next attempt moves no later
+ * than `dueAt`).
+ */
+export const decideArm = (
+  row: ProjectionWatch | undefined,
+  input: ArmInput,
+  winner: Digest | null,
+  now: Millis
+): Decision<ArmOutcome> => {
+  if (row === undefined) return unchanged("noop")
+  if (input.reason === "manual") return changed("opened", openGeneration(row, winner, input.dueAt, now))
+  if (!passesIngressGate(row, input.triggeringWinner, winner)) return unchanged("noop")
+  if (row.verificationStatus !== "pending_verification") {
+    return changed("opened", openGeneration(row, winner, input.dueAt, now))
+  }
+  const next = row.nextAttemptAt === null ? input.dueAt : Math.min(row.nextAttemptAt, input.dueAt)
+  return changed("coalesced", bump(row, now, { nextAttemptAt: next }))
+}
+
+/** What `claimWatchAttempt` did. */
+export type ClaimOutcome = "claimed" | "not-claimable"
+
+/** The inputs of a claim. */
+export interface ClaimInput {
+  readonly generation: number
+  /** The claim's expiry. */
+  readonly until: Millis
+}
+
+/** True when a verifier still holds the row's current attempt at `now`. */
+export const hasLiveClaim = (row: ProjectionWatch, now: Millis): boolean =>
+  row.claimedUntil !== null && row.claimedUntil > now
+
+/**
+ * Decides a claim: only a pending row of that generation, due at `now`, and
+ * with no live claim, can be claimed; the claim lasts until `until`.
+ */
+export const decideClaim = (
+  row: ProjectionWatch | undefined,
+  input: ClaimInput,
+  now: Millis
+): Decision<ClaimOutcome> =>
+  row !== undefined &&
+    row.verificationStatus === "pending_verification" &&
+    row.repairGeneration === input.generation &&
+    row.nextAttemptAt !== null &&
+    row.nextAttemptAt <= now &&
+    !hasLiveClaim(row, now)
+    ? changed("claimed", bump(row, now, { claimedUntil: input.until }))
+    : unchanged("not-claimable")
+
+/** What `deferWatch` did. */
+export type DeferOutcome = "deferred" | "not-holder"
+
+/** The inputs of a deferral. */
+export interface DeferInput {
+  readonly generation: number
+  /** The claim the caller holds (the `until` it claimed with). */
+  readonly claimedUntil: Millis
+  readonly nextAttemptAt: Millis
+  readonly reason?: DeferReason | null | undefined
+}
+
+/**
+ * Decides a deferral: only the holder of the current claim of a pending row
+ * of that generation may push the attempt out; the claim is released.
+ */
+export const decideDefer = (
+  row: ProjectionWatch | undefined,
+  input: DeferInput,
+  now: Millis
+): Decision<DeferOutcome> =>
+  row !== undefined &&
+    row.verificationStatus === "pending_verification" &&
+    row.repairGeneration === input.generation &&
+    row.claimedUntil === input.claimedUntil
+    ? changed(
+      "deferred",
+      bump(row, now, { nextAttemptAt: input.nextAttemptAt, deferReason: input.reason ?? null, claimedUntil: null })
+    )
+    : unchanged("not-holder")
+
+/** What `recordVerification` did. */
+export type VerificationOutcome = "verified" | "pending" | "repair_failed" | "stale-generation" | "stale-claim"
+
+/** The inputs of a verification result. */
+export interface VerificationInput {
+  readonly generation: number
+  /** The claim the verifier held, if it claimed. */
+  readonly claimedUntil?: Millis | null | undefined
+  /** The digest the verifier fetched from the provider and projected. */
+  readonly fetchedDigest: Digest | null
+  /** Attempts after which a still-mismatching generation is given up. */
+  readonly maxAttempts: number
+  /** When the next attempt falls due if this one did not settle it. */
+  readonly dueAt: Millis
+}
+
+/**
+ * The gates a verification result passes before the current winner matters:
+ * a result for another generation, or from a verifier that no longer holds
+ * the claim, is stale and changes nothing.
+ */
+export const staleVerification = (
+  row: ProjectionWatch | undefined,
+  input: Pick<VerificationInput, "generation" | "claimedUntil">
+): "stale-generation" | "stale-claim" | undefined =>
+  row === undefined || row.repairGeneration !== input.generation
+    ? "stale-generation"
+    : input.claimedUntil != null && row.claimedUntil !== input.claimedUntil
+    ? "stale-claim"
+    : undefined
+
+/**
+ * Decides a verification result against the current winner: a match settles
+ * the watch as verified; a mismatch spends an attempt and either reschedules
+ * (watermarks untouched, so a winner that moved meanwhile is still news) or,
+ * when attempts run out, gives the generation up as repair_failed.
+ */
+export const decideVerification = (
+  row: ProjectionWatch | undefined,
+  input: VerificationInput,
+  winner: Digest | null,
+  now: Millis
+): Decision<VerificationOutcome> => {
+  const stale = staleVerification(row, input)
+  if (stale !== undefined || row === undefined) return unchanged(stale ?? "stale-generation")
+  const settled = { nextAttemptAt: null, claimedUntil: null, deferReason: null } as const
+  if (input.fetchedDigest !== null && input.fetchedDigest === winner) {
+    return changed("verified", bump(row, now, {
+      ...settled,
+      verificationStatus: "verified",
+      verifiedStateDigest: winner,
+      observedWinnerDigest: winner
+    }))
+  }
+  const attempts = row.verificationAttempts + 1
+  if (attempts >= input.maxAttempts) {
+    return changed("repair_failed", bump(row, now, {
+      ...settled,
+      verificationStatus: "repair_failed",
+      verificationAttempts: attempts,
+      observedWinnerDigest: winner
+    }))
+  }
+  return changed("pending", bump(row, now, {
+    verificationAttempts: attempts,
+    nextAttemptAt: input.dueAt,
+    claimedUntil: null,
+    deferReason: null
+  }))
+}
+
+/** Which deferred rows a resume reaches. */
+export type ResumeScope =
+  | { readonly reason: "offline" }
+  | { readonly reason: "auth"; readonly ownerDID: string; readonly connectorNames: ReadonlyArray<string> }
+
+/** True when `scope` resumes a row deferred for `deferReason` under that owner and connector. */
+export const resumeReaches = (
+  scope: ResumeScope,
+  row: { readonly deferReason: DeferReason | null; readonly ownerDID: string; readonly connectorName: string }
+): boolean =>
+  row.deferReason === scope.reason &&
+  (scope.reason === "offline" || (row.ownerDID === scope.ownerDID && scope.connectorNames.includes(row.connectorName)))
+
+/**
+ * Makes a pending watch deferred within `scope` due now, reason cleared; any
+ * other row is left alone (`undefined`).
+ */
+export const resumeDeferredWatch = (row: ProjectionWatch, scope: ResumeScope, now: Millis): ProjectionWatch | undefined =>
+  row.verificationStatus === "pending_verification" && resumeReaches(scope, row)
+    ? bump(row, now, { nextAttemptAt: now, deferReason: null })
+    : undefined
+
+/** The schedule branch of the due sweep: an unsettled watch whose attempt has fallen due. */
+export const isScheduleDue = (row: ProjectionWatch, now: Millis): boolean =>
+  row.verificationStatus !== "verified" && row.nextAttemptAt !== null && row.nextAttemptAt <= now
+
+/** True for the statuses the audit branch looks at: settled rows with no schedule of their own. */
+export const isAuditCandidate = (row: ProjectionWatch): boolean =>
+  row.verificationStatus === "verified" || row.verificationStatus === "repair_failed"
+
+/**
+ * The audit branch of the due sweep: a settled watch whose document's
+ * current winner is news to both watermarks, i.e. an ingress re-arm that a
+ * crash may have lost. A given-up row whose winner has not moved stays given up.
+ */
+export const isAuditDiverged = (row: ProjectionWatch, winner: Digest): boolean =>
+  isAuditCandidate(row) && winner !== row.verifiedStateDigest && winner !== row.observedWinnerDigest

@@ -1,0 +1,70 @@
+import {
+  ConnectorStore,
+  fromPromiseReaders,
+  makePromiseStore,
+  OperationRepository,
+  type PromiseConnectorStore,
+  type PromiseWinnerReaders,
+  StoreSnapshot,
+  Transactor,
+  WatchRepository,
+  WinnerReader,
+  type WinnerReaders
+} from "@connector-store/core"
+import { Context, Effect, Layer, ManagedRuntime } from "effect"
+import { MemoryDatabase } from "./MemoryDatabase.js"
+import { makeMemoryOperationRepository } from "./MemoryOperationRepository.js"
+import { makeMemoryWatchRepository } from "./MemoryWatchRepository.js"
+
+/** What a memory store hands winner readers as their transaction handle. */
+export interface MemoryTransaction {
+  readonly adapter: "memory"
+}
+
+/** Every port a memory store provides, except the winner reader. */
+export type MemoryPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot
+
+/** The ports over an existing in-memory database. */
+export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
+  Context.make(Transactor, { withTransaction: (effect) => db.withTransaction(effect) }).pipe(
+    Context.add(WatchRepository, makeMemoryWatchRepository(db)),
+    Context.add(OperationRepository, makeMemoryOperationRepository(db)),
+    Context.add(StoreSnapshot, {
+      snapshot: Effect.gen(function*() {
+        const tables: Record<string, ReadonlyArray<unknown>> = {}
+        for (const name of db.tableNames()) {
+          const rows = yield* db.read<unknown>(name)
+          tables[name] = Array.from(rows.entries()).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0).map(([, row]) => row)
+        }
+        return tables
+      })
+    })
+  )
+
+/** The repository ports over a fresh, empty in-memory database (one per build). */
+export const layerPorts: Layer.Layer<MemoryPorts> = Layer.effectContext(Effect.sync(() => portsOf(new MemoryDatabase())))
+
+/**
+ * The whole store in memory, for unit tests: `ConnectorStore` plus its ports,
+ * with winners read by `readers`.
+ */
+export const layer = (readers: WinnerReaders = {}): Layer.Layer<ConnectorStore | MemoryPorts | WinnerReader> =>
+  ConnectorStore.layer.pipe(
+    Layer.provideMerge(Layer.merge(layerPorts, Layer.succeed(WinnerReader, readers)))
+  )
+
+/** The options of `openMemoryConnectorStore`. */
+export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction> {
+  /** The store's clock; the system clock when absent. */
+  readonly now?: () => number
+}
+
+const handle = Effect.succeed<MemoryTransaction>({ adapter: "memory" })
+
+/** Opens an empty in-memory store with the Promise API. */
+export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): PromiseConnectorStore<MemoryTransaction> =>
+  makePromiseStore({
+    runtime: ManagedRuntime.make(layer(fromPromiseReaders(options, handle))),
+    handle,
+    now: options.now
+  })

@@ -1,0 +1,180 @@
+import {
+  type ConnectorOperation,
+  type DeferReason,
+  type OperationKey,
+  type OperationOp,
+  OperationRepository,
+  type OperationState,
+  PersistenceError
+} from "@connector-store/core"
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Effect, Option } from "effect"
+import {
+  encodeJson,
+  epoch,
+  epochOrNull,
+  jsonOrNull,
+  type RawRow,
+  text,
+  textOrNull
+} from "./internal/columns.js"
+import { forUpdate, takeWriteLock } from "./SqlTransactor.js"
+import type { TableNames } from "./Tables.js"
+
+/** An operation row as read from the operation table. */
+export const decodeOperation = (row: RawRow): ConnectorOperation => ({
+  callerDID: text(row["caller_did"]),
+  operationID: text(row["operation_id"]),
+  nodeKey: text(row["node_key"]),
+  ownerDID: text(row["owner_did"]),
+  connectorName: text(row["connector_name"]),
+  model: text(row["model"]),
+  op: text(row["op"]) as OperationOp,
+  accountKey: text(row["account_key"]),
+  target: text(row["target"]),
+  sourceID: textOrNull(row["source_id"]),
+  deterministicEventID: text(row["deterministic_event_id"]),
+  payloadHash: text(row["payload_hash"]),
+  reissueIntent: jsonOrNull(row["reissue_intent"]),
+  providerEtag: textOrNull(row["provider_etag"]),
+  documentID: textOrNull(row["document_id"]),
+  resultEntity: jsonOrNull(row["result_entity"]),
+  state: text(row["state"]) as OperationState,
+  attempts: epoch(row["attempts"]),
+  nextAttemptAt: epochOrNull(row["next_attempt_at"]),
+  lastKind: textOrNull(row["last_kind"]),
+  lastHTTPStatus: epochOrNull(row["last_http_status"]),
+  deferReason: textOrNull(row["defer_reason"]) as DeferReason | null,
+  sendMarker: textOrNull(row["send_marker"]),
+  version: epoch(row["version"]),
+  incarnation: textOrNull(row["incarnation"]),
+  leaseToken: textOrNull(row["lease_token"]),
+  leaseExpiresAt: epochOrNull(row["lease_expires_at"]),
+  createdAt: epoch(row["created_at"]),
+  updatedAt: epoch(row["updated_at"])
+})
+
+/** The operation's mutable columns, as written. */
+const mutableColumns = (op: ConnectorOperation) => ({
+  owner_did: op.ownerDID,
+  connector_name: op.connectorName,
+  model: op.model,
+  op: op.op,
+  account_key: op.accountKey,
+  target: op.target,
+  source_id: op.sourceID,
+  deterministic_event_id: op.deterministicEventID,
+  payload_hash: op.payloadHash,
+  reissue_intent: encodeJson(op.reissueIntent) ?? "null",
+  provider_etag: op.providerEtag,
+  document_id: op.documentID,
+  result_entity: encodeJson(op.resultEntity),
+  state: op.state,
+  attempts: op.attempts,
+  next_attempt_at: op.nextAttemptAt,
+  defer_reason: op.deferReason,
+  send_marker: op.sendMarker,
+  last_kind: op.lastKind,
+  last_http_status: op.lastHTTPStatus,
+  version: op.version,
+  incarnation: op.incarnation,
+  lease_token: op.leaseToken,
+  lease_expires_at: op.leaseExpiresAt,
+  updated_at: op.updatedAt
+})
+
+/** The operation table on a SQL client. */
+export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): OperationRepository["Type"] => {
+  const table = sql(tables.operation)
+  const byKey = (key: OperationKey) => sql`caller_did = ${key.callerDID} AND operation_id = ${key.operationID}`
+  const many = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
+    query.pipe(Effect.map((rows) => rows.map(decodeOperation)), PersistenceError.refail(operation))
+  const one = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
+    Effect.map(many(operation, query), (rows) => Option.fromNullable(rows[0]))
+  const changed = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
+    query.pipe(Effect.map((rows) => rows.length > 0), PersistenceError.refail(operation))
+  // Postgres compares text by the database's collation; "C" makes the
+  // newest-row order byte order, as on SQLite and in the pure rule.
+  const ordered = (column: string) =>
+    sql.onDialectOrElse({ pg: () => sql.literal(`${column} COLLATE "C"`), orElse: () => sql.literal(column) })
+
+  const newerExists = (party: "caller_did" | "owner_did", states: ReadonlyArray<OperationState>) =>
+    sql`EXISTS (SELECT 1 FROM ${table} n
+      WHERE n.document_id = o.document_id AND n.${sql(party)} = o.${sql(party)} AND n.state IN ${sql.in(states)}
+        AND (n.created_at > o.created_at
+          OR (n.created_at = o.created_at AND ${ordered("n.caller_did")} > ${ordered("o.caller_did")})
+          OR (n.created_at = o.created_at AND n.caller_did = o.caller_did
+              AND ${ordered("n.operation_id")} > ${ordered("o.operation_id")})))`
+
+  return {
+    lockRead: (key) =>
+      one(
+        "operation.lockRead",
+        Effect.zipRight(
+          takeWriteLock(sql, tables.operation),
+          sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`
+        )
+      ),
+    get: (key) => one("operation.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`),
+    insert: (row) =>
+      changed(
+        "operation.insert",
+        sql<RawRow>`INSERT INTO ${table} ${
+          sql.insert({
+            caller_did: row.callerDID,
+            operation_id: row.operationID,
+            node_key: row.nodeKey,
+            ...mutableColumns(row),
+            created_at: row.createdAt
+          })
+        } ON CONFLICT DO NOTHING RETURNING version`
+      ),
+    update: (next, expectedVersion) =>
+      changed(
+        "operation.update",
+        sql<RawRow>`UPDATE ${table} SET ${sql.update(mutableColumns(next))}
+          WHERE ${byKey(next)} AND version = ${expectedVersion} RETURNING version`
+      ),
+    listDue: (now) =>
+      many(
+        "operation.listDue",
+        sql<RawRow>`SELECT * FROM ${table}
+          WHERE state = 'attempted' AND (next_attempt_at IS NULL OR next_attempt_at <= ${now})
+          ORDER BY next_attempt_at, caller_did, operation_id`
+      ),
+    lockDeferred: (scope) =>
+      many(
+        "operation.lockDeferred",
+        Effect.zipRight(
+          takeWriteLock(sql, tables.operation),
+          scope.reason === "offline"
+            ? sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND defer_reason = 'offline' ${forUpdate(sql)}`
+            : sql<RawRow>`SELECT * FROM ${table}
+                WHERE state = 'attempted' AND defer_reason = 'auth'
+                  AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
+        )
+      ),
+    // One statement, so the keep rule and the delete see the same rows. The
+    // outer WHERE re-checks the lease and age on the row being deleted: on
+    // Postgres a lease taken between the candidate read and the delete is
+    // seen there (the row is re-evaluated at its newest version) and kept.
+    collectFinished: (params, now) =>
+      sql<RawRow>`DELETE FROM ${table}
+        WHERE (caller_did, operation_id) IN (
+          SELECT o.caller_did, o.operation_id FROM ${table} o
+          WHERE o.state IN ('committed', 'dead')
+            AND o.updated_at < ${params.before}
+            AND (o.lease_token IS NULL OR o.lease_expires_at < ${now})
+            AND (o.document_id IS NULL OR (
+              (o.state <> 'committed' OR (${newerExists("caller_did", ["committed"])} AND ${newerExists("owner_did", ["committed"])}))
+              AND ${newerExists("caller_did", ["committed", "dead"])}
+              AND ${newerExists("owner_did", ["committed", "dead"])}
+            ))
+          ORDER BY o.updated_at, ${ordered("o.caller_did")}, ${ordered("o.operation_id")}
+          LIMIT ${params.limit}
+        )
+        AND updated_at < ${params.before}
+        AND (lease_token IS NULL OR lease_expires_at < ${now})
+        RETURNING caller_did`.pipe(Effect.map((rows) => rows.length), PersistenceError.refail("operation.collectFinished"))
+  }
+}

@@ -1,0 +1,129 @@
+import {
+  type DeferReason,
+  PersistenceError,
+  type ProjectionWatch,
+  type VerificationStatus,
+  type WatchIdentity,
+  WatchRepository
+} from "@connector-store/core"
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Effect, Option } from "effect"
+import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
+import { forUpdate, takeWriteLock } from "./SqlTransactor.js"
+import type { TableNames } from "./Tables.js"
+
+/** A watch row as read from the projection-watch table. */
+export const decodeWatch = (row: RawRow): ProjectionWatch => ({
+  ownerDID: text(row["owner_did"]),
+  connectorName: text(row["connector_name"]),
+  model: text(row["model"]),
+  accountKey: text(row["account_key"]),
+  sourceID: text(row["source_id"]),
+  documentID: text(row["document_id"]),
+  verifiedStateDigest: textOrNull(row["verified_state_digest"]),
+  observedWinnerDigest: textOrNull(row["observed_winner_digest"]),
+  verificationStatus: text(row["verification_status"]) as VerificationStatus,
+  verificationAttempts: epoch(row["verification_attempts"]),
+  repairGeneration: epoch(row["repair_generation"]),
+  nextAttemptAt: epochOrNull(row["next_attempt_at"]),
+  claimedUntil: epochOrNull(row["claimed_until"]),
+  deferReason: textOrNull(row["defer_reason"]) as DeferReason | null,
+  version: epoch(row["version"]),
+  createdAt: epoch(row["created_at"]),
+  updatedAt: epoch(row["updated_at"])
+})
+
+/** The projection-watch table on a SQL client. */
+export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): WatchRepository["Type"] => {
+  const table = sql(tables.projectionWatch)
+  const byIdentity = (id: WatchIdentity) =>
+    sql`owner_did = ${id.ownerDID} AND connector_name = ${id.connectorName} AND model = ${id.model} AND account_key = ${id.accountKey} AND source_id = ${id.sourceID}`
+  const many = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
+    query.pipe(Effect.map((rows) => rows.map(decodeWatch)), PersistenceError.refail(operation))
+  const one = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
+    Effect.map(many(operation, query), (rows) => Option.fromNullable(rows[0]))
+  const changed = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
+    query.pipe(Effect.map((rows) => rows.length > 0), PersistenceError.refail(operation))
+
+  return {
+    lockRead: (identity) =>
+      one(
+        "watch.lockRead",
+        Effect.zipRight(
+          takeWriteLock(sql, tables.projectionWatch),
+          sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)} ${forUpdate(sql)}`
+        )
+      ),
+    get: (identity) => one("watch.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)}`),
+    getByDocument: (documentID) =>
+      one(
+        "watch.getByDocument",
+        sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${documentID} ORDER BY owner_did, connector_name, model, account_key, source_id LIMIT 1`
+      ),
+    listByDocuments: (documentIDs) =>
+      documentIDs.length === 0
+        ? Effect.succeed([])
+        : many("watch.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
+    update: (next, expectedVersion) =>
+      changed(
+        "watch.update",
+        sql<RawRow>`UPDATE ${table} SET
+          document_id = ${next.documentID},
+          verified_state_digest = ${next.verifiedStateDigest},
+          observed_winner_digest = ${next.observedWinnerDigest},
+          verification_status = ${next.verificationStatus},
+          verification_attempts = ${next.verificationAttempts},
+          repair_generation = ${next.repairGeneration},
+          next_attempt_at = ${next.nextAttemptAt},
+          claimed_until = ${next.claimedUntil},
+          defer_reason = ${next.deferReason},
+          version = ${next.version},
+          updated_at = ${next.updatedAt}
+        WHERE ${byIdentity(next)} AND version = ${expectedVersion}
+        RETURNING version`
+      ),
+    insert: (row) =>
+      changed(
+        "watch.insert",
+        sql<RawRow>`INSERT INTO ${table} (
+          owner_did, connector_name, model, account_key, source_id, document_id,
+          verified_state_digest, observed_winner_digest, verification_status, verification_attempts,
+          repair_generation, next_attempt_at, claimed_until, defer_reason, version, created_at, updated_at
+        ) VALUES (
+          ${row.ownerDID}, ${row.connectorName}, ${row.model}, ${row.accountKey}, ${row.sourceID}, ${row.documentID},
+          ${row.verifiedStateDigest}, ${row.observedWinnerDigest}, ${row.verificationStatus}, ${row.verificationAttempts},
+          ${row.repairGeneration}, ${row.nextAttemptAt}, ${row.claimedUntil}, ${row.deferReason}, ${row.version},
+          ${row.createdAt}, ${row.updatedAt}
+        ) ON CONFLICT DO NOTHING RETURNING version`
+      ),
+    delete: (identity, expectedVersion) =>
+      changed(
+        "watch.delete",
+        sql<RawRow>`DELETE FROM ${table} WHERE ${byIdentity(identity)} AND version = ${expectedVersion} RETURNING version`
+      ),
+    listScheduleDue: (now) =>
+      many(
+        "watch.listScheduleDue",
+        sql<RawRow>`SELECT * FROM ${table}
+          WHERE verification_status IN ('pending_verification', 'repair_failed')
+            AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}`
+      ),
+    listAuditCandidates: many(
+      "watch.listAuditCandidates",
+      sql<RawRow>`SELECT * FROM ${table} WHERE verification_status IN ('verified', 'repair_failed')`
+    ),
+    lockDeferred: (scope) =>
+      many(
+        "watch.lockDeferred",
+        Effect.zipRight(
+          takeWriteLock(sql, tables.projectionWatch),
+          scope.reason === "offline"
+            ? sql<RawRow>`SELECT * FROM ${table}
+                WHERE verification_status = 'pending_verification' AND defer_reason = 'offline' ${forUpdate(sql)}`
+            : sql<RawRow>`SELECT * FROM ${table}
+                WHERE verification_status = 'pending_verification' AND defer_reason = 'auth'
+                  AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
+        )
+      )
+  }
+}

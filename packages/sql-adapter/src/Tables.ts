@@ -1,0 +1,44 @@
+import { Context, Layer } from "effect"
+
+/** The seed's table prefix: a database written by the original store opens unchanged. */
+export const DEFAULT_TABLE_PREFIX = "kubun_connector_"
+
+/** The names of the store's tables and indexes under one prefix. */
+export interface TableNames {
+  readonly prefix: string
+  readonly syncState: string
+  readonly pendingAuth: string
+  readonly operation: string
+  readonly projectionWatch: string
+  readonly migrations: string
+  /** An index name: the seed's own under the default prefix, prefixed otherwise. */
+  readonly index: (seedName: string) => string
+}
+
+const PREFIX_PATTERN = /^[a-z_][a-z0-9_]{0,39}$/
+
+/**
+ * The table names under `prefix` (lower-case letters, digits and `_`,
+ * starting with a letter or `_`, at most 40 characters). Throws on any other
+ * prefix: table names are the one thing that cannot be a query parameter.
+ */
+export const tableNames = (prefix: string = DEFAULT_TABLE_PREFIX): TableNames => {
+  if (!PREFIX_PATTERN.test(prefix)) {
+    throw new TypeError(`table prefix must match ${PREFIX_PATTERN}, got ${JSON.stringify(prefix)}`)
+  }
+  return {
+    prefix,
+    syncState: `${prefix}sync_state`,
+    pendingAuth: `${prefix}pending_auth`,
+    operation: `${prefix}operation`,
+    projectionWatch: `${prefix}projection_watch`,
+    migrations: `${prefix}schema_migrations`,
+    index: (seedName) => prefix === DEFAULT_TABLE_PREFIX ? seedName : `${prefix}${seedName}`
+  }
+}
+
+/** The table names a SQL store uses. */
+export class Tables extends Context.Tag("@connector-store/sql-adapter/Tables")<Tables, TableNames>() {
+  /** Tables under `prefix` (the seed's by default). */
+  static readonly layer = (prefix?: string): Layer.Layer<Tables> => Layer.sync(Tables, () => tableNames(prefix))
+}

@@ -1,0 +1,6 @@
+export * from "./Tables.js"
+export * from "./migrations.js"
+export * from "./SqlTransactor.js"
+export * from "./SqlWatchRepository.js"
+export * from "./SqlOperationRepository.js"
+export * from "./SqlStore.js"

@@ -1,0 +1,153 @@
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Effect } from "effect"
+import type { TableNames } from "./Tables.js"
+
+/** One forward-only schema step. Every statement in it is safe to run again. */
+export interface Migration {
+  readonly id: number
+  readonly name: string
+  readonly up: (sql: SqlClient, t: TableNames) => Effect.Effect<void, SqlError>
+}
+
+const run = (sql: SqlClient, statements: ReadonlyArray<string>) =>
+  Effect.forEach(statements, (statement) => sql.unsafe(statement), { discard: true })
+
+/**
+ * The schema. Table, column and index names, nullability and keys are the
+ * seed's (so a database the original store wrote opens unchanged); indexes
+ * marked "project" serve this project's own queries.
+ */
+export const migrations: ReadonlyArray<Migration> = [
+  {
+    id: 1,
+    name: "seed_tables",
+    up: (sql, t) =>
+      run(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.syncState} (
+          connector_name text NOT NULL,
+          owner_did text NOT NULL,
+          checkpoint text,
+          last_synced_at text NOT NULL,
+          entity_count integer NOT NULL DEFAULT 0,
+          status text NOT NULL,
+          error text,
+          lease_expires_at bigint,
+          recovery text,
+          version integer NOT NULL DEFAULT 0,
+          incarnation text,
+          CONSTRAINT ${t.syncState}_pkey PRIMARY KEY (connector_name, owner_did)
+        )`,
+        `CREATE TABLE IF NOT EXISTS ${t.pendingAuth} (
+          state text NOT NULL,
+          connector_name text NOT NULL,
+          owner_did text NOT NULL,
+          code_verifier text NOT NULL,
+          redirect_uri text NOT NULL,
+          scopes text,
+          created_at bigint NOT NULL,
+          expires_at bigint NOT NULL,
+          CONSTRAINT ${t.pendingAuth}_pkey PRIMARY KEY (state)
+        )`,
+        `CREATE TABLE IF NOT EXISTS ${t.operation} (
+          caller_did text NOT NULL,
+          operation_id text NOT NULL,
+          node_key text NOT NULL,
+          owner_did text NOT NULL,
+          connector_name text NOT NULL,
+          model text NOT NULL,
+          op text NOT NULL,
+          account_key text NOT NULL,
+          target text NOT NULL,
+          source_id text,
+          deterministic_event_id text NOT NULL,
+          payload_hash text NOT NULL,
+          reissue_intent text NOT NULL,
+          provider_etag text,
+          document_id text,
+          result_entity text,
+          state text NOT NULL,
+          attempts integer NOT NULL DEFAULT 0,
+          next_attempt_at bigint,
+          defer_reason text,
+          send_marker text,
+          last_kind text,
+          last_http_status integer,
+          version integer NOT NULL DEFAULT 0,
+          incarnation text,
+          lease_token text,
+          lease_expires_at bigint,
+          created_at bigint NOT NULL,
+          updated_at bigint NOT NULL,
+          CONSTRAINT ${t.operation}_pkey PRIMARY KEY (caller_did, operation_id)
+        )`,
+        `CREATE UNIQUE INDEX IF NOT EXISTS ${t.index("uq_connector_operation_node_key")} ON ${t.operation} (node_key)`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_document")} ON ${t.operation} (document_id)`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_owner")} ON ${t.operation} (owner_did)`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_state_updated")} ON ${t.operation} (state, updated_at)`,
+        `CREATE TABLE IF NOT EXISTS ${t.projectionWatch} (
+          owner_did text NOT NULL,
+          connector_name text NOT NULL,
+          model text NOT NULL,
+          account_key text NOT NULL,
+          source_id text NOT NULL,
+          document_id text NOT NULL,
+          verified_state_digest text,
+          observed_winner_digest text,
+          verification_status text NOT NULL,
+          verification_attempts integer NOT NULL DEFAULT 0,
+          repair_generation integer NOT NULL DEFAULT 0,
+          next_attempt_at bigint,
+          claimed_until bigint,
+          defer_reason text,
+          version integer NOT NULL DEFAULT 0,
+          created_at bigint NOT NULL,
+          updated_at bigint NOT NULL,
+          CONSTRAINT ${t.projectionWatch}_pkey PRIMARY KEY (owner_did, connector_name, model, account_key, source_id)
+        )`,
+        `CREATE UNIQUE INDEX IF NOT EXISTS ${t.index("uq_connector_watch_ingress")} ON ${t.projectionWatch} (owner_did, model, document_id)`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_watch_document")} ON ${t.projectionWatch} (document_id)`
+      ])
+  },
+  {
+    id: 2,
+    name: "due_sweep_indexes",
+    // Project: the due sweep reads attempted operations by next attempt and
+    // watches by status and next attempt; without these both scan the table.
+    up: (sql, t) =>
+      run(sql, [
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_state_next")} ON ${t.operation} (state, next_attempt_at)`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_watch_status_next")} ON ${t.projectionWatch} (verification_status, next_attempt_at)`
+      ])
+  }
+]
+
+/**
+ * Brings the schema up to date, forward only. Runs in one transaction under
+ * a lock (an advisory lock on Postgres, the write lock on SQLite), so two
+ * processes migrating at once apply each step exactly once, and running it
+ * again is harmless. Returns the ids it applied.
+ */
+export const migrate = (sql: SqlClient, t: TableNames): Effect.Effect<ReadonlyArray<number>, SqlError> =>
+  sql.withTransaction(Effect.gen(function*() {
+    const createLedger = sql.unsafe(
+      `CREATE TABLE IF NOT EXISTS ${t.migrations} (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`
+    )
+    yield* sql.onDialectOrElse({
+      pg: () => Effect.zipRight(sql`SELECT pg_advisory_xact_lock(hashtext(${t.migrations}))`, createLedger),
+      // The no-op write takes SQLite's write lock before the ledger is read.
+      orElse: () => Effect.zipRight(createLedger, sql`UPDATE ${sql(t.migrations)} SET id = id WHERE 0 = 1`)
+    })
+    const applied = new Set(
+      (yield* sql<{ id: unknown }>`SELECT id FROM ${sql(t.migrations)}`).map((row) => Number(row.id))
+    )
+    const done: Array<number> = []
+    for (const migration of migrations) {
+      if (applied.has(migration.id)) continue
+      yield* migration.up(sql, t)
+      const now = yield* Clock.currentTimeMillis
+      yield* sql`INSERT INTO ${sql(t.migrations)} (id, name, applied_at) VALUES (${migration.id}, ${migration.name}, ${now})`
+      done.push(migration.id)
+    }
+    return done
+  }))
