@@ -22,7 +22,18 @@ import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
  *
  * `H` is the adapter's transaction handle handed to winner readers.
  */
-export interface PromiseConnectorStore<H> {
+export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H> {
+  /** Runs an Effect against the store's own runtime (for mixing the two APIs). */
+  runEffect<A, E>(effect: Effect.Effect<A, E, ConnectorStore>): Promise<A>
+  /** Releases the store's connections. The store is unusable afterwards. */
+  close(): Promise<void>
+}
+
+/** Runs one call of the Effect API as a Promise (rejecting with the tagged error). */
+export type PromiseCall = <A, E>(use: (store: ConnectorStore["Type"]) => Effect.Effect<A, E>) => Promise<A>
+
+/** The watch, due-sweep and retention methods of the Promise API. */
+export interface PromiseWatchMethods<H> {
   getWatch(identity: WatchIdentity): Promise<ProjectionWatch | null>
   getWatchByDocument(documentID: string): Promise<ProjectionWatch | null>
   listWatchesByDocuments(documentIDs: ReadonlyArray<string>): Promise<ReadonlyArray<ProjectionWatch>>
@@ -37,11 +48,24 @@ export interface PromiseConnectorStore<H> {
     readers: PromiseWinnerReaders<H>
   ): Promise<{ operations: ReadonlyArray<ConnectorOperation>; watches: ReadonlyArray<ProjectionWatch> }>
   collectFinishedOperations(params: CollectParams): Promise<number>
-  /** Runs an Effect against the store's own runtime (for mixing the two APIs). */
-  runEffect<A, E>(effect: Effect.Effect<A, E, ConnectorStore>): Promise<A>
-  /** Releases the store's connections. The store is unusable afterwards. */
-  close(): Promise<void>
 }
+
+const orNull = <A>(option: Option.Option<A>): A | null => Option.getOrNull(option)
+
+/** The watch, due-sweep and retention methods over `call`. */
+export const promiseWatchMethods = <H>(call: PromiseCall, handle: Effect.Effect<H>): PromiseWatchMethods<H> => ({
+  getWatch: (identity) => call((s) => Effect.map(s.getWatch(identity), orNull)),
+  getWatchByDocument: (documentID) => call((s) => Effect.map(s.getWatchByDocument(documentID), orNull)),
+  listWatchesByDocuments: (documentIDs) => call((s) => s.listWatchesByDocuments(documentIDs)),
+  armWatch: (identity, reason, options) => call((s) => s.armWatch(identity, reason, options)),
+  claimWatchAttempt: (identity, options) => call((s) => s.claimWatchAttempt(identity, options)),
+  deferWatch: (identity, options) => call((s) => s.deferWatch(identity, options)),
+  recordVerification: (identity, input) => call((s) => s.recordVerification(identity, input)),
+  resumeOfflineDeferred: (now) => call((s) => s.resumeOfflineDeferred(now)),
+  resumeAuthDeferred: (params) => call((s) => s.resumeAuthDeferred(params)),
+  listDueOperations: (now, readers) => call((s) => s.listDueOperations(now, fromPromiseReaders(readers, handle))),
+  collectFinishedOperations: (params) => call((s) => s.collectFinishedOperations(params))
+})
 
 /** How a Promise store is put together by an adapter. */
 export interface PromiseStoreParts<H> {
@@ -60,22 +84,10 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     if (Exit.isSuccess(exit)) return exit.value
     throw Cause.squash(exit.cause)
   }
-  const call = <A, E>(use: (store: ConnectorStore["Type"]) => Effect.Effect<A, E>) => run(Effect.flatMap(ConnectorStore, use))
-  const orNull = <A>(option: Option.Option<A>): A | null => Option.getOrNull(option)
+  const call: PromiseCall = (use) => run(Effect.flatMap(ConnectorStore, use))
 
   return {
-    getWatch: (identity) => call((s) => Effect.map(s.getWatch(identity), orNull)),
-    getWatchByDocument: (documentID) => call((s) => Effect.map(s.getWatchByDocument(documentID), orNull)),
-    listWatchesByDocuments: (documentIDs) => call((s) => s.listWatchesByDocuments(documentIDs)),
-    armWatch: (identity, reason, options) => call((s) => s.armWatch(identity, reason, options)),
-    claimWatchAttempt: (identity, options) => call((s) => s.claimWatchAttempt(identity, options)),
-    deferWatch: (identity, options) => call((s) => s.deferWatch(identity, options)),
-    recordVerification: (identity, input) => call((s) => s.recordVerification(identity, input)),
-    resumeOfflineDeferred: (now) => call((s) => s.resumeOfflineDeferred(now)),
-    resumeAuthDeferred: (params) => call((s) => s.resumeAuthDeferred(params)),
-    listDueOperations: (now, readers) =>
-      call((s) => s.listDueOperations(now, fromPromiseReaders(readers, parts.handle))),
-    collectFinishedOperations: (params) => call((s) => s.collectFinishedOperations(params)),
+    ...promiseWatchMethods(call, parts.handle),
     runEffect: run,
     close: () => parts.runtime.dispose()
   }

@@ -24,7 +24,7 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
     ConnectorStore,
     Effect.map(
       Effect.all([makeWatchMethods, makeSweepMethods]),
-      ([watches, sweep]): ConnectorStoreApi => ({ ...watches, ...sweep })
+      (parts): ConnectorStoreApi => Object.assign({}, ...parts)
     )
   )
 }

@@ -1,0 +1,47 @@
+import type { ConnectorStore, PersistenceError, StorePorts, StoreSnapshot, WinnerReaders } from "@connector-store/core"
+import * as Memory from "@connector-store/memory-adapter"
+import * as Sql from "@connector-store/sql-adapter"
+import type { Layer } from "effect"
+import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./databases.js"
+
+/** Everything a contract test can reach on a store. */
+export type StoreServices = ConnectorStore | StorePorts | StoreSnapshot
+
+/** One adapter under test: builds a fresh, empty store per layer build. */
+export interface AdapterUnderTest {
+  readonly name: "memory" | "sqlite" | "postgres"
+  /** A fresh, empty store whose winners are read by `readers`. */
+  readonly layer: (readers: WinnerReaders) => Layer.Layer<StoreServices, PersistenceError>
+  /** A fresh connection for the Promise API (SQL adapters): URL and table prefix. */
+  readonly connection: () => Promise<{ readonly url: string; readonly tablePrefix?: string }>
+}
+
+const memory: AdapterUnderTest = {
+  name: "memory",
+  layer: (readers) => Memory.layer(readers),
+  connection: async () => ({ url: "memory" })
+}
+
+const sqlite: AdapterUnderTest = {
+  name: "sqlite",
+  layer: (readers) => Sql.layer({ url: freshSqlitePath() }, readers),
+  connection: async () => ({ url: freshSqlitePath() })
+}
+
+/** Postgres: one database per test file, one table prefix per store. */
+export const postgresAdapter = async (): Promise<AdapterUnderTest> => {
+  const url = await pgDatabaseForFile()
+  return {
+    name: "postgres",
+    layer: (readers) => Sql.layer({ url, tablePrefix: freshPrefix(), maxConnections: 8 }, readers),
+    connection: async () => ({ url, tablePrefix: freshPrefix() })
+  }
+}
+
+/**
+ * The adapters every contract suite runs against: memory, SQLite on a temp
+ * file, and Postgres on the local server (skipped loudly when it is absent,
+ * an error in CI).
+ */
+export const adaptersUnderTest = async (): Promise<ReadonlyArray<AdapterUnderTest>> =>
+  pgAvailable ? [memory, sqlite, await postgresAdapter()] : [memory, sqlite]
