@@ -15,7 +15,7 @@ import {
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Context, Duration, Effect, Layer, ManagedRuntime, Redacted, Runtime } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, ManagedRuntime, Redacted, Runtime } from "effect"
 import { migrate } from "./migrations.js"
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
@@ -77,20 +77,18 @@ export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//.tes
  * and a busy timeout, so several processes can share one file.
  */
 export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, PersistenceError> => {
-  if (isPostgresUrl(connection.url)) {
-    return PgClient.layer({
+  const client: Layer.Layer<SqlClient, unknown> = isPostgresUrl(connection.url)
+    ? PgClient.layer({
       url: Redacted.make(connection.url),
       maxConnections: connection.maxConnections ?? 10,
       idleTimeout: Duration.seconds(30)
-    }).pipe(Layer.mapError((cause) => new PersistenceError({ operation: "connect", cause })))
-  }
-  const busyTimeout = Layer.effectDiscard(Effect.flatMap(SqlClient, (sql) =>
-    sql.unsafe(`PRAGMA busy_timeout = ${Math.trunc(connection.busyTimeoutMs ?? 10_000)}`)
-  ))
-  return busyTimeout.pipe(
-    Layer.provideMerge(SqliteClient.layer({ filename: connection.url })),
-    Layer.mapError((cause) => new PersistenceError({ operation: "connect", cause }))
-  )
+    })
+    : Layer.effectDiscard(Effect.flatMap(SqlClient, (sql) =>
+      sql.unsafe(`PRAGMA busy_timeout = ${Math.trunc(connection.busyTimeoutMs ?? 10_000)}`)
+    )).pipe(Layer.provideMerge(SqliteClient.layer({ filename: connection.url })))
+  // The SQLite driver throws (a defect) when the file cannot be opened.
+  return Layer.catchAllCause(client, (cause) =>
+    Layer.fail(new PersistenceError({ operation: "connect", cause: Cause.squash(cause) })))
 }
 
 /**
@@ -149,11 +147,10 @@ export const openConnectorStore = async (
       }))
     )
   )
-  try {
-    await runtime.runtime()
-  } catch (error) {
+  const opened = await Effect.runPromiseExit(runtime.runtimeEffect)
+  if (Exit.isFailure(opened)) {
     await runtime.dispose()
-    throw error
+    throw Cause.squash(opened.cause)
   }
   return makePromiseStore({ runtime, handle: handleOf, now: options.now })
 }
