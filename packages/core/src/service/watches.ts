@@ -194,7 +194,7 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["options.now", fieldOf(options, "now"), Rules.millis]
         ]),
         Effect.map(
-          transition("claimWatchAttempt", identity, (row) => Effect.succeed(decideClaim(row, options, options.now))),
+          transition("claimWatchAttempt", identity, (row, now) => Effect.succeed(decideClaim(row, options, options.now, now))),
           (outcome) => outcome === "claimed"
         )
       ),

@@ -98,13 +98,16 @@ export const hasLiveClaim = (row: ProjectionWatch, now: Millis): boolean =>
   row.claimedUntil !== null && row.claimedUntil > now
 
 /**
- * Decides a claim: only a pending row of that generation, due at `now`, and
- * with no live claim, can be claimed; the claim lasts until `until`.
+ * Decides a claim: only a pending row of that generation, due at `now` (the
+ * verifier's time), and with no live claim, can be claimed; the claim lasts
+ * until `until`. The row is stamped `writtenAt`, the store's clock (as the
+ * seed does), which defaults to `now`.
  */
 export const decideClaim = (
   row: ProjectionWatch | undefined,
   input: ClaimInput,
-  now: Millis
+  now: Millis,
+  writtenAt: Millis = now
 ): Decision<ClaimOutcome> =>
   row !== undefined &&
     row.verificationStatus === "pending_verification" &&
@@ -112,7 +115,7 @@ export const decideClaim = (
     row.nextAttemptAt !== null &&
     row.nextAttemptAt <= now &&
     !hasLiveClaim(row, now)
-    ? changed("claimed", bump(row, now, { claimedUntil: input.until }))
+    ? changed("claimed", bump(row, writtenAt, { claimedUntil: input.until }))
     : unchanged("not-claimable")
 
 /** What `deferWatch` did. */
