@@ -1,0 +1,108 @@
+import type { Digest, Millis } from "../watch/ProjectionWatch.js"
+
+/** What one relist lists in full: every provider entity of one account's model, for one owner and connector. */
+export interface RelistScope {
+  readonly ownerDID: string
+  readonly connectorName: string
+  readonly model: string
+  readonly accountKey: string
+}
+
+/**
+ * Where a relist run stands.
+ *
+ * - `started`: created, no page committed yet.
+ * - `listing`: at least one page committed; resumable from its cursor.
+ * - `complete`: its runner committed the last page; it is the scope's
+ *   current run and the only kind that yields candidates.
+ * - `abandoned`: ended on purpose before or after completing.
+ * - `superseded`: a newer run of the scope started.
+ *
+ * `started`, `listing` and `complete` are current states: a scope has at
+ * most one run in them. `abandoned` and `superseded` are final.
+ */
+export type RelistRunState = "started" | "listing" | "complete" | "abandoned" | "superseded"
+
+/** One relist run of a scope. Every write bumps `version`. */
+export interface RelistRun extends RelistScope {
+  readonly runID: string
+  readonly state: RelistRunState
+  /** The provider's cursor to list the next page from (`null`: from the beginning, or nothing left). */
+  readonly cursor: string | null
+  /** How many pages were committed; the next commit must be page `pagesCommitted + 1`. */
+  readonly pagesCommitted: number
+  /** Set when the run completed: distinct entities receipted. */
+  readonly receiptCount: number | null
+  /** Set when the run completed: watches of the scope at that moment. */
+  readonly trackedCount: number | null
+  /** Set when the run completed: deletion candidates it derived. */
+  readonly deletionCount: number | null
+  /** Set when the run completed: divergence candidates it derived. */
+  readonly divergenceCount: number | null
+  readonly version: number
+  readonly startedAt: Millis
+  readonly updatedAt: Millis
+  readonly completedAt: Millis | null
+  /** When it was abandoned or superseded. */
+  readonly endedAt: Millis | null
+}
+
+/** One provider entity a run saw, with the provider's digest (or etag) of it. */
+export interface RelistReceipt {
+  readonly runID: string
+  readonly sourceID: string
+  /** `null` when the provider gave none: such an entity never counts as diverged. */
+  readonly digest: Digest | null
+  /** When it was (last) recorded. */
+  readonly seenAt: Millis
+}
+
+/** A receipt as a runner hands it in. */
+export interface ReceiptInput {
+  readonly sourceID: string
+  readonly digest: Digest | null
+}
+
+/** The run states in which a scope's run is its current one. */
+export const CURRENT_RUN_STATES: ReadonlyArray<RelistRunState> = ["started", "listing", "complete"]
+
+/** True while the run is its scope's current one. */
+export const isCurrentRun = (run: RelistRun): boolean => CURRENT_RUN_STATES.includes(run.state)
+
+/** True while a runner may still add receipts and pages to the run. */
+export const isListing = (run: RelistRun): boolean => run.state === "started" || run.state === "listing"
+
+/** The scope part of a run, candidate or watch. */
+export const scopeOf = (row: RelistScope): RelistScope => ({
+  ownerDID: row.ownerDID,
+  connectorName: row.connectorName,
+  model: row.model,
+  accountKey: row.accountKey
+})
+
+/** True when both name the same scope. */
+export const sameScope = (a: RelistScope, b: RelistScope): boolean =>
+  a.ownerDID === b.ownerDID && a.connectorName === b.connectorName && a.model === b.model &&
+  a.accountKey === b.accountKey
+
+/** A readable, unambiguous label of a scope, for errors and logs. */
+export const formatScope = (scope: RelistScope): string =>
+  [scope.ownerDID, scope.connectorName, scope.model, scope.accountKey].join("/")
+
+/** An unambiguous map key for a scope. */
+export const scopeKey = (scope: RelistScope): string =>
+  JSON.stringify([scope.ownerDID, scope.connectorName, scope.model, scope.accountKey])
+
+/**
+ * The receipts of one page as they will be stored: one per source id, the
+ * last one listed winning (a provider may list an entity twice while it
+ * changes under the listing).
+ */
+export const distinctReceipts = (receipts: ReadonlyArray<ReceiptInput>): ReadonlyArray<ReceiptInput> => {
+  const bySource = new Map<string, ReceiptInput>()
+  for (const receipt of receipts) {
+    bySource.delete(receipt.sourceID)
+    bySource.set(receipt.sourceID, { sourceID: receipt.sourceID, digest: receipt.digest })
+  }
+  return Array.from(bySource.values())
+}

@@ -1,0 +1,80 @@
+import type { Digest, Millis } from "../watch/ProjectionWatch.js"
+import type { RelistScope } from "./RelistRun.js"
+
+/** Failed applies after which a candidate is given up until a person re-arms it. */
+export const MAX_SWEEP_APPLY_ATTEMPTS = 5
+
+/**
+ * Why a tracked document is a candidate: the complete run did not see its
+ * entity (`deleted` at the provider), or saw it with a digest other than the
+ * one last verified locally (`diverged`).
+ */
+export type SweepCandidateKind = "deleted" | "diverged"
+
+/**
+ * What the sweep decided to do about a candidate: delete the local document,
+ * ingest the provider's entity again, or leave things as they are.
+ */
+export type SweepOutcome = "delete_local" | "reingest" | "keep"
+
+/**
+ * Where a candidate stands.
+ *
+ * - `open`: derived, nothing decided yet.
+ * - `decided`: an outcome to apply was recorded (`delete_local` or `reingest`).
+ * - `applied`: the decided outcome was applied.
+ * - `kept`: the decision was `keep`; nothing to apply.
+ * - `given_up`: `MAX_SWEEP_APPLY_ATTEMPTS` applies failed; the sweep never
+ *   offers it again until a person re-arms it.
+ */
+export type SweepCandidateStatus = "open" | "decided" | "applied" | "kept" | "given_up"
+
+/** A candidate's identity: its scope and the provider entity's source id (the shape of a watch identity). */
+export interface SweepCandidateIdentity extends RelistScope {
+  readonly sourceID: string
+}
+
+/**
+ * The sweep's case about one tracked entity of a scope. There is one per
+ * (scope, source id): each complete run re-derives its scope's cases, and a
+ * given-up case stays given up across runs. Every write bumps `version`.
+ */
+export interface SweepCandidate extends SweepCandidateIdentity {
+  /** The complete run that derived it last. */
+  readonly runID: string
+  readonly documentID: string
+  readonly kind: SweepCandidateKind
+  /** The digest the run saw at the provider (`null` for a deletion). */
+  readonly providerDigest: Digest | null
+  /** The watch's verified digest when the run derived it. */
+  readonly localDigest: Digest | null
+  readonly status: SweepCandidateStatus
+  readonly outcome: SweepOutcome | null
+  /** Failed applies since it was derived or last re-armed; never above `MAX_SWEEP_APPLY_ATTEMPTS`. */
+  readonly applyAttempts: number
+  readonly lastErrorKind: string | null
+  readonly lastErrorMessage: string | null
+  readonly version: number
+  readonly createdAt: Millis
+  readonly updatedAt: Millis
+}
+
+/** The statuses that are still work for the sweep: listed by `listSweepCandidates`. */
+export const ACTIONABLE_STATUSES: ReadonlyArray<SweepCandidateStatus> = ["open", "decided"]
+
+/** The identity part of a candidate. */
+export const candidateIdentityOf = (row: SweepCandidateIdentity): SweepCandidateIdentity => ({
+  ownerDID: row.ownerDID,
+  connectorName: row.connectorName,
+  model: row.model,
+  accountKey: row.accountKey,
+  sourceID: row.sourceID
+})
+
+/** An unambiguous map key for a candidate identity. */
+export const candidateKey = (id: SweepCandidateIdentity): string =>
+  JSON.stringify([id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID])
+
+/** A readable label of a candidate identity, for errors and logs. */
+export const formatCandidateIdentity = (id: SweepCandidateIdentity): string =>
+  [id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID].join("/")

@@ -1,0 +1,159 @@
+import type { Millis } from "../watch/ProjectionWatch.js"
+import type { RelistRun } from "./RelistRun.js"
+import {
+  MAX_SWEEP_APPLY_ATTEMPTS,
+  type SweepCandidate,
+  type SweepCandidateStatus,
+  type SweepOutcome
+} from "./SweepCandidate.js"
+
+/**
+ * What a candidate transition decided: an outcome, and the row to write when
+ * it changes. `next` carries `version + 1` and `updatedAt = now`.
+ */
+export interface CandidateDecision<O extends string> {
+  readonly outcome: O
+  readonly next: SweepCandidate | undefined
+}
+
+const unchanged = <O extends string>(outcome: O): CandidateDecision<O> => ({ outcome, next: undefined })
+
+const bump = (row: SweepCandidate, now: Millis, patch: Partial<SweepCandidate>): SweepCandidate => ({
+  ...row,
+  ...patch,
+  version: row.version + 1,
+  updatedAt: now
+})
+
+/**
+ * Whether a run still stands behind its candidates: `current` while it is
+ * complete (and therefore its scope's current run), `stale-run` once it was
+ * superseded or abandoned (or never completed). Checked before the candidate.
+ */
+export const candidateRunStanding = (run: RelistRun): "current" | "stale-run" =>
+  run.state === "complete" ? "current" : "stale-run"
+
+/** True when `row` is the candidate `run` derived (and not an older run's given-up case). */
+export const belongsToRun = (row: SweepCandidate | undefined, run: RelistRun): row is SweepCandidate =>
+  row !== undefined && row.runID === run.runID
+
+/** What `recordSweepOutcome` did. */
+export type RecordOutcomeResult =
+  | "recorded"
+  /** Given up: nothing is decided for it until a person re-arms it. */
+  | "given-up"
+  /** Already applied or kept. */
+  | "settled"
+  /** `delete_local` for an entity the provider still has (refused as an error by the store). */
+  | "not-allowed"
+
+const settledStatuses: ReadonlyArray<SweepCandidateStatus> = ["applied", "kept"]
+
+/**
+ * Records the decision about an open or decided candidate (a decided one may
+ * change its mind; attempts already spent stay spent). `keep` settles it at
+ * once; `delete_local` is only for deletion candidates.
+ */
+export const decideSweepOutcome = (
+  row: SweepCandidate,
+  outcome: SweepOutcome,
+  now: Millis
+): CandidateDecision<RecordOutcomeResult> => {
+  if (row.status === "given_up") return unchanged("given-up")
+  if (settledStatuses.includes(row.status)) return unchanged("settled")
+  if (outcome === "delete_local" && row.kind !== "deleted") return unchanged("not-allowed")
+  if (row.status === "decided" && row.outcome === outcome) return unchanged("recorded")
+  return {
+    outcome: "recorded",
+    next: bump(row, now, { outcome, status: outcome === "keep" ? "kept" : "decided" })
+  }
+}
+
+/** What `markSweepCandidateApplied` did. */
+export type ApplyOutcome = "applied" | "undecided" | "kept" | "given-up"
+
+/**
+ * Marks a decided candidate applied. Applying twice is harmless. A given-up
+ * candidate is never marked applied, an open one has nothing to apply yet,
+ * and a kept one never had anything to apply.
+ */
+export const decideApplied = (row: SweepCandidate, now: Millis): CandidateDecision<ApplyOutcome> => {
+  switch (row.status) {
+    case "given_up":
+      return unchanged("given-up")
+    case "open":
+      return unchanged("undecided")
+    case "kept":
+      return unchanged("kept")
+    case "applied":
+      return unchanged("applied")
+    case "decided":
+      return { outcome: "applied", next: bump(row, now, { status: "applied" }) }
+  }
+}
+
+/** A failed apply, as its runner reports it. */
+export interface ApplyFailure {
+  /** A short, stable kind (e.g. `network`, `not_found`, `permission`). */
+  readonly kind: string
+  readonly message: string
+}
+
+/** What `recordSweepApplyFailure` did. */
+export type ApplyFailureOutcome =
+  /** Counted; the candidate stays decided and may be applied again. */
+  | "retry"
+  /** This failure spent the last attempt, or it was given up already. */
+  | "given-up"
+  | "applied"
+  | "kept"
+  | "undecided"
+
+/**
+ * Counts a failed apply of a decided candidate and keeps its kind and
+ * message. The failure that reaches `MAX_SWEEP_APPLY_ATTEMPTS` gives the
+ * candidate up; attempts never go past it. A failure reported for a
+ * candidate that is not decided changes nothing.
+ */
+export const decideApplyFailure = (
+  row: SweepCandidate,
+  failure: ApplyFailure,
+  now: Millis
+): CandidateDecision<ApplyFailureOutcome> => {
+  switch (row.status) {
+    case "given_up":
+      return unchanged("given-up")
+    case "open":
+      return unchanged("undecided")
+    case "kept":
+      return unchanged("kept")
+    case "applied":
+      return unchanged("applied")
+    case "decided": {
+      const attempts = Math.min(row.applyAttempts + 1, MAX_SWEEP_APPLY_ATTEMPTS)
+      const givenUp = attempts >= MAX_SWEEP_APPLY_ATTEMPTS
+      return {
+        outcome: givenUp ? "given-up" : "retry",
+        next: bump(row, now, {
+          applyAttempts: attempts,
+          lastErrorKind: failure.kind,
+          lastErrorMessage: failure.message,
+          status: givenUp ? "given_up" : "decided"
+        })
+      }
+    }
+  }
+}
+
+/** What `rearmSweepCandidate` did. */
+export type RearmOutcome = "rearmed" | "not-given-up"
+
+/**
+ * A person re-arms a given-up candidate: open again, attempts back to zero,
+ * decision cleared (it is made afresh); the last error stays for reference.
+ * Any other candidate is left alone.
+ */
+export const decideRearm = (row: SweepCandidate, now: Millis): CandidateDecision<RearmOutcome> =>
+  row.status === "given_up"
+    ? { outcome: "rearmed", next: bump(row, now, { status: "open", outcome: null, applyAttempts: 0 }) }
+    : unchanged("not-given-up")

@@ -1,0 +1,57 @@
+import { type Check, fieldOf, oneOf, optional, type Rule, Rules } from "../validation.js"
+
+/** The checks for a relist scope under `prefix`. */
+export const scopeChecks = (prefix: string, scope: unknown): ReadonlyArray<Check> => [
+  [prefix, scope, Rules.record],
+  ...(["ownerDID", "connectorName", "model", "accountKey"] as const).map((part): Check => [
+    `${prefix}.${part}`,
+    fieldOf(scope, part),
+    Rules.id
+  ])
+]
+
+/** The checks for a candidate reference (`{ runID, sourceID }`) under `prefix`. */
+export const candidateRefChecks = (prefix: string, ref: unknown): ReadonlyArray<Check> => [
+  [prefix, ref, Rules.record],
+  [`${prefix}.runID`, fieldOf(ref, "runID"), Rules.id],
+  [`${prefix}.sourceID`, fieldOf(ref, "sourceID"), Rules.id]
+]
+
+/** An array of receipts: objects with a non-empty `sourceID` and a `digest` string or null. */
+const receiptList: Rule = (value) => {
+  if (!Array.isArray(value)) return "must be an array of receipts"
+  for (let i = 0; i < value.length; i++) {
+    const item: unknown = value[i]
+    if (Rules.record(item) !== undefined) return `[${i}] must be an object`
+    const sourceReason = Rules.id(fieldOf(item, "sourceID"))
+    if (sourceReason !== undefined) return `[${i}].sourceID ${sourceReason}`
+    const digestReason = Rules.digestOrNull(fieldOf(item, "digest"))
+    if (digestReason !== undefined) return `[${i}].digest ${digestReason}`
+  }
+  return undefined
+}
+
+/** The checks for a list of receipts under `field`. */
+export const receiptChecks = (field: string, receipts: unknown): ReadonlyArray<Check> => [[field, receipts, receiptList]]
+
+/** A fraction of a whole: a finite number from 0 to 1. */
+export const fraction: Rule = (value) =>
+  typeof value === "number" && Number.isFinite(value) && value >= 0 && value <= 1
+    ? undefined
+    : "must be a number from 0 to 1"
+
+/** A boolean. */
+export const flag: Rule = (value) => typeof value === "boolean" ? undefined : "must be a boolean"
+
+/** The checks for a keyset page (`{ after?, limit }`) under `prefix`. */
+export const pageChecks = (prefix: string, page: unknown): ReadonlyArray<Check> => [
+  [prefix, page, Rules.record],
+  [`${prefix}.after`, fieldOf(page, "after"), optional(Rules.id)],
+  [`${prefix}.limit`, fieldOf(page, "limit"), Rules.positiveInt]
+]
+
+/** A candidate kind filter. */
+export const candidateKind: Rule = oneOf("deleted", "diverged")
+
+/** A sweep outcome. */
+export const sweepOutcome: Rule = oneOf("delete_local", "reingest", "keep")

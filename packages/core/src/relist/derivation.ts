@@ -1,0 +1,130 @@
+import type { Digest, Millis, ProjectionWatch } from "../watch/ProjectionWatch.js"
+import type { CandidateCounts } from "./lifecycle.js"
+import { type RelistReceipt, type RelistRun, sameScope } from "./RelistRun.js"
+import type { SweepCandidate, SweepCandidateKind } from "./SweepCandidate.js"
+
+/** The part of a watch the derivation reads: what is tracked, and what was last agreed with the provider. */
+export type TrackedDocument = Pick<
+  ProjectionWatch,
+  "ownerDID" | "connectorName" | "model" | "accountKey" | "sourceID" | "documentID" | "verifiedStateDigest" | "updatedAt"
+>
+
+/** What a complete run says about one tracked document, when it says anything. */
+export interface DerivedCandidate {
+  readonly kind: SweepCandidateKind
+  readonly providerDigest: Digest | null
+  readonly localDigest: Digest | null
+}
+
+/**
+ * True when the run may judge the watch at all: the watch belongs to the
+ * run's scope and was last written before the run started. A watch created
+ * or changed while the run was listing (a write-back landed, a verifier
+ * settled it) may concern an entity the listing had already passed, or
+ * moved within the listing's order, so this run says nothing about it; the
+ * next run will.
+ */
+export const isJudgedBy = (run: RelistRun, watch: TrackedDocument): boolean =>
+  sameScope(run, watch) && watch.updatedAt < run.startedAt
+
+/**
+ * The candidate rule for one tracked document of a complete run, given the
+ * run's receipt for its source id (if any):
+ *
+ * - no receipt → `deleted`: the full listing did not see the entity;
+ * - a receipt whose digest differs from the watch's verified digest →
+ *   `diverged`: the provider changed it since both sides last agreed. The
+ *   verified digest, not the current winner, is the local state compared:
+ *   a local edit still on its way to the provider moves the winner but not
+ *   the verified digest, and must not read as a provider-side change.
+ *   Either digest unknown (`null`) → no judgement.
+ */
+export const deriveCandidate = (
+  run: RelistRun,
+  watch: TrackedDocument,
+  receipt: Pick<RelistReceipt, "digest"> | undefined
+): DerivedCandidate | undefined => {
+  if (!isJudgedBy(run, watch)) return undefined
+  if (receipt === undefined) return { kind: "deleted", providerDigest: null, localDigest: watch.verifiedStateDigest }
+  return receipt.digest !== null && watch.verifiedStateDigest !== null && receipt.digest !== watch.verifiedStateDigest
+    ? { kind: "diverged", providerDigest: receipt.digest, localDigest: watch.verifiedStateDigest }
+    : undefined
+}
+
+/** A scope's candidate rows after a run completed, and what it counted. */
+export interface Derivation {
+  /** Every candidate row the scope keeps, replacing all its previous rows. */
+  readonly candidates: ReadonlyArray<SweepCandidate>
+  readonly counts: CandidateCounts
+}
+
+/**
+ * Replaces a scope's candidates with what the completed `run` derives.
+ *
+ * Every previous row of the scope goes, except given-up ones: a given-up
+ * case stays given up (attempts and last error kept) and, when the run
+ * derives it again, follows the new run. Every other derived case starts
+ * afresh: open, no attempts.
+ */
+export const deriveSweepCandidates = (
+  run: RelistRun,
+  watches: ReadonlyArray<TrackedDocument>,
+  receipts: ReadonlyMap<string, Pick<RelistReceipt, "digest">>,
+  previous: ReadonlyArray<SweepCandidate>,
+  now: Millis
+): Derivation => {
+  const tracked = watches.filter((watch) => sameScope(run, watch))
+  const givenUp = new Map(
+    previous.filter((row) => sameScope(run, row) && row.status === "given_up").map((row) => [row.sourceID, row])
+  )
+  const derived = new Map<string, SweepCandidate>()
+  let deletions = 0
+  let divergences = 0
+  for (const watch of tracked) {
+    const found = deriveCandidate(run, watch, receipts.get(watch.sourceID))
+    if (found === undefined) continue
+    if (found.kind === "deleted") deletions++
+    else divergences++
+    const kept = givenUp.get(watch.sourceID)
+    derived.set(
+      watch.sourceID,
+      kept === undefined
+        ? {
+          ownerDID: run.ownerDID,
+          connectorName: run.connectorName,
+          model: run.model,
+          accountKey: run.accountKey,
+          sourceID: watch.sourceID,
+          runID: run.runID,
+          documentID: watch.documentID,
+          ...found,
+          status: "open",
+          outcome: null,
+          applyAttempts: 0,
+          lastErrorKind: null,
+          lastErrorMessage: null,
+          version: 0,
+          createdAt: now,
+          updatedAt: now
+        }
+        : { ...kept, ...found, runID: run.runID, documentID: watch.documentID, version: kept.version + 1, updatedAt: now }
+    )
+  }
+  const stillGivenUp = Array.from(givenUp.values()).filter((row) => !derived.has(row.sourceID))
+  return {
+    candidates: [...stillGivenUp, ...derived.values()],
+    counts: { receipts: receipts.size, tracked: tracked.length, deletions, divergences }
+  }
+}
+
+/**
+ * The most deletion candidates a run may yield under a safety limit of
+ * `maxDeletionFraction` of its tracked set (rounded down; a hair of slack
+ * absorbs floating-point error, so 0.29 of 100 allows 29).
+ */
+export const deletionAllowance = (tracked: number, maxDeletionFraction: number): number =>
+  Math.floor(maxDeletionFraction * tracked + 1e-9)
+
+/** True when a complete run derived more deletions than the limit allows. */
+export const exceedsDeletionLimit = (run: RelistRun, maxDeletionFraction: number): boolean =>
+  (run.deletionCount ?? 0) > deletionAllowance(run.trackedCount ?? 0, maxDeletionFraction)

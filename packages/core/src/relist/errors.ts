@@ -1,0 +1,67 @@
+import { Data } from "effect"
+import type { RelistRunState } from "./RelistRun.js"
+import type { SweepCandidateKind, SweepOutcome } from "./SweepCandidate.js"
+
+/** No relist run has this id (it never existed, or retention collected it). */
+export class RelistRunNotFound extends Data.TaggedError("RelistRunNotFound")<{
+  readonly method: string
+  readonly runID: string
+}> {
+  override get message(): string {
+    return `${this.method}: no relist run ${this.runID}`
+  }
+}
+
+/**
+ * Candidates were asked of a run that is not complete and current: still
+ * listing, abandoned or superseded. Such a run yields no candidates, ever;
+ * this is an error, never an empty list, so it cannot pass for "nothing to do".
+ */
+export class RelistRunNotComplete extends Data.TaggedError("RelistRunNotComplete")<{
+  readonly method: string
+  readonly runID: string
+  readonly state: Exclude<RelistRunState, "complete">
+}> {
+  override get message(): string {
+    return `${this.method}: relist run ${this.runID} is ${this.state}, not complete; it yields no candidates`
+  }
+}
+
+/**
+ * The run found more deletions than the caller's safety limit allows
+ * (`maxDeletionFraction` of the tracked set). Nothing was listed; a caller
+ * that has checked may list anyway with `acceptDeletionsBeyondLimit`.
+ */
+export class DeletionLimitExceeded extends Data.TaggedError("DeletionLimitExceeded")<{
+  readonly runID: string
+  readonly deletions: number
+  readonly tracked: number
+  readonly maxDeletionFraction: number
+}> {
+  override get message(): string {
+    return `listSweepCandidates: relist run ${this.runID} would delete ${this.deletions} of ${this.tracked} tracked documents, above the limit of ${this.maxDeletionFraction}`
+  }
+}
+
+/** The run has no candidate for this source id. */
+export class SweepCandidateNotFound extends Data.TaggedError("SweepCandidateNotFound")<{
+  readonly method: string
+  readonly runID: string | null
+  readonly sourceID: string
+}> {
+  override get message(): string {
+    return `${this.method}: no sweep candidate for source ${this.sourceID}${this.runID === null ? "" : ` in relist run ${this.runID}`}`
+  }
+}
+
+/** `delete_local` was chosen for an entity the run saw at the provider; only a deletion candidate may be deleted locally. */
+export class SweepOutcomeNotAllowed extends Data.TaggedError("SweepOutcomeNotAllowed")<{
+  readonly runID: string
+  readonly sourceID: string
+  readonly kind: SweepCandidateKind
+  readonly outcome: SweepOutcome
+}> {
+  override get message(): string {
+    return `recordSweepOutcome: ${this.outcome} is not allowed for a ${this.kind} candidate (source ${this.sourceID}, run ${this.runID})`
+  }
+}

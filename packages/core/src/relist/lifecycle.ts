@@ -1,0 +1,131 @@
+import type { Millis } from "../watch/ProjectionWatch.js"
+import { isCurrentRun, isListing, type RelistRun, type RelistScope, scopeOf } from "./RelistRun.js"
+
+/**
+ * What a run transition decided: an outcome, and the run to write when it
+ * changes. `next` always carries `version + 1` and `updatedAt = now`; it is
+ * written only if the stored version is still the one read.
+ */
+export interface RunDecision<O extends string> {
+  readonly outcome: O
+  readonly next: RelistRun | undefined
+}
+
+const bump = (run: RelistRun, now: Millis, patch: Partial<RelistRun>): RelistRun => ({
+  ...run,
+  ...patch,
+  version: run.version + 1,
+  updatedAt: now
+})
+
+/** What starting a run writes: the new run, and the scope's previous current run marked superseded. */
+export interface StartDecision {
+  readonly run: RelistRun
+  readonly superseded: RelistRun | undefined
+}
+
+/**
+ * Starts a run of `scope` with id `runID`. Whatever run was current (still
+ * listing, or complete) is superseded: its runner can commit nothing more
+ * and it yields no candidates from now on.
+ */
+export const decideStart = (
+  current: RelistRun | undefined,
+  scope: RelistScope,
+  runID: string,
+  now: Millis
+): StartDecision => ({
+  run: {
+    ...scopeOf(scope),
+    runID,
+    state: "started",
+    cursor: null,
+    pagesCommitted: 0,
+    receiptCount: null,
+    trackedCount: null,
+    deletionCount: null,
+    divergenceCount: null,
+    version: 0,
+    startedAt: now,
+    updatedAt: now,
+    completedAt: null,
+    endedAt: null
+  },
+  superseded: current !== undefined && isCurrentRun(current)
+    ? bump(current, now, { state: "superseded", endedAt: now })
+    : undefined
+})
+
+/** What `commitSweepCheckpoint` did. */
+export type CheckpointOutcome =
+  /** The page's receipts and cursor are stored. */
+  | "committed"
+  /** The last page is stored and the run is complete: its candidates are derived. */
+  | "completed"
+  /** The run is no longer listing (superseded, abandoned or already complete): nothing stored. */
+  | "stale-run"
+  /** Another runner already committed this page (or the caller skipped one): nothing stored. */
+  | "stale-page"
+
+/** One page's checkpoint, as its runner commits it. */
+export interface CheckpointInput {
+  /** The page's number: 1 for the first page, then `pagesCommitted + 1`. */
+  readonly page: number
+  /** The provider's cursor to list the next page from. */
+  readonly cursor: string | null
+  /** True when this page is the end of the listing. */
+  readonly complete?: boolean | undefined
+}
+
+/**
+ * Decides a page commit. Only a listing run takes pages, and only its next
+ * one: a runner of an older run, or one that lost the race for this page to
+ * another runner of the same run, is stale and stores nothing. The page
+ * that ends the listing completes the run (its cursor is cleared).
+ */
+export const decideCheckpoint = (
+  run: RelistRun,
+  input: CheckpointInput,
+  now: Millis
+): RunDecision<CheckpointOutcome> => {
+  if (!isListing(run)) return { outcome: "stale-run", next: undefined }
+  if (input.page !== run.pagesCommitted + 1) return { outcome: "stale-page", next: undefined }
+  return input.complete === true
+    ? { outcome: "completed", next: bump(run, now, { state: "complete", cursor: null, pagesCommitted: input.page, completedAt: now }) }
+    : { outcome: "committed", next: bump(run, now, { state: "listing", cursor: input.cursor, pagesCommitted: input.page }) }
+}
+
+/** What `recordRelistReceipt` did. */
+export type ReceiptOutcome = "recorded" | "stale-run"
+
+/** Receipts go only into a run that is still listing; any other run is stale for them. */
+export const decideReceipts = (run: RelistRun): ReceiptOutcome => isListing(run) ? "recorded" : "stale-run"
+
+/** The counts a completed run derived, stored on it. */
+export interface CandidateCounts {
+  readonly receipts: number
+  readonly tracked: number
+  readonly deletions: number
+  readonly divergences: number
+}
+
+/** The completed run with what its derivation counted (same version: part of the same write). */
+export const withCounts = (run: RelistRun, counts: CandidateCounts): RelistRun => ({
+  ...run,
+  receiptCount: counts.receipts,
+  trackedCount: counts.tracked,
+  deletionCount: counts.deletions,
+  divergenceCount: counts.divergences
+})
+
+/** What `abandonRelistRun` did. */
+export type AbandonOutcome = "abandoned" | "already-ended"
+
+/**
+ * Abandons a current run (listing or complete): it takes no more pages and
+ * yields no candidates. An ended run stays as it is.
+ */
+export const decideAbandon = (run: RelistRun, now: Millis): RunDecision<AbandonOutcome> =>
+  isCurrentRun(run)
+    ? { outcome: "abandoned", next: bump(run, now, { state: "abandoned", endedAt: now }) }
+    : { outcome: "already-ended", next: undefined }

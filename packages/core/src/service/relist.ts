@@ -1,0 +1,196 @@
+import { Clock, Effect, Option } from "effect"
+import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "../errors.js"
+import type { CollectParams } from "../operation/retention.js"
+import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
+import { Transactor } from "../ports/Transactor.js"
+import { flag, pageChecks, receiptChecks, scopeChecks } from "../relist/checks.js"
+import { RelistRunNotFound } from "../relist/errors.js"
+import {
+  type AbandonOutcome,
+  type CheckpointInput,
+  type CheckpointOutcome,
+  decideAbandon,
+  decideCheckpoint,
+  decideReceipts,
+  decideStart,
+  type ReceiptOutcome,
+  withCounts
+} from "../relist/lifecycle.js"
+import {
+  distinctReceipts,
+  formatScope,
+  type ReceiptInput,
+  type RelistReceipt,
+  type RelistRun,
+  type RelistScope
+} from "../relist/RelistRun.js"
+import { fieldOf, optional, Rules, validate } from "../validation.js"
+import { requireWon, retryOnLostRace } from "./cas.js"
+
+/** One page as its runner commits it: the page's receipts, and where to list on from. */
+export interface SweepCheckpoint extends CheckpointInput {
+  readonly receipts: ReadonlyArray<ReceiptInput>
+}
+
+/** The relist-run half of the relist sweep's Effect API: runs, receipts, checkpoints, retention. */
+export interface RelistRunMethods {
+  /**
+   * Starts a relist run of `scope` and returns it. The scope's previous
+   * current run, listing or complete, is superseded: its runner can commit
+   * nothing more and it yields no candidates from now on.
+   */
+  readonly startRelistRun: (
+    scope: RelistScope
+  ) => Effect.Effect<RelistRun, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  /**
+   * The scope's current run: where a crashed runner resumes (`cursor`, and
+   * page `pagesCommitted + 1`) while it is `started` or `listing`; the run
+   * behind the candidates once `complete`. None when no run is current.
+   */
+  readonly getSweepCheckpoint: (scope: RelistScope) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError>
+  /** A run by id, whatever its state. */
+  readonly getRelistRun: (runID: string) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError>
+  /**
+   * Records entities a listing run saw, in one transaction; recording one
+   * twice is harmless (the last digest wins). A run that is no longer
+   * listing takes none (`stale-run`).
+   */
+  readonly recordRelistReceipt: (
+    runID: string,
+    receipts: ReadonlyArray<ReceiptInput>
+  ) => Effect.Effect<ReceiptOutcome, InvalidInput | RelistRunNotFound | PersistenceError>
+  /**
+   * Commits one page: its receipts and the cursor after it, atomically. Only
+   * the run's next page of a listing run is taken; a stale runner (an older
+   * run, or the loser of a race for this page) stores nothing. The page
+   * marked `complete` completes the run and derives its candidates in the
+   * same transaction.
+   */
+  readonly commitSweepCheckpoint: (
+    runID: string,
+    checkpoint: SweepCheckpoint
+  ) => Effect.Effect<CheckpointOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted>
+  /** Ends a current run on purpose: no more pages, no candidates. */
+  readonly abandonRelistRun: (
+    runID: string
+  ) => Effect.Effect<AbandonOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted>
+  /** A page of a run's receipts (any state), by source id. */
+  readonly listSweepReceipts: (
+    runID: string,
+    page: SourcePage
+  ) => Effect.Effect<ReadonlyArray<RelistReceipt>, InvalidInput | RelistRunNotFound | PersistenceError>
+  /**
+   * Deletes up to `limit` runs that ended (abandoned or superseded) before
+   * `before`, oldest first, with their receipts and their candidates that
+   * are not given up; returns how many runs went.
+   */
+  readonly collectRelistRuns: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
+}
+
+const cursorRule = (value: unknown) => value === null ? undefined : Rules.text(value)
+
+/** A fresh, unguessable run id. */
+const newRunID = Effect.sync(() => globalThis.crypto.randomUUID())
+
+/** Builds the relist-run methods over the ports. */
+export const makeRelistRunMethods = Effect.gen(function*() {
+  const relist = yield* RelistRepository
+  const { withTransaction } = yield* Transactor
+
+  const requireRun = (method: string, runID: string, found: Option.Option<RelistRun>) =>
+    Option.match(found, {
+      onNone: () => Effect.fail(new RelistRunNotFound({ method, runID })),
+      onSome: Effect.succeed
+    })
+
+  const methods: RelistRunMethods = {
+    startRelistRun: (scope) =>
+      Effect.zipRight(
+        validate("startRelistRun", scopeChecks("scope", scope)),
+        retryOnLostRace("startRelistRun", formatScope(scope), withTransaction(Effect.gen(function*() {
+          const current = Option.getOrUndefined(yield* relist.lockCurrentRun(scope))
+          const now = yield* Clock.currentTimeMillis
+          const decision = decideStart(current, scope, yield* newRunID, now)
+          if (decision.superseded !== undefined && current !== undefined) {
+            yield* requireWon(yield* relist.updateRun(decision.superseded, current.version))
+          }
+          yield* requireWon(yield* relist.insertRun(decision.run))
+          return decision.run
+        })))
+      ),
+
+    getSweepCheckpoint: (scope) =>
+      Effect.zipRight(validate("getSweepCheckpoint", scopeChecks("scope", scope)), relist.getCurrentRun(scope)),
+
+    getRelistRun: (runID) =>
+      Effect.zipRight(validate("getRelistRun", [["runID", runID, Rules.id]]), relist.getRun(runID)),
+
+    recordRelistReceipt: (runID, receipts) =>
+      Effect.zipRight(
+        validate("recordRelistReceipt", [["runID", runID, Rules.id], ...receiptChecks("receipts", receipts)]),
+        // The run stays locked while its receipts go in, so a supersession or
+        // completion lands wholly before or wholly after them.
+        withTransaction(Effect.gen(function*() {
+          const run = yield* requireRun("recordRelistReceipt", runID, yield* relist.lockRun(runID))
+          const outcome = decideReceipts(run)
+          if (outcome === "recorded" && receipts.length > 0) {
+            yield* relist.putReceipts(runID, distinctReceipts(receipts), yield* Clock.currentTimeMillis)
+          }
+          return outcome
+        }))
+      ),
+
+    commitSweepCheckpoint: (runID, checkpoint) =>
+      Effect.zipRight(
+        validate("commitSweepCheckpoint", [
+          ["runID", runID, Rules.id],
+          ["checkpoint", checkpoint, Rules.record],
+          ["checkpoint.page", fieldOf(checkpoint, "page"), Rules.positiveInt],
+          ["checkpoint.cursor", fieldOf(checkpoint, "cursor"), cursorRule],
+          ["checkpoint.complete", fieldOf(checkpoint, "complete"), optional(flag)],
+          ...receiptChecks("checkpoint.receipts", fieldOf(checkpoint, "receipts"))
+        ]),
+        retryOnLostRace("commitSweepCheckpoint", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
+          const run = yield* requireRun("commitSweepCheckpoint", runID, yield* relist.lockRun(runID))
+          const now = yield* Clock.currentTimeMillis
+          const decision = decideCheckpoint(run, checkpoint, now)
+          if (decision.next === undefined) return decision.outcome
+          if (checkpoint.receipts.length > 0) yield* relist.putReceipts(runID, distinctReceipts(checkpoint.receipts), now)
+          const next = decision.outcome === "completed"
+            ? withCounts(decision.next, yield* relist.deriveCandidates(decision.next, now))
+            : decision.next
+          yield* requireWon(yield* relist.updateRun(next, run.version))
+          return decision.outcome
+        })))
+      ),
+
+    abandonRelistRun: (runID) =>
+      Effect.zipRight(
+        validate("abandonRelistRun", [["runID", runID, Rules.id]]),
+        retryOnLostRace("abandonRelistRun", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
+          const run = yield* requireRun("abandonRelistRun", runID, yield* relist.lockRun(runID))
+          const decision = decideAbandon(run, yield* Clock.currentTimeMillis)
+          if (decision.next !== undefined) yield* requireWon(yield* relist.updateRun(decision.next, run.version))
+          return decision.outcome
+        })))
+      ),
+
+    listSweepReceipts: (runID, page) =>
+      Effect.gen(function*() {
+        yield* validate("listSweepReceipts", [["runID", runID, Rules.id], ...pageChecks("page", page)])
+        yield* requireRun("listSweepReceipts", runID, yield* relist.getRun(runID))
+        return yield* relist.listReceipts(runID, { after: page.after, limit: page.limit })
+      }),
+
+    collectRelistRuns: (params) =>
+      Effect.zipRight(
+        validate("collectRelistRuns", [
+          ["params", params, Rules.record],
+          ["params.before", fieldOf(params, "before"), Rules.finite],
+          ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
+        ]),
+        relist.collectRuns({ before: params.before, limit: params.limit })
+      )
+  }
+  return methods
+})
