@@ -119,6 +119,29 @@ export const migrations: ReadonlyArray<Migration> = [
         `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_state_next")} ON ${t.operation} (state, next_attempt_at)`,
         `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_watch_status_next")} ON ${t.projectionWatch} (verification_status, next_attempt_at)`
       ])
+  },
+  {
+    id: 3,
+    name: "sync_lease_token",
+    // Project: the sync lease is fenced by a random token, so only its holder
+    // can renew or release it (the seed's table has only lease_expires_at; a
+    // seed row's null token just means no fenced lease). The pending-auth
+    // index serves deleteExpiredPendingAuth, which reads by expiry.
+    up: (sql, t) =>
+      Effect.zipRight(
+        sql.onDialectOrElse({
+          pg: () => sql.unsafe(`ALTER TABLE ${t.syncState} ADD COLUMN IF NOT EXISTS lease_token text`),
+          // SQLite has no ADD COLUMN IF NOT EXISTS: look first.
+          orElse: () =>
+            Effect.flatMap(
+              sql`SELECT 1 FROM pragma_table_info(${t.syncState}) WHERE name = 'lease_token'`,
+              (found) => found.length > 0 ? Effect.void : sql.unsafe(`ALTER TABLE ${t.syncState} ADD COLUMN lease_token text`)
+            )
+        }),
+        run(sql, [
+          `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_pending_auth_expires")} ON ${t.pendingAuth} (expires_at)`
+        ])
+      )
   }
 ]
 
@@ -126,9 +149,14 @@ export const migrations: ReadonlyArray<Migration> = [
  * Brings the schema up to date, forward only. Runs in one transaction under
  * a lock (an advisory lock on Postgres, the write lock on SQLite), so two
  * processes migrating at once apply each step exactly once, and running it
- * again is harmless. Returns the ids it applied.
+ * again is harmless. Returns the ids it applied. `steps` defaults to the
+ * project's migrations.
  */
-export const migrate = (sql: SqlClient, t: TableNames): Effect.Effect<ReadonlyArray<number>, SqlError> =>
+export const migrate = (
+  sql: SqlClient,
+  t: TableNames,
+  steps: ReadonlyArray<Migration> = migrations
+): Effect.Effect<ReadonlyArray<number>, SqlError> =>
   sql.withTransaction(Effect.gen(function*() {
     const createLedger = sql.unsafe(
       `CREATE TABLE IF NOT EXISTS ${t.migrations} (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`
@@ -142,7 +170,7 @@ export const migrate = (sql: SqlClient, t: TableNames): Effect.Effect<ReadonlyAr
       (yield* sql<{ id: unknown }>`SELECT id FROM ${sql(t.migrations)}`).map((row) => Number(row.id))
     )
     const done: Array<number> = []
-    for (const migration of migrations) {
+    for (const migration of steps) {
       if (applied.has(migration.id)) continue
       yield* migration.up(sql, t)
       const now = yield* Clock.currentTimeMillis

@@ -1,0 +1,165 @@
+import { WatchRepository } from "@connector-store/core"
+import * as Sql from "@connector-store/sql-adapter"
+import { migrate, migrations, openConnectorStore, tableNames } from "@connector-store/sql-adapter"
+import { SqlClient } from "@effect/sql/SqlClient"
+import Database from "better-sqlite3"
+import { Effect, Layer } from "effect"
+import pg from "pg"
+import { describe, expect, it } from "vitest"
+import { runProcess } from "./support/processes.js"
+import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
+
+const SEED_TABLES = [
+  "kubun_connector_sync_state",
+  "kubun_connector_pending_auth",
+  "kubun_connector_operation",
+  "kubun_connector_projection_watch"
+]
+const SEED_INDEXES = [
+  "uq_connector_operation_node_key",
+  "idx_connector_operation_document",
+  "idx_connector_operation_owner",
+  "idx_connector_operation_state_updated",
+  "uq_connector_watch_ingress",
+  "idx_connector_watch_document"
+]
+
+/** Runs the migrations once on a fresh client of `url` and returns the ids applied. */
+const migrateOnce = (url: string, prefix?: string) =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.flatMap(Layer.build(Sql.layerClient({ url })), (context) =>
+        Effect.provide(Effect.flatMap(SqlClient, (sql) => migrate(sql, tableNames(prefix))), context))
+    )
+  )
+
+const allIds = migrations.map((m) => m.id)
+
+describe("migrations on SQLite", () => {
+  it("create the seed's tables and indexes, and a second run applies nothing", async () => {
+    const file = freshSqlitePath()
+    expect(await migrateOnce(file)).toEqual(allIds)
+    expect(await migrateOnce(file)).toEqual([])
+    const db = new Database(file, { readonly: true })
+    const names = db.prepare("SELECT name FROM sqlite_master").all().map((row) => (row as { name: string }).name)
+    db.close()
+    for (const name of [...SEED_TABLES, ...SEED_INDEXES]) expect(names).toContain(name)
+  })
+
+  it("three processes migrating one file at once apply each step exactly once", async () => {
+    const file = freshSqlitePath()
+    const startAt = String(Date.now() + 1_500)
+    const outputs = await Promise.all([1, 2, 3].map(() => runProcess("migrate", [file, startAt])))
+    const runs = outputs.map((out) => JSON.parse(out) as Array<number>)
+    expect(runs.flat().sort()).toEqual(allIds)
+    const db = new Database(file, { readonly: true })
+    const ledger = db.prepare("SELECT id FROM kubun_connector_schema_migrations ORDER BY id").all()
+    db.close()
+    expect(ledger).toEqual(allIds.map((id) => ({ id })))
+  })
+
+  it("processes racing over pending steps of an existing ledger apply each exactly once", async () => {
+    const file = freshSqlitePath()
+    const db = new Database(file)
+    db.pragma("journal_mode = WAL")
+    db.exec("CREATE TABLE kubun_connector_schema_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)")
+    db.close()
+    const startAt = String(Date.now() + 1_500)
+    const outputs = await Promise.all([1, 2, 3, 4].map(() => runProcess("migrate", [file, startAt, "slow"])))
+    expect(outputs.map((out) => JSON.parse(out) as Array<number>).flat().sort()).toEqual(allIds)
+  })
+
+  it("opens a database the original store created, keeping its rows", async () => {
+    const file = freshSqlitePath()
+    const db = new Database(file)
+    // The seed's watch table as the original store created it, with one row.
+    db.exec(`CREATE TABLE kubun_connector_projection_watch (
+      owner_did text NOT NULL, connector_name text NOT NULL, model text NOT NULL, account_key text NOT NULL,
+      source_id text NOT NULL, document_id text NOT NULL, verified_state_digest text, observed_winner_digest text,
+      verification_status text NOT NULL, verification_attempts integer NOT NULL DEFAULT 0,
+      repair_generation integer NOT NULL DEFAULT 0, next_attempt_at bigint, claimed_until bigint, defer_reason text,
+      version integer NOT NULL DEFAULT 0, created_at bigint NOT NULL, updated_at bigint NOT NULL,
+      CONSTRAINT kubun_connector_projection_watch_pkey PRIMARY KEY (owner_did, connector_name, model, account_key, source_id))`)
+    db.exec(`CREATE UNIQUE INDEX uq_connector_watch_ingress ON kubun_connector_projection_watch (owner_did, model, document_id)`)
+    db.prepare(`INSERT INTO kubun_connector_projection_watch VALUES
+      ('did:o', 'gcal', 'Event', 'acct', 'src', 'doc', 'd1', 'd1', 'verified', 0, 2, NULL, NULL, NULL, 7, 1700000000000, 1700000000001)`)
+      .run()
+    db.close()
+
+    const store = await openConnectorStore({ url: file, readWinner: () => "d2" })
+    const identity = { ownerDID: "did:o", connectorName: "gcal", model: "Event", accountKey: "acct", sourceID: "src" }
+    expect(await store.getWatch(identity)).toMatchObject({ repairGeneration: 2, version: 7, createdAt: 1700000000000 })
+    expect(await store.armWatch(identity, "manual", { dueAt: 1700000000500 })).toBe("opened")
+    expect(await store.getWatch(identity)).toMatchObject({ repairGeneration: 3, observedWinnerDigest: "d2", version: 8 })
+    await store.close()
+  })
+
+  it("keeps stores under different prefixes apart in one file", async () => {
+    const file = freshSqlitePath()
+    expect(await migrateOnce(file, "app_one_")).toEqual(allIds)
+    expect(await migrateOnce(file, "app_two_")).toEqual(allIds)
+  })
+
+  it("refuses a prefix that is not a plain identifier", () => {
+    expect(() => tableNames("x; DROP TABLE y; --")).toThrow(/table prefix/)
+    expect(() => tableNames("")).toThrow(/table prefix/)
+  })
+})
+
+describe.runIf(pgAvailable)("migrations on Postgres", () => {
+  it("five clients migrating one database at once apply each step exactly once", async () => {
+    const url = await pgDatabaseForFile()
+    const prefix = freshPrefix()
+    const runs = await Promise.all(Array.from({ length: 5 }, () => migrateOnce(url, prefix)))
+    expect(runs.flat().sort()).toEqual(allIds)
+    expect(await migrateOnce(url, prefix)).toEqual([])
+  })
+
+  it("creates the seed's tables with bigint epoch columns that read back as numbers", async () => {
+    const url = await pgDatabaseForFile()
+    await migrateOnce(url)
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    try {
+      const tables = await client.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+      const indexes = await client.query("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")
+      for (const name of SEED_TABLES) expect(tables.rows.map((r) => r.tablename)).toContain(name)
+      for (const name of SEED_INDEXES) expect(indexes.rows.map((r) => r.indexname)).toContain(name)
+      const types = await client.query(
+        `SELECT column_name, data_type FROM information_schema.columns
+         WHERE table_name = 'kubun_connector_projection_watch' AND column_name IN ('next_attempt_at', 'created_at')`
+      )
+      expect(types.rows.map((r) => r.data_type)).toEqual(["bigint", "bigint"])
+    } finally {
+      await client.end()
+    }
+    const store = await openConnectorStore({ url, readWinner: () => "w" })
+    const identity = { ownerDID: "did:o", connectorName: "c", model: "m", accountKey: "a", sourceID: "s" }
+    const late = 8_000_000_000_000 // past int32 and past year 2200
+    await store.runEffect(
+      Effect.flatMap(
+        WatchRepository,
+        (watches) =>
+          watches.insert({
+            ...identity,
+            documentID: "doc",
+            verifiedStateDigest: null,
+            observedWinnerDigest: null,
+            verificationStatus: "pending_verification",
+            verificationAttempts: 0,
+            repairGeneration: 0,
+            nextAttemptAt: late,
+            claimedUntil: null,
+            deferReason: null,
+            version: 0,
+            createdAt: late,
+            updatedAt: late
+          })
+      )
+    )
+    const row = await store.getWatch(identity)
+    expect(row?.nextAttemptAt).toBe(late)
+    expect(typeof row?.createdAt).toBe("number")
+    await store.close()
+  })
+})
