@@ -1,0 +1,19 @@
+import type fc from "fast-check"
+
+/** Runs per adapter and property: `CONNECTOR_STORE_MODEL_RUNS` (CI sets 200), 200 by default. */
+export const MODEL_RUNS = Number(process.env["CONNECTOR_STORE_MODEL_RUNS"] ?? 200)
+
+/**
+ * The fast-check parameters of a model property: the run count, and a
+ * failure's `seed` and `path` to replay when `CONNECTOR_STORE_MODEL_SEED` and
+ * `CONNECTOR_STORE_MODEL_PATH` are set (fast-check prints both on failure).
+ */
+export const modelParameters = <T>(): fc.Parameters<T> => {
+  const seed = process.env["CONNECTOR_STORE_MODEL_SEED"]
+  const path = process.env["CONNECTOR_STORE_MODEL_PATH"]
+  return {
+    numRuns: MODEL_RUNS,
+    ...(seed === undefined ? {} : { seed: Number(seed) }),
+    ...(path === undefined ? {} : { path })
+  }
+}
