@@ -3,9 +3,11 @@ import {
   fromPromiseReaders,
   makePromiseStore,
   OperationRepository,
+  PendingAuthRepository,
   type PromiseConnectorStore,
   type PromiseWinnerReaders,
   StoreSnapshot,
+  SyncStateRepository,
   Transactor,
   WatchRepository,
   WinnerReader,
@@ -15,6 +17,8 @@ import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 import { makeMemoryOperationRepository } from "./MemoryOperationRepository.js"
 import { makeMemoryWatchRepository } from "./MemoryWatchRepository.js"
+import { makeMemorySyncStateRepository } from "./MemorySyncStateRepository.js"
+import { makeMemoryPendingAuthRepository } from "./MemoryPendingAuthRepository.js"
 
 /** What a memory store hands winner readers as their transaction handle. */
 export interface MemoryTransaction {
@@ -22,13 +26,15 @@ export interface MemoryTransaction {
 }
 
 /** Every port a memory store provides, except the winner reader. */
-export type MemoryPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot
+export type MemoryPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
 
 /** The ports over an existing in-memory database. */
 export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
   Context.make(Transactor, { withTransaction: (effect) => db.withTransaction(effect) }).pipe(
     Context.add(WatchRepository, makeMemoryWatchRepository(db)),
     Context.add(OperationRepository, makeMemoryOperationRepository(db)),
+    Context.add(SyncStateRepository, makeMemorySyncStateRepository(db)),
+    Context.add(PendingAuthRepository, makeMemoryPendingAuthRepository(db)),
     Context.add(StoreSnapshot, {
       snapshot: Effect.gen(function*() {
         const tables: Record<string, ReadonlyArray<unknown>> = {}

@@ -1,4 +1,6 @@
 export * from "./MemoryDatabase.js"
 export * from "./MemoryWatchRepository.js"
 export * from "./MemoryOperationRepository.js"
+export * from "./MemorySyncStateRepository.js"
+export * from "./MemoryPendingAuthRepository.js"
 export * from "./MemoryStore.js"

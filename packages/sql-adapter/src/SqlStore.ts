@@ -3,10 +3,12 @@ import {
   fromPromiseReaders,
   makePromiseStore,
   OperationRepository,
+  PendingAuthRepository,
   PersistenceError,
   type PromiseConnectorStore,
   type PromiseWinnerReaders,
   StoreSnapshot,
+  SyncStateRepository,
   Transactor,
   WatchRepository,
   WinnerReader,
@@ -20,10 +22,12 @@ import { migrate } from "./migrations.js"
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
+import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
+import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
 import { Tables } from "./Tables.js"
 
 /** Every port a SQL store provides, except the winner reader. */
-export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot
+export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
 
 /**
  * The repository ports on the ambient `SqlClient`, after bringing the schema
@@ -43,6 +47,8 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
     return Context.make(Transactor, makeSqlTransactor(sql)).pipe(
       Context.add(WatchRepository, makeSqlWatchRepository(sql, tables)),
       Context.add(OperationRepository, makeSqlOperationRepository(sql, tables)),
+      Context.add(SyncStateRepository, makeSqlSyncStateRepository(sql, tables)),
+      Context.add(PendingAuthRepository, makeSqlPendingAuthRepository(sql, tables)),
       Context.add(StoreSnapshot, {
         snapshot: Effect.gen(function*() {
           const out: Record<string, ReadonlyArray<unknown>> = {}

@@ -13,6 +13,7 @@ import type {
 } from "../watch/transitions.js"
 import { clockFrom } from "./clock.js"
 import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
+import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
 
 /**
  * The store as Promises, with the seed's method names, argument shapes and
@@ -22,7 +23,7 @@ import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
  *
  * `H` is the adapter's transaction handle handed to winner readers.
  */
-export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H> {
+export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods {
   /** Runs an Effect against the store's own runtime (for mixing the two APIs). */
   runEffect<A, E>(effect: Effect.Effect<A, E, ConnectorStore>): Promise<A>
   /** Releases the store's connections. The store is unusable afterwards. */
@@ -88,6 +89,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
 
   return {
     ...promiseWatchMethods(call, parts.handle),
+    ...promiseSyncStateMethods(call),
     runEffect: run,
     close: () => parts.runtime.dispose()
   }

@@ -5,12 +5,16 @@ import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { WinnerReader } from "../ports/WinnerReader.js"
 import { makeSweepMethods, type SweepMethods } from "./sweep.js"
 import { makeWatchMethods, type WatchMethods } from "./watches.js"
+import { makeSyncStateMethods, type SyncStateMethods } from "./syncState.js"
+import { makePendingAuthMethods, type PendingAuthMethods } from "./pendingAuth.js"
+import type { SyncStateRepository } from "../ports/SyncStateRepository.js"
+import type { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
 
 /** Everything the store's Effect API offers. */
-export interface ConnectorStoreApi extends WatchMethods, SweepMethods {}
+export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods {}
 
 /** The ports the store runs on; an adapter provides all of them. */
-export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader
+export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader | SyncStateRepository | PendingAuthRepository
 
 /**
  * The connector store's Effect API. Every read-decide-write runs in one
@@ -23,7 +27,7 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
   static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.effect(
     ConnectorStore,
     Effect.map(
-      Effect.all([makeWatchMethods, makeSweepMethods]),
+      Effect.all([makeWatchMethods, makeSweepMethods, makeSyncStateMethods, makePendingAuthMethods]),
       (parts): ConnectorStoreApi => Object.assign({}, ...parts)
     )
   )

@@ -1,0 +1,24 @@
+import { type Check, fieldOf, optional, Rules } from "../validation.js"
+import { isRedactedVerifier } from "./PendingAuth.js"
+
+/** The checks of a `createPendingAuth` record. No reason ever quotes a value (the verifier is secret). */
+export const pendingAuthChecks = (record: unknown): ReadonlyArray<Check> => {
+  const createdAt = fieldOf(record, "createdAt")
+  const expiresAt = fieldOf(record, "expiresAt")
+  return [
+    ["record", record, Rules.record],
+    ["record.state", fieldOf(record, "state"), Rules.id],
+    ["record.connectorName", fieldOf(record, "connectorName"), Rules.id],
+    ["record.ownerDID", fieldOf(record, "ownerDID"), Rules.id],
+    ["record.codeVerifier", fieldOf(record, "codeVerifier"), (v) =>
+      isRedactedVerifier(v)
+        ? undefined
+        : "must be a Redacted RFC 7636 code verifier (43 to 128 characters of A-Z a-z 0-9 - . _ ~)"],
+    ["record.redirectUri", fieldOf(record, "redirectUri"), Rules.id],
+    ["record.scopes", fieldOf(record, "scopes"), Rules.ids],
+    ["record.createdAt", createdAt, optional(Rules.millis)],
+    ["record.expiresAt", expiresAt, Rules.millis],
+    ["record.expiresAt", expiresAt, (v) =>
+      typeof createdAt === "number" && (v as number) < createdAt ? "must not be before record.createdAt" : undefined]
+  ]
+}

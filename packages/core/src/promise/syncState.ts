@@ -1,0 +1,80 @@
+import { Effect, Option, Redacted } from "effect"
+import type { PendingAuth } from "../pendingauth/PendingAuth.js"
+import type { ConsumePendingAuthOptions } from "../service/pendingAuth.js"
+import type { UpdateSyncProgressOptions } from "../service/syncState.js"
+import type {
+  SyncLeaseClaim,
+  SyncLeaseHolder,
+  SyncLeaseRenewal,
+  SyncLeaseTerms
+} from "../syncstate/lease.js"
+import type { SyncProgressRecompute } from "../syncstate/progress.js"
+import type { SyncStateInput } from "../syncstate/setState.js"
+import type { SyncState, SyncStateEntry } from "../syncstate/SyncState.js"
+import type { Millis } from "../watch/ProjectionWatch.js"
+import type { PromiseCall } from "./facade.js"
+
+/**
+ * A pending authorization as the Promise API takes and gives it: the code
+ * verifier as a plain string (the caller needs it for the token request).
+ * Inside the store it is `Redacted` all the same.
+ */
+export interface PendingAuthRecord extends Omit<PendingAuth, "codeVerifier" | "createdAt"> {
+  readonly codeVerifier: string
+  readonly createdAt: Millis
+}
+
+/** What the Promise `createPendingAuth` takes; `createdAt` defaults to the store's clock. */
+export interface PendingAuthRecordInput extends Omit<PendingAuthRecord, "createdAt"> {
+  readonly createdAt?: Millis | undefined
+}
+
+/** The sync-state, sync-lease and pending-OAuth methods of the Promise API. */
+export interface PromiseSyncStateMethods {
+  getSyncState(connectorName: string, ownerDID: string): Promise<SyncState | null>
+  setSyncState(connectorName: string, ownerDID: string, state: SyncStateInput): Promise<SyncState>
+  updateSyncProgress(
+    connectorName: string,
+    ownerDID: string,
+    recompute: SyncProgressRecompute,
+    options?: UpdateSyncProgressOptions
+  ): Promise<SyncState>
+  deleteSyncState(connectorName: string, ownerDID: string): Promise<boolean>
+  listSyncStatesForConnector(connectorName: string): Promise<ReadonlyArray<SyncStateEntry>>
+  claimSyncLease(connectorName: string, ownerDID: string, terms: SyncLeaseTerms): Promise<SyncLeaseClaim>
+  renewSyncLease(lease: SyncLeaseHolder, terms: SyncLeaseTerms): Promise<SyncLeaseRenewal>
+  releaseSyncLease(lease: SyncLeaseHolder): Promise<boolean>
+  createPendingAuth(record: PendingAuthRecordInput): Promise<void>
+  /** The record of `state`, once: `null` when unknown, already consumed or expired. */
+  consumePendingAuth(state: string, options?: ConsumePendingAuthOptions): Promise<PendingAuthRecord | null>
+  deleteExpiredPendingAuth(cutoff: Millis): Promise<number>
+}
+
+const revealed = (record: PendingAuth): PendingAuthRecord => ({ ...record, codeVerifier: Redacted.value(record.codeVerifier) })
+
+/**
+ * Wraps the verifier before it enters the store; anything that is not a
+ * string passes through for validation to refuse.
+ */
+const redacted = (record: PendingAuthRecordInput) =>
+  typeof record === "object" && record !== null && typeof record.codeVerifier === "string"
+    ? { ...record, codeVerifier: Redacted.make(record.codeVerifier) }
+    : record as never
+
+/** The sync-state, sync-lease and pending-OAuth methods over `call`. */
+export const promiseSyncStateMethods = (call: PromiseCall): PromiseSyncStateMethods => ({
+  getSyncState: (connectorName, ownerDID) =>
+    call((s) => Effect.map(s.getSyncState(connectorName, ownerDID), Option.getOrNull)),
+  setSyncState: (connectorName, ownerDID, state) => call((s) => s.setSyncState(connectorName, ownerDID, state)),
+  updateSyncProgress: (connectorName, ownerDID, recompute, options) =>
+    call((s) => s.updateSyncProgress(connectorName, ownerDID, recompute, options)),
+  deleteSyncState: (connectorName, ownerDID) => call((s) => s.deleteSyncState(connectorName, ownerDID)),
+  listSyncStatesForConnector: (connectorName) => call((s) => s.listSyncStatesForConnector(connectorName)),
+  claimSyncLease: (connectorName, ownerDID, terms) => call((s) => s.claimSyncLease(connectorName, ownerDID, terms)),
+  renewSyncLease: (lease, terms) => call((s) => s.renewSyncLease(lease, terms)),
+  releaseSyncLease: (lease) => call((s) => s.releaseSyncLease(lease)),
+  createPendingAuth: (record) => call((s) => s.createPendingAuth(redacted(record))),
+  consumePendingAuth: (state, options) =>
+    call((s) => Effect.map(s.consumePendingAuth(state, options), (taken) => Option.getOrNull(Option.map(taken, revealed)))),
+  deleteExpiredPendingAuth: (cutoff) => call((s) => s.deleteExpiredPendingAuth(cutoff))
+})

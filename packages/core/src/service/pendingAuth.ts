@@ -1,0 +1,76 @@
+import { Clock, Effect, type Option } from "effect"
+import type { InvalidInput, PersistenceError } from "../errors.js"
+import { pendingAuthChecks } from "../pendingauth/checks.js"
+import { PendingAuthStateTaken } from "../pendingauth/errors.js"
+import { decideConsume, type PendingAuth, type PendingAuthInput } from "../pendingauth/PendingAuth.js"
+import { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
+import { fieldOf, optional, Rules, validate } from "../validation.js"
+import type { Millis } from "../watch/ProjectionWatch.js"
+
+/** The options of `consumePendingAuth`. */
+export interface ConsumePendingAuthOptions {
+  /** The time the callback arrived; the store's clock when absent. */
+  readonly now?: Millis | undefined
+}
+
+/** The pending-OAuth half of the store's Effect API. */
+export interface PendingAuthMethods {
+  /** Stores a pending authorization; a `state` already in use fails with `PendingAuthStateTaken`. */
+  readonly createPendingAuth: (
+    record: PendingAuthInput
+  ) => Effect.Effect<void, InvalidInput | PendingAuthStateTaken | PersistenceError>
+  /**
+   * Removes the record of `state` and returns it, atomically single use: of
+   * concurrent consumes of one state, exactly one gets it. A record expired
+   * at `now` is removed too but not returned (`None`, as for an unknown state).
+   */
+  readonly consumePendingAuth: (
+    state: string,
+    options?: ConsumePendingAuthOptions
+  ) => Effect.Effect<Option.Option<PendingAuth>, InvalidInput | PersistenceError>
+  /** Removes every record that expired strictly before `cutoff`; returns how many. */
+  readonly deleteExpiredPendingAuth: (cutoff: Millis) => Effect.Effect<number, InvalidInput | PersistenceError>
+}
+
+/** Builds the pending-OAuth methods over the ports. */
+export const makePendingAuthMethods = Effect.gen(function*() {
+  const repo = yield* PendingAuthRepository
+
+  const methods: PendingAuthMethods = {
+    createPendingAuth: (record) =>
+      Effect.gen(function*() {
+        yield* validate("createPendingAuth", pendingAuthChecks(record))
+        const createdAt = record.createdAt ?? (yield* Clock.currentTimeMillis)
+        // Only the record's own fields are kept: nothing else a caller passes along is stored.
+        const stored: PendingAuth = {
+          state: record.state,
+          connectorName: record.connectorName,
+          ownerDID: record.ownerDID,
+          codeVerifier: record.codeVerifier,
+          redirectUri: record.redirectUri,
+          scopes: Array.from(record.scopes),
+          createdAt,
+          expiresAt: record.expiresAt
+        }
+        if (!(yield* repo.insert(stored))) return yield* new PendingAuthStateTaken({ state: record.state })
+      }),
+
+    consumePendingAuth: (state, options) =>
+      Effect.gen(function*() {
+        yield* validate("consumePendingAuth", [
+          ["state", state, Rules.id],
+          ["options", options, optional(Rules.record)],
+          ["options.now", fieldOf(options, "now"), optional(Rules.millis)]
+        ])
+        const now = options?.now ?? (yield* Clock.currentTimeMillis)
+        return decideConsume(yield* repo.take(state), now)
+      }),
+
+    deleteExpiredPendingAuth: (cutoff) =>
+      Effect.zipRight(
+        validate("deleteExpiredPendingAuth", [["cutoff", cutoff, Rules.millis]]),
+        repo.deleteExpiredBefore(cutoff)
+      )
+  }
+  return methods
+})

@@ -1,0 +1,225 @@
+import { Effect, Option } from "effect"
+import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "../errors.js"
+import { SyncStateRepository } from "../ports/SyncStateRepository.js"
+import { Transactor } from "../ports/Transactor.js"
+import {
+  leaseChecks,
+  leaseTermsChecks,
+  progressResultChecks,
+  syncStateInputChecks,
+  syncStateKeyChecks
+} from "../syncstate/checks.js"
+import { SyncProgressExhausted, SyncProgressRecomputeFailed } from "../syncstate/errors.js"
+import {
+  decideClaimSyncLease,
+  decideReleaseSyncLease,
+  decideRenewSyncLease,
+  type SyncLeaseClaim,
+  type SyncLeaseDecision,
+  type SyncLeaseHolder,
+  type SyncLeaseRenewal,
+  type SyncLeaseTerms
+} from "../syncstate/lease.js"
+import { decideSyncProgress, progressCurrent, type SyncProgressRecompute, type ValidProgress } from "../syncstate/progress.js"
+import { decideSetSyncState, type SyncStateInput } from "../syncstate/setState.js"
+import {
+  formatSyncStateKey,
+  type SyncState,
+  type SyncStateEntry,
+  type SyncStateKey,
+  type SyncStateRow,
+  type SyncStateWrite,
+  toSyncState,
+  toSyncStateEntry
+} from "../syncstate/SyncState.js"
+import { fieldOf, Rules, validate } from "../validation.js"
+import { requireWon, retryOnLostRace } from "./cas.js"
+
+/** The options of `updateSyncProgress`. */
+export interface UpdateSyncProgressOptions {
+  /** Lost compare-and-sets retried before giving up (default 5, so 6 attempts). */
+  readonly maxRetries?: number | undefined
+}
+
+/** The default `maxRetries` of `updateSyncProgress`. */
+export const DEFAULT_SYNC_PROGRESS_RETRIES = 5
+
+/** The sync-state half of the store's Effect API. */
+export interface SyncStateMethods {
+  readonly getSyncState: (
+    connectorName: string,
+    ownerDID: string
+  ) => Effect.Effect<Option.Option<SyncState>, InvalidInput | PersistenceError>
+  /**
+   * Writes the runner's report (see `SyncStateInput`). A new row gets
+   * version 0 and a fresh incarnation; an existing row keeps both, and its lease.
+   */
+  readonly setSyncState: (
+    connectorName: string,
+    ownerDID: string,
+    state: SyncStateInput
+  ) => Effect.Effect<SyncState, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  /**
+   * Writes the checkpoint and recovery `recompute` derives from the stored
+   * ones, with a compare-and-set on version and incarnation; a lost race
+   * re-reads and recomputes (see `decideSyncProgress`). Returns the state
+   * written. Never touches status fields or the lease.
+   */
+  readonly updateSyncProgress: (
+    connectorName: string,
+    ownerDID: string,
+    recompute: SyncProgressRecompute,
+    options?: UpdateSyncProgressOptions
+  ) => Effect.Effect<
+    SyncState,
+    InvalidInput | PersistenceError | SyncProgressExhausted | SyncProgressRecomputeFailed
+  >
+  /** Deletes the row (and any lease on it); `true` when there was one. */
+  readonly deleteSyncState: (connectorName: string, ownerDID: string) => Effect.Effect<boolean, InvalidInput | PersistenceError>
+  /** Every owner's state for one connector, by owner DID. */
+  readonly listSyncStatesForConnector: (
+    connectorName: string
+  ) => Effect.Effect<ReadonlyArray<SyncStateEntry>, InvalidInput | PersistenceError>
+  /** Takes the sync lease unless another runner's is live (see `decideClaimSyncLease`). */
+  readonly claimSyncLease: (
+    connectorName: string,
+    ownerDID: string,
+    terms: SyncLeaseTerms
+  ) => Effect.Effect<SyncLeaseClaim, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  /** Extends the caller's lease to `now + leaseMs`, if it is still the caller's. */
+  readonly renewSyncLease: (
+    lease: SyncLeaseHolder,
+    terms: SyncLeaseTerms
+  ) => Effect.Effect<SyncLeaseRenewal, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  /** Gives the caller's lease up; `false` when it was no longer the caller's. */
+  readonly releaseSyncLease: (
+    lease: SyncLeaseHolder
+  ) => Effect.Effect<boolean, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+}
+
+const holderKey = (lease: SyncLeaseHolder): SyncStateKey => ({ connectorName: lease.connectorName, ownerDID: lease.ownerDID })
+
+/** A random id for an incarnation or a lease token. */
+const randomId = Effect.sync(() => globalThis.crypto.randomUUID())
+
+/** Builds the sync-state methods over the ports. */
+export const makeSyncStateMethods = Effect.gen(function*() {
+  const repo = yield* SyncStateRepository
+  const { withTransaction } = yield* Transactor
+
+  const apply = (write: SyncStateWrite): Effect.Effect<boolean, PersistenceError> => {
+    switch (write.kind) {
+      case "insert":
+        return repo.insert(write.row)
+      case "progress":
+        return repo.updateProgress(write.row, write.expected)
+      case "status":
+        return repo.updateStatus(write.row, write.expected)
+      case "lease":
+        return repo.updateLease(write.row, write.expected)
+    }
+  }
+
+  /**
+   * One locked read-decide-write, retried whole on a lost race. `decide`
+   * gets a fresh random id for whatever the write may create.
+   */
+  const transition = <O>(
+    method: string,
+    key: SyncStateKey,
+    decide: (row: SyncStateRow | undefined, freshId: string) => SyncLeaseDecision<O>
+  ) =>
+    retryOnLostRace(
+      method,
+      formatSyncStateKey(key),
+      withTransaction(Effect.gen(function*() {
+        const row = Option.getOrUndefined(yield* repo.lockRead(key))
+        const decision = decide(row, yield* randomId)
+        if (decision.write !== undefined) yield* requireWon(yield* apply(decision.write))
+        return decision.outcome
+      }))
+    )
+
+  /**
+   * One optimistic progress attempt: read without a lock, recompute with no
+   * lock held, then one guarded write. `None` when the write lost its race.
+   */
+  const progressAttempt = (key: SyncStateKey, recompute: SyncProgressRecompute) =>
+    Effect.gen(function*() {
+      const row = Option.getOrUndefined(yield* repo.get(key))
+      const result = yield* Effect.try({
+        try: () => recompute(progressCurrent(row)),
+        catch: (cause) => new SyncProgressRecomputeFailed({ ...key, cause })
+      })
+      yield* validate("updateSyncProgress", progressResultChecks(result))
+      const write = decideSyncProgress(key, row, result as ValidProgress, yield* randomId)
+      return (yield* apply(write)) ? Option.some(write.row) : Option.none()
+    })
+
+  const methods: SyncStateMethods = {
+    getSyncState: (connectorName, ownerDID) =>
+      Effect.zipRight(
+        validate("getSyncState", syncStateKeyChecks(connectorName, ownerDID)),
+        Effect.map(repo.get({ connectorName, ownerDID }), Option.map(toSyncState))
+      ),
+
+    setSyncState: (connectorName, ownerDID, state) =>
+      Effect.zipRight(
+        validate("setSyncState", [...syncStateKeyChecks(connectorName, ownerDID), ...syncStateInputChecks(state)]),
+        transition("setSyncState", { connectorName, ownerDID }, (row, incarnation) => {
+          const write = decideSetSyncState({ connectorName, ownerDID }, row, state, incarnation)
+          return { outcome: toSyncState(write.row), write }
+        })
+      ),
+
+    updateSyncProgress: (connectorName, ownerDID, recompute, options) =>
+      Effect.gen(function*() {
+        yield* validate("updateSyncProgress", [
+          ...syncStateKeyChecks(connectorName, ownerDID),
+          ["recompute", recompute, (v) => typeof v === "function" ? undefined : "must be a function"],
+          ["options", options, (v) => v === undefined ? undefined : Rules.record(v)],
+          ["options.maxRetries", fieldOf(options, "maxRetries"), (v) => v === undefined ? undefined : Rules.nonNegativeInt(v)]
+        ])
+        const key = { connectorName, ownerDID }
+        const maxRetries = options?.maxRetries ?? DEFAULT_SYNC_PROGRESS_RETRIES
+        for (let attempt = 1; attempt <= maxRetries + 1; attempt++) {
+          const written = yield* progressAttempt(key, recompute)
+          if (Option.isSome(written)) return toSyncState(written.value)
+        }
+        return yield* new SyncProgressExhausted({ connectorName, ownerDID, attempts: maxRetries + 1 })
+      }),
+
+    deleteSyncState: (connectorName, ownerDID) =>
+      Effect.zipRight(
+        validate("deleteSyncState", syncStateKeyChecks(connectorName, ownerDID)),
+        repo.delete({ connectorName, ownerDID })
+      ),
+
+    listSyncStatesForConnector: (connectorName) =>
+      Effect.zipRight(
+        validate("listSyncStatesForConnector", [["connectorName", connectorName, Rules.id]]),
+        Effect.map(repo.listByConnector(connectorName), (rows) => rows.map(toSyncStateEntry))
+      ),
+
+    claimSyncLease: (connectorName, ownerDID, terms) =>
+      Effect.zipRight(
+        validate("claimSyncLease", [...syncStateKeyChecks(connectorName, ownerDID), ...leaseTermsChecks(terms)]),
+        Effect.flatMap(randomId, (token) =>
+          transition("claimSyncLease", { connectorName, ownerDID }, (row, incarnation) =>
+            decideClaimSyncLease({ connectorName, ownerDID }, row, terms, token, incarnation)))
+      ),
+
+    renewSyncLease: (lease, terms) =>
+      Effect.zipRight(
+        validate("renewSyncLease", [...leaseChecks(lease), ...leaseTermsChecks(terms)]),
+        transition("renewSyncLease", holderKey(lease), (row) => decideRenewSyncLease(row, lease, terms))
+      ),
+
+    releaseSyncLease: (lease) =>
+      Effect.zipRight(
+        validate("releaseSyncLease", leaseChecks(lease)),
+        transition("releaseSyncLease", holderKey(lease), (row) => decideReleaseSyncLease(row, lease))
+      )
+  }
+  return methods
+})

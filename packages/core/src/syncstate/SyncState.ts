@@ -1,0 +1,140 @@
+import type { Millis } from "../watch/ProjectionWatch.js"
+import type { JsonValue } from "./json.js"
+
+/** Where a connector's sync for one owner stands, as its runner last reported it. */
+export type SyncStatus = "idle" | "syncing" | "error"
+
+/** The statuses `setSyncState` accepts. */
+export const SYNC_STATUSES: ReadonlyArray<SyncStatus> = ["idle", "syncing", "error"]
+
+/** The primary key of a sync state: one row per connector and owner. */
+export interface SyncStateKey {
+  readonly connectorName: string
+  readonly ownerDID: string
+}
+
+/**
+ * One connector's sync state for one owner, as callers see it (the seed's
+ * published shape). `version` counts the progress writes of this
+ * incarnation; `incarnation` is a random id given when the row was created,
+ * so a row deleted and created again is never mistaken for the old one. Rows
+ * written by the seed's older releases may have no incarnation.
+ */
+export interface SyncState {
+  readonly checkpoint: JsonValue
+  /** Caller-defined text; `""` on a row no `setSyncState` has written yet. */
+  readonly lastSyncedAt: string
+  readonly entityCount: number
+  readonly status: SyncStatus
+  /** Until when a runner holds the sync lease; `null` when nobody does. */
+  readonly leaseExpiresAt: Millis | null
+  readonly recovery: JsonValue
+  readonly version: number
+  readonly incarnation?: string
+  readonly error?: string
+}
+
+/** A sync state with the key it is stored under (`listSyncStatesForConnector`). */
+export interface SyncStateEntry extends SyncStateKey {
+  readonly state: SyncState
+}
+
+/**
+ * A sync-state row as the repository stores it: the public state plus the
+ * key and the current lease token, which only the lease holder is told.
+ */
+export interface SyncStateRow extends SyncStateKey {
+  readonly checkpoint: JsonValue
+  readonly lastSyncedAt: string
+  readonly entityCount: number
+  readonly status: SyncStatus
+  readonly error: string | null
+  readonly leaseToken: string | null
+  readonly leaseExpiresAt: Millis | null
+  readonly recovery: JsonValue
+  readonly version: number
+  readonly incarnation: string | null
+}
+
+/** What a compare-and-set on a sync-state row checks: the row is still this incarnation at this version. */
+export interface SyncStateStamp {
+  readonly version: number
+  readonly incarnation: string | null
+}
+
+/** The stamp of a row, for guarding a write against what was read. */
+export const stampOf = (row: SyncStateRow): SyncStateStamp => ({ version: row.version, incarnation: row.incarnation })
+
+/** What a lease write checks: the row is still this incarnation with this lease on it. */
+export interface SyncLeaseStamp {
+  readonly incarnation: string | null
+  readonly leaseToken: string | null
+  readonly leaseExpiresAt: Millis | null
+}
+
+/** The lease stamp of a row. */
+export const leaseStampOf = (row: SyncStateRow): SyncLeaseStamp => ({
+  incarnation: row.incarnation,
+  leaseToken: row.leaseToken,
+  leaseExpiresAt: row.leaseExpiresAt
+})
+
+/**
+ * A write a sync-state decision asks for. Each kind touches only its own
+ * columns, so writers of different kinds never undo each other:
+ * - `insert`: a new row (refused when the key is taken);
+ * - `progress`: checkpoint, recovery and version, if the row still has the stamp;
+ * - `status`: status, lastSyncedAt, entityCount, error, checkpoint and
+ *   recovery, if the row still has the stamp (version unchanged);
+ * - `lease`: lease token and expiry, if the row still has the lease stamp.
+ */
+export type SyncStateWrite =
+  | { readonly kind: "insert"; readonly row: SyncStateRow }
+  | { readonly kind: "progress"; readonly row: SyncStateRow; readonly expected: SyncStateStamp }
+  | { readonly kind: "status"; readonly row: SyncStateRow; readonly expected: SyncStateStamp }
+  | { readonly kind: "lease"; readonly row: SyncStateRow; readonly expected: SyncLeaseStamp }
+
+/** The public view of a row: the lease token stays inside the store. */
+export const toSyncState = (row: SyncStateRow): SyncState => ({
+  checkpoint: row.checkpoint,
+  lastSyncedAt: row.lastSyncedAt,
+  entityCount: row.entityCount,
+  status: row.status,
+  leaseExpiresAt: row.leaseExpiresAt,
+  recovery: row.recovery,
+  version: row.version,
+  ...(row.incarnation === null ? {} : { incarnation: row.incarnation }),
+  ...(row.error === null ? {} : { error: row.error })
+})
+
+/** The entry view of a row. */
+export const toSyncStateEntry = (row: SyncStateRow): SyncStateEntry => ({
+  connectorName: row.connectorName,
+  ownerDID: row.ownerDID,
+  state: toSyncState(row)
+})
+
+/**
+ * The row a write creates when none exists yet and no `setSyncState` said
+ * otherwise: idle, nothing synced, no checkpoint, no lease, version 0.
+ */
+export const blankSyncState = (key: SyncStateKey, incarnation: string): SyncStateRow => ({
+  connectorName: key.connectorName,
+  ownerDID: key.ownerDID,
+  checkpoint: null,
+  lastSyncedAt: "",
+  entityCount: 0,
+  status: "idle",
+  error: null,
+  leaseToken: null,
+  leaseExpiresAt: null,
+  recovery: null,
+  version: 0,
+  incarnation
+})
+
+/** A readable label of a sync-state key, for errors and logs. */
+export const formatSyncStateKey = (key: SyncStateKey): string => `${key.connectorName}/${key.ownerDID}`
+
+/** An unambiguous map key for a sync-state key. */
+export const syncStateMapKey = (key: SyncStateKey): string => JSON.stringify([key.connectorName, key.ownerDID])

@@ -1,0 +1,28 @@
+import { Data } from "effect"
+
+/**
+ * `updateSyncProgress` lost its compare-and-set on every attempt it was
+ * allowed (`maxRetries + 1`): other writers kept changing, deleting or
+ * recreating the row. None of its recomputed results was written.
+ */
+export class SyncProgressExhausted extends Data.TaggedError("SyncProgressExhausted")<{
+  readonly connectorName: string
+  readonly ownerDID: string
+  readonly attempts: number
+}> {
+  override get message(): string {
+    return `updateSyncProgress: lost the compare-and-set ${this.attempts} times for connector ${this.connectorName}, owner ${this.ownerDID}`
+  }
+}
+
+/** The caller's recompute threw. Nothing was written. */
+export class SyncProgressRecomputeFailed extends Data.TaggedError("SyncProgressRecomputeFailed")<{
+  readonly connectorName: string
+  readonly ownerDID: string
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
+    return `updateSyncProgress: the recompute for connector ${this.connectorName}, owner ${this.ownerDID} threw: ${cause}`
+  }
+}

@@ -1,0 +1,105 @@
+import type { Millis } from "../watch/ProjectionWatch.js"
+import { blankSyncState, leaseStampOf, type SyncStateKey, type SyncStateRow, type SyncStateWrite } from "./SyncState.js"
+
+/**
+ * The sync lease a runner holds on one connector and owner. `token` is the
+ * fence: only a caller presenting the token of the current lease can renew
+ * or release it, so a runner whose lease was taken over can no longer act
+ * on it. Keep it private to the runner.
+ */
+export interface SyncLease extends SyncStateKey {
+  readonly token: string
+  readonly expiresAt: Millis
+}
+
+/** What a holder hands back to renew or release its lease (a whole `SyncLease` will do). */
+export type SyncLeaseHolder = Pick<SyncLease, "connectorName" | "ownerDID" | "token">
+
+/** When a claim or renewal happens and how long the lease lasts from then. */
+export interface SyncLeaseTerms {
+  readonly now: Millis
+  readonly leaseMs: number
+}
+
+/** What `claimSyncLease` did. `busy`: another runner's lease is live until `leaseExpiresAt`. */
+export type SyncLeaseClaim =
+  | { readonly outcome: "claimed"; readonly lease: SyncLease }
+  | { readonly outcome: "busy"; readonly leaseExpiresAt: Millis }
+
+/** What `renewSyncLease` did. `lost`: the lease was released, taken over, or its row deleted. */
+export type SyncLeaseRenewal =
+  | { readonly outcome: "renewed"; readonly lease: SyncLease }
+  | { readonly outcome: "lost" }
+
+/** A lease decision: the outcome, and the write that makes it so (none when nothing changes). */
+export interface SyncLeaseDecision<O> {
+  readonly outcome: O
+  readonly write: SyncStateWrite | undefined
+}
+
+/**
+ * True while a lease on the row is live at `now`: it expires strictly after
+ * `now`. A lease expiring exactly at `now` may be taken over.
+ */
+export const isSyncLeaseLive = (row: SyncStateRow, now: Millis): boolean =>
+  row.leaseExpiresAt !== null && row.leaseExpiresAt > now
+
+const holds = (row: SyncStateRow | undefined, lease: Pick<SyncLease, "token">): row is SyncStateRow =>
+  row !== undefined && row.leaseToken === lease.token
+
+const withLease = (row: SyncStateRow, token: string | null, expiresAt: Millis | null): SyncStateRow => ({
+  ...row,
+  leaseToken: token,
+  leaseExpiresAt: expiresAt
+})
+
+/**
+ * Decides a claim under the fresh `token`. No row: create a blank one
+ * holding the lease. A row with a live lease: `busy`. Otherwise (no lease, or
+ * an expired one, whoever held it): take it over until `now + leaseMs`.
+ */
+export const decideClaimSyncLease = (
+  key: SyncStateKey,
+  row: SyncStateRow | undefined,
+  terms: SyncLeaseTerms,
+  token: string,
+  incarnation: string
+): SyncLeaseDecision<SyncLeaseClaim> => {
+  const expiresAt = terms.now + terms.leaseMs
+  const lease: SyncLease = { connectorName: key.connectorName, ownerDID: key.ownerDID, token, expiresAt }
+  if (row === undefined) {
+    return { outcome: { outcome: "claimed", lease }, write: { kind: "insert", row: withLease(blankSyncState(key, incarnation), token, expiresAt) } }
+  }
+  if (isSyncLeaseLive(row, terms.now)) return { outcome: { outcome: "busy", leaseExpiresAt: row.leaseExpiresAt! }, write: undefined }
+  return {
+    outcome: { outcome: "claimed", lease },
+    write: { kind: "lease", row: withLease(row, token, expiresAt), expected: leaseStampOf(row) }
+  }
+}
+
+/**
+ * Decides a renewal: only the holder of the row's current lease may extend
+ * it, to `now + leaseMs`. A lease that lapsed but that nobody took over is
+ * still the holder's (no other runner can have synced meanwhile).
+ */
+export const decideRenewSyncLease = (
+  row: SyncStateRow | undefined,
+  lease: Pick<SyncLease, "token">,
+  terms: SyncLeaseTerms
+): SyncLeaseDecision<SyncLeaseRenewal> => {
+  if (!holds(row, lease)) return { outcome: { outcome: "lost" }, write: undefined }
+  const expiresAt = terms.now + terms.leaseMs
+  return {
+    outcome: { outcome: "renewed", lease: { connectorName: row.connectorName, ownerDID: row.ownerDID, token: lease.token, expiresAt } },
+    write: { kind: "lease", row: withLease(row, lease.token, expiresAt), expected: leaseStampOf(row) }
+  }
+}
+
+/** Decides a release: only the holder's lease is cleared; `true` when it was. */
+export const decideReleaseSyncLease = (
+  row: SyncStateRow | undefined,
+  lease: Pick<SyncLease, "token">
+): SyncLeaseDecision<boolean> =>
+  holds(row, lease)
+    ? { outcome: true, write: { kind: "lease", row: withLease(row, null, null), expected: leaseStampOf(row) } }
+    : { outcome: false, write: undefined }

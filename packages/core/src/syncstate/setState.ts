@@ -1,0 +1,47 @@
+import type { JsonValue } from "./json.js"
+import { blankSyncState, stampOf, type SyncStateKey, type SyncStateRow, type SyncStateWrite, type SyncStatus } from "./SyncState.js"
+
+/**
+ * What `setSyncState` writes: the runner's report. `error` omitted or null
+ * clears a previous error. `checkpoint` and `recovery` omitted keep what is
+ * stored (a new row starts with `null`); given, they replace it. Any other
+ * field (a `version`, `incarnation` or `leaseExpiresAt` copied from a read)
+ * is ignored: those belong to progress writes and the lease.
+ */
+export interface SyncStateInput {
+  readonly status: SyncStatus
+  readonly lastSyncedAt: string
+  readonly entityCount: number
+  readonly error?: string | null | undefined
+  /** A JSON value (checked at the boundary). */
+  readonly checkpoint?: unknown
+  /** A JSON value (checked at the boundary). */
+  readonly recovery?: unknown
+}
+
+const pick = (given: unknown, stored: JsonValue): JsonValue => given === undefined ? stored : given as JsonValue
+
+/**
+ * Decides a `setSyncState`. No row: insert a fresh one at version 0 under
+ * `incarnation`. A row: overwrite its status fields (and the checkpoint and
+ * recovery when given), leaving version, incarnation and lease as they are.
+ * The input must already be valid.
+ */
+export const decideSetSyncState = (
+  key: SyncStateKey,
+  row: SyncStateRow | undefined,
+  input: SyncStateInput,
+  incarnation: string
+): SyncStateWrite => {
+  const base = row ?? blankSyncState(key, incarnation)
+  const next: SyncStateRow = {
+    ...base,
+    status: input.status,
+    lastSyncedAt: input.lastSyncedAt,
+    entityCount: input.entityCount,
+    error: input.error ?? null,
+    checkpoint: pick(input.checkpoint, base.checkpoint),
+    recovery: pick(input.recovery, base.recovery)
+  }
+  return row === undefined ? { kind: "insert", row: next } : { kind: "status", row: next, expected: stampOf(row) }
+}

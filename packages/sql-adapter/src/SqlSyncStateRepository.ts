@@ -1,0 +1,115 @@
+import {
+  decodeJsonColumn,
+  encodeJsonColumn,
+  PersistenceError,
+  type SyncStateKey,
+  SyncStateRepository,
+  type SyncStateRow,
+  type SyncStatus
+} from "@connector-store/core"
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Effect, Option } from "effect"
+import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
+import { forUpdate, takeWriteLock } from "./SqlTransactor.js"
+import type { TableNames } from "./Tables.js"
+
+/** A sync-state row as read from the sync-state table (the seed's rows too: no incarnation, no lease token). */
+export const decodeSyncState = (row: RawRow): SyncStateRow => ({
+  connectorName: text(row["connector_name"]),
+  ownerDID: text(row["owner_did"]),
+  checkpoint: decodeJsonColumn(textOrNull(row["checkpoint"])),
+  lastSyncedAt: text(row["last_synced_at"]),
+  entityCount: epoch(row["entity_count"]),
+  status: text(row["status"]) as SyncStatus,
+  error: textOrNull(row["error"]),
+  leaseToken: textOrNull(row["lease_token"]),
+  leaseExpiresAt: epochOrNull(row["lease_expires_at"]),
+  recovery: decodeJsonColumn(textOrNull(row["recovery"])),
+  version: epoch(row["version"]),
+  incarnation: textOrNull(row["incarnation"])
+})
+
+/**
+ * The sync-state table on a SQL client. Every write is one statement whose
+ * guard is in its WHERE clause; `IS NOT DISTINCT FROM` matches the null
+ * incarnation and lease columns of rows the seed's store wrote.
+ */
+export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): SyncStateRepository["Type"] => {
+  const table = sql(tables.syncState)
+  // Owners listed in byte order on both dialects, whatever the database's collation.
+  const byteOrder = sql.onDialectOrElse({ pg: () => sql.literal(`COLLATE "C"`), orElse: () => sql.literal("") })
+  const byKey = (key: SyncStateKey) => sql`connector_name = ${key.connectorName} AND owner_did = ${key.ownerDID}`
+  const many = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
+    query.pipe(Effect.map((rows) => rows.map(decodeSyncState)), PersistenceError.refail(operation))
+  const one = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
+    Effect.map(many(operation, query), (rows) => Option.fromNullable(rows[0]))
+  const changed = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
+    query.pipe(Effect.map((rows) => rows.length > 0), PersistenceError.refail(operation))
+
+  return {
+    lockRead: (key) =>
+      one(
+        "syncState.lockRead",
+        Effect.zipRight(
+          takeWriteLock(sql, tables.syncState),
+          sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`
+        )
+      ),
+    get: (key) => one("syncState.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`),
+    insert: (row) =>
+      changed(
+        "syncState.insert",
+        sql<RawRow>`INSERT INTO ${table} (
+          connector_name, owner_did, checkpoint, last_synced_at, entity_count, status, error,
+          lease_token, lease_expires_at, recovery, version, incarnation
+        ) VALUES (
+          ${row.connectorName}, ${row.ownerDID}, ${encodeJsonColumn(row.checkpoint)}, ${row.lastSyncedAt},
+          ${row.entityCount}, ${row.status}, ${row.error}, ${row.leaseToken}, ${row.leaseExpiresAt},
+          ${encodeJsonColumn(row.recovery)}, ${row.version}, ${row.incarnation}
+        ) ON CONFLICT DO NOTHING RETURNING version`
+      ),
+    updateProgress: (next, expected) =>
+      changed(
+        "syncState.updateProgress",
+        sql<RawRow>`UPDATE ${table} SET
+          checkpoint = ${encodeJsonColumn(next.checkpoint)},
+          recovery = ${encodeJsonColumn(next.recovery)},
+          version = ${next.version}
+        WHERE ${byKey(next)} AND version = ${expected.version}
+          AND incarnation IS NOT DISTINCT FROM ${expected.incarnation}
+        RETURNING version`
+      ),
+    updateStatus: (next, expected) =>
+      changed(
+        "syncState.updateStatus",
+        sql<RawRow>`UPDATE ${table} SET
+          status = ${next.status},
+          last_synced_at = ${next.lastSyncedAt},
+          entity_count = ${next.entityCount},
+          error = ${next.error},
+          checkpoint = ${encodeJsonColumn(next.checkpoint)},
+          recovery = ${encodeJsonColumn(next.recovery)}
+        WHERE ${byKey(next)} AND version = ${expected.version}
+          AND incarnation IS NOT DISTINCT FROM ${expected.incarnation}
+        RETURNING version`
+      ),
+    updateLease: (next, expected) =>
+      changed(
+        "syncState.updateLease",
+        sql<RawRow>`UPDATE ${table} SET
+          lease_token = ${next.leaseToken},
+          lease_expires_at = ${next.leaseExpiresAt}
+        WHERE ${byKey(next)}
+          AND incarnation IS NOT DISTINCT FROM ${expected.incarnation}
+          AND lease_token IS NOT DISTINCT FROM ${expected.leaseToken}
+          AND lease_expires_at IS NOT DISTINCT FROM ${expected.leaseExpiresAt}
+        RETURNING version`
+      ),
+    delete: (key) => changed("syncState.delete", sql<RawRow>`DELETE FROM ${table} WHERE ${byKey(key)} RETURNING version`),
+    listByConnector: (connectorName) =>
+      many(
+        "syncState.listByConnector",
+        sql<RawRow>`SELECT * FROM ${table} WHERE connector_name = ${connectorName} ORDER BY owner_did ${byteOrder}`
+      )
+  }
+}
