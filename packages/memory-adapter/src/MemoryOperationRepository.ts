@@ -3,7 +3,8 @@ import {
   type ConnectorOperation,
   operationKey,
   OperationRepository,
-  resumeReaches
+  resumeReaches,
+  trackedPage
 } from "@connector-store/core"
 import { Effect, Option } from "effect"
 import type { MemoryDatabase } from "./MemoryDatabase.js"
@@ -20,6 +21,7 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
   return {
     lockRead: (key) => byKey(operationKey(key)),
     get: (key) => byKey(operationKey(key)),
+    getByNodeKey: (nodeKey) => Effect.map(rows, (all) => Option.fromNullable(all.find((row) => row.nodeKey === nodeKey))),
     insert: (row) =>
       db.write<ConnectorOperation, boolean>(TABLE, (table) => {
         const key = operationKey(row)
@@ -42,6 +44,11 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
         const doomed = collectableOperations(Array.from(table.values()), params, now)
         for (const key of doomed) table.delete(operationKey(key))
         return doomed.length
-      })
+      }),
+    listTracked: (query) => Effect.map(rows, (all) => trackedPage(all, query)),
+    listByDocuments: (documentIDs) => {
+      const wanted = new Set(documentIDs)
+      return find((row) => row.documentID !== null && wanted.has(row.documentID))
+    }
   }
 }

@@ -5,7 +5,8 @@ import {
   type OperationOp,
   OperationRepository,
   type OperationState,
-  PersistenceError
+  PersistenceError,
+  type TrackedQuery
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
@@ -106,6 +107,29 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
           OR (n.created_at = o.created_at AND n.caller_did = o.caller_did
               AND ${ordered("n.operation_id")} > ${ordered("o.operation_id")})))`
 
+  // Any number of document ids in one parameter, so a filtered page stays one
+  // ordered query however long the list.
+  const documentIn = (documentIDs: ReadonlyArray<string>) =>
+    sql.onDialectOrElse({
+      pg: () => sql`document_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(documentIDs)}::jsonb))`,
+      orElse: () => sql`document_id IN (SELECT value FROM json_each(${JSON.stringify(documentIDs)}))`
+    })
+  const trackedWhere = (query: TrackedQuery) => {
+    const clauses = [sql`(caller_did = ${query.visibleTo} OR owner_did = ${query.visibleTo})`]
+    if (query.documentIDs !== undefined) clauses.push(documentIn(query.documentIDs))
+    if (query.states !== undefined) {
+      clauses.push(query.states.length === 0 ? sql`1 = 0` : sql`state IN ${sql.in(query.states)}`)
+    }
+    if (query.connectorName !== undefined) clauses.push(sql`connector_name = ${query.connectorName}`)
+    const after = query.after
+    if (after !== undefined) {
+      clauses.push(sql`(created_at < ${after.createdAt}
+        OR (created_at = ${after.createdAt} AND ${ordered("caller_did")} < ${after.callerDID})
+        OR (created_at = ${after.createdAt} AND caller_did = ${after.callerDID} AND ${ordered("operation_id")} < ${after.operationID}))`)
+    }
+    return sql.and(clauses)
+  }
+
   return {
     lockRead: (key) =>
       one(
@@ -116,6 +140,8 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
         )
       ),
     get: (key) => one("operation.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`),
+    getByNodeKey: (nodeKey) =>
+      one("operation.getByNodeKey", sql<RawRow>`SELECT * FROM ${table} WHERE node_key = ${nodeKey}`),
     insert: (row) =>
       changed(
         "operation.insert",
@@ -175,6 +201,17 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
         )
         AND updated_at < ${params.before}
         AND (lease_token IS NULL OR lease_expires_at < ${now})
-        RETURNING caller_did`.pipe(Effect.map((rows) => rows.length), PersistenceError.refail("operation.collectFinished"))
+        RETURNING caller_did`.pipe(Effect.map((rows) => rows.length), PersistenceError.refail("operation.collectFinished")),
+    listTracked: (query) =>
+      many(
+        "operation.listTracked",
+        sql<RawRow>`SELECT * FROM ${table} WHERE ${trackedWhere(query)}
+          ORDER BY created_at DESC, ${ordered("caller_did")} DESC, ${ordered("operation_id")} DESC
+          LIMIT ${query.limit}`
+      ),
+    listByDocuments: (documentIDs) =>
+      documentIDs.length === 0
+        ? Effect.succeed([])
+        : many("operation.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`)
   }
 }

@@ -1,7 +1,8 @@
 import { Context, type Effect, type Option } from "effect"
 import type { PersistenceError } from "../errors.js"
-import type { CollectParams } from "../operation/retention.js"
 import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
+import type { TrackedQuery } from "../operation/reads.js"
+import type { CollectParams } from "../operation/retention.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ResumeScope } from "../watch/transitions.js"
 
@@ -12,7 +13,13 @@ import type { ResumeScope } from "../watch/transitions.js"
 export class OperationRepository extends Context.Tag("@connector-store/core/OperationRepository")<OperationRepository, {
   readonly lockRead: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
   readonly get: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
-  /** Inserts a new row; `false` when its key (or node key) is taken. */
+  /** The operation with this public node key, whoever may see it. */
+  readonly getByNodeKey: (nodeKey: string) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
+  /**
+   * Inserts a new row; `false` when its key (or node key) is taken. Inside a
+   * transaction, an insert that meets a concurrent uncommitted insert of the
+   * same key waits for it, then answers `false` if it committed.
+   */
   readonly insert: (row: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
   /** Writes `next` only if the stored version is still `expectedVersion`. */
   readonly update: (next: ConnectorOperation, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
@@ -27,4 +34,15 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
    * together delete a partition's newest row.
    */
   readonly collectFinished: (params: CollectParams, now: Millis) => Effect.Effect<number, PersistenceError>
+  /**
+   * One page of the operations `query.visibleTo` may see that pass its
+   * filters, newest first by (createdAt, callerDID, operationID) in byte
+   * order, strictly after `query.after`, at most `query.limit` rows
+   * (`trackedPage` is the reference). Any number of document ids.
+   */
+  readonly listTracked: (query: TrackedQuery) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
+  /** Every operation linked to one of `documentIDs` (at most `DOCUMENT_CHUNK` ids per call). */
+  readonly listByDocuments: (
+    documentIDs: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
 }>() {}

@@ -13,6 +13,7 @@ import type {
 } from "../watch/transitions.js"
 import { clockFrom } from "./clock.js"
 import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
+import { promiseOperationMethods, type PromiseOperationMethods } from "./operations.js"
 import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
 
 /**
@@ -23,7 +24,9 @@ import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncSta
  *
  * `H` is the adapter's transaction handle handed to winner readers.
  */
-export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods {
+export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods,
+  PromiseOperationMethods
+{
   /** Runs an Effect against the store's own runtime (for mixing the two APIs). */
   runEffect<A, E>(effect: Effect.Effect<A, E, ConnectorStore>): Promise<A>
   /** Releases the store's connections. The store is unusable afterwards. */
@@ -90,6 +93,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
   return {
     ...promiseWatchMethods(call, parts.handle),
     ...promiseSyncStateMethods(call),
+    ...promiseOperationMethods(call),
     runEffect: run,
     close: () => parts.runtime.dispose()
   }

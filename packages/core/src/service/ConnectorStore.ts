@@ -4,6 +4,7 @@ import type { Transactor } from "../ports/Transactor.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { WinnerReader } from "../ports/WinnerReader.js"
 import { makeSweepMethods, type SweepMethods } from "./sweep.js"
+import { makeOperationMethods, type OperationMethods } from "./operations.js"
 import { makeWatchMethods, type WatchMethods } from "./watches.js"
 import { makeSyncStateMethods, type SyncStateMethods } from "./syncState.js"
 import { makePendingAuthMethods, type PendingAuthMethods } from "./pendingAuth.js"
@@ -11,7 +12,7 @@ import type { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import type { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
 
 /** Everything the store's Effect API offers. */
-export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods {}
+export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, OperationMethods {}
 
 /** The ports the store runs on; an adapter provides all of them. */
 export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader | SyncStateRepository | PendingAuthRepository
@@ -27,7 +28,7 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
   static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.effect(
     ConnectorStore,
     Effect.map(
-      Effect.all([makeWatchMethods, makeSweepMethods, makeSyncStateMethods, makePendingAuthMethods]),
+      Effect.all([makeWatchMethods, makeSweepMethods, makeSyncStateMethods, makePendingAuthMethods, makeOperationMethods]),
       (parts): ConnectorStoreApi => Object.assign({}, ...parts)
     )
   )

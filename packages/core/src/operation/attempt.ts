@@ -1,0 +1,123 @@
+import type { DeferReason, Millis } from "../watch/ProjectionWatch.js"
+import type { ConnectorOperation } from "./ConnectorOperation.js"
+import { bumpOperation, changed, type OperationDecision, released, unchanged } from "./decision.js"
+import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
+import { backoffDelay, type OperationPolicySettings } from "./policy.js"
+
+/**
+ * What `markOperationSent` answers. `sent`: the attempt is counted and the
+ * request may leave. `already-sent`: this lease already marked its request
+ * (nothing changed). `exhausted`: no attempt is left; the operation is now
+ * `dead` and the request must not leave.
+ */
+export type MarkSentResult =
+  | { readonly outcome: "sent" | "already-sent" | "exhausted"; readonly operation: ConnectorOperation }
+  | LeaseLost
+
+/** True when this lease already counted its attempt (its token is the send marker). */
+const countedBy = (row: ConnectorOperation, token: string): boolean => row.sendMarker === token
+
+/**
+ * Decides a send marker: the lease holder records its token as the run's
+ * marker and counts the attempt, before the provider request leaves. A
+ * re-drive that finds the marker set knows a request may have landed.
+ */
+export const decideMarkSent = (
+  row: ConnectorOperation | undefined,
+  token: string,
+  policy: OperationPolicySettings,
+  now: Millis
+): OperationDecision<MarkSentResult> => {
+  if (row === undefined || !isLeaseHolder(row, token)) return unchanged(leaseLost(row))
+  if (countedBy(row, token)) return unchanged({ outcome: "already-sent", operation: row })
+  if (row.attempts >= policy.maxAttempts) {
+    return changed(
+      bumpOperation(row, now, { state: "dead", ...released, nextAttemptAt: null, lastKind: "exhausted" }),
+      (next) => ({ outcome: "exhausted", operation: next })
+    )
+  }
+  return changed(
+    bumpOperation(row, now, { sendMarker: token, attempts: row.attempts + 1 }),
+    (next) => ({ outcome: "sent", operation: next })
+  )
+}
+
+/**
+ * How an attempt failed, as the runner classifies it:
+ * `retryable` (the provider surely did not apply it; try again later),
+ * `permanent` (it never will), `unknown` (it may have applied; never
+ * re-send), `offline` / `auth` (the device is offline or the grant lapsed;
+ * the request did not leave).
+ */
+export type FailureKind = "retryable" | "permanent" | "unknown" | DeferReason
+
+/** A failed attempt, reported by its lease holder. */
+export interface AttemptFailure {
+  readonly leaseToken: string
+  readonly kind: FailureKind
+  readonly httpStatus?: number | null | undefined
+  /**
+   * `retryable`: the earliest next attempt the provider asked for (a
+   * Retry-After), on top of the backoff. `offline` / `auth`: when to try
+   * again if no resume comes first (the policy's `deferMs` when absent).
+   */
+  readonly retryAt?: Millis | undefined
+}
+
+/** What `recordAttemptFailure` answers: the state the operation went to, or the lost lease. */
+export type AttemptFailureResult =
+  | { readonly outcome: "retrying" | "dead" | "reconcile_only" | "deferred"; readonly operation: ConnectorOperation }
+  | LeaseLost
+
+/**
+ * Decides a failed attempt reported by the lease holder; the lease is
+ * released on every outcome and `lastKind` / `lastHTTPStatus` record it.
+ * An attempt not yet counted by a send marker is counted now, except for
+ * `offline` and `auth`, which spend no attempt (one counted by the marker is
+ * given back, since the request did not leave). `retryable` with attempts
+ * left stays attempted, due after the backoff (`random` ∈ [0, 1) draws the
+ * jitter); out of attempts, or `permanent` → `dead`; `unknown` →
+ * `reconcile_only`, keeping the marker as the run whose request is in doubt.
+ */
+export const decideAttemptFailure = (
+  row: ConnectorOperation | undefined,
+  failure: AttemptFailure,
+  policy: OperationPolicySettings,
+  random: number,
+  now: Millis
+): OperationDecision<AttemptFailureResult> => {
+  if (row === undefined || !isLeaseHolder(row, failure.leaseToken)) return unchanged(leaseLost(row))
+  const counted = countedBy(row, failure.leaseToken)
+  const spent = counted ? row.attempts : row.attempts + 1
+  const common = { ...released, lastKind: failure.kind, lastHTTPStatus: failure.httpStatus ?? null, deferReason: null }
+  const to = (outcome: "retrying" | "dead" | "reconcile_only" | "deferred", patch: Partial<ConnectorOperation>) =>
+    changed(bumpOperation(row, now, { ...common, ...patch }), (next) => ({ outcome, operation: next }))
+  switch (failure.kind) {
+    case "offline":
+    case "auth":
+      return to("deferred", {
+        attempts: counted ? row.attempts - 1 : row.attempts,
+        sendMarker: null,
+        deferReason: failure.kind,
+        nextAttemptAt: failure.retryAt ?? now + policy.deferMs
+      })
+    case "unknown":
+      return to("reconcile_only", {
+        state: "reconcile_only",
+        attempts: spent,
+        sendMarker: failure.leaseToken,
+        nextAttemptAt: null
+      })
+    case "permanent":
+      return to("dead", { state: "dead", attempts: spent, sendMarker: null, nextAttemptAt: null })
+    case "retryable":
+      if (spent >= policy.maxAttempts) {
+        return to("dead", { state: "dead", attempts: spent, sendMarker: null, nextAttemptAt: null })
+      }
+      return to("retrying", {
+        attempts: spent,
+        sendMarker: null,
+        nextAttemptAt: Math.max(now + backoffDelay(spent, policy.backoff, random), failure.retryAt ?? 0)
+      })
+  }
+}

@@ -1,0 +1,107 @@
+import type { Check, Rule } from "../validation.js"
+import { fieldOf, oneOf, optional, Rules } from "../validation.js"
+import { reissueIntentProblem } from "./reissue.js"
+
+/** The largest page `listTrackedOperations` returns. */
+export const MAX_TRACKED_PAGE = 500
+
+/** The page size `listTrackedOperations` uses when none is asked for. */
+export const DEFAULT_TRACKED_PAGE = 50
+
+const idOrNull: Rule = (value) => value === null ? undefined : Rules.id(value)
+const textOrNull: Rule = (value) => value === null ? undefined : Rules.text(value)
+
+/** A value that survives a JSON round trip (or is absent). */
+const jsonValue: Rule = (value) => {
+  if (value === undefined) return undefined
+  try {
+    return typeof JSON.stringify(value) === "string" ? undefined : "must be a JSON value"
+  } catch {
+    return "must be a JSON value"
+  }
+}
+
+/** An HTTP status code. */
+const httpStatus: Rule = (value) =>
+  value === null || (typeof value === "number" && Number.isSafeInteger(value) && value >= 100 && value <= 599)
+    ? undefined
+    : "must be an HTTP status (100-599) or null"
+
+/** The longest lease a runner may ask for: a day. */
+export const MAX_LEASE_MS = 86_400_000
+
+const leaseDuration: Rule = (value) =>
+  Rules.positiveInt(value) ?? ((value as number) > MAX_LEASE_MS ? `must be at most ${MAX_LEASE_MS} ms` : undefined)
+
+const pageSize: Rule = (value) =>
+  Rules.positiveInt(value) ?? ((value as number) > MAX_TRACKED_PAGE ? `must be at most ${MAX_TRACKED_PAGE}` : undefined)
+
+/** The checks of an idempotency key under `prefix`. */
+export const keyChecks = (prefix: string, key: unknown): ReadonlyArray<Check> => [
+  [prefix, key, Rules.record],
+  [`${prefix}.callerDID`, fieldOf(key, "callerDID"), Rules.id],
+  [`${prefix}.operationID`, fieldOf(key, "operationID"), Rules.id]
+]
+
+/** The checks of a `ClaimOperationInput`. */
+export const claimChecks = (input: unknown): ReadonlyArray<Check> => {
+  const at = (field: string) => fieldOf(input, field)
+  return [
+    ...keyChecks("input", input),
+    ...(["ownerDID", "connectorName", "model", "accountKey", "target", "deterministicEventID", "payloadHash"] as const)
+      .map((field): Check => [`input.${field}`, at(field), Rules.id]),
+    ["input.op", at("op"), oneOf("create", "update")],
+    ["input.sourceID", at("sourceID"), optional(idOrNull)],
+    ["input.documentID", at("documentID"), optional(idOrNull)],
+    ["input.providerEtag", at("providerEtag"), optional(textOrNull)],
+    ["input.reissueIntent", at("reissueIntent"), reissueIntentProblem],
+    ["input.leaseMs", at("leaseMs"), optional(leaseDuration)]
+  ]
+}
+
+/** The checks of a runner write's options: the lease token, then `extra`. */
+export const runnerChecks = (options: unknown, extra: ReadonlyArray<Check> = []): ReadonlyArray<Check> => [
+  ["options", options, Rules.record],
+  ["options.leaseToken", fieldOf(options, "leaseToken"), Rules.id],
+  ...extra
+]
+
+/** The extra checks of a lease renewal. */
+export const renewChecks = (options: unknown): ReadonlyArray<Check> => [
+  ["options.leaseMs", fieldOf(options, "leaseMs"), optional(leaseDuration)]
+]
+
+/** The extra checks of an `AttemptFailure`. */
+export const failureChecks = (options: unknown): ReadonlyArray<Check> => [
+  ["options.kind", fieldOf(options, "kind"), oneOf("retryable", "permanent", "unknown", "offline", "auth")],
+  ["options.httpStatus", fieldOf(options, "httpStatus"), optional(httpStatus)],
+  ["options.retryAt", fieldOf(options, "retryAt"), optional(Rules.millis)]
+]
+
+/** The extra checks of a `FinalizeOperationInput`. */
+export const finalizeChecks = (options: unknown): ReadonlyArray<Check> => [
+  ["options.sourceID", fieldOf(options, "sourceID"), Rules.id],
+  ["options.documentID", fieldOf(options, "documentID"), Rules.id],
+  ["options.providerEtag", fieldOf(options, "providerEtag"), optional(textOrNull)],
+  ["options.resultEntity", fieldOf(options, "resultEntity"), jsonValue],
+  ["options.watchDueAt", fieldOf(options, "watchDueAt"), Rules.millis]
+]
+
+const states: Rule = (value) =>
+  Array.isArray(value) && value.every((state) => oneOf("attempted", "committed", "dead", "reconcile_only")(state) === undefined)
+    ? undefined
+    : "must be an array of operation states"
+
+/** The checks of a `TrackedOperationFilter`. */
+export const trackedChecks = (filter: unknown): ReadonlyArray<Check> => [
+  ["filter", filter, Rules.record],
+  ["filter.visibleTo", fieldOf(filter, "visibleTo"), Rules.id],
+  ["filter.documentIDs", fieldOf(filter, "documentIDs"), optional(Rules.ids)],
+  ["filter.states", fieldOf(filter, "states"), optional(states)],
+  ["filter.connectorName", fieldOf(filter, "connectorName"), optional(Rules.id)],
+  ["filter.limit", fieldOf(filter, "limit"), optional(pageSize)],
+  ["filter.cursor", fieldOf(filter, "cursor"), optional(Rules.id)]
+]
+
+/** A JSON value as every adapter stores it: a plain copy (`undefined` becomes null). */
+export const asStoredJson = (value: unknown): unknown => value === undefined ? null : JSON.parse(JSON.stringify(value))

@@ -1,0 +1,154 @@
+import type { Millis } from "../watch/ProjectionWatch.js"
+import type { ConnectorOperation, OperationKey, OperationOp } from "./ConnectorOperation.js"
+import { bumpOperation, changed, type OperationDecision, released, unchanged } from "./decision.js"
+import { holdsLiveLease, type Lease, leaseColumns, leaseOf } from "./lease.js"
+import type { OperationPolicySettings } from "./policy.js"
+import { type ReissueIntent, safeReissue, type SafeReissue } from "./reissue.js"
+
+/** What a runner claims: the operation it is about to drive, keyed by the caller's idempotency key. */
+export interface ClaimOperationInput extends OperationKey {
+  readonly ownerDID: string
+  readonly connectorName: string
+  readonly model: string
+  readonly op: OperationOp
+  readonly accountKey: string
+  /** Where the provider write goes (a calendar, a project, …). */
+  readonly target: string
+  /** The provider entity an update targets; a create learns its id on commit. */
+  readonly sourceID?: string | null | undefined
+  readonly deterministicEventID: string
+  /** A digest of everything the write sends; a replay must bring the same one. */
+  readonly payloadHash: string
+  readonly reissueIntent: ReissueIntent
+  /** The provider etag the edit is based on, if any. */
+  readonly providerEtag?: string | null | undefined
+  /** The local document the write comes from, if known before commit. */
+  readonly documentID?: string | null | undefined
+  /** How long the lease lasts; the policy's `leaseMs` when absent. */
+  readonly leaseMs?: number | undefined
+}
+
+/** The random values a claim may use, drawn outside the pure decision. */
+export interface FreshClaimValues {
+  readonly nodeKey: string
+  readonly incarnation: string
+  readonly leaseToken: string
+}
+
+/**
+ * What `claimOperation` answers (a different payload for the key is the
+ * `IdempotencyConflict` error instead):
+ *
+ * - `claimed`: this runner now holds the lease and drives the next attempt.
+ *   `created` tells a new key from a replay. `reissue` is non-null when a
+ *   previous attempt's request may have landed: re-send only as it says.
+ * - `busy`: another runner holds a live lease until `leaseExpiresAt`.
+ * - `scheduled`: the next attempt is not due before `nextAttemptAt`
+ *   (backoff, or a deferral for `operation.deferReason`).
+ * - `finished`: the operation is terminal; `operation` carries the stored
+ *   result. A claim may be what made it terminal (attempts exhausted, or a
+ *   request in doubt with no safe way to re-send → `reconcile_only`).
+ */
+export type ClaimResult =
+  | {
+    readonly outcome: "claimed"
+    readonly created: boolean
+    readonly operation: ConnectorOperation
+    readonly lease: Lease
+    readonly reissue: SafeReissue | null
+  }
+  | { readonly outcome: "busy"; readonly operation: ConnectorOperation; readonly leaseExpiresAt: Millis }
+  | { readonly outcome: "scheduled"; readonly operation: ConnectorOperation; readonly nextAttemptAt: Millis }
+  | { readonly outcome: "finished"; readonly operation: ConnectorOperation }
+
+/** A claim's decision, or the conflict of a reused key with another payload. */
+export type ClaimDecision =
+  | { readonly conflict: true }
+  | ({ readonly conflict: false } & OperationDecision<ClaimResult>)
+
+/** The row a new key inserts: attempted, no attempt spent, leased to the claimer. */
+export const newOperation = (
+  input: ClaimOperationInput,
+  fresh: FreshClaimValues,
+  leaseMs: number,
+  now: Millis
+): ConnectorOperation => ({
+  callerDID: input.callerDID,
+  operationID: input.operationID,
+  nodeKey: fresh.nodeKey,
+  ownerDID: input.ownerDID,
+  connectorName: input.connectorName,
+  model: input.model,
+  op: input.op,
+  accountKey: input.accountKey,
+  target: input.target,
+  sourceID: input.sourceID ?? null,
+  deterministicEventID: input.deterministicEventID,
+  payloadHash: input.payloadHash,
+  reissueIntent: input.reissueIntent,
+  providerEtag: input.providerEtag ?? null,
+  documentID: input.documentID ?? null,
+  resultEntity: null,
+  state: "attempted",
+  attempts: 0,
+  lastKind: null,
+  lastHTTPStatus: null,
+  deferReason: null,
+  sendMarker: null,
+  version: 0,
+  incarnation: fresh.incarnation,
+  ...leaseColumns(fresh.leaseToken, now, leaseMs),
+  createdAt: now,
+  updatedAt: now
+})
+
+const decided = (decision: OperationDecision<ClaimResult>): ClaimDecision => ({ conflict: false, ...decision })
+
+const finishes = (row: ConnectorOperation, state: "dead" | "reconcile_only", now: Millis): ClaimDecision =>
+  decided(changed(
+    bumpOperation(row, now, { state, ...released, nextAttemptAt: null, deferReason: null }),
+    (next) => ({ outcome: "finished", operation: next })
+  ))
+
+/**
+ * Decides a claim of `input`'s key against the stored row (if any).
+ *
+ * A new key inserts the operation leased to the claimer. A replay with the
+ * same payload hash converges on the stored row: terminal → `finished`; a
+ * live lease → `busy`; not yet due → `scheduled`; otherwise the lease is
+ * taken for a new attempt, which clears the send marker. When the marker was
+ * set (a request may have landed and no outcome was recorded), the stored
+ * reissue intent decides: a safe one is handed to the runner, anything else
+ * makes the operation `reconcile_only`. An operation out of attempts is never
+ * leased again: it becomes `dead`, or `reconcile_only` if its last request is
+ * in doubt.
+ */
+export const decideOperationClaim = (
+  row: ConnectorOperation | undefined,
+  input: ClaimOperationInput,
+  fresh: FreshClaimValues,
+  policy: OperationPolicySettings,
+  now: Millis
+): ClaimDecision => {
+  const leaseMs = input.leaseMs ?? policy.leaseMs
+  if (row === undefined) {
+    const next = newOperation(input, fresh, leaseMs, now)
+    return decided({ result: { outcome: "claimed", created: true, operation: next, lease: leaseOf(next), reissue: null }, next })
+  }
+  if (row.payloadHash !== input.payloadHash) return { conflict: true }
+  if (row.state !== "attempted") return decided(unchanged({ outcome: "finished", operation: row }))
+  if (holdsLiveLease(row, now)) {
+    return decided(unchanged({ outcome: "busy", operation: row, leaseExpiresAt: row.leaseExpiresAt! }))
+  }
+  if (row.nextAttemptAt !== null && row.nextAttemptAt > now) {
+    return decided(unchanged({ outcome: "scheduled", operation: row, nextAttemptAt: row.nextAttemptAt }))
+  }
+  const inDoubt = row.sendMarker !== null
+  if (row.attempts >= policy.maxAttempts) return finishes(row, inDoubt ? "reconcile_only" : "dead", now)
+  const reissue = inDoubt ? safeReissue(row.reissueIntent) : undefined
+  if (inDoubt && reissue === undefined) return finishes(row, "reconcile_only", now)
+  return decided(changed(
+    bumpOperation(row, now, { ...leaseColumns(fresh.leaseToken, now, leaseMs), sendMarker: null, deferReason: null }),
+    (next) => ({ outcome: "claimed", created: false, operation: next, lease: leaseOf(next), reissue: reissue ?? null })
+  ))
+}

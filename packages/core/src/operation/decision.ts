@@ -1,0 +1,32 @@
+import type { Millis } from "../watch/ProjectionWatch.js"
+import type { ConnectorOperation } from "./ConnectorOperation.js"
+
+/**
+ * What an operation transition decided: the result the caller gets, and the
+ * row to write when the row changes. `next` always carries `version + 1`
+ * (0 for a new row) and `updatedAt = now`; the caller writes it only if the
+ * stored version is still the one it read.
+ */
+export interface OperationDecision<R> {
+  readonly result: R
+  readonly next: ConnectorOperation | undefined
+}
+
+/** A decision that writes nothing. */
+export const unchanged = <R>(result: R): OperationDecision<R> => ({ result, next: undefined })
+
+/** A decision that writes `next`, whose result is computed from it. */
+export const changed = <R>(next: ConnectorOperation, result: (next: ConnectorOperation) => R): OperationDecision<R> => ({
+  result: result(next),
+  next
+})
+
+/** `row` with `patch` applied, its version bumped and `updatedAt` set to `now`. */
+export const bumpOperation = (
+  row: ConnectorOperation,
+  now: Millis,
+  patch: Partial<ConnectorOperation>
+): ConnectorOperation => ({ ...row, ...patch, version: row.version + 1, updatedAt: now })
+
+/** The lease columns of a row no runner drives. */
+export const released = { leaseToken: null, leaseExpiresAt: null } as const

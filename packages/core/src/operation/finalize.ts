@@ -1,0 +1,145 @@
+import {
+  type Digest,
+  type Millis,
+  type ProjectionWatch,
+  type WatchIdentity,
+  watchKey
+} from "../watch/ProjectionWatch.js"
+import { openGeneration } from "../watch/transitions.js"
+import type { ConnectorOperation } from "./ConnectorOperation.js"
+import { bumpOperation, changed, type OperationDecision, released, unchanged } from "./decision.js"
+import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
+
+/** What the lease holder reports once the provider applied the write. */
+export interface FinalizeOperationInput {
+  readonly leaseToken: string
+  /** The provider entity the write created or updated: the watch's source. */
+  readonly sourceID: string
+  /** The local document the write projected into. */
+  readonly documentID: string
+  readonly providerEtag?: string | null | undefined
+  /** The provider entity as the write returned it (any JSON value). */
+  readonly resultEntity?: unknown
+  /** When the watch's first verification falls due. */
+  readonly watchDueAt: Millis
+}
+
+/**
+ * What `finalizeOperationAndArmWatch` answers. `committed`: the operation is
+ * committed and `watch` is the armed watch (created, or opened for a new
+ * generation); `superseded` lists the watches of the same document under
+ * another source that were deleted. `already-committed`: this same run
+ * committed it before (a replayed finalize); nothing changed.
+ * `lease-lost`: another runner holds the operation or it ended otherwise;
+ * nothing changed.
+ */
+export type FinalizeResult =
+  | {
+    readonly outcome: "committed"
+    readonly operation: ConnectorOperation
+    readonly watch: ProjectionWatch
+    readonly superseded: ReadonlyArray<WatchIdentity>
+  }
+  | { readonly outcome: "already-committed"; readonly operation: ConnectorOperation }
+  | LeaseLost
+
+/** The operation half of a finalize: the commit, or why there is none. */
+export type FinalizeCommit =
+  | { readonly outcome: "committed"; readonly operation: ConnectorOperation }
+  | { readonly outcome: "already-committed"; readonly operation: ConnectorOperation }
+  | LeaseLost
+
+/**
+ * True when `token` may commit the row: it holds the lease of the attempted
+ * operation, or the row went `reconcile_only` because this very run's
+ * request was in doubt (its token is the send marker) and the run now knows
+ * the request landed.
+ */
+export const mayCommit = (row: ConnectorOperation, token: string): boolean =>
+  isLeaseHolder(row, token) || (row.state === "reconcile_only" && row.sendMarker === token)
+
+/**
+ * Decides the operation half of a finalize. The committing run becomes the
+ * send marker (counting its attempt if it never marked one), so a replay of
+ * the same finalize is recognised as `already-committed`.
+ */
+export const decideCommit = (
+  row: ConnectorOperation | undefined,
+  input: FinalizeOperationInput,
+  now: Millis
+): OperationDecision<FinalizeCommit> => {
+  if (row !== undefined && row.state === "committed" && row.sendMarker === input.leaseToken) {
+    return unchanged({ outcome: "already-committed", operation: row })
+  }
+  if (row === undefined || !mayCommit(row, input.leaseToken)) return unchanged(leaseLost(row))
+  return changed(
+    bumpOperation(row, now, {
+      state: "committed",
+      sourceID: input.sourceID,
+      documentID: input.documentID,
+      providerEtag: input.providerEtag ?? null,
+      resultEntity: input.resultEntity ?? null,
+      attempts: row.sendMarker === input.leaseToken ? row.attempts : row.attempts + 1,
+      sendMarker: input.leaseToken,
+      ...released,
+      nextAttemptAt: null,
+      deferReason: null
+    }),
+    (next) => ({ outcome: "committed", operation: next })
+  )
+}
+
+/** The watch identity a committed operation arms: its owner, connector, model, account and the provider source. */
+export const watchIdentityOfCommit = (operation: ConnectorOperation, sourceID: string): WatchIdentity => ({
+  ownerDID: operation.ownerDID,
+  connectorName: operation.connectorName,
+  model: operation.model,
+  accountKey: operation.accountKey,
+  sourceID
+})
+
+/**
+ * The watch a finalize arms: the existing one opened for a new generation
+ * (now on `documentID`), or a new one; either way pending, due at `dueAt`,
+ * observed := the current winner, no claim or deferral.
+ */
+export const armedByFinalize = (
+  existing: ProjectionWatch | undefined,
+  identity: WatchIdentity,
+  documentID: string,
+  winner: Digest | null,
+  dueAt: Millis,
+  now: Millis
+): ProjectionWatch =>
+  existing !== undefined
+    ? openGeneration({ ...existing, documentID }, winner, dueAt, now)
+    : {
+      ...identity,
+      documentID,
+      verifiedStateDigest: null,
+      observedWinnerDigest: winner,
+      verificationStatus: "pending_verification",
+      verificationAttempts: 0,
+      repairGeneration: 0,
+      nextAttemptAt: dueAt,
+      claimedUntil: null,
+      deferReason: null,
+      version: 0,
+      createdAt: now,
+      updatedAt: now
+    }
+
+/**
+ * The watches a finalize of `identity` on `documentID` supersedes: those of
+ * the same owner, model and document under any other identity (the store
+ * watches a document under one source only).
+ */
+export const supersededBy = (
+  watches: ReadonlyArray<ProjectionWatch>,
+  identity: WatchIdentity,
+  documentID: string
+): ReadonlyArray<ProjectionWatch> =>
+  watches.filter((row) =>
+    row.ownerDID === identity.ownerDID && row.model === identity.model && row.documentID === documentID &&
+    watchKey(row) !== watchKey(identity)
+  )

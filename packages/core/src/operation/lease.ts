@@ -1,0 +1,75 @@
+import type { Millis } from "../watch/ProjectionWatch.js"
+import type { ConnectorOperation } from "./ConnectorOperation.js"
+import { bumpOperation, changed, type OperationDecision, unchanged } from "./decision.js"
+
+/** The drive lease a runner holds: its fencing token and when it lapses. */
+export interface Lease {
+  readonly token: string
+  readonly expiresAt: Millis
+}
+
+/**
+ * The answer to a runner write that no longer holds the lease: its token is
+ * not the row's (another runner took the lease after it expired, or an
+ * outcome was recorded). Nothing was written. `operation` is the stored row,
+ * or null when it is gone.
+ */
+export interface LeaseLost {
+  readonly outcome: "lease-lost"
+  readonly operation: ConnectorOperation | null
+}
+
+/** The lease-lost answer for `row`. */
+export const leaseLost = (row: ConnectorOperation | undefined): LeaseLost => ({
+  outcome: "lease-lost",
+  operation: row ?? null
+})
+
+/**
+ * True while a runner's lease on an attempted operation has not lapsed: a
+ * lease expiring at `t` is live strictly before `t`. From `t` on, the
+ * operation is due (its `nextAttemptAt` is the expiry) and any runner may
+ * take it over.
+ */
+export const holdsLiveLease = (row: ConnectorOperation, now: Millis): boolean =>
+  row.state === "attempted" && row.leaseToken !== null && row.leaseExpiresAt !== null && row.leaseExpiresAt > now
+
+/**
+ * True when `token` is the lease of an attempted operation. This, not the
+ * clock, fences a runner's writes: a runner whose lease lapsed may still
+ * write until another runner takes the lease (then the token differs).
+ */
+export const isLeaseHolder = (row: ConnectorOperation, token: string): boolean =>
+  row.state === "attempted" && row.leaseToken === token
+
+/** The lease of a row a runner was just granted. */
+export const leaseOf = (row: ConnectorOperation): Lease => ({ token: row.leaseToken!, expiresAt: row.leaseExpiresAt! })
+
+/**
+ * The lease columns of a lease taken at `now` for `durationMs`. The
+ * operation's next attempt falls due when the lease lapses, so the due sweep
+ * finds a crashed runner's operations without looking at leases.
+ */
+export const leaseColumns = (token: string, now: Millis, durationMs: number) => ({
+  leaseToken: token,
+  leaseExpiresAt: now + durationMs,
+  nextAttemptAt: now + durationMs
+})
+
+/** What `renewOperationLease` answers. */
+export type RenewResult = { readonly outcome: "renewed"; readonly operation: ConnectorOperation; readonly lease: Lease } | LeaseLost
+
+/** Decides a heartbeat: the holder's lease (and the due time with it) moves to `now + durationMs`. */
+export const decideRenew = (
+  row: ConnectorOperation | undefined,
+  token: string,
+  durationMs: number,
+  now: Millis
+): OperationDecision<RenewResult> =>
+  row !== undefined && isLeaseHolder(row, token)
+    ? changed(bumpOperation(row, now, leaseColumns(token, now, durationMs)), (next) => ({
+      outcome: "renewed",
+      operation: next,
+      lease: leaseOf(next)
+    }))
+    : unchanged(leaseLost(row))

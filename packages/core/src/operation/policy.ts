@@ -1,0 +1,101 @@
+import { Context } from "effect"
+import type { Millis } from "../watch/ProjectionWatch.js"
+
+/**
+ * How a retry delay is randomized. `full`: anywhere in [0, ceiling);
+ * `equal`: in [ceiling/2, ceiling), so a retry never comes back at once;
+ * `none`: exactly the ceiling.
+ */
+export type Jitter = "full" | "equal" | "none"
+
+/** Exponential backoff: the ceiling doubles per spent attempt, from `baseDelayMs` up to `maxDelayMs`. */
+export interface BackoffPolicy {
+  readonly baseDelayMs: number
+  readonly maxDelayMs: number
+  readonly jitter: Jitter
+}
+
+/** The store-wide rules every runner of a store shares. */
+export interface OperationPolicySettings {
+  /** How long a lease lasts when the claim or renewal names no duration. */
+  readonly leaseMs: number
+  /** Provider requests an operation may start; the one that would exceed it is never started. */
+  readonly maxAttempts: number
+  readonly backoff: BackoffPolicy
+  /** How far an offline or auth deferral pushes the next attempt when the runner names no time. */
+  readonly deferMs: number
+}
+
+/** The defaults: 30 s leases, 8 attempts, backoff from 1 s to 5 min with equal jitter, 15 min deferrals. */
+export const DEFAULT_OPERATION_POLICY: OperationPolicySettings = {
+  leaseMs: 30_000,
+  maxAttempts: 8,
+  backoff: { baseDelayMs: 1_000, maxDelayMs: 300_000, jitter: "equal" },
+  deferMs: 900_000
+}
+
+/**
+ * The operation policy of a store. Every store has one (the defaults unless
+ * a layer provides another); all runners of one database should share it,
+ * since the attempt limit is not stored on the row.
+ */
+export class OperationPolicy extends Context.Reference<OperationPolicy>()("@connector-store/core/OperationPolicy", {
+  defaultValue: (): OperationPolicySettings => DEFAULT_OPERATION_POLICY
+}) {}
+
+/** A partial policy over the defaults (for options objects). */
+export interface OperationPolicyOverrides {
+  readonly leaseMs?: number | undefined
+  readonly maxAttempts?: number | undefined
+  readonly backoff?: Partial<BackoffPolicy> | undefined
+  readonly deferMs?: number | undefined
+}
+
+const positive = (name: string, value: number): number => {
+  if (!Number.isSafeInteger(value) || value <= 0) throw new RangeError(`operation policy: ${name} must be a positive integer`)
+  return value
+}
+
+/**
+ * The full policy from `overrides` over the defaults. Throws a `RangeError`
+ * naming the setting when one is not a positive integer, or when the backoff
+ * cap is below its base: a store must not open with a policy it cannot keep.
+ */
+export const operationPolicyFrom = (overrides: OperationPolicyOverrides = {}): OperationPolicySettings => {
+  const d = DEFAULT_OPERATION_POLICY
+  const backoff = {
+    baseDelayMs: positive("backoff.baseDelayMs", overrides.backoff?.baseDelayMs ?? d.backoff.baseDelayMs),
+    maxDelayMs: positive("backoff.maxDelayMs", overrides.backoff?.maxDelayMs ?? d.backoff.maxDelayMs),
+    jitter: overrides.backoff?.jitter ?? d.backoff.jitter
+  }
+  if (backoff.maxDelayMs < backoff.baseDelayMs) throw new RangeError("operation policy: backoff.maxDelayMs is below backoff.baseDelayMs")
+  if (!["full", "equal", "none"].includes(backoff.jitter)) throw new RangeError("operation policy: backoff.jitter must be full, equal or none")
+  return {
+    leaseMs: positive("leaseMs", overrides.leaseMs ?? d.leaseMs),
+    maxAttempts: positive("maxAttempts", overrides.maxAttempts ?? d.maxAttempts),
+    backoff,
+    deferMs: positive("deferMs", overrides.deferMs ?? d.deferMs)
+  }
+}
+
+/**
+ * The delay before the next attempt once `attempts` attempts are spent:
+ * ceiling = min(max, base · 2^(attempts−1)), randomized by the jitter with
+ * `random` ∈ [0, 1) (an input, so the function stays pure). Always an
+ * integer in [0, maxDelayMs].
+ */
+export const backoffDelay = (attempts: number, policy: BackoffPolicy, random: number): Millis => {
+  const exponent = Math.min(Math.max(attempts - 1, 0), 52)
+  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** exponent)
+  const r = Math.min(Math.max(random, 0), 1 - Number.EPSILON)
+  switch (policy.jitter) {
+    case "none":
+      return ceiling
+    case "full":
+      return Math.floor(r * ceiling)
+    case "equal": {
+      const half = Math.floor(ceiling / 2)
+      return half + Math.floor(r * (ceiling - half))
+    }
+  }
+}

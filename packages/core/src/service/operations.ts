@@ -1,0 +1,278 @@
+import { Clock, Effect, Option, Random } from "effect"
+import {
+  type ConcurrentUpdateExhausted,
+  InvalidInput,
+  type PersistenceError,
+  type WinnerReaderMissing,
+  type WinnerReadFailed
+} from "../errors.js"
+import { type AttemptFailure, type AttemptFailureResult, decideAttemptFailure, decideMarkSent, type MarkSentResult } from "../operation/attempt.js"
+import {
+  asStoredJson,
+  claimChecks,
+  DEFAULT_TRACKED_PAGE,
+  failureChecks,
+  finalizeChecks,
+  keyChecks,
+  runnerChecks,
+  renewChecks,
+  trackedChecks
+} from "../operation/checks.js"
+import { type ClaimOperationInput, type ClaimResult, decideOperationClaim } from "../operation/claim.js"
+import { type ConnectorOperation, formatOperationKey, type OperationKey, type OperationState } from "../operation/ConnectorOperation.js"
+import type { OperationDecision } from "../operation/decision.js"
+import { OperationEntropy } from "../operation/entropy.js"
+import {
+  armedByFinalize,
+  decideCommit,
+  type FinalizeOperationInput,
+  type FinalizeResult,
+  supersededBy,
+  watchIdentityOfCommit
+} from "../operation/finalize.js"
+import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
+import { decideRenew, type RenewResult } from "../operation/lease.js"
+import { OperationPolicy } from "../operation/policy.js"
+import {
+  decodeCursor,
+  type DocumentWriteState,
+  encodeCursor,
+  isVisibleTo,
+  positionOf,
+  writeStatesOf
+} from "../operation/reads.js"
+import { OperationRepository } from "../ports/OperationRepository.js"
+import { Transactor } from "../ports/Transactor.js"
+import { WatchRepository } from "../ports/WatchRepository.js"
+import { WinnerReader } from "../ports/WinnerReader.js"
+import { Rules, validate } from "../validation.js"
+import { type Digest, type Millis, type ProjectionWatch, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
+import { LostRace, requireWon, retryOnLostRace } from "./cas.js"
+import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
+
+/** The options of `renewOperationLease`. */
+export interface RenewLeaseOptions {
+  readonly leaseToken: string
+  /** The new lease's length from now; the policy's `leaseMs` when absent. */
+  readonly leaseMs?: number | undefined
+}
+
+/** The filter of `listTrackedOperations`. Empty `documentIDs` or `states` lists match nothing. */
+export interface TrackedOperationFilter {
+  /** Only operations this DID called or owns. */
+  readonly visibleTo: string
+  readonly documentIDs?: ReadonlyArray<string> | undefined
+  readonly states?: ReadonlyArray<OperationState> | undefined
+  readonly connectorName?: string | undefined
+  /** Page size (default 50, at most 500). */
+  readonly limit?: number | undefined
+  /** The `nextCursor` of the previous page. */
+  readonly cursor?: string | undefined
+}
+
+/** One page of tracked operations; `nextCursor` is null on the last page. */
+export interface TrackedOperationsPage {
+  readonly operations: ReadonlyArray<ConnectorOperation>
+  readonly nextCursor: string | null
+}
+
+type RunnerErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted
+type ReadErrors = InvalidInput | PersistenceError
+
+/** The write-back operation half of the store's Effect API. */
+export interface OperationMethods {
+  /** Creates or converges on the operation of an idempotency key (see `decideOperationClaim`). */
+  readonly claimOperation: (input: ClaimOperationInput) => Effect.Effect<ClaimResult, RunnerErrors | IdempotencyConflict>
+  /** Extends the caller's lease (a heartbeat during a long provider call). */
+  readonly renewOperationLease: (key: OperationKey, options: RenewLeaseOptions) => Effect.Effect<RenewResult, RunnerErrors>
+  /** Counts the attempt and records the run's send marker before the request leaves. */
+  readonly markOperationSent: (
+    key: OperationKey,
+    options: { readonly leaseToken: string }
+  ) => Effect.Effect<MarkSentResult, RunnerErrors>
+  /** Records a failed attempt and releases the lease (see `decideAttemptFailure`). */
+  readonly recordAttemptFailure: (key: OperationKey, options: AttemptFailure) => Effect.Effect<AttemptFailureResult, RunnerErrors>
+  /**
+   * Commits the operation and arms its projection watch in one transaction
+   * (see `FinalizeResult`); a stale lease holder changes nothing.
+   */
+  readonly finalizeOperationAndArmWatch: (
+    key: OperationKey,
+    options: FinalizeOperationInput
+  ) => Effect.Effect<FinalizeResult, RunnerErrors | WinnerReaderMissing | WinnerReadFailed>
+  readonly getOperation: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors>
+  /** The operation of a node key, only for its caller or owner; anyone else sees none, as for an unknown key. */
+  readonly getOperationByNodeKey: (
+    nodeKey: string,
+    viewerDID: string
+  ) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors>
+  /** A page of the operations a DID may see, newest first, with a stable cursor. */
+  readonly listTrackedOperations: (filter: TrackedOperationFilter) => Effect.Effect<TrackedOperationsPage, ReadErrors>
+  /** The write state of each document (every id given is in the map; see `DocumentWriteState`). */
+  readonly getDocumentWriteStates: (
+    documentIDs: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyMap<string, DocumentWriteState>, ReadErrors>
+}
+
+/** Builds the operation methods over the ports. */
+export const makeOperationMethods = Effect.gen(function*() {
+  const operations = yield* OperationRepository
+  const watches = yield* WatchRepository
+  const { withTransaction } = yield* Transactor
+  const readers = yield* WinnerReader
+  const policy = yield* OperationPolicy
+  const entropy = yield* OperationEntropy
+
+  const lockOperation = (key: OperationKey) => Effect.map(operations.lockRead(key), Option.getOrUndefined)
+
+  /** One runner write: lock-read the operation, decide, versioned write; retried on a lost race. */
+  const runnerWrite = <R>(
+    method: string,
+    key: OperationKey,
+    decide: (row: ConnectorOperation | undefined, now: Millis) => Effect.Effect<OperationDecision<R>>
+  ) =>
+    retryOnLostRace(method, formatOperationKey(key), withTransaction(Effect.gen(function*() {
+      const row = yield* lockOperation(key)
+      const decision = yield* decide(row, yield* Clock.currentTimeMillis)
+      if (decision.next !== undefined && row !== undefined) {
+        yield* requireWon(yield* operations.update(decision.next, row.version))
+      }
+      return decision.result
+    })))
+
+  const claim = (input: ClaimOperationInput) =>
+    retryOnLostRace("claimOperation", formatOperationKey(input), withTransaction(Effect.gen(function*() {
+      // Fresh values per try: a lost try may have lost on a node key clash.
+      const fresh = { nodeKey: yield* entropy.token, incarnation: yield* entropy.token, leaseToken: yield* entropy.token }
+      const created = decideOperationClaim(undefined, input, fresh, policy, yield* Clock.currentTimeMillis)
+      // Insert first: a new key costs one statement, and concurrent claims of
+      // one key all meet its unique index, so exactly one of them inserts.
+      if (!created.conflict && created.next !== undefined && (yield* operations.insert(created.next))) return created.result
+      const row = yield* lockOperation(input)
+      if (row === undefined) return yield* new LostRace()
+      const decision = decideOperationClaim(row, input, fresh, policy, yield* Clock.currentTimeMillis)
+      if (decision.conflict) {
+        return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
+      }
+      if (decision.next !== undefined) yield* requireWon(yield* operations.update(decision.next, row.version))
+      return decision.result
+    })))
+
+  const finalize = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
+    retryOnLostRace("finalizeOperationAndArmWatch", formatOperationKey(key), withTransaction(Effect.gen(function*() {
+      const row = yield* lockOperation(key)
+      const now = yield* Clock.currentTimeMillis
+      const commit = decideCommit(row, input, now)
+      if (commit.next === undefined || row === undefined || commit.result.outcome !== "committed") {
+        return commit.result as FinalizeResult
+      }
+      const identity = watchIdentityOfCommit(row, input.sourceID)
+      const others = supersededBy(yield* watches.listByDocuments([input.documentID]), identity, input.documentID)
+      // Watch rows are locked in one global order, so two finalizes that
+      // touch the same watches cannot deadlock.
+      const lockOrder = [identity, ...others.map(watchIdentityOf)].sort((a, b) => watchKey(a) < watchKey(b) ? -1 : 1)
+      const locked = new Map<string, ProjectionWatch | undefined>()
+      for (const id of lockOrder) locked.set(watchKey(id), Option.getOrUndefined(yield* watches.lockRead(id)))
+      const winner = yield* readWinner(input.documentID)
+      yield* requireWon(yield* operations.update(commit.next, row.version))
+      const superseded = supersededBy(
+        others.flatMap((other) => locked.get(watchKey(other)) ?? []),
+        identity,
+        input.documentID
+      )
+      for (const other of superseded) yield* requireWon(yield* watches.delete(watchIdentityOf(other), other.version))
+      const existing = locked.get(watchKey(identity))
+      const watch = armedByFinalize(existing, identity, input.documentID, winner, input.watchDueAt, now)
+      yield* requireWon(yield* (existing === undefined ? watches.insert(watch) : watches.update(watch, existing.version)))
+      return {
+        outcome: "committed",
+        operation: commit.result.operation,
+        watch,
+        superseded: superseded.map(watchIdentityOf)
+      } satisfies FinalizeResult
+    })))
+
+  const methods: OperationMethods = {
+    claimOperation: (input) =>
+      Effect.zipRight(
+        validate("claimOperation", claimChecks(input)),
+        Effect.suspend(() => claim({ ...input, reissueIntent: asStoredJson(input.reissueIntent) as ClaimOperationInput["reissueIntent"] }))
+      ),
+
+    renewOperationLease: (key, options) =>
+      Effect.zipRight(
+        validate("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))]),
+        runnerWrite("renewOperationLease", key, (row, now) =>
+          Effect.succeed(decideRenew(row, options.leaseToken, options.leaseMs ?? policy.leaseMs, now)))
+      ),
+
+    markOperationSent: (key, options) =>
+      Effect.zipRight(
+        validate("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)]),
+        runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
+      ),
+
+    recordAttemptFailure: (key, options) =>
+      Effect.zipRight(
+        validate("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))]),
+        runnerWrite("recordAttemptFailure", key, (row, now) =>
+          Effect.map(Random.next, (random) => decideAttemptFailure(row, options, policy, random, now)))
+      ),
+
+    finalizeOperationAndArmWatch: (key, options) =>
+      Effect.gen(function*() {
+        yield* validate("finalizeOperationAndArmWatch", [...keyChecks("key", key), ...runnerChecks(options, finalizeChecks(options))])
+        const readWinner = yield* singleWinnerReader("finalizeOperationAndArmWatch", readers)
+        return yield* finalize(key, { ...options, resultEntity: asStoredJson(options.resultEntity) }, readWinner)
+      }),
+
+    getOperation: (key) => Effect.zipRight(validate("getOperation", keyChecks("key", key)), operations.get(key)),
+
+    getOperationByNodeKey: (nodeKey, viewerDID) =>
+      Effect.zipRight(
+        validate("getOperationByNodeKey", [["nodeKey", nodeKey, Rules.id], ["viewerDID", viewerDID, Rules.id]]),
+        Effect.map(operations.getByNodeKey(nodeKey), Option.filter((row) => isVisibleTo(row, viewerDID)))
+      ),
+
+    listTrackedOperations: (filter) =>
+      Effect.gen(function*() {
+        yield* validate("listTrackedOperations", trackedChecks(filter))
+        const after = filter.cursor === undefined ? undefined : decodeCursor(filter.cursor)
+        if (filter.cursor !== undefined && after === undefined) {
+          return yield* new InvalidInput({
+            method: "listTrackedOperations",
+            field: "filter.cursor",
+            reason: "is not a cursor this store returned"
+          })
+        }
+        const limit = filter.limit ?? DEFAULT_TRACKED_PAGE
+        const rows = yield* operations.listTracked({
+          visibleTo: filter.visibleTo,
+          documentIDs: filter.documentIDs,
+          states: filter.states,
+          connectorName: filter.connectorName,
+          limit: limit + 1,
+          after
+        })
+        const page = rows.slice(0, limit)
+        const last = page[page.length - 1]
+        return {
+          operations: page,
+          nextCursor: rows.length > limit && last !== undefined ? encodeCursor(positionOf(last)) : null
+        }
+      }),
+
+    getDocumentWriteStates: (documentIDs) =>
+      Effect.zipRight(
+        validate("getDocumentWriteStates", [["documentIDs", documentIDs, Rules.ids]]),
+        Effect.suspend(() => {
+          const unique = Array.from(new Set(documentIDs))
+          return Effect.map(
+            Effect.forEach(chunksOf(unique, DOCUMENT_CHUNK), operations.listByDocuments),
+            (chunks) => writeStatesOf(unique, chunks.flat())
+          )
+        })
+      )
+  }
+  return methods
+})
