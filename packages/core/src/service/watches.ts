@@ -149,21 +149,21 @@ export const makeWatchMethods = Effect.gen(function*() {
 
   const methods: WatchMethods = {
     getWatch: (identity) =>
-      Effect.zipRight(validate("getWatch", identityChecks("identity", identity)), watches.get(identity)),
+      Effect.zipRight(validate("getWatch", identityChecks("identity", identity)), Effect.suspend(() => watches.get(identity))),
 
     getWatchByDocument: (documentID) =>
       Effect.zipRight(
         validate("getWatchByDocument", [["documentID", documentID, Rules.id]]),
-        watches.getByDocument(documentID)
+        Effect.suspend(() => watches.getByDocument(documentID))
       ),
 
     listWatchesByDocuments: (documentIDs) =>
       Effect.zipRight(
         validate("listWatchesByDocuments", [["documentIDs", documentIDs, Rules.ids]]),
-        Effect.map(
+        Effect.suspend(() => Effect.map(
           Effect.forEach(chunksOf(Array.from(new Set(documentIDs)), DOCUMENT_CHUNK), watches.listByDocuments),
           (chunks) => chunks.flat()
-        )
+        ))
       ),
 
     armWatch: (identity, reason, options) =>
@@ -193,10 +193,10 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["options.generation", fieldOf(options, "generation"), generation],
           ["options.now", fieldOf(options, "now"), Rules.millis]
         ]),
-        Effect.map(
+        Effect.suspend(() => Effect.map(
           transition("claimWatchAttempt", identity, (row, now) => Effect.succeed(decideClaim(row, options, options.now, now))),
           (outcome) => outcome === "claimed"
-        )
+        ))
       ),
 
     deferWatch: (identity, options) =>
@@ -209,10 +209,10 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["options.generation", fieldOf(options, "generation"), generation],
           ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
         ]),
-        Effect.map(
+        Effect.suspend(() => Effect.map(
           transition("deferWatch", identity, (row, now) => Effect.succeed(decideDefer(row, options, now))),
           (outcome) => outcome === "deferred"
-        )
+        ))
       ),
 
     recordVerification: (identity, input) =>
