@@ -4,6 +4,7 @@ import {
   makePromiseStore,
   OperationRepository,
   PendingAuthRepository,
+  RelistRepository,
   type PromiseConnectorStore,
   type PromiseWinnerReaders,
   StoreSnapshot,
@@ -16,6 +17,7 @@ import {
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 import { makeMemoryOperationRepository } from "./MemoryOperationRepository.js"
+import { makeMemoryRelistRepository } from "./MemoryRelistRepository.js"
 import { makeMemoryWatchRepository } from "./MemoryWatchRepository.js"
 import { makeMemorySyncStateRepository } from "./MemorySyncStateRepository.js"
 import { makeMemoryPendingAuthRepository } from "./MemoryPendingAuthRepository.js"
@@ -27,6 +29,7 @@ export interface MemoryTransaction {
 
 /** Every port a memory store provides, except the winner reader. */
 export type MemoryPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
+  | RelistRepository
 
 /** The ports over an existing in-memory database. */
 export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
@@ -35,6 +38,7 @@ export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
     Context.add(OperationRepository, makeMemoryOperationRepository(db)),
     Context.add(SyncStateRepository, makeMemorySyncStateRepository(db)),
     Context.add(PendingAuthRepository, makeMemoryPendingAuthRepository(db)),
+    Context.add(RelistRepository, makeMemoryRelistRepository(db)),
     Context.add(StoreSnapshot, {
       snapshot: Effect.gen(function*() {
         const tables: Record<string, ReadonlyArray<unknown>> = {}

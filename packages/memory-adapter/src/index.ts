@@ -1,6 +1,7 @@
 export * from "./MemoryDatabase.js"
 export * from "./MemoryWatchRepository.js"
 export * from "./MemoryOperationRepository.js"
+export * from "./MemoryRelistRepository.js"
 export * from "./MemorySyncStateRepository.js"
 export * from "./MemoryPendingAuthRepository.js"
 export * from "./MemoryStore.js"

@@ -5,6 +5,7 @@ import {
   OperationRepository,
   PendingAuthRepository,
   PersistenceError,
+  RelistRepository,
   type PromiseConnectorStore,
   type PromiseWinnerReaders,
   StoreSnapshot,
@@ -20,6 +21,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Context, Duration, Effect, Exit, Layer, ManagedRuntime, Redacted, Runtime } from "effect"
 import { migrate } from "./migrations.js"
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
+import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
@@ -28,6 +30,7 @@ import { Tables } from "./Tables.js"
 
 /** Every port a SQL store provides, except the winner reader. */
 export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
+  | RelistRepository
 
 /**
  * The repository ports on the ambient `SqlClient`, after bringing the schema
@@ -42,13 +45,17 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
       sync_state: tables.syncState,
       pending_auth: tables.pendingAuth,
       operation: tables.operation,
-      projection_watch: tables.projectionWatch
+      projection_watch: tables.projectionWatch,
+      relist_run: tables.relistRun,
+      relist_receipt: tables.relistReceipt,
+      relist_candidate: tables.relistCandidate
     }
     return Context.make(Transactor, makeSqlTransactor(sql)).pipe(
       Context.add(WatchRepository, makeSqlWatchRepository(sql, tables)),
       Context.add(OperationRepository, makeSqlOperationRepository(sql, tables)),
       Context.add(SyncStateRepository, makeSqlSyncStateRepository(sql, tables)),
       Context.add(PendingAuthRepository, makeSqlPendingAuthRepository(sql, tables)),
+      Context.add(RelistRepository, makeSqlRelistRepository(sql, tables)),
       Context.add(StoreSnapshot, {
         snapshot: Effect.gen(function*() {
           const out: Record<string, ReadonlyArray<unknown>> = {}

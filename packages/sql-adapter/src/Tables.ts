@@ -10,6 +10,9 @@ export interface TableNames {
   readonly pendingAuth: string
   readonly operation: string
   readonly projectionWatch: string
+  readonly relistRun: string
+  readonly relistReceipt: string
+  readonly relistCandidate: string
   readonly migrations: string
   /** An index name: the seed's own under the default prefix, prefixed otherwise. */
   readonly index: (seedName: string) => string
@@ -32,6 +35,9 @@ export const tableNames = (prefix: string = DEFAULT_TABLE_PREFIX): TableNames =>
     pendingAuth: `${prefix}pending_auth`,
     operation: `${prefix}operation`,
     projectionWatch: `${prefix}projection_watch`,
+    relistRun: `${prefix}relist_run`,
+    relistReceipt: `${prefix}relist_receipt`,
+    relistCandidate: `${prefix}relist_candidate`,
     migrations: `${prefix}schema_migrations`,
     index: (seedName) => prefix === DEFAULT_TABLE_PREFIX ? seedName : `${prefix}${seedName}`
   }

@@ -142,6 +142,74 @@ export const migrations: ReadonlyArray<Migration> = [
           `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_pending_auth_expires")} ON ${t.pendingAuth} (expires_at)`
         ])
       )
+  },
+  {
+    id: 5,
+    name: "relist_sweep",
+    // Project: the relist sweep's own tables (the seed names its API, not its
+    // schema; docs/relist-sweep.md gives the design). The partial unique index
+    // is the store's own guarantee of at most one current run per scope. On
+    // Postgres, ids compare in "C" (byte) order, so keyset pages come out in
+    // the same order as on SQLite and in memory, straight from the indexes.
+    up: (sql, t) => {
+      const ordered = sql.onDialectOrElse({ pg: () => `text COLLATE "C"`, orElse: () => "text" })
+      return run(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.relistRun} (
+          run_id ${ordered} NOT NULL,
+          owner_did text NOT NULL,
+          connector_name text NOT NULL,
+          model text NOT NULL,
+          account_key text NOT NULL,
+          state text NOT NULL,
+          page_cursor text,
+          pages_committed integer NOT NULL DEFAULT 0,
+          receipt_count integer,
+          tracked_count integer,
+          deletion_count integer,
+          divergence_count integer,
+          version integer NOT NULL DEFAULT 0,
+          started_at bigint NOT NULL,
+          updated_at bigint NOT NULL,
+          completed_at bigint,
+          ended_at bigint,
+          CONSTRAINT ${t.relistRun}_pkey PRIMARY KEY (run_id)
+        )`,
+        `CREATE UNIQUE INDEX IF NOT EXISTS ${t.index("uq_connector_relist_run_current")} ON ${t.relistRun}
+          (owner_did, connector_name, model, account_key) WHERE state IN ('started', 'listing', 'complete')`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_relist_run_state_updated")} ON ${t.relistRun} (state, updated_at)`,
+        `CREATE TABLE IF NOT EXISTS ${t.relistReceipt} (
+          run_id ${ordered} NOT NULL,
+          source_id ${ordered} NOT NULL,
+          digest text,
+          seen_at bigint NOT NULL,
+          CONSTRAINT ${t.relistReceipt}_pkey PRIMARY KEY (run_id, source_id)
+        )`,
+        `CREATE TABLE IF NOT EXISTS ${t.relistCandidate} (
+          run_id ${ordered} NOT NULL,
+          source_id ${ordered} NOT NULL,
+          owner_did text NOT NULL,
+          connector_name text NOT NULL,
+          model text NOT NULL,
+          account_key text NOT NULL,
+          document_id text NOT NULL,
+          kind text NOT NULL,
+          provider_digest text,
+          local_digest text,
+          status text NOT NULL,
+          outcome text,
+          apply_attempts integer NOT NULL DEFAULT 0,
+          last_error_kind text,
+          last_error_message text,
+          version integer NOT NULL DEFAULT 0,
+          created_at bigint NOT NULL,
+          updated_at bigint NOT NULL,
+          CONSTRAINT ${t.relistCandidate}_pkey PRIMARY KEY (owner_did, connector_name, model, account_key, source_id)
+        )`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_relist_candidate_run")} ON ${t.relistCandidate} (run_id, source_id)`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_relist_candidate_given_up")} ON ${t.relistCandidate}
+          (owner_did, connector_name, model, account_key, source_id) WHERE status = 'given_up'`
+      ])
+    }
   }
 ]
 

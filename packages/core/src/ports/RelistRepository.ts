@@ -1,8 +1,8 @@
 import { Context, type Effect, type Option } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { CollectParams } from "../operation/retention.js"
-import type { CandidateCounts } from "../relist/lifecycle.js"
-import type { ReceiptInput, RelistReceipt, RelistRun, RelistScope } from "../relist/RelistRun.js"
+import type { SweepCandidateCounts } from "../relist/lifecycle.js"
+import type { RelistReceiptInput, RelistReceipt, RelistRun, RelistScope } from "../relist/RelistRun.js"
 import type { SweepCandidate, SweepCandidateIdentity, SweepCandidateKind } from "../relist/SweepCandidate.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
@@ -16,7 +16,7 @@ export interface SourcePage {
 }
 
 /** A page of a run's actionable candidates, optionally of one kind. */
-export interface CandidatePage extends SourcePage {
+export interface SweepCandidatePage extends SourcePage {
   readonly kind?: SweepCandidateKind | undefined
 }
 
@@ -49,7 +49,7 @@ export class RelistRepository extends Context.Tag("@connector-store/core/RelistR
    */
   readonly putReceipts: (
     runID: string,
-    receipts: ReadonlyArray<ReceiptInput>,
+    receipts: ReadonlyArray<RelistReceiptInput>,
     seenAt: Millis
   ) => Effect.Effect<void, PersistenceError>
   /** A page of a run's receipts by source id. */
@@ -60,13 +60,13 @@ export class RelistRepository extends Context.Tag("@connector-store/core/RelistR
    * run's receipts, and returns its counts. Set-based: no per-document
    * query. Runs inside the transaction that completes `run`.
    */
-  readonly deriveCandidates: (run: RelistRun, now: Millis) => Effect.Effect<CandidateCounts, PersistenceError>
+  readonly deriveCandidates: (run: RelistRun, now: Millis) => Effect.Effect<SweepCandidateCounts, PersistenceError>
   /**
    * A page of the run's open and decided candidates, read together with the
    * run's state: rows come back only while the run is complete (current).
    * One statement per page.
    */
-  readonly listCandidates: (runID: string, page: CandidatePage) => Effect.Effect<ReadonlyArray<SweepCandidate>, PersistenceError>
+  readonly listCandidates: (runID: string, page: SweepCandidatePage) => Effect.Effect<ReadonlyArray<SweepCandidate>, PersistenceError>
   /** A page of the scope's given-up candidates, whatever run derived them. */
   readonly listGivenUp: (scope: RelistScope, page: SourcePage) => Effect.Effect<ReadonlyArray<SweepCandidate>, PersistenceError>
   readonly getCandidate: (identity: SweepCandidateIdentity) => Effect.Effect<Option.Option<SweepCandidate>, PersistenceError>

@@ -14,6 +14,7 @@ import type {
 import { clockFrom } from "./clock.js"
 import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
 import { promiseOperationMethods, type PromiseOperationMethods } from "./operations.js"
+import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
 import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
 
 /**
@@ -24,7 +25,7 @@ import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncSta
  *
  * `H` is the adapter's transaction handle handed to winner readers.
  */
-export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods,
+export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods, PromiseRelistMethods,
   PromiseOperationMethods
 {
   /** Runs an Effect against the store's own runtime (for mixing the two APIs). */
@@ -93,6 +94,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
   return {
     ...promiseWatchMethods(call, parts.handle),
     ...promiseSyncStateMethods(call),
+    ...promiseRelistMethods(call),
     ...promiseOperationMethods(call),
     runEffect: run,
     close: () => parts.runtime.dispose()

@@ -58,22 +58,22 @@ export interface RelistReceipt {
 }
 
 /** A receipt as a runner hands it in. */
-export interface ReceiptInput {
+export interface RelistReceiptInput {
   readonly sourceID: string
   readonly digest: Digest | null
 }
 
 /** The run states in which a scope's run is its current one. */
-export const CURRENT_RUN_STATES: ReadonlyArray<RelistRunState> = ["started", "listing", "complete"]
+export const CURRENT_RELIST_RUN_STATES: ReadonlyArray<RelistRunState> = ["started", "listing", "complete"]
 
 /** True while the run is its scope's current one. */
-export const isCurrentRun = (run: RelistRun): boolean => CURRENT_RUN_STATES.includes(run.state)
+export const isCurrentRelistRun = (run: RelistRun): boolean => CURRENT_RELIST_RUN_STATES.includes(run.state)
 
 /** True while a runner may still add receipts and pages to the run. */
-export const isListing = (run: RelistRun): boolean => run.state === "started" || run.state === "listing"
+export const isRelistRunListing = (run: RelistRun): boolean => run.state === "started" || run.state === "listing"
 
 /** The scope part of a run, candidate or watch. */
-export const scopeOf = (row: RelistScope): RelistScope => ({
+export const relistScopeOf = (row: RelistScope): RelistScope => ({
   ownerDID: row.ownerDID,
   connectorName: row.connectorName,
   model: row.model,
@@ -81,16 +81,16 @@ export const scopeOf = (row: RelistScope): RelistScope => ({
 })
 
 /** True when both name the same scope. */
-export const sameScope = (a: RelistScope, b: RelistScope): boolean =>
+export const sameRelistScope = (a: RelistScope, b: RelistScope): boolean =>
   a.ownerDID === b.ownerDID && a.connectorName === b.connectorName && a.model === b.model &&
   a.accountKey === b.accountKey
 
 /** A readable, unambiguous label of a scope, for errors and logs. */
-export const formatScope = (scope: RelistScope): string =>
+export const formatRelistScope = (scope: RelistScope): string =>
   [scope.ownerDID, scope.connectorName, scope.model, scope.accountKey].join("/")
 
 /** An unambiguous map key for a scope. */
-export const scopeKey = (scope: RelistScope): string =>
+export const relistScopeKey = (scope: RelistScope): string =>
   JSON.stringify([scope.ownerDID, scope.connectorName, scope.model, scope.accountKey])
 
 /**
@@ -98,8 +98,8 @@ export const scopeKey = (scope: RelistScope): string =>
  * last one listed winning (a provider may list an entity twice while it
  * changes under the listing).
  */
-export const distinctReceipts = (receipts: ReadonlyArray<ReceiptInput>): ReadonlyArray<ReceiptInput> => {
-  const bySource = new Map<string, ReceiptInput>()
+export const distinctReceipts = (receipts: ReadonlyArray<RelistReceiptInput>): ReadonlyArray<RelistReceiptInput> => {
+  const bySource = new Map<string, RelistReceiptInput>()
   for (const receipt of receipts) {
     bySource.delete(receipt.sourceID)
     bySource.set(receipt.sourceID, { sourceID: receipt.sourceID, digest: receipt.digest })

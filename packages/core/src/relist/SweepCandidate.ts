@@ -60,7 +60,7 @@ export interface SweepCandidate extends SweepCandidateIdentity {
 }
 
 /** The statuses that are still work for the sweep: listed by `listSweepCandidates`. */
-export const ACTIONABLE_STATUSES: ReadonlyArray<SweepCandidateStatus> = ["open", "decided"]
+export const ACTIONABLE_SWEEP_STATUSES: ReadonlyArray<SweepCandidateStatus> = ["open", "decided"]
 
 /** The identity part of a candidate. */
 export const candidateIdentityOf = (row: SweepCandidateIdentity): SweepCandidateIdentity => ({

@@ -11,12 +11,12 @@ import {
  * What a candidate transition decided: an outcome, and the row to write when
  * it changes. `next` carries `version + 1` and `updatedAt = now`.
  */
-export interface CandidateDecision<O extends string> {
+export interface SweepCandidateDecision<O extends string> {
   readonly outcome: O
   readonly next: SweepCandidate | undefined
 }
 
-const unchanged = <O extends string>(outcome: O): CandidateDecision<O> => ({ outcome, next: undefined })
+const unchanged = <O extends string>(outcome: O): SweepCandidateDecision<O> => ({ outcome, next: undefined })
 
 const bump = (row: SweepCandidate, now: Millis, patch: Partial<SweepCandidate>): SweepCandidate => ({
   ...row,
@@ -38,7 +38,7 @@ export const belongsToRun = (row: SweepCandidate | undefined, run: RelistRun): r
   row !== undefined && row.runID === run.runID
 
 /** What `recordSweepOutcome` did. */
-export type RecordOutcomeResult =
+export type SweepOutcomeResult =
   | "recorded"
   /** Given up: nothing is decided for it until a person re-arms it. */
   | "given-up"
@@ -58,7 +58,7 @@ export const decideSweepOutcome = (
   row: SweepCandidate,
   outcome: SweepOutcome,
   now: Millis
-): CandidateDecision<RecordOutcomeResult> => {
+): SweepCandidateDecision<SweepOutcomeResult> => {
   if (row.status === "given_up") return unchanged("given-up")
   if (settledStatuses.includes(row.status)) return unchanged("settled")
   if (outcome === "delete_local" && row.kind !== "deleted") return unchanged("not-allowed")
@@ -70,14 +70,14 @@ export const decideSweepOutcome = (
 }
 
 /** What `markSweepCandidateApplied` did. */
-export type ApplyOutcome = "applied" | "undecided" | "kept" | "given-up"
+export type SweepApplyOutcome = "applied" | "undecided" | "kept" | "given-up"
 
 /**
  * Marks a decided candidate applied. Applying twice is harmless. A given-up
  * candidate is never marked applied, an open one has nothing to apply yet,
  * and a kept one never had anything to apply.
  */
-export const decideApplied = (row: SweepCandidate, now: Millis): CandidateDecision<ApplyOutcome> => {
+export const decideSweepApplied = (row: SweepCandidate, now: Millis): SweepCandidateDecision<SweepApplyOutcome> => {
   switch (row.status) {
     case "given_up":
       return unchanged("given-up")
@@ -93,14 +93,14 @@ export const decideApplied = (row: SweepCandidate, now: Millis): CandidateDecisi
 }
 
 /** A failed apply, as its runner reports it. */
-export interface ApplyFailure {
+export interface SweepApplyFailure {
   /** A short, stable kind (e.g. `network`, `not_found`, `permission`). */
   readonly kind: string
   readonly message: string
 }
 
 /** What `recordSweepApplyFailure` did. */
-export type ApplyFailureOutcome =
+export type SweepApplyFailureOutcome =
   /** Counted; the candidate stays decided and may be applied again. */
   | "retry"
   /** This failure spent the last attempt, or it was given up already. */
@@ -115,11 +115,11 @@ export type ApplyFailureOutcome =
  * candidate up; attempts never go past it. A failure reported for a
  * candidate that is not decided changes nothing.
  */
-export const decideApplyFailure = (
+export const decideSweepApplyFailure = (
   row: SweepCandidate,
-  failure: ApplyFailure,
+  failure: SweepApplyFailure,
   now: Millis
-): CandidateDecision<ApplyFailureOutcome> => {
+): SweepCandidateDecision<SweepApplyFailureOutcome> => {
   switch (row.status) {
     case "given_up":
       return unchanged("given-up")
@@ -146,14 +146,14 @@ export const decideApplyFailure = (
 }
 
 /** What `rearmSweepCandidate` did. */
-export type RearmOutcome = "rearmed" | "not-given-up"
+export type SweepRearmOutcome = "rearmed" | "not-given-up"
 
 /**
  * A person re-arms a given-up candidate: open again, attempts back to zero,
  * decision cleared (it is made afresh); the last error stays for reference.
  * Any other candidate is left alone.
  */
-export const decideRearm = (row: SweepCandidate, now: Millis): CandidateDecision<RearmOutcome> =>
+export const decideSweepRearm = (row: SweepCandidate, now: Millis): SweepCandidateDecision<SweepRearmOutcome> =>
   row.status === "given_up"
     ? { outcome: "rearmed", next: bump(row, now, { status: "open", outcome: null, applyAttempts: 0 }) }
     : unchanged("not-given-up")

@@ -1,6 +1,6 @@
 import type { Digest, Millis, ProjectionWatch } from "../watch/ProjectionWatch.js"
-import type { CandidateCounts } from "./lifecycle.js"
-import { type RelistReceipt, type RelistRun, sameScope } from "./RelistRun.js"
+import type { SweepCandidateCounts } from "./lifecycle.js"
+import { type RelistReceipt, type RelistRun, sameRelistScope } from "./RelistRun.js"
 import type { SweepCandidate, SweepCandidateKind } from "./SweepCandidate.js"
 
 /** The part of a watch the derivation reads: what is tracked, and what was last agreed with the provider. */
@@ -10,7 +10,7 @@ export type TrackedDocument = Pick<
 >
 
 /** What a complete run says about one tracked document, when it says anything. */
-export interface DerivedCandidate {
+export interface DerivedSweepCandidate {
   readonly kind: SweepCandidateKind
   readonly providerDigest: Digest | null
   readonly localDigest: Digest | null
@@ -25,7 +25,7 @@ export interface DerivedCandidate {
  * next run will.
  */
 export const isJudgedBy = (run: RelistRun, watch: TrackedDocument): boolean =>
-  sameScope(run, watch) && watch.updatedAt < run.startedAt
+  sameRelistScope(run, watch) && watch.updatedAt < run.startedAt
 
 /**
  * The candidate rule for one tracked document of a complete run, given the
@@ -43,7 +43,7 @@ export const deriveCandidate = (
   run: RelistRun,
   watch: TrackedDocument,
   receipt: Pick<RelistReceipt, "digest"> | undefined
-): DerivedCandidate | undefined => {
+): DerivedSweepCandidate | undefined => {
   if (!isJudgedBy(run, watch)) return undefined
   if (receipt === undefined) return { kind: "deleted", providerDigest: null, localDigest: watch.verifiedStateDigest }
   return receipt.digest !== null && watch.verifiedStateDigest !== null && receipt.digest !== watch.verifiedStateDigest
@@ -52,10 +52,10 @@ export const deriveCandidate = (
 }
 
 /** A scope's candidate rows after a run completed, and what it counted. */
-export interface Derivation {
+export interface SweepDerivation {
   /** Every candidate row the scope keeps, replacing all its previous rows. */
   readonly candidates: ReadonlyArray<SweepCandidate>
-  readonly counts: CandidateCounts
+  readonly counts: SweepCandidateCounts
 }
 
 /**
@@ -72,10 +72,10 @@ export const deriveSweepCandidates = (
   receipts: ReadonlyMap<string, Pick<RelistReceipt, "digest">>,
   previous: ReadonlyArray<SweepCandidate>,
   now: Millis
-): Derivation => {
-  const tracked = watches.filter((watch) => sameScope(run, watch))
+): SweepDerivation => {
+  const tracked = watches.filter((watch) => sameRelistScope(run, watch))
   const givenUp = new Map(
-    previous.filter((row) => sameScope(run, row) && row.status === "given_up").map((row) => [row.sourceID, row])
+    previous.filter((row) => sameRelistScope(run, row) && row.status === "given_up").map((row) => [row.sourceID, row])
   )
   const derived = new Map<string, SweepCandidate>()
   let deletions = 0

@@ -1,12 +1,12 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
-import { isCurrentRun, isListing, type RelistRun, type RelistScope, scopeOf } from "./RelistRun.js"
+import { isCurrentRelistRun, isRelistRunListing, type RelistRun, type RelistScope, relistScopeOf } from "./RelistRun.js"
 
 /**
  * What a run transition decided: an outcome, and the run to write when it
  * changes. `next` always carries `version + 1` and `updatedAt = now`; it is
  * written only if the stored version is still the one read.
  */
-export interface RunDecision<O extends string> {
+export interface RelistRunDecision<O extends string> {
   readonly outcome: O
   readonly next: RelistRun | undefined
 }
@@ -19,7 +19,7 @@ const bump = (run: RelistRun, now: Millis, patch: Partial<RelistRun>): RelistRun
 })
 
 /** What starting a run writes: the new run, and the scope's previous current run marked superseded. */
-export interface StartDecision {
+export interface RelistStartDecision {
   readonly run: RelistRun
   readonly superseded: RelistRun | undefined
 }
@@ -29,14 +29,14 @@ export interface StartDecision {
  * listing, or complete) is superseded: its runner can commit nothing more
  * and it yields no candidates from now on.
  */
-export const decideStart = (
+export const decideRelistStart = (
   current: RelistRun | undefined,
   scope: RelistScope,
   runID: string,
   now: Millis
-): StartDecision => ({
+): RelistStartDecision => ({
   run: {
-    ...scopeOf(scope),
+    ...relistScopeOf(scope),
     runID,
     state: "started",
     cursor: null,
@@ -51,13 +51,13 @@ export const decideStart = (
     completedAt: null,
     endedAt: null
   },
-  superseded: current !== undefined && isCurrentRun(current)
+  superseded: current !== undefined && isCurrentRelistRun(current)
     ? bump(current, now, { state: "superseded", endedAt: now })
     : undefined
 })
 
 /** What `commitSweepCheckpoint` did. */
-export type CheckpointOutcome =
+export type SweepCheckpointOutcome =
   /** The page's receipts and cursor are stored. */
   | "committed"
   /** The last page is stored and the run is complete: its candidates are derived. */
@@ -68,7 +68,7 @@ export type CheckpointOutcome =
   | "stale-page"
 
 /** One page's checkpoint, as its runner commits it. */
-export interface CheckpointInput {
+export interface SweepCheckpointInput {
   /** The page's number: 1 for the first page, then `pagesCommitted + 1`. */
   readonly page: number
   /** The provider's cursor to list the next page from. */
@@ -83,12 +83,12 @@ export interface CheckpointInput {
  * another runner of the same run, is stale and stores nothing. The page
  * that ends the listing completes the run (its cursor is cleared).
  */
-export const decideCheckpoint = (
+export const decideSweepCheckpoint = (
   run: RelistRun,
-  input: CheckpointInput,
+  input: SweepCheckpointInput,
   now: Millis
-): RunDecision<CheckpointOutcome> => {
-  if (!isListing(run)) return { outcome: "stale-run", next: undefined }
+): RelistRunDecision<SweepCheckpointOutcome> => {
+  if (!isRelistRunListing(run)) return { outcome: "stale-run", next: undefined }
   if (input.page !== run.pagesCommitted + 1) return { outcome: "stale-page", next: undefined }
   return input.complete === true
     ? { outcome: "completed", next: bump(run, now, { state: "complete", cursor: null, pagesCommitted: input.page, completedAt: now }) }
@@ -96,13 +96,13 @@ export const decideCheckpoint = (
 }
 
 /** What `recordRelistReceipt` did. */
-export type ReceiptOutcome = "recorded" | "stale-run"
+export type RelistReceiptOutcome = "recorded" | "stale-run"
 
 /** Receipts go only into a run that is still listing; any other run is stale for them. */
-export const decideReceipts = (run: RelistRun): ReceiptOutcome => isListing(run) ? "recorded" : "stale-run"
+export const decideRelistReceipts = (run: RelistRun): RelistReceiptOutcome => isRelistRunListing(run) ? "recorded" : "stale-run"
 
 /** The counts a completed run derived, stored on it. */
-export interface CandidateCounts {
+export interface SweepCandidateCounts {
   readonly receipts: number
   readonly tracked: number
   readonly deletions: number
@@ -110,7 +110,7 @@ export interface CandidateCounts {
 }
 
 /** The completed run with what its derivation counted (same version: part of the same write). */
-export const withCounts = (run: RelistRun, counts: CandidateCounts): RelistRun => ({
+export const withCandidateCounts = (run: RelistRun, counts: SweepCandidateCounts): RelistRun => ({
   ...run,
   receiptCount: counts.receipts,
   trackedCount: counts.tracked,
@@ -119,13 +119,13 @@ export const withCounts = (run: RelistRun, counts: CandidateCounts): RelistRun =
 })
 
 /** What `abandonRelistRun` did. */
-export type AbandonOutcome = "abandoned" | "already-ended"
+export type RelistAbandonOutcome = "abandoned" | "already-ended"
 
 /**
  * Abandons a current run (listing or complete): it takes no more pages and
  * yields no candidates. An ended run stays as it is.
  */
-export const decideAbandon = (run: RelistRun, now: Millis): RunDecision<AbandonOutcome> =>
-  isCurrentRun(run)
+export const decideRelistAbandon = (run: RelistRun, now: Millis): RelistRunDecision<RelistAbandonOutcome> =>
+  isCurrentRelistRun(run)
     ? { outcome: "abandoned", next: bump(run, now, { state: "abandoned", endedAt: now }) }
     : { outcome: "already-ended", next: undefined }

@@ -1,8 +1,11 @@
 import { Context, Effect, Layer } from "effect"
 import type { OperationRepository } from "../ports/OperationRepository.js"
+import type { RelistRepository } from "../ports/RelistRepository.js"
 import type { Transactor } from "../ports/Transactor.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { WinnerReader } from "../ports/WinnerReader.js"
+import { makeRelistRunMethods, type RelistRunMethods } from "./relist.js"
+import { makeSweepCandidateMethods, type SweepCandidateMethods } from "./relistCandidates.js"
 import { makeSweepMethods, type SweepMethods } from "./sweep.js"
 import { makeOperationMethods, type OperationMethods } from "./operations.js"
 import { makeWatchMethods, type WatchMethods } from "./watches.js"
@@ -12,10 +15,13 @@ import type { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import type { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
 
 /** Everything the store's Effect API offers. */
-export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, OperationMethods {}
+export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, RelistRunMethods,
+  SweepCandidateMethods, OperationMethods
+{}
 
 /** The ports the store runs on; an adapter provides all of them. */
 export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader | SyncStateRepository | PendingAuthRepository
+  | RelistRepository
 
 /**
  * The connector store's Effect API. Every read-decide-write runs in one
@@ -28,7 +34,7 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
   static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.effect(
     ConnectorStore,
     Effect.map(
-      Effect.all([makeWatchMethods, makeSweepMethods, makeSyncStateMethods, makePendingAuthMethods, makeOperationMethods]),
+      Effect.all([makeWatchMethods, makeSweepMethods, makeSyncStateMethods, makePendingAuthMethods, makeRelistRunMethods, makeSweepCandidateMethods, makeOperationMethods]),
       (parts): ConnectorStoreApi => Object.assign({}, ...parts)
     )
   )

@@ -6,20 +6,20 @@ import { Transactor } from "../ports/Transactor.js"
 import { flag, pageChecks, receiptChecks, scopeChecks } from "../relist/checks.js"
 import { RelistRunNotFound } from "../relist/errors.js"
 import {
-  type AbandonOutcome,
-  type CheckpointInput,
-  type CheckpointOutcome,
-  decideAbandon,
-  decideCheckpoint,
-  decideReceipts,
-  decideStart,
-  type ReceiptOutcome,
-  withCounts
+  type RelistAbandonOutcome,
+  type SweepCheckpointInput,
+  type SweepCheckpointOutcome,
+  decideRelistAbandon,
+  decideSweepCheckpoint,
+  decideRelistReceipts,
+  decideRelistStart,
+  type RelistReceiptOutcome,
+  withCandidateCounts
 } from "../relist/lifecycle.js"
 import {
   distinctReceipts,
-  formatScope,
-  type ReceiptInput,
+  formatRelistScope,
+  type RelistReceiptInput,
   type RelistReceipt,
   type RelistRun,
   type RelistScope
@@ -28,8 +28,8 @@ import { fieldOf, optional, Rules, validate } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./cas.js"
 
 /** One page as its runner commits it: the page's receipts, and where to list on from. */
-export interface SweepCheckpoint extends CheckpointInput {
-  readonly receipts: ReadonlyArray<ReceiptInput>
+export interface SweepCheckpoint extends SweepCheckpointInput {
+  readonly receipts: ReadonlyArray<RelistReceiptInput>
 }
 
 /** The relist-run half of the relist sweep's Effect API: runs, receipts, checkpoints, retention. */
@@ -57,8 +57,8 @@ export interface RelistRunMethods {
    */
   readonly recordRelistReceipt: (
     runID: string,
-    receipts: ReadonlyArray<ReceiptInput>
-  ) => Effect.Effect<ReceiptOutcome, InvalidInput | RelistRunNotFound | PersistenceError>
+    receipts: ReadonlyArray<RelistReceiptInput>
+  ) => Effect.Effect<RelistReceiptOutcome, InvalidInput | RelistRunNotFound | PersistenceError>
   /**
    * Commits one page: its receipts and the cursor after it, atomically. Only
    * the run's next page of a listing run is taken; a stale runner (an older
@@ -69,11 +69,11 @@ export interface RelistRunMethods {
   readonly commitSweepCheckpoint: (
     runID: string,
     checkpoint: SweepCheckpoint
-  ) => Effect.Effect<CheckpointOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<SweepCheckpointOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted>
   /** Ends a current run on purpose: no more pages, no candidates. */
   readonly abandonRelistRun: (
     runID: string
-  ) => Effect.Effect<AbandonOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<RelistAbandonOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted>
   /** A page of a run's receipts (any state), by source id. */
   readonly listSweepReceipts: (
     runID: string,
@@ -107,10 +107,10 @@ export const makeRelistRunMethods = Effect.gen(function*() {
     startRelistRun: (scope) =>
       Effect.zipRight(
         validate("startRelistRun", scopeChecks("scope", scope)),
-        retryOnLostRace("startRelistRun", formatScope(scope), withTransaction(Effect.gen(function*() {
+        retryOnLostRace("startRelistRun", formatRelistScope(scope), withTransaction(Effect.gen(function*() {
           const current = Option.getOrUndefined(yield* relist.lockCurrentRun(scope))
           const now = yield* Clock.currentTimeMillis
-          const decision = decideStart(current, scope, yield* newRunID, now)
+          const decision = decideRelistStart(current, scope, yield* newRunID, now)
           if (decision.superseded !== undefined && current !== undefined) {
             yield* requireWon(yield* relist.updateRun(decision.superseded, current.version))
           }
@@ -132,7 +132,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
         // completion lands wholly before or wholly after them.
         withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("recordRelistReceipt", runID, yield* relist.lockRun(runID))
-          const outcome = decideReceipts(run)
+          const outcome = decideRelistReceipts(run)
           if (outcome === "recorded" && receipts.length > 0) {
             yield* relist.putReceipts(runID, distinctReceipts(receipts), yield* Clock.currentTimeMillis)
           }
@@ -153,11 +153,11 @@ export const makeRelistRunMethods = Effect.gen(function*() {
         retryOnLostRace("commitSweepCheckpoint", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("commitSweepCheckpoint", runID, yield* relist.lockRun(runID))
           const now = yield* Clock.currentTimeMillis
-          const decision = decideCheckpoint(run, checkpoint, now)
+          const decision = decideSweepCheckpoint(run, checkpoint, now)
           if (decision.next === undefined) return decision.outcome
           if (checkpoint.receipts.length > 0) yield* relist.putReceipts(runID, distinctReceipts(checkpoint.receipts), now)
           const next = decision.outcome === "completed"
-            ? withCounts(decision.next, yield* relist.deriveCandidates(decision.next, now))
+            ? withCandidateCounts(decision.next, yield* relist.deriveCandidates(decision.next, now))
             : decision.next
           yield* requireWon(yield* relist.updateRun(next, run.version))
           return decision.outcome
@@ -169,7 +169,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
         validate("abandonRelistRun", [["runID", runID, Rules.id]]),
         retryOnLostRace("abandonRelistRun", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("abandonRelistRun", runID, yield* relist.lockRun(runID))
-          const decision = decideAbandon(run, yield* Clock.currentTimeMillis)
+          const decision = decideRelistAbandon(run, yield* Clock.currentTimeMillis)
           if (decision.next !== undefined) yield* requireWon(yield* relist.updateRun(decision.next, run.version))
           return decision.outcome
         })))

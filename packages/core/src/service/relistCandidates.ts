@@ -3,17 +3,17 @@ import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "
 import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import {
-  type ApplyFailure,
-  type ApplyFailureOutcome,
-  type ApplyOutcome,
+  type SweepApplyFailure,
+  type SweepApplyFailureOutcome,
+  type SweepApplyOutcome,
   belongsToRun,
-  type CandidateDecision,
+  type SweepCandidateDecision,
   candidateRunStanding,
-  decideApplied,
-  decideApplyFailure,
-  decideRearm,
+  decideSweepApplied,
+  decideSweepApplyFailure,
+  decideSweepRearm,
   decideSweepOutcome,
-  type RearmOutcome
+  type SweepRearmOutcome
 } from "../relist/candidates.js"
 import { candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
 import { exceedsDeletionLimit } from "../relist/derivation.js"
@@ -24,7 +24,7 @@ import {
   SweepCandidateNotFound,
   SweepOutcomeNotAllowed
 } from "../relist/errors.js"
-import { type RelistRun, type RelistScope, scopeOf } from "../relist/RelistRun.js"
+import { type RelistRun, type RelistScope, relistScopeOf } from "../relist/RelistRun.js"
 import {
   formatCandidateIdentity,
   type SweepCandidate,
@@ -55,7 +55,7 @@ export interface SweepCandidateListOptions extends SourcePage {
 }
 
 /** What happens to a candidate call aimed at a run that is no longer complete and current. */
-export type StaleRun = "stale-run"
+export type StaleRelistRun = "stale-run"
 
 type CandidateErrors = InvalidInput | RelistRunNotFound | SweepCandidateNotFound | PersistenceError | ConcurrentUpdateExhausted
 
@@ -78,16 +78,16 @@ export interface SweepCandidateMethods {
   readonly recordSweepOutcome: (
     ref: SweepCandidateRef,
     outcome: SweepOutcome
-  ) => Effect.Effect<"recorded" | "given-up" | "settled" | StaleRun, CandidateErrors | SweepOutcomeNotAllowed>
-  /** Marks a decided candidate applied (see `decideApplied`); never a given-up one. */
-  readonly markSweepCandidateApplied: (ref: SweepCandidateRef) => Effect.Effect<ApplyOutcome | StaleRun, CandidateErrors>
-  /** Counts a failed apply; the fifth gives the candidate up (see `decideApplyFailure`). */
+  ) => Effect.Effect<"recorded" | "given-up" | "settled" | StaleRelistRun, CandidateErrors | SweepOutcomeNotAllowed>
+  /** Marks a decided candidate applied (see `decideSweepApplied`); never a given-up one. */
+  readonly markSweepCandidateApplied: (ref: SweepCandidateRef) => Effect.Effect<SweepApplyOutcome | StaleRelistRun, CandidateErrors>
+  /** Counts a failed apply; the fifth gives the candidate up (see `decideSweepApplyFailure`). */
   readonly recordSweepApplyFailure: (
     ref: SweepCandidateRef,
-    failure: ApplyFailure
-  ) => Effect.Effect<ApplyFailureOutcome | StaleRun, CandidateErrors>
-  /** A person re-arms a given-up candidate (see `decideRearm`). */
-  readonly rearmSweepCandidate: (identity: SweepCandidateIdentity) => Effect.Effect<RearmOutcome, CandidateErrors>
+    failure: SweepApplyFailure
+  ) => Effect.Effect<SweepApplyFailureOutcome | StaleRelistRun, CandidateErrors>
+  /** A person re-arms a given-up candidate (see `decideSweepRearm`). */
+  readonly rearmSweepCandidate: (identity: SweepCandidateIdentity) => Effect.Effect<SweepRearmOutcome, CandidateErrors>
   /** A candidate by identity, whatever its status or run. */
   readonly getSweepCandidate: (
     identity: SweepCandidateIdentity
@@ -119,13 +119,13 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
   const transition = <O extends string, E>(
     method: string,
     ref: SweepCandidateRef,
-    decide: (row: SweepCandidate, now: Millis) => Effect.Effect<CandidateDecision<O>, E>
+    decide: (row: SweepCandidate, now: Millis) => Effect.Effect<SweepCandidateDecision<O>, E>
   ) =>
     retryOnLostRace(
       method,
       `relist run ${ref.runID} source ${ref.sourceID}`,
       withTransaction(Effect.gen(function*() {
-        const scope = scopeOf(yield* findRun(method, ref.runID))
+        const scope = relistScopeOf(yield* findRun(method, ref.runID))
         const row = Option.getOrUndefined(yield* relist.lockCandidate({ ...scope, sourceID: ref.sourceID }))
         const run = yield* findRun(method, ref.runID)
         if (candidateRunStanding(run) === "stale-run") return "stale-run" as const
@@ -180,14 +180,14 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
           if (decision.outcome === "not-allowed") {
             return Effect.fail(new SweepOutcomeNotAllowed({ runID: ref.runID, sourceID: ref.sourceID, kind: row.kind, outcome }))
           }
-          return Effect.succeed(decision as CandidateDecision<"recorded" | "given-up" | "settled">)
+          return Effect.succeed(decision as SweepCandidateDecision<"recorded" | "given-up" | "settled">)
         })
       ),
 
     markSweepCandidateApplied: (ref) =>
       Effect.zipRight(
         validate("markSweepCandidateApplied", candidateRefChecks("ref", ref)),
-        transition("markSweepCandidateApplied", ref, (row, now) => Effect.succeed(decideApplied(row, now)))
+        transition("markSweepCandidateApplied", ref, (row, now) => Effect.succeed(decideSweepApplied(row, now)))
       ),
 
     recordSweepApplyFailure: (ref, failure) =>
@@ -199,7 +199,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
           ["failure.message", fieldOf(failure, "message"), Rules.text]
         ]),
         transition("recordSweepApplyFailure", ref, (row, now) =>
-          Effect.succeed(decideApplyFailure(row, { kind: failure.kind, message: failure.message }, now)))
+          Effect.succeed(decideSweepApplyFailure(row, { kind: failure.kind, message: failure.message }, now)))
       ),
 
     rearmSweepCandidate: (identity) =>
@@ -210,7 +210,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
           if (row === undefined) {
             return yield* new SweepCandidateNotFound({ method: "rearmSweepCandidate", runID: null, sourceID: identity.sourceID })
           }
-          const decision = decideRearm(row, yield* Clock.currentTimeMillis)
+          const decision = decideSweepRearm(row, yield* Clock.currentTimeMillis)
           if (decision.next !== undefined) yield* requireWon(yield* relist.updateCandidate(decision.next, row.version))
           return decision.outcome
         })))
@@ -222,7 +222,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     listGivenUpSweepCandidates: (scope, page) =>
       Effect.zipRight(
         validate("listGivenUpSweepCandidates", [...scopeChecks("scope", scope), ...pageChecks("page", page)]),
-        relist.listGivenUp(scopeOf(scope), { after: page.after, limit: page.limit })
+        relist.listGivenUp(relistScopeOf(scope), { after: page.after, limit: page.limit })
       )
   }
   return methods
