@@ -1,0 +1,77 @@
+// `npm run bench`: runs every `bench/*.bench.mjs` (see bench/README.md for
+// the shape a bench file exports) and prints, per case, the project's and the
+// raw driver's cycles per second measured in this same run, and their ratio.
+//
+//   npm run bench                  every bench file, every case
+//   npm run bench -- postgres      only cases whose "file › name" contains "postgres"
+//   BENCH_ROUNDS=10 BENCH_ROUND_MS=2000 BENCH_WARMUP_MS=2000 npm run bench
+import { readdirSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { measureCase, measurementSettings } from "./support/measure.mjs"
+import { formatCaseResult, formatHeader, formatSkip } from "./support/report.mjs"
+
+const here = dirname(fileURLToPath(import.meta.url))
+const filters = process.argv.slice(2).map((word) => word.toLowerCase())
+const settings = measurementSettings(process.env)
+
+const matches = (label) => filters.length === 0 || filters.some((word) => label.toLowerCase().includes(word))
+
+/** Checks the exported shape early, so a malformed bench file fails with a clear message. */
+const suiteOf = (file, module) => {
+  const suite = module.default
+  if (suite === null || typeof suite !== "object" || typeof suite.title !== "string" || !Array.isArray(suite.cases)) {
+    throw new TypeError(`${file}: the default export must be { title, cases: [...] } (see bench/README.md)`)
+  }
+  for (const entry of suite.cases) {
+    if (typeof entry?.name !== "string" || typeof entry.open !== "function") {
+      throw new TypeError(`${file}: every case needs a name and an open(context) function (see bench/README.md)`)
+    }
+  }
+  return suite
+}
+
+const runSuite = async (file, suite) => {
+  const cases = suite.cases.filter((entry) => matches(`${file} › ${entry.name}`))
+  if (cases.length === 0) return 0
+  console.log(formatHeader(file, suite.title, settings))
+  let failures = 0
+  const context = suite.before === undefined ? undefined : await suite.before()
+  try {
+    for (const entry of cases) {
+      let opened
+      try {
+        opened = await entry.open(context)
+        if (opened.skip !== undefined) {
+          console.log(formatSkip(entry.name, opened.skip))
+          continue
+        }
+        const result = await measureCase(opened, { workers: entry.workers ?? 1, ...settings })
+        console.log(formatCaseResult(entry, result))
+      } catch (error) {
+        failures++
+        console.log(`  ${entry.name}: FAILED`)
+        console.error(error)
+      } finally {
+        await opened?.close?.()
+      }
+    }
+  } finally {
+    await suite.after?.(context)
+  }
+  return failures
+}
+
+const files = readdirSync(here).filter((name) => name.endsWith(".bench.mjs")).sort()
+if (files.length === 0) console.log("no bench/*.bench.mjs files found")
+let failures = 0
+for (const file of files) {
+  try {
+    failures += await runSuite(file, suiteOf(file, await import(pathToFileURL(join(here, file)).href)))
+  } catch (error) {
+    failures++
+    console.log(`${file}: FAILED`)
+    console.error(error)
+  }
+}
+process.exitCode = failures === 0 ? 0 : 1
