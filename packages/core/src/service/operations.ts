@@ -45,7 +45,7 @@ import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
-import { Rules, validate } from "../validation.js"
+import { type Check, Rules, validate } from "../validation.js"
 import { type Digest, type Millis, type ProjectionWatch, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { LostRace, requireWon, retryOnLostRace } from "./cas.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
@@ -113,6 +113,10 @@ export interface OperationMethods {
     documentIDs: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyMap<string, DocumentWriteState>, ReadErrors>
 }
+
+/** Runs `effect` only once every check passed: nothing about the input is touched before. */
+const validated = <A, E, R>(method: string, checks: ReadonlyArray<Check>, effect: () => Effect.Effect<A, E, R>) =>
+  Effect.zipRight(validate(method, checks), Effect.suspend(effect))
 
 /** Builds the operation methods over the ports. */
 export const makeOperationMethods = Effect.gen(function*() {
@@ -194,30 +198,22 @@ export const makeOperationMethods = Effect.gen(function*() {
 
   const methods: OperationMethods = {
     claimOperation: (input) =>
-      Effect.zipRight(
-        validate("claimOperation", claimChecks(input)),
-        Effect.suspend(() => claim({ ...input, reissueIntent: asStoredJson(input.reissueIntent) as ClaimOperationInput["reissueIntent"] }))
-      ),
+      validated("claimOperation", claimChecks(input), () =>
+        claim({ ...input, reissueIntent: asStoredJson(input.reissueIntent) as ClaimOperationInput["reissueIntent"] })),
 
     renewOperationLease: (key, options) =>
-      Effect.zipRight(
-        validate("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))]),
+      validated("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))], () =>
         runnerWrite("renewOperationLease", key, (row, now) =>
-          Effect.succeed(decideRenew(row, options.leaseToken, options.leaseMs ?? policy.leaseMs, now)))
-      ),
+          Effect.succeed(decideRenew(row, options.leaseToken, options.leaseMs ?? policy.leaseMs, now)))),
 
     markOperationSent: (key, options) =>
-      Effect.zipRight(
-        validate("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)]),
-        runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
-      ),
+      validated("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)], () =>
+        runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))),
 
     recordAttemptFailure: (key, options) =>
-      Effect.zipRight(
-        validate("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))]),
+      validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>
         runnerWrite("recordAttemptFailure", key, (row, now) =>
-          Effect.map(Random.next, (random) => decideAttemptFailure(row, options, policy, random, now)))
-      ),
+          Effect.map(Random.next, (random) => decideAttemptFailure(row, options, policy, random, now)))),
 
     finalizeOperationAndArmWatch: (key, options) =>
       Effect.gen(function*() {
@@ -226,13 +222,11 @@ export const makeOperationMethods = Effect.gen(function*() {
         return yield* finalize(key, { ...options, resultEntity: asStoredJson(options.resultEntity) }, readWinner)
       }),
 
-    getOperation: (key) => Effect.zipRight(validate("getOperation", keyChecks("key", key)), operations.get(key)),
+    getOperation: (key) => validated("getOperation", keyChecks("key", key), () => operations.get(key)),
 
     getOperationByNodeKey: (nodeKey, viewerDID) =>
-      Effect.zipRight(
-        validate("getOperationByNodeKey", [["nodeKey", nodeKey, Rules.id], ["viewerDID", viewerDID, Rules.id]]),
-        Effect.map(operations.getByNodeKey(nodeKey), Option.filter((row) => isVisibleTo(row, viewerDID)))
-      ),
+      validated("getOperationByNodeKey", [["nodeKey", nodeKey, Rules.id], ["viewerDID", viewerDID, Rules.id]], () =>
+        Effect.map(operations.getByNodeKey(nodeKey), Option.filter((row) => isVisibleTo(row, viewerDID)))),
 
     listTrackedOperations: (filter) =>
       Effect.gen(function*() {
@@ -263,16 +257,13 @@ export const makeOperationMethods = Effect.gen(function*() {
       }),
 
     getDocumentWriteStates: (documentIDs) =>
-      Effect.zipRight(
-        validate("getDocumentWriteStates", [["documentIDs", documentIDs, Rules.ids]]),
-        Effect.suspend(() => {
-          const unique = Array.from(new Set(documentIDs))
-          return Effect.map(
-            Effect.forEach(chunksOf(unique, DOCUMENT_CHUNK), operations.listByDocuments),
-            (chunks) => writeStatesOf(unique, chunks.flat())
-          )
-        })
-      )
+      validated("getDocumentWriteStates", [["documentIDs", documentIDs, Rules.ids]], () => {
+        const unique = Array.from(new Set(documentIDs))
+        return Effect.map(
+          Effect.forEach(chunksOf(unique, DOCUMENT_CHUNK), operations.listByDocuments),
+          (chunks) => writeStatesOf(unique, chunks.flat())
+        )
+      })
   }
   return methods
 })
