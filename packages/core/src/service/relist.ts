@@ -3,7 +3,7 @@ import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "
 import type { CollectParams } from "../operation/retention.js"
 import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
 import { Transactor } from "../ports/Transactor.js"
-import { flag, pageChecks, receiptChecks, scopeChecks } from "../relist/checks.js"
+import { afterValidation, flag, pageChecks, receiptChecks, scopeChecks } from "../relist/checks.js"
 import { RelistRunNotFound } from "../relist/errors.js"
 import {
   type RelistAbandonOutcome,
@@ -105,9 +105,9 @@ export const makeRelistRunMethods = Effect.gen(function*() {
 
   const methods: RelistRunMethods = {
     startRelistRun: (scope) =>
-      Effect.zipRight(
+      afterValidation(
         validate("startRelistRun", scopeChecks("scope", scope)),
-        retryOnLostRace("startRelistRun", formatRelistScope(scope), withTransaction(Effect.gen(function*() {
+        () => retryOnLostRace("startRelistRun", formatRelistScope(scope), withTransaction(Effect.gen(function*() {
           const current = Option.getOrUndefined(yield* relist.lockCurrentRun(scope))
           const now = yield* Clock.currentTimeMillis
           const decision = decideRelistStart(current, scope, yield* newRunID, now)
@@ -120,17 +120,17 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       ),
 
     getSweepCheckpoint: (scope) =>
-      Effect.zipRight(validate("getSweepCheckpoint", scopeChecks("scope", scope)), relist.getCurrentRun(scope)),
+      afterValidation(validate("getSweepCheckpoint", scopeChecks("scope", scope)), () => relist.getCurrentRun(scope)),
 
     getRelistRun: (runID) =>
-      Effect.zipRight(validate("getRelistRun", [["runID", runID, Rules.id]]), relist.getRun(runID)),
+      afterValidation(validate("getRelistRun", [["runID", runID, Rules.id]]), () => relist.getRun(runID)),
 
     recordRelistReceipt: (runID, receipts) =>
-      Effect.zipRight(
+      afterValidation(
         validate("recordRelistReceipt", [["runID", runID, Rules.id], ...receiptChecks("receipts", receipts)]),
         // The run stays locked while its receipts go in, so a supersession or
         // completion lands wholly before or wholly after them.
-        withTransaction(Effect.gen(function*() {
+        () => withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("recordRelistReceipt", runID, yield* relist.lockRun(runID))
           const outcome = decideRelistReceipts(run)
           if (outcome === "recorded" && receipts.length > 0) {
@@ -141,7 +141,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       ),
 
     commitSweepCheckpoint: (runID, checkpoint) =>
-      Effect.zipRight(
+      afterValidation(
         validate("commitSweepCheckpoint", [
           ["runID", runID, Rules.id],
           ["checkpoint", checkpoint, Rules.record],
@@ -150,7 +150,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
           ["checkpoint.complete", fieldOf(checkpoint, "complete"), optional(flag)],
           ...receiptChecks("checkpoint.receipts", fieldOf(checkpoint, "receipts"))
         ]),
-        retryOnLostRace("commitSweepCheckpoint", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
+        () => retryOnLostRace("commitSweepCheckpoint", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("commitSweepCheckpoint", runID, yield* relist.lockRun(runID))
           const now = yield* Clock.currentTimeMillis
           const decision = decideSweepCheckpoint(run, checkpoint, now)
@@ -165,9 +165,9 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       ),
 
     abandonRelistRun: (runID) =>
-      Effect.zipRight(
+      afterValidation(
         validate("abandonRelistRun", [["runID", runID, Rules.id]]),
-        retryOnLostRace("abandonRelistRun", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
+        () => retryOnLostRace("abandonRelistRun", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("abandonRelistRun", runID, yield* relist.lockRun(runID))
           const decision = decideRelistAbandon(run, yield* Clock.currentTimeMillis)
           if (decision.next !== undefined) yield* requireWon(yield* relist.updateRun(decision.next, run.version))
@@ -183,13 +183,13 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       }),
 
     collectRelistRuns: (params) =>
-      Effect.zipRight(
+      afterValidation(
         validate("collectRelistRuns", [
           ["params", params, Rules.record],
           ["params.before", fieldOf(params, "before"), Rules.finite],
           ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
         ]),
-        relist.collectRuns({ before: params.before, limit: params.limit })
+        () => relist.collectRuns({ before: params.before, limit: params.limit })
       )
   }
   return methods

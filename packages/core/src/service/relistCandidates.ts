@@ -15,7 +15,7 @@ import {
   decideSweepOutcome,
   type SweepRearmOutcome
 } from "../relist/candidates.js"
-import { candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
+import { afterValidation, candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
 import { exceedsDeletionLimit } from "../relist/derivation.js"
 import {
   DeletionLimitExceeded,
@@ -173,9 +173,9 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       }),
 
     recordSweepOutcome: (ref, outcome) =>
-      Effect.zipRight(
+      afterValidation(
         validate("recordSweepOutcome", [...candidateRefChecks("ref", ref), ["outcome", outcome, sweepOutcome]]),
-        transition("recordSweepOutcome", ref, (row, now) => {
+        () => transition("recordSweepOutcome", ref, (row, now) => {
           const decision = decideSweepOutcome(row, outcome, now)
           if (decision.outcome === "not-allowed") {
             return Effect.fail(new SweepOutcomeNotAllowed({ runID: ref.runID, sourceID: ref.sourceID, kind: row.kind, outcome }))
@@ -185,27 +185,27 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       ),
 
     markSweepCandidateApplied: (ref) =>
-      Effect.zipRight(
+      afterValidation(
         validate("markSweepCandidateApplied", candidateRefChecks("ref", ref)),
-        transition("markSweepCandidateApplied", ref, (row, now) => Effect.succeed(decideSweepApplied(row, now)))
+        () => transition("markSweepCandidateApplied", ref, (row, now) => Effect.succeed(decideSweepApplied(row, now)))
       ),
 
     recordSweepApplyFailure: (ref, failure) =>
-      Effect.zipRight(
+      afterValidation(
         validate("recordSweepApplyFailure", [
           ...candidateRefChecks("ref", ref),
           ["failure", failure, Rules.record],
           ["failure.kind", fieldOf(failure, "kind"), Rules.id],
           ["failure.message", fieldOf(failure, "message"), Rules.text]
         ]),
-        transition("recordSweepApplyFailure", ref, (row, now) =>
+        () => transition("recordSweepApplyFailure", ref, (row, now) =>
           Effect.succeed(decideSweepApplyFailure(row, { kind: failure.kind, message: failure.message }, now)))
       ),
 
     rearmSweepCandidate: (identity) =>
-      Effect.zipRight(
+      afterValidation(
         validate("rearmSweepCandidate", identityChecks("identity", identity)),
-        retryOnLostRace("rearmSweepCandidate", formatCandidateIdentity(identity), withTransaction(Effect.gen(function*() {
+        () => retryOnLostRace("rearmSweepCandidate", formatCandidateIdentity(identity), withTransaction(Effect.gen(function*() {
           const row = Option.getOrUndefined(yield* relist.lockCandidate(identity))
           if (row === undefined) {
             return yield* new SweepCandidateNotFound({ method: "rearmSweepCandidate", runID: null, sourceID: identity.sourceID })
@@ -217,12 +217,12 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       ),
 
     getSweepCandidate: (identity) =>
-      Effect.zipRight(validate("getSweepCandidate", identityChecks("identity", identity)), relist.getCandidate(identity)),
+      afterValidation(validate("getSweepCandidate", identityChecks("identity", identity)), () => relist.getCandidate(identity)),
 
     listGivenUpSweepCandidates: (scope, page) =>
-      Effect.zipRight(
+      afterValidation(
         validate("listGivenUpSweepCandidates", [...scopeChecks("scope", scope), ...pageChecks("page", page)]),
-        relist.listGivenUp(relistScopeOf(scope), { after: page.after, limit: page.limit })
+        () => relist.listGivenUp(relistScopeOf(scope), { after: page.after, limit: page.limit })
       )
   }
   return methods
