@@ -212,13 +212,13 @@ export const makeSyncStateMethods = Effect.gen(function*() {
     renewSyncLease: (lease, terms) =>
       Effect.zipRight(
         validate("renewSyncLease", [...leaseChecks(lease), ...leaseTermsChecks(terms)]),
-        transition("renewSyncLease", holderKey(lease), (row) => decideRenewSyncLease(row, lease, terms))
+        Effect.suspend(() => transition("renewSyncLease", holderKey(lease), (row) => decideRenewSyncLease(row, lease, terms)))
       ),
 
     releaseSyncLease: (lease) =>
       Effect.zipRight(
         validate("releaseSyncLease", leaseChecks(lease)),
-        transition("releaseSyncLease", holderKey(lease), (row) => decideReleaseSyncLease(row, lease))
+        Effect.suspend(() => transition("releaseSyncLease", holderKey(lease), (row) => decideReleaseSyncLease(row, lease)))
       )
   }
   return methods

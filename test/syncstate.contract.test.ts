@@ -1,0 +1,438 @@
+import { ConnectorStore, type StoreSnapshot, type SyncLease, type SyncProgressCASCurrent } from "@connector-store/core"
+import { describe, expect, it, layer } from "@effect/vitest"
+import { Effect, ManagedRuntime, Option } from "effect"
+import fc from "fast-check"
+import { NOW } from "./support/contract/fixtures.js"
+import { failsChangingNothing, onFreshStore, snapshot } from "./support/contract/store.js"
+import { adaptersUnderTest } from "./support/stores.js"
+import { appending, type InterferingStore, interferingStore, logOf } from "./support/syncstate.js"
+
+const adapters = await adaptersUnderTest()
+
+/** Values per adapter in the JSON round-trip property. */
+const JSON_RUNS = 100
+
+const C = "gcal"
+const O = "did:owner:1"
+const report = { status: "idle", lastSyncedAt: "2026-01-01T00:00:00.000Z", entityCount: 7 } as const
+
+/**
+ * `actual` is `expected` exactly: deeply equal with `-0` told from `0`
+ * (vitest's equality does), and with the same keys in the same order.
+ */
+const expectExactly = (actual: unknown, expected: unknown) => {
+  expect(actual).toEqual(expected)
+  expect(JSON.stringify(actual)).toBe(JSON.stringify(expected))
+}
+
+const stateOf = (connectorName = C, ownerDID = O) =>
+  Effect.flatMap(ConnectorStore, (s) => Effect.map(s.getSyncState(connectorName, ownerDID), Option.getOrUndefined))
+
+for (const adapter of adapters) {
+  const onStore = <A, E>(body: Effect.Effect<A, E, ConnectorStore | StoreSnapshot>) =>
+    onFreshStore(adapter, {}, body)
+
+  describe(`sync state on ${adapter.name}`, () => {
+    describe("getSyncState, setSyncState, deleteSyncState, listSyncStatesForConnector", () => {
+      it.effect("an unknown connector and owner has no state and lists nothing", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          expect(yield* store.getSyncState(C, O)).toEqual(Option.none())
+          expect(yield* store.listSyncStatesForConnector(C)).toEqual([])
+        })))
+
+      it.effect("setSyncState on a new key creates version 0 with a fresh random incarnation, no checkpoint, no lease", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const written = yield* store.setSyncState(C, O, { ...report, error: "rate limited" })
+          const other = yield* store.setSyncState(C, "did:owner:2", report)
+          expect(written).toEqual({
+            ...report,
+            error: "rate limited",
+            checkpoint: null,
+            recovery: null,
+            leaseExpiresAt: null,
+            version: 0,
+            incarnation: expect.any(String)
+          })
+          expect(written.incarnation).not.toEqual(other.incarnation)
+          expect(yield* stateOf()).toEqual(written)
+        })))
+
+      it.effect("setSyncState on an existing row rewrites the report and keeps version, incarnation, lease, checkpoint and recovery", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          yield* store.setSyncState(C, O, { ...report, status: "syncing", error: "boom" })
+          const progressed = yield* store.updateSyncProgress(C, O, appending("a"))
+          const claim = yield* store.claimSyncLease(C, O, { now: NOW, leaseMs: 60_000 })
+          const written = yield* store.setSyncState(C, O, { status: "error", lastSyncedAt: "later", entityCount: 9 })
+          expect(written).toEqual({
+            status: "error",
+            lastSyncedAt: "later",
+            entityCount: 9,
+            checkpoint: progressed.checkpoint,
+            recovery: progressed.recovery,
+            leaseExpiresAt: NOW + 60_000,
+            version: 1,
+            incarnation: progressed.incarnation
+          })
+          expect(yield* stateOf()).toEqual(written)
+          // The lease is still the claimer's.
+          expect(claim.outcome).toBe("claimed")
+          if (claim.outcome === "claimed") expect((yield* store.renewSyncLease(claim.lease, { now: NOW, leaseMs: 1 })).outcome).toBe("renewed")
+        })))
+
+      it.effect("setSyncState replaces checkpoint and recovery when given them, and ignores version, incarnation and lease copied from a read", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const first = yield* store.updateSyncProgress(C, O, appending("a"))
+          const written = yield* store.setSyncState(C, O, {
+            ...first,
+            ...report,
+            checkpoint: { cursor: "page-9" },
+            recovery: [1, 2],
+            version: 40,
+            incarnation: "forged",
+            leaseExpiresAt: NOW
+          } as never)
+          expect(written).toEqual({
+            ...report,
+            checkpoint: { cursor: "page-9" },
+            recovery: [1, 2],
+            leaseExpiresAt: null,
+            version: 1,
+            incarnation: first.incarnation
+          })
+          expect(yield* stateOf()).toEqual(written)
+        })))
+
+      it.effect("deleteSyncState removes the row once; a recreated row starts again at version 0 under a new incarnation", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const old = yield* store.updateSyncProgress(C, O, appending("a"))
+          expect(yield* store.deleteSyncState(C, O)).toBe(true)
+          expect(yield* store.deleteSyncState(C, O)).toBe(false)
+          expect(yield* stateOf()).toBeUndefined()
+          const recreated = yield* store.setSyncState(C, O, report)
+          expect(recreated.version).toBe(0)
+          expect(recreated.checkpoint).toBeNull()
+          expect(recreated.incarnation).not.toEqual(old.incarnation)
+        })))
+
+      it.effect("listSyncStatesForConnector lists that connector's owners in order, and nothing of other connectors", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          for (const owner of ["did:b", "did:a", "did:c"]) yield* store.setSyncState(C, owner, { ...report, lastSyncedAt: owner })
+          yield* store.setSyncState("jira", "did:a", report)
+          const listed = yield* store.listSyncStatesForConnector(C)
+          expect(listed.map((entry) => [entry.connectorName, entry.ownerDID, entry.state.lastSyncedAt])).toEqual([
+            [C, "did:a", "did:a"],
+            [C, "did:b", "did:b"],
+            [C, "did:c", "did:c"]
+          ])
+          expect(listed[0]!.state).toEqual(yield* stateOf(C, "did:a"))
+        })))
+    })
+
+    describe("updateSyncProgress", () => {
+      it.effect("with no row, inserts version 1 under a new incarnation, idle, from a recompute of nothing", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const written = yield* store.updateSyncProgress(C, O, appending("a", seen))
+          expect(seen).toEqual([undefined])
+          expect(written).toEqual({
+            checkpoint: { log: ["a"] },
+            recovery: { entries: 1 },
+            status: "idle",
+            lastSyncedAt: "",
+            entityCount: 0,
+            leaseExpiresAt: null,
+            version: 1,
+            incarnation: expect.any(String)
+          })
+          expect(yield* stateOf()).toEqual(written)
+        })))
+
+      it.effect("recomputes from the stored checkpoint, recovery and stamp, bumps the version by one, and leaves status and lease alone", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const set = yield* store.setSyncState(C, O, { ...report, status: "error", error: "e", checkpoint: { log: ["s"] }, recovery: "r" })
+          yield* store.claimSyncLease(C, O, { now: NOW, leaseMs: 5 })
+          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const written = yield* store.updateSyncProgress(C, O, appending("a", seen))
+          expect(seen).toEqual([{ checkpoint: { log: ["s"] }, recovery: "r", version: 0, incarnation: set.incarnation }])
+          expect(written).toEqual({
+            ...set,
+            checkpoint: { log: ["s", "a"] },
+            recovery: { entries: 2 },
+            leaseExpiresAt: NOW + 5,
+            version: 1
+          })
+          expect(yield* stateOf()).toEqual(written)
+        })))
+
+      it.effect("a recompute that throws fails with SyncProgressRecomputeFailed and writes nothing", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          yield* store.setSyncState(C, O, report)
+          const error = yield* failsChangingNothing(store.updateSyncProgress(C, O, () => {
+            throw new Error("provider said no")
+          }))
+          expect(error).toMatchObject({ _tag: "SyncProgressRecomputeFailed", connectorName: C, ownerDID: O })
+          expect(String(error.message)).toContain("provider said no")
+        })))
+
+      const notJson: ReadonlyArray<readonly [string, unknown]> = [
+        ["a function", () => 1],
+        ["a BigInt", 10n],
+        ["NaN", Number.NaN],
+        ["Infinity", Number.POSITIVE_INFINITY],
+        ["undefined inside an object", { a: undefined }],
+        ["a sparse array", [1, , 3]], // eslint-disable-line no-sparse-arrays
+        ["a Date", new Date(0)],
+        ["a Map", new Map([["a", 1]])],
+        ["a class instance", new (class Cursor { page = 1 })()],
+        ["a symbol", Symbol("s")],
+        ["a cycle", (() => {
+          const node: Record<string, unknown> = {}
+          node["self"] = { node }
+          return node
+        })()]
+      ]
+      for (const [label, value] of notJson) {
+        it.effect(`a recompute returning ${label} as checkpoint fails with InvalidInput and writes nothing`, () =>
+          onStore(Effect.gen(function*() {
+            const store = yield* ConnectorStore
+            yield* store.setSyncState(C, O, report)
+            const error = yield* failsChangingNothing(
+              store.updateSyncProgress(C, O, () => ({ checkpoint: { deep: [value] }, recovery: null }))
+            )
+            expect(error).toMatchObject({ _tag: "InvalidInput", method: "updateSyncProgress", field: "recompute().checkpoint" })
+          })))
+      }
+
+      it.effect("a recompute returning a Promise, or no recovery, fails with InvalidInput and writes nothing", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          yield* store.setSyncState(C, O, report)
+          const async = yield* failsChangingNothing(store.updateSyncProgress(C, O, (async () => ({ checkpoint: 1, recovery: 1 })) as never))
+          expect(async).toMatchObject({ _tag: "InvalidInput", field: "recompute()" })
+          const partial = yield* failsChangingNothing(store.updateSyncProgress(C, O, () => ({ checkpoint: 1 }) as never))
+          expect(partial).toMatchObject({ _tag: "InvalidInput", field: "recompute().recovery" })
+        })))
+    })
+
+    describe("updateSyncProgress against a concurrent writer between its read and its write", () => {
+      /** Runs `body` on a fresh interfering store of this adapter. */
+      const onRacing = <A, E>(body: (racing: InterferingStore) => Effect.Effect<A, E, ConnectorStore>) =>
+        Effect.suspend(() => {
+          const racing = interferingStore(adapter)
+          return Effect.provide(body(racing), racing.layer)
+        })
+
+      it.effect("a lost race to another progress write re-reads and recomputes from the winner's checkpoint", () =>
+        onRacing((racing) => Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const base = yield* store.updateSyncProgress(C, O, appending("base"))
+          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          racing.interfere((other) => other.updateSyncProgress(C, O, appending("other")))
+          const written = yield* store.updateSyncProgress(C, O, appending("mine", seen))
+          expect(seen.map((current) => [current?.version, logOf(current?.checkpoint)])).toEqual([
+            [1, ["base"]],
+            [2, ["base", "other"]]
+          ])
+          expect(written).toMatchObject({ checkpoint: { log: ["base", "other", "mine"] }, version: 3, incarnation: base.incarnation })
+          expect(yield* stateOf()).toEqual(written)
+        })))
+
+      for (const [label, recreate] of [
+        ["setSyncState (version 0 again)", "set"],
+        ["a progress insert (version 1 again)", "progress"]
+      ] as const) {
+        it.effect(`a delete and recreate by ${label} never takes the recompute made from the old incarnation`, () =>
+          onRacing((racing) => Effect.gen(function*() {
+            const store = yield* ConnectorStore
+            const old = recreate === "set"
+              ? yield* store.setSyncState(C, O, { ...report, checkpoint: { log: ["old"] } })
+              : yield* store.updateSyncProgress(C, O, appending("old"))
+            const seen: Array<SyncProgressCASCurrent | undefined> = []
+            racing.interfere((other) =>
+              Effect.zipRight(
+                other.deleteSyncState(C, O),
+                recreate === "set"
+                  ? other.setSyncState(C, O, report)
+                  : other.updateSyncProgress(C, O, appending("new")) as Effect.Effect<unknown, unknown>
+              )
+            )
+            const written = yield* store.updateSyncProgress(C, O, appending("mine", seen))
+            const fresh = seen[1]!
+            expect(seen).toHaveLength(2)
+            expect(seen[0]).toMatchObject({ version: old.version, incarnation: old.incarnation })
+            // Same version, other incarnation: only the incarnation tells the rows apart.
+            expect(fresh.version).toBe(old.version)
+            expect(fresh.incarnation).not.toEqual(old.incarnation)
+            expect(written).toMatchObject({
+              checkpoint: { log: recreate === "set" ? ["mine"] : ["new", "mine"] },
+              version: old.version + 1,
+              incarnation: fresh.incarnation
+            })
+            expect(yield* stateOf()).toEqual(written)
+          })))
+      }
+
+      it.effect("an insert that loses to a concurrent insert retries as an update of the winner's row", () =>
+        onRacing((racing) => Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          racing.interfere((other) => other.setSyncState(C, O, { ...report, checkpoint: { log: ["theirs"] } }))
+          const written = yield* store.updateSyncProgress(C, O, appending("mine", seen))
+          expect(seen[0]).toBeUndefined()
+          expect(seen[1]).toMatchObject({ version: 0, checkpoint: { log: ["theirs"] } })
+          expect(written).toMatchObject({ ...report, checkpoint: { log: ["theirs", "mine"] }, version: 1, incarnation: seen[1]!.incarnation })
+          expect(yield* stateOf()).toEqual(written)
+        })))
+
+      it.effect("a row deleted between read and write is created again by the retry, under a new incarnation", () =>
+        onRacing((racing) => Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const old = yield* store.updateSyncProgress(C, O, appending("old"))
+          racing.interfere((other) => other.deleteSyncState(C, O))
+          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const written = yield* store.updateSyncProgress(C, O, appending("mine", seen))
+          expect(seen).toEqual([expect.objectContaining({ version: 1 }), undefined])
+          expect(written).toMatchObject({ checkpoint: { log: ["mine"] }, version: 1 })
+          expect(written.incarnation).not.toEqual(old.incarnation)
+        })))
+
+      it.effect("after maxRetries + 1 lost races it fails with SyncProgressExhausted naming connector and owner; only the others' writes landed", () =>
+        onRacing((racing) => Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          yield* store.updateSyncProgress(C, O, appending("base"))
+          racing.interfere(
+            (other) => other.updateSyncProgress(C, O, appending("x1")),
+            (other) => other.updateSyncProgress(C, O, appending("x2")),
+            (other) => other.updateSyncProgress(C, O, appending("x3"))
+          )
+          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const error = yield* Effect.flip(store.updateSyncProgress(C, O, appending("mine", seen), { maxRetries: 2 }))
+          expect(error).toMatchObject({ _tag: "SyncProgressExhausted", connectorName: C, ownerDID: O, attempts: 3 })
+          expect(error.message).toContain(C)
+          expect(error.message).toContain(O)
+          expect(seen).toHaveLength(3)
+          expect(racing.pending()).toBe(0)
+          expect(yield* stateOf()).toMatchObject({ checkpoint: { log: ["base", "x1", "x2", "x3"] }, version: 4 })
+        })))
+
+      it.effect("maxRetries 0 allows exactly one attempt", () =>
+        onRacing((racing) => Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          racing.interfere((other) => other.setSyncState(C, O, report))
+          const error = yield* Effect.flip(store.updateSyncProgress(C, O, appending("mine"), { maxRetries: 0 }))
+          expect(error).toMatchObject({ _tag: "SyncProgressExhausted", attempts: 1 })
+          expect(yield* stateOf()).toMatchObject({ checkpoint: null, version: 0 })
+        })))
+    })
+
+    describe("JSON columns", () => {
+      const exactly: ReadonlyArray<readonly [string, unknown]> = [
+        ["negative zero", -0],
+        ["negative zero deep inside", { a: [0, -0, { b: -0 }] }],
+        ["the largest and smallest doubles", [Number.MAX_VALUE, Number.MIN_VALUE, -Number.MAX_VALUE, 2 ** 53 + 2]],
+        ["strings with NUL, lone surrogates, emoji and quotes", ["\u0000", "\ud800", "\udfff x", "😀", "\"'\\", ""]],
+        // Built by JSON.parse, which makes "__proto__" an own key.
+        ["keys that look special", JSON.parse(`{"__proto__": 1, "constructor": {"prototype": null}, "": "", "1": 1, "a.b": true}`)],
+        ["a bare string", "s"],
+        ["a bare boolean", false],
+        ["empty containers", { a: {}, b: [], c: [[]] }]
+      ]
+      for (const [label, value] of exactly) {
+        it.effect(`${label}: round-trips exactly through progress and setSyncState`, () =>
+          onStore(Effect.gen(function*() {
+            const store = yield* ConnectorStore
+            yield* store.updateSyncProgress(C, O, () => ({ checkpoint: value, recovery: [value] }))
+            const progressed = yield* stateOf()
+            expectExactly(progressed?.checkpoint, value)
+            expectExactly(progressed?.recovery, [value])
+            yield* store.setSyncState(C, "did:other", { ...report, checkpoint: value, recovery: value })
+            expectExactly((yield* stateOf(C, "did:other"))?.recovery, value)
+          })))
+      }
+
+      it("any JSON value round-trips exactly (property)", async () => {
+        const runtime = ManagedRuntime.make(adapter.layer({}))
+        try {
+          let n = 0
+          await fc.assert(
+            fc.asyncProperty(fc.jsonValue({ maxDepth: 4 }), fc.jsonValue({ maxDepth: 2 }), async (checkpoint, recovery) => {
+              const owner = `did:json:${n++}`
+              const read = await runtime.runPromise(Effect.gen(function*() {
+                const store = yield* ConnectorStore
+                yield* store.updateSyncProgress(C, owner, () => ({ checkpoint, recovery }))
+                return yield* stateOf(C, owner)
+              }))
+              expectExactly(read?.checkpoint, checkpoint)
+              expectExactly(read?.recovery, recovery)
+            }),
+            { numRuns: JSON_RUNS }
+          )
+        } finally {
+          await runtime.dispose()
+        }
+      })
+    })
+
+    // One store for all the refusals: each proves it changed nothing.
+    layer(adapter.layer({}))("bad input: a typed error naming the field, and nothing read or written", (it) => {
+      const lease: SyncLease = { connectorName: C, ownerDID: "did:leased", token: "a-token", expiresAt: NOW + 1_000 }
+      const seeded = Effect.gen(function*() {
+        const store = yield* ConnectorStore
+        if (Option.isNone(yield* store.getSyncState(C, O))) {
+          yield* store.setSyncState(C, O, { ...report, checkpoint: { log: ["seed"] } })
+          yield* store.claimSyncLease(C, lease.ownerDID, { now: NOW, leaseMs: 1_000 })
+        }
+        return { store, lease }
+      })
+      type Case = readonly [string, string, (s: ConnectorStore["Type"], lease: SyncLease) => Effect.Effect<unknown, unknown>]
+      const cases: ReadonlyArray<Case> = [
+        ["getSyncState with an empty connector name", "connectorName", (s) => s.getSyncState("", O)],
+        ["getSyncState with a non-string owner", "ownerDID", (s) => s.getSyncState(C, 5 as never)],
+        ["setSyncState with an empty owner", "ownerDID", (s) => s.setSyncState(C, "", report)],
+        ["setSyncState with an unknown status", "state.status", (s) => s.setSyncState(C, O, { ...report, status: "done" as never })],
+        ["setSyncState with a NaN entity count", "state.entityCount", (s) => s.setSyncState(C, O, { ...report, entityCount: Number.NaN })],
+        ["setSyncState with a negative entity count", "state.entityCount", (s) => s.setSyncState(C, O, { ...report, entityCount: -1 })],
+        ["setSyncState with a non-string lastSyncedAt", "state.lastSyncedAt", (s) => s.setSyncState(C, O, { ...report, lastSyncedAt: 5 as never })],
+        ["setSyncState with a numeric error", "state.error", (s) => s.setSyncState(C, O, { ...report, error: 5 as never })],
+        ["setSyncState with a function checkpoint", "state.checkpoint", (s) => s.setSyncState(C, O, { ...report, checkpoint: () => 1 })],
+        ["setSyncState with a NaN recovery", "state.recovery", (s) => s.setSyncState(C, O, { ...report, recovery: [Number.NaN] })],
+        ["setSyncState with no state", "state", (s) => s.setSyncState(C, O, undefined as never)],
+        ["updateSyncProgress with an empty connector name", "connectorName", (s) => s.updateSyncProgress("", O, appending("x"))],
+        ["updateSyncProgress without a recompute function", "recompute", (s) => s.updateSyncProgress(C, O, { checkpoint: 1 } as never)],
+        ["updateSyncProgress with negative maxRetries", "options.maxRetries", (s) => s.updateSyncProgress(C, O, appending("x"), { maxRetries: -1 })],
+        ["updateSyncProgress with fractional maxRetries", "options.maxRetries", (s) => s.updateSyncProgress(C, O, appending("x"), { maxRetries: 1.5 })],
+        ["deleteSyncState with an empty owner", "ownerDID", (s) => s.deleteSyncState(C, "")],
+        ["listSyncStatesForConnector with an empty name", "connectorName", (s) => s.listSyncStatesForConnector("")],
+        ["claimSyncLease with a NaN now", "options.now", (s) => s.claimSyncLease(C, O, { now: Number.NaN, leaseMs: 1 })],
+        ["claimSyncLease with a negative now", "options.now", (s) => s.claimSyncLease(C, O, { now: -1, leaseMs: 1 })],
+        ["claimSyncLease with a zero lease", "options.leaseMs", (s) => s.claimSyncLease(C, O, { now: NOW, leaseMs: 0 })],
+        ["claimSyncLease with a lease over a day", "options.leaseMs", (s) => s.claimSyncLease(C, O, { now: NOW, leaseMs: 86_400_001 })],
+        ["claimSyncLease with an expiry past the safe integers", "options.leaseMs", (s) => s.claimSyncLease(C, O, { now: Number.MAX_SAFE_INTEGER, leaseMs: 1 })],
+        ["claimSyncLease with an empty owner", "ownerDID", (s) => s.claimSyncLease(C, "", { now: NOW, leaseMs: 1 })],
+        ["renewSyncLease with an empty token", "lease.token", (s, lease) => s.renewSyncLease({ ...lease, token: "" }, { now: NOW, leaseMs: 1 })],
+        ["renewSyncLease with a NaN now", "options.now", (s, lease) => s.renewSyncLease(lease, { now: Number.NaN, leaseMs: 1 })],
+        ["releaseSyncLease with no lease", "lease", (s) => s.releaseSyncLease(undefined as never)],
+        ["releaseSyncLease with an empty owner", "lease.ownerDID", (s, lease) => s.releaseSyncLease({ ...lease, ownerDID: "" })]
+      ]
+      for (const [label, field, call] of cases) {
+        it.effect(label, () =>
+          Effect.gen(function*() {
+            const { lease, store } = yield* seeded
+            expect((yield* snapshot)["sync_state"]).toHaveLength(2)
+            const error = yield* failsChangingNothing(call(store, lease))
+            expect(error).toMatchObject({ _tag: "InvalidInput", field })
+          }))
+      }
+    })
+  })
+}
+
