@@ -2,6 +2,8 @@ import {
   ConnectorStore,
   fromPromiseReaders,
   makePromiseStore,
+  OperationPolicy,
+  type OperationPolicyOverrides,
   OperationRepository,
   PendingAuthRepository,
   RelistRepository,
@@ -67,6 +69,8 @@ export const layer = (readers: WinnerReaders = {}): Layer.Layer<ConnectorStore |
 export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction> {
   /** The store's clock; the system clock when absent. */
   readonly now?: () => number
+  /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
+  readonly operationPolicy?: OperationPolicyOverrides | undefined
 }
 
 const handle = Effect.succeed<MemoryTransaction>({ adapter: "memory" })
@@ -74,7 +78,9 @@ const handle = Effect.succeed<MemoryTransaction>({ adapter: "memory" })
 /** Opens an empty in-memory store with the Promise API. */
 export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): PromiseConnectorStore<MemoryTransaction> =>
   makePromiseStore({
-    runtime: ManagedRuntime.make(layer(fromPromiseReaders(options, handle))),
+    runtime: ManagedRuntime.make(
+      layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
+    ),
     handle,
     now: options.now
   })

@@ -2,6 +2,8 @@ import {
   ConnectorStore,
   fromPromiseReaders,
   makePromiseStore,
+  OperationPolicy,
+  type OperationPolicyOverrides,
   OperationRepository,
   PendingAuthRepository,
   PersistenceError,
@@ -141,6 +143,8 @@ const currentTransaction = (sql: SqlClient): Effect.Effect<SqlTransaction> =>
 export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerReaders<SqlTransaction> {
   /** The store's clock; the system clock when absent. */
   readonly now?: (() => number) | undefined
+  /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
+  readonly operationPolicy?: OperationPolicyOverrides | undefined
 }
 
 /**
@@ -155,6 +159,7 @@ export const openConnectorStore = async (
   const handleOf = Effect.suspend(() => handle)
   const runtime = ManagedRuntime.make(
     layer(options, fromPromiseReaders(options, handleOf)).pipe(
+      Layer.provide(OperationPolicy.layer(options.operationPolicy)),
       Layer.tap((context) => Effect.sync(() => {
         handle = currentTransaction(Context.get(context, SqlClient))
       }))

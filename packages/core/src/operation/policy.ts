@@ -1,4 +1,5 @@
-import { Context } from "effect"
+import { Context, Effect, Layer } from "effect"
+import { InvalidInput } from "../errors.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
 /**
@@ -41,7 +42,23 @@ export const DEFAULT_OPERATION_POLICY: OperationPolicySettings = {
  */
 export class OperationPolicy extends Context.Reference<OperationPolicy>()("@connector-store/core/OperationPolicy", {
   defaultValue: (): OperationPolicySettings => DEFAULT_OPERATION_POLICY
-}) {}
+}) {
+  /**
+   * The policy `overrides` make over the defaults, for providing to a store
+   * layer; a setting out of range fails the layer with `InvalidInput`
+   * naming it, so a store never opens with a policy it cannot keep.
+   */
+  static readonly layer = (overrides: OperationPolicyOverrides = {}): Layer.Layer<OperationPolicy, InvalidInput> =>
+    Layer.effect(
+      OperationPolicy,
+      Effect.suspend(() => {
+        const problem = operationPolicyProblem(overrides)
+        return problem === undefined
+          ? Effect.succeed(operationPolicyFrom(overrides))
+          : Effect.fail(new InvalidInput({ method: "operationPolicy", field: problem.field, reason: problem.reason }))
+      })
+    )
+}
 
 /** A partial policy over the defaults (for options objects). */
 export interface OperationPolicyOverrides {
@@ -51,31 +68,52 @@ export interface OperationPolicyOverrides {
   readonly deferMs?: number | undefined
 }
 
-const positive = (name: string, value: number): number => {
-  if (!Number.isSafeInteger(value) || value <= 0) throw new RangeError(`operation policy: ${name} must be a positive integer`)
-  return value
+const merged = (overrides: OperationPolicyOverrides): OperationPolicySettings => {
+  const d = DEFAULT_OPERATION_POLICY
+  return {
+    leaseMs: overrides.leaseMs ?? d.leaseMs,
+    maxAttempts: overrides.maxAttempts ?? d.maxAttempts,
+    backoff: {
+      baseDelayMs: overrides.backoff?.baseDelayMs ?? d.backoff.baseDelayMs,
+      maxDelayMs: overrides.backoff?.maxDelayMs ?? d.backoff.maxDelayMs,
+      jitter: overrides.backoff?.jitter ?? d.backoff.jitter
+    },
+    deferMs: overrides.deferMs ?? d.deferMs
+  }
+}
+
+const DAY = 86_400_000
+
+/** The first setting of `overrides` (over the defaults) a store cannot keep, or `undefined`. */
+export const operationPolicyProblem = (
+  overrides: OperationPolicyOverrides
+): { readonly field: string; readonly reason: string } | undefined => {
+  const p = merged(overrides)
+  const checks: ReadonlyArray<readonly [string, unknown, number]> = [
+    ["leaseMs", p.leaseMs, DAY],
+    ["maxAttempts", p.maxAttempts, 1_000],
+    ["backoff.baseDelayMs", p.backoff.baseDelayMs, DAY],
+    ["backoff.maxDelayMs", p.backoff.maxDelayMs, 30 * DAY],
+    ["deferMs", p.deferMs, 30 * DAY]
+  ]
+  for (const [field, value, max] of checks) {
+    if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0 || value > max) {
+      return { field, reason: `must be a positive integer of at most ${max}` }
+    }
+  }
+  if (p.backoff.maxDelayMs < p.backoff.baseDelayMs) return { field: "backoff.maxDelayMs", reason: "is below backoff.baseDelayMs" }
+  if (!["full", "equal", "none"].includes(p.backoff.jitter)) return { field: "backoff.jitter", reason: "must be full, equal or none" }
+  return undefined
 }
 
 /**
  * The full policy from `overrides` over the defaults. Throws a `RangeError`
- * naming the setting when one is not a positive integer, or when the backoff
- * cap is below its base: a store must not open with a policy it cannot keep.
+ * naming the setting `operationPolicyProblem` finds, if any.
  */
 export const operationPolicyFrom = (overrides: OperationPolicyOverrides = {}): OperationPolicySettings => {
-  const d = DEFAULT_OPERATION_POLICY
-  const backoff = {
-    baseDelayMs: positive("backoff.baseDelayMs", overrides.backoff?.baseDelayMs ?? d.backoff.baseDelayMs),
-    maxDelayMs: positive("backoff.maxDelayMs", overrides.backoff?.maxDelayMs ?? d.backoff.maxDelayMs),
-    jitter: overrides.backoff?.jitter ?? d.backoff.jitter
-  }
-  if (backoff.maxDelayMs < backoff.baseDelayMs) throw new RangeError("operation policy: backoff.maxDelayMs is below backoff.baseDelayMs")
-  if (!["full", "equal", "none"].includes(backoff.jitter)) throw new RangeError("operation policy: backoff.jitter must be full, equal or none")
-  return {
-    leaseMs: positive("leaseMs", overrides.leaseMs ?? d.leaseMs),
-    maxAttempts: positive("maxAttempts", overrides.maxAttempts ?? d.maxAttempts),
-    backoff,
-    deferMs: positive("deferMs", overrides.deferMs ?? d.deferMs)
-  }
+  const problem = operationPolicyProblem(overrides)
+  if (problem !== undefined) throw new RangeError(`operation policy: ${problem.field} ${problem.reason}`)
+  return merged(overrides)
 }
 
 /**
