@@ -184,12 +184,16 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     // outer WHERE re-checks the lease and age on the row being deleted: on
     // Postgres a lease taken between the candidate read and the delete is
     // seen there (the row is re-evaluated at its newest version) and kept.
-    collectFinished: (params, now) =>
-      sql<RawRow>`DELETE FROM ${table}
+    collectFinished: (params, now) => {
+      // A whole-number cutoff within bigint range selects the same integer
+      // updated_at values as `before` itself; Postgres refuses a fractional
+      // or out-of-range bigint parameter.
+      const before = Math.min(Math.max(Math.ceil(params.before), -(2 ** 53)), 2 ** 53)
+      return sql<RawRow>`DELETE FROM ${table}
         WHERE (caller_did, operation_id) IN (
           SELECT o.caller_did, o.operation_id FROM ${table} o
           WHERE o.state IN ('committed', 'dead')
-            AND o.updated_at < ${params.before}
+            AND o.updated_at < ${before}
             AND (o.lease_token IS NULL OR o.lease_expires_at < ${now})
             AND (o.document_id IS NULL OR (
               (o.state <> 'committed' OR (${newerExists("caller_did", ["committed"])} AND ${newerExists("owner_did", ["committed"])}))
@@ -199,9 +203,10 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
           ORDER BY o.updated_at, ${ordered("o.caller_did")}, ${ordered("o.operation_id")}
           LIMIT ${params.limit}
         )
-        AND updated_at < ${params.before}
+        AND updated_at < ${before}
         AND (lease_token IS NULL OR lease_expires_at < ${now})
-        RETURNING caller_did`.pipe(Effect.map((rows) => rows.length), PersistenceError.refail("operation.collectFinished")),
+        RETURNING caller_did`.pipe(Effect.map((rows) => rows.length), PersistenceError.refail("operation.collectFinished"))
+    },
     listTracked: (query) =>
       many(
         "operation.listTracked",
