@@ -2,6 +2,7 @@ import {
   PersistenceError,
   type RelistReceipt,
   RelistRepository,
+  relistScopeKey,
   type RelistRun,
   type RelistRunState,
   type RelistScope,
@@ -129,12 +130,23 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
   const locked = (table: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
     Effect.zipRight(takeWriteLock(sql, table), query)
 
+  // On Postgres the scope itself is locked (a transaction-scoped advisory
+  // lock on its name), not only its current row: a start that waited for
+  // another start would otherwise re-check the row it waited on, find it
+  // superseded, miss the new one, and lose its insert; serialized per scope,
+  // every start reads the run the previous one left.
+  const lockScope = (scope: RelistScope) =>
+    sql.onDialectOrElse({
+      pg: () =>
+        sql`SELECT pg_advisory_xact_lock(hashtextextended(${JSON.stringify([tables.relistRun, relistScopeKey(scope)])}, 0))`,
+      orElse: () => takeWriteLock(sql, tables.relistRun)
+    })
   const currentRun = (operation: string, scope: RelistScope, lock: boolean) =>
     first(
       operation,
       decodeRelistRun,
       lock
-        ? locked(tables.relistRun, sql<RawRow>`SELECT * FROM ${runs} WHERE ${inScope(scope)} AND ${isCurrent} ${forUpdate(sql)}`)
+        ? Effect.zipRight(lockScope(scope), sql<RawRow>`SELECT * FROM ${runs} WHERE ${inScope(scope)} AND ${isCurrent} ${forUpdate(sql)}`)
         : sql<RawRow>`SELECT * FROM ${runs} WHERE ${inScope(scope)} AND ${isCurrent}`
     )
 
