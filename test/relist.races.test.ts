@@ -71,7 +71,7 @@ for (const adapter of adapters) {
         yield* seedWatches(tracked("a"), tracked("b"))
         for (let round = 0; round < 4; round++) {
           const run = yield* store.startRelistRun(scope)
-          const [completion] = yield* together([
+          const [completion] = yield* together<unknown, unknown>([
             store.commitSweepCheckpoint(run.runID, { page: 1, cursor: null, receipts: [], complete: true }),
             Effect.asVoid(store.startRelistRun(scope))
           ])
