@@ -1,10 +1,12 @@
 import { ConnectorStore, type ProjectionWatch } from "@connector-store/core"
 import { describe, expect, it } from "@effect/vitest"
+import * as Sql from "@connector-store/sql-adapter"
 import { Effect, Option } from "effect"
 import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { onFreshStore, seedWatches, storedWatch } from "./support/contract/store.js"
 import { Winners } from "./support/contract/winners.js"
-import { pgAvailable } from "./support/databases.js"
+import { freshSqlitePath, pgAvailable } from "./support/databases.js"
+import { runProcess } from "./support/processes.js"
 import { postgresAdapter, type StoreServices } from "./support/stores.js"
 
 /** How many callers race at once; the pool has 8 connections, so they really overlap on the server. */
@@ -159,6 +161,37 @@ describe.runIf(postgres !== undefined)("races on one watch, on Postgres with rea
     }))
   })
 })
+
+describe("races on one watch in one SQLite file, from separate processes", () => {
+  it("contending processes, each with its own connection, never lose an update", async () => {
+    const file = freshSqlitePath()
+    const row = watchRow({ nextAttemptAt: 0 })
+    const onFile = <A, E>(effect: Effect.Effect<A, E, StoreServices>) => Effect.runPromise(Effect.provide(effect, Sql.layer({ url: file })))
+    await onFile(seedWatches(row))
+    const outputs = await Promise.all(Array.from({ length: SQLITE_CONTENDERS }, (_, k) =>
+      runProcess("watch-contender", [file, String(SQLITE_CONTENDERS), String(k), "40", JSON.stringify(id)])))
+    const tallies = outputs.map((output) => JSON.parse(output) as ContenderTally)
+    const final = await onFile(storedWatch(id))
+    const sum = (pick: (t: ContenderTally) => number) => tallies.reduce((total, t) => total + pick(t), 0)
+    expect(final.version).toBe(row.version + sum((t) => t.writes))
+    expect(final.repairGeneration).toBe(row.repairGeneration + sum((t) => t.opened))
+    // The contenders really ran at the same time, and every kind of write landed somewhere.
+    for (const a of tallies) for (const b of tallies) expect(a.startedAt).toBeLessThan(b.endedAt)
+    for (const kind of ["manual", "ingress", "claim", "verify"] as const) expect(sum((t) => t.kinds[kind]), kind).toBeGreaterThan(0)
+  })
+})
+
+/** What a contender process reports. */
+interface ContenderTally {
+  readonly writes: number
+  readonly opened: number
+  readonly kinds: Readonly<Record<"manual" | "ingress" | "claim" | "verify", number>>
+  readonly startedAt: number
+  readonly endedAt: number
+}
+
+/** How many OS processes contend for one SQLite file. */
+const SQLITE_CONTENDERS = 3
 
 /** What one racer did: its kind, whether it wrote the row, and whether it opened a generation. */
 interface Tally {
