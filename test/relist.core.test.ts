@@ -1,0 +1,214 @@
+import {
+  collectableRelistRuns,
+  decideRelistAbandon,
+  decideRelistReceipts,
+  decideRelistStart,
+  decideSweepApplied,
+  decideSweepApplyFailure,
+  decideSweepCheckpoint,
+  decideSweepOutcome,
+  decideSweepRearm,
+  deletionAllowance,
+  deriveCandidate,
+  deriveSweepCandidates,
+  distinctReceipts,
+  MAX_SWEEP_APPLY_ATTEMPTS,
+  type RelistRun,
+  type RelistRunState,
+  type RelistScope,
+  type SweepCandidate,
+  type TrackedDocument
+} from "@connector-store/core"
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+
+const scope: RelistScope = { ownerDID: "did:o", connectorName: "gcal", model: "Event", accountKey: "acct" }
+const T = 1_000_000
+
+const runIn = (state: RelistRunState, patch: Partial<RelistRun> = {}): RelistRun => ({
+  ...decideRelistStart(undefined, scope, "run-1", T).run,
+  state,
+  ...patch
+})
+
+const watch = (sourceID: string, verified: string | null, updatedAt = T - 1): TrackedDocument => ({
+  ...scope,
+  sourceID,
+  documentID: `doc-${sourceID}`,
+  verifiedStateDigest: verified,
+  updatedAt
+})
+
+const candidate = (patch: Partial<SweepCandidate> = {}): SweepCandidate => ({
+  ...scope,
+  sourceID: "s",
+  runID: "run-1",
+  documentID: "doc-s",
+  kind: "deleted",
+  providerDigest: null,
+  localDigest: "d1",
+  status: "open",
+  outcome: null,
+  applyAttempts: 0,
+  lastErrorKind: null,
+  lastErrorMessage: null,
+  version: 0,
+  createdAt: T,
+  updatedAt: T,
+  ...patch
+})
+
+describe("relist run lifecycle", () => {
+  it("a start supersedes whatever run is current, and leaves an ended one alone", () => {
+    for (const state of ["started", "listing", "complete"] as const) {
+      const { run, superseded } = decideRelistStart(runIn(state, { version: 4 }), scope, "run-2", T + 5)
+      expect(run).toMatchObject({ runID: "run-2", state: "started", pagesCommitted: 0, version: 0, startedAt: T + 5 })
+      expect(superseded).toMatchObject({ runID: "run-1", state: "superseded", endedAt: T + 5, version: 5, updatedAt: T + 5 })
+    }
+    for (const state of ["abandoned", "superseded"] as const) {
+      expect(decideRelistStart(runIn(state), scope, "run-2", T).superseded).toBeUndefined()
+    }
+  })
+
+  it("only a listing run takes pages, and only its next one; the last page completes it", () => {
+    const listing = runIn("listing", { pagesCommitted: 2, cursor: "c2" })
+    expect(decideSweepCheckpoint(listing, { page: 3, cursor: "c3" }, T + 1).next)
+      .toMatchObject({ state: "listing", cursor: "c3", pagesCommitted: 3, version: 1, updatedAt: T + 1 })
+    expect(decideSweepCheckpoint(listing, { page: 3, cursor: "c3", complete: true }, T + 1))
+      .toMatchObject({ outcome: "completed", next: { state: "complete", cursor: null, pagesCommitted: 3, completedAt: T + 1 } })
+    for (const page of [1, 2, 4]) expect(decideSweepCheckpoint(listing, { page, cursor: "x" }, T)).toEqual({ outcome: "stale-page", next: undefined })
+    expect(decideSweepCheckpoint(runIn("started"), { page: 1, cursor: "c1" }, T).outcome).toBe("committed")
+    for (const state of ["complete", "abandoned", "superseded"] as const) {
+      expect(decideSweepCheckpoint(runIn(state), { page: 1, cursor: null, complete: true }, T))
+        .toEqual({ outcome: "stale-run", next: undefined })
+      expect(decideRelistReceipts(runIn(state))).toBe("stale-run")
+    }
+    expect(decideRelistReceipts(listing)).toBe("recorded")
+  })
+
+  it("abandoning ends a current run once", () => {
+    expect(decideRelistAbandon(runIn("complete"), T + 2).next).toMatchObject({ state: "abandoned", endedAt: T + 2 })
+    expect(decideRelistAbandon(runIn("superseded"), T + 2)).toEqual({ outcome: "already-ended", next: undefined })
+  })
+
+  it("a page's receipts keep one per source id, the last listed winning", () => {
+    expect(distinctReceipts([
+      { sourceID: "a", digest: "1" },
+      { sourceID: "b", digest: null },
+      { sourceID: "a", digest: "2" }
+    ])).toEqual([{ sourceID: "b", digest: null }, { sourceID: "a", digest: "2" }])
+  })
+})
+
+describe("relist candidate rules", () => {
+  const run = runIn("complete")
+
+  it("judges only the run's scope and watches last written before it started", () => {
+    expect(deriveCandidate(run, watch("a", "d1"), undefined)?.kind).toBe("deleted")
+    expect(deriveCandidate(run, watch("a", "d1", T), undefined)).toBeUndefined()
+    expect(deriveCandidate(run, { ...watch("a", "d1"), accountKey: "other" }, undefined)).toBeUndefined()
+  })
+
+  it("a receipt with another digest than the verified one is a divergence; an unknown digest is none", () => {
+    expect(deriveCandidate(run, watch("a", "d1"), { digest: "d2" }))
+      .toEqual({ kind: "diverged", providerDigest: "d2", localDigest: "d1" })
+    expect(deriveCandidate(run, watch("a", "d1"), { digest: "d1" })).toBeUndefined()
+    expect(deriveCandidate(run, watch("a", "d1"), { digest: null })).toBeUndefined()
+    expect(deriveCandidate(run, watch("a", null), { digest: "d2" })).toBeUndefined()
+  })
+
+  it("a receipted entity is never a deletion candidate", () => {
+    fc.assert(fc.property(
+      fc.uniqueArray(fc.string({ minLength: 1, maxLength: 3 }), { maxLength: 12 }),
+      fc.func(fc.boolean()),
+      fc.func(fc.option(fc.constantFrom("d1", "d2"), { nil: null })),
+      (sources, seen, digestOf) => {
+        const receipts = new Map(sources.filter((s) => seen(s)).map((s) => [s, { digest: digestOf(s) }]))
+        const { candidates, counts } = deriveSweepCandidates(run, sources.map((s) => watch(s, "d1")), receipts, [], T)
+        for (const c of candidates) expect(c.kind === "deleted").toBe(!receipts.has(c.sourceID))
+        expect(counts.deletions).toBe(sources.filter((s) => !receipts.has(s)).length)
+        expect(counts.tracked).toBe(sources.length)
+      }
+    ))
+  })
+
+  it("a given-up case keeps its give-up across runs; every other case starts afresh", () => {
+    const previous = [
+      candidate({ sourceID: "stuck", runID: "run-0", status: "given_up", applyAttempts: 5, lastErrorKind: "k", version: 7 }),
+      candidate({ sourceID: "stale-given-up", runID: "run-0", status: "given_up", applyAttempts: 5 }),
+      candidate({ sourceID: "decided", runID: "run-0", status: "decided", outcome: "delete_local", applyAttempts: 2 }),
+      candidate({ sourceID: "elsewhere", accountKey: "other", runID: "run-x" })
+    ]
+    const { candidates } = deriveSweepCandidates(
+      run,
+      [watch("stuck", "d1"), watch("stale-given-up", "d1"), watch("decided", "d1")],
+      new Map([["stale-given-up", { digest: "d1" }]]),
+      previous,
+      T + 9
+    )
+    const bySource = new Map(candidates.map((c) => [c.sourceID, c]))
+    expect([...bySource.keys()].sort()).toEqual(["decided", "stale-given-up", "stuck"])
+    expect(bySource.get("stuck")).toMatchObject({ runID: "run-1", status: "given_up", applyAttempts: 5, lastErrorKind: "k", version: 8 })
+    expect(bySource.get("stale-given-up")).toEqual(previous[1])
+    expect(bySource.get("decided")).toMatchObject({ runID: "run-1", status: "open", outcome: null, applyAttempts: 0, version: 0 })
+  })
+
+  it("the deletion allowance is the fraction of the tracked set, rounded down", () => {
+    expect(deletionAllowance(100, 0.29)).toBe(29)
+    expect(deletionAllowance(3, 0.5)).toBe(1)
+    expect(deletionAllowance(0, 1)).toBe(0)
+    expect(deletionAllowance(7, 1)).toBe(7)
+  })
+})
+
+describe("relist candidate transitions", () => {
+  it("delete_local is only for deletion candidates; keep settles at once", () => {
+    expect(decideSweepOutcome(candidate({ kind: "diverged" }), "delete_local", T).outcome).toBe("not-allowed")
+    expect(decideSweepOutcome(candidate(), "keep", T).next).toMatchObject({ status: "kept", outcome: "keep", version: 1 })
+    expect(decideSweepOutcome(candidate({ kind: "diverged" }), "reingest", T).next).toMatchObject({ status: "decided" })
+  })
+
+  it("applies, failures and re-arms never push attempts past the cap nor apply a given-up candidate", () => {
+    type Step = "delete" | "keep" | "apply" | "fail" | "rearm"
+    fc.assert(fc.property(fc.array(fc.constantFrom<Step>("delete", "keep", "apply", "fail", "rearm"), { maxLength: 40 }), (steps) => {
+      let row = candidate()
+      let failuresSinceArm = 0
+      for (const step of steps) {
+        const before = row
+        const decision = step === "delete"
+          ? decideSweepOutcome(row, "delete_local", T)
+          : step === "keep"
+          ? decideSweepOutcome(row, "keep", T)
+          : step === "apply"
+          ? decideSweepApplied(row, T)
+          : step === "fail"
+          ? decideSweepApplyFailure(row, { kind: "k", message: "m" }, T)
+          : decideSweepRearm(row, T)
+        row = decision.next ?? row
+        if (step === "fail" && before.status === "decided") failuresSinceArm++
+        if (step === "rearm" && before.status === "given_up") failuresSinceArm = 0
+        expect(row.applyAttempts).toBeLessThanOrEqual(MAX_SWEEP_APPLY_ATTEMPTS)
+        expect(row.applyAttempts).toBe(Math.min(failuresSinceArm, MAX_SWEEP_APPLY_ATTEMPTS))
+        if (before.status === "given_up" && step !== "rearm") expect(decision.next).toBeUndefined()
+        if (row.status === "applied") expect(before.status === "decided" || before.status === "applied").toBe(true)
+        expect(row.status === "given_up").toBe(failuresSinceArm >= MAX_SWEEP_APPLY_ATTEMPTS)
+      }
+    }))
+  })
+})
+
+describe("relist retention rule", () => {
+  it("takes ended runs last written before the cutoff, oldest first, never a current one", () => {
+    const runs = [
+      runIn("superseded", { runID: "b", updatedAt: 5 }),
+      runIn("abandoned", { runID: "a", updatedAt: 5 }),
+      runIn("superseded", { runID: "c", updatedAt: 3 }),
+      runIn("superseded", { runID: "late", updatedAt: 10 }),
+      runIn("complete", { runID: "current", updatedAt: 1 }),
+      runIn("listing", { runID: "listing", updatedAt: 1 })
+    ]
+    expect(collectableRelistRuns(runs, { before: 10, limit: 10 })).toEqual(["c", "a", "b"])
+    expect(collectableRelistRuns(runs, { before: 10, limit: 2 })).toEqual(["c", "a"])
+    expect(collectableRelistRuns(runs, { before: 3, limit: 10 })).toEqual([])
+  })
+})
