@@ -1,7 +1,13 @@
 import {
   type ConnectorOperation,
   ConnectorStore,
-  type ProjectionWatch, type VerificationStatus, type WinnerReaders } from "@connector-store/core"
+  type ProjectionWatch,
+  type PromiseConnectorStore,
+  type VerificationStatus,
+  type WinnerReaders
+} from "@connector-store/core"
+import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
+import { openConnectorStore, type SqlTransaction, tableNames } from "@connector-store/sql-adapter"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { deferredRows } from "./support/contract/deferred.js"
@@ -490,6 +496,69 @@ for (const adapter of adapters) {
           const store = yield* ConnectorStore
           yield* succeedsChangingNothing(store.resumeAuthDeferred({ ownerDID: "did:owner:1", connectorNames: [], now: T }))
         })))
+    })
+
+    describe("the Promise API", () => {
+      it("runs a watch cycle, and hands winner readers the call's own transaction", async () => {
+        const connection = await adapter.connection()
+        const table = tableNames(connection.tablePrefix).projectionWatch
+        const versionsSeen: Array<number> = []
+        let winner = "w1"
+        const readWinner = async (documentID: string, tx: unknown) => {
+          if (adapter.name === "memory") {
+            expect(tx).toEqual({ adapter: "memory" })
+          } else {
+            // Inside the call's transaction the row it locked reads (and on
+            // Postgres relocks without waiting); from any other connection
+            // SQLite would wait for the write lock and Postgres would refuse NOWAIT.
+            const sql = tx as SqlTransaction
+            const rows = sql.dialect === "pg"
+              ? await sql.query<{ version: unknown }>(`SELECT version FROM ${table} WHERE document_id = $1 FOR UPDATE NOWAIT`, [documentID])
+              : await sql.query<{ version: unknown }>(`SELECT version FROM ${table} WHERE document_id = ?`, [documentID])
+            versionsSeen.push(Number(rows[0]?.version))
+          }
+          return winner
+        }
+        const store: PromiseConnectorStore<unknown> = adapter.name === "memory"
+          ? openMemoryConnectorStore({ readWinner, now: () => NOW })
+          : await openConnectorStore({ ...connection, readWinner, now: () => NOW })
+        try {
+          const row = watchRow({ verificationStatus: "verified", nextAttemptAt: null })
+          await store.runEffect(seedWatches(row) as unknown as Effect.Effect<void, unknown, ConnectorStore>)
+          expect(await store.armWatch(id, "manual", { dueAt: NOW })).toBe("opened")
+          const claim = { until: NOW + 1_000, generation: row.repairGeneration + 1, now: NOW }
+          expect(await store.claimWatchAttempt(id, claim)).toBe(true)
+          expect(await store.claimWatchAttempt(id, claim)).toBe(false)
+          expect(await store.recordVerification(id, {
+            generation: claim.generation,
+            claimedUntil: claim.until,
+            fetchedDigest: "w1",
+            maxAttempts: 3,
+            dueAt: NOW
+          })).toBe("verified")
+          expect(await store.getWatch(id)).toEqual({
+            ...row,
+            repairGeneration: claim.generation,
+            verificationAttempts: 0,
+            verifiedStateDigest: "w1",
+            observedWinnerDigest: "w1",
+            version: row.version + 3,
+            updatedAt: NOW
+          })
+          if (adapter.name !== "memory") expect(versionsSeen).toEqual([row.version, row.version + 2])
+
+          winner = "w2"
+          const batch = await store.listDueOperations(NOW, { readWinners: async (ids: ReadonlyArray<string>) => new Map(ids.map((d) => [d, winner])) })
+          expect(batch.watches.map((w) => w.sourceID)).toEqual([id.sourceID])
+          const asRecord = await store.listDueOperations(NOW, { readWinners: (ids: ReadonlyArray<string>) => Object.fromEntries(ids.map((d) => [d, "w1"])) })
+          expect(asRecord).toEqual({ operations: [], watches: [] })
+          expect(await store.getWatch({ ...id, sourceID: "src-none" })).toBeNull()
+          expect(await store.getWatchByDocument("doc-none")).toBeNull()
+          expect(await store.getWatchByDocument("doc-1")).toMatchObject({ sourceID: id.sourceID })
+        } finally {
+          await store.close()
+        }
+      })
     })
   })
 }
