@@ -35,6 +35,21 @@ const runFor = async (cycle, workers, ms) => {
   return { cycles, seconds: (performance.now() - start) / 1000 }
 }
 
+const WARM_CYCLES = 200
+
+/**
+ * Runs `cycle` for `warmupMs` and at least `WARM_CYCLES` cycles (so a slow
+ * side's code is compiled hot too), but no longer than five times `warmupMs`.
+ */
+const warmUp = async (cycle, workers, warmupMs) => {
+  let cycles = 0
+  const start = performance.now()
+  while (performance.now() - start < 5 * warmupMs) {
+    cycles += (await runFor(cycle, workers, Math.min(warmupMs, 100))).cycles
+    if (cycles >= WARM_CYCLES && performance.now() - start >= warmupMs) return
+  }
+}
+
 const summarize = (samples) => {
   const cycles = samples.reduce((sum, s) => sum + s.cycles, 0)
   const seconds = samples.reduce((sum, s) => sum + s.seconds, 0)
@@ -54,7 +69,7 @@ export const measureCase = async (opened, { workers, rounds, roundMs, warmupMs }
   const sides = [["project", opened.project], ["raw", opened.raw], ...Object.entries(opened.baselines ?? {})]
   for (const [name, cycle] of sides) {
     if (typeof cycle !== "function") throw new TypeError(`open() must return a ${name}(worker) cycle function`)
-    await runFor(cycle, workers, warmupMs)
+    await warmUp(cycle, workers, warmupMs)
   }
   const samples = new Map(sides.map(([name]) => [name, []]))
   for (let round = 0; round < rounds; round++) {

@@ -7,7 +7,7 @@ export const formatHeader = (file, title, { rounds, roundMs, warmupMs }) =>
   [
     "",
     `${file}: ${title}`,
-    `  (warm-up ${warmupMs} ms per side, then ${rounds} alternating rounds of ${roundMs} ms per side)`,
+    `  (warm-up ≥${warmupMs} ms and ≥200 cycles per side, then ${rounds} alternating rounds of ${roundMs} ms per side)`,
     `  ${"case".padEnd(46)} ${"project/s".padStart(9)} ${"raw/s".padStart(9)}  ratio  (per round)     aim`
   ].join("\n")
 
