@@ -1,0 +1,76 @@
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { adaptersUnderTest } from "../support/stores.js"
+import { expectAgreement } from "./operations/agreement.js"
+import { ModelStore } from "./operations/ModelStore.js"
+import { emptyModel, KEYS, LATEST, type SourceName } from "./operations/OperationModel.js"
+import { Claim, Fail, Finalize, MarkSent, Renew } from "./operations/runnerCommands.js"
+import { Advance, Crash, ResumeAuth, ResumeOffline, Retention, Sweep, WriteStates } from "./operations/storeCommands.js"
+
+const adapters = await adaptersUnderTest()
+
+/** Runs per adapter: `CONNECTOR_STORE_MODEL_RUNS` (CI sets 200), 200 by default. */
+const MODEL_RUNS = Number(process.env["CONNECTOR_STORE_MODEL_RUNS"] ?? 200)
+
+/** A failure's seed and path replay with `CONNECTOR_STORE_MODEL_SEED` / `CONNECTOR_STORE_MODEL_PATH` (fast-check prints both). */
+const parameters = <T>(): fc.Parameters<T> => {
+  const seed = process.env["CONNECTOR_STORE_MODEL_SEED"]
+  const path = process.env["CONNECTOR_STORE_MODEL_PATH"]
+  return { numRuns: MODEL_RUNS, ...(seed === undefined ? {} : { seed: Number(seed) }), ...(path === undefined ? {} : { path }) }
+}
+
+/** `times` copies of a command arbitrary: how `fc.commands` weighs one command over another. */
+const weighted = <T>(times: number, arbitrary: fc.Arbitrary<T>): ReadonlyArray<fc.Arbitrary<T>> => Array(times).fill(arbitrary)
+
+const key = fc.nat({ max: KEYS.length - 1 })
+// Mostly the newest runner (the one that may hold the lease), sometimes an older, stale one.
+const runner = fc.oneof({ arbitrary: fc.constant(LATEST), weight: 3 }, { arbitrary: fc.nat({ max: 3 }), weight: 1 })
+
+/**
+ * Random lifecycles over three keys and a few runners each: claims (now and
+ * then with another payload), send markers, every failure kind, finalizes
+ * under sources that share a document, heartbeats, time passing across lease
+ * and backoff boundaries, crashes (a lease lapsing), resumes, sweeps,
+ * retention and write-state reads.
+ */
+const commands = fc.commands([
+  ...weighted(3, fc.tuple(key, fc.constantFrom("h1", "h1", "h1", "h1", "h2")).map(([k, h]) => new Claim(k, h))),
+  ...weighted(3, fc.tuple(key, runner).map(([k, r]) => new MarkSent(k, r))),
+  ...weighted(2, fc.tuple(key, runner, fc.constantFrom("retryable", "retryable", "permanent", "unknown", "offline", "auth") as fc.Arbitrary<"retryable">,
+    fc.option(fc.constantFrom(0, 300, 2_000), { nil: undefined }))
+    .map(([k, r, kind, retryIn]) => new Fail(k, r, kind, retryIn))),
+  ...weighted(2, fc.tuple(key, runner, fc.constantFrom<SourceName>("s1", "s2", "s3")).map(([k, r, s]) => new Finalize(k, r, s))),
+  fc.tuple(key, runner).map(([k, r]) => new Renew(k, r)),
+  ...weighted(2, fc.constantFrom(0, 1, 99, 400, 999, 1_000, 1_001, 3_000, 6_000, 20_000).map((ms) => new Advance(ms))),
+  ...weighted(2, key.map((k) => new Crash(k))),
+  fc.constant(new ResumeOffline()),
+  fc.tuple(fc.constantFrom("did:owner:1", "did:owner:2"), fc.subarray(["gcal", "jira"])).map(([o, c]) => new ResumeAuth(o, c)),
+  fc.constant(new Sweep()),
+  fc.tuple(fc.constantFrom(-30_000, -1_000, 0, 1), fc.constantFrom(1, 2, 10)).map(([b, l]) => new Retention(b, l)),
+  fc.constant(new WriteStates())
+], { maxCommands: 40, size: "medium" })
+
+describe("write-back operations agree with a plain model after every command", () => {
+  it("CONNECTOR_STORE_MODEL_RUNS is a positive whole number of runs per adapter", () => {
+    expect(Number.isSafeInteger(MODEL_RUNS) && MODEL_RUNS > 0, `runs: ${MODEL_RUNS}`).toBe(true)
+  })
+
+  for (const adapter of adapters) {
+    it(`${adapter.name}: random claim/mark-sent/outcome/finalize/resume/sweep/retention/crash sequences`, async () => {
+      const real = new ModelStore(adapter)
+      try {
+        await fc.assert(
+          fc.asyncProperty(commands, async (cmds) => {
+            await real.fresh()
+            const model = emptyModel()
+            await expectAgreement(model, real)
+            await fc.asyncModelRun(() => ({ model, real }), cmds)
+          }),
+          parameters()
+        )
+      } finally {
+        await real.dispose()
+      }
+    }, 600_000)
+  }
+})

@@ -1,0 +1,255 @@
+import { type ClaimOperationInput, ConnectorStore, type FailureKind } from "@connector-store/core"
+import { Cause, Effect, Exit } from "effect"
+import type fc from "fast-check"
+import { expect } from "vitest"
+import { expectAgreement } from "./agreement.js"
+import type { ModelStore } from "./ModelStore.js"
+import {
+  endWith,
+  holds,
+  KEYS,
+  keyLabel,
+  leaseLive,
+  MODEL_POLICY,
+  type OperationModel,
+  PARTY,
+  runnerLabel,
+  type SourceName,
+  SOURCES,
+  tokenOf,
+  touch
+} from "./OperationModel.js"
+
+type Command = fc.AsyncCommand<OperationModel, ModelStore>
+
+const call = <A, E>(real: ModelStore, use: (store: ConnectorStore["Type"]) => Effect.Effect<A, E>) =>
+  real.value(Effect.flatMap(ConnectorStore, use))
+
+const claimInputOf = (key: number, payloadHash: string): ClaimOperationInput => {
+  const spec = KEYS[key]!
+  return {
+    callerDID: spec.callerDID,
+    operationID: spec.operationID,
+    ...PARTY,
+    op: spec.reissue.kind === "deterministic-create" ? "create" : "update",
+    target: "calendar/primary",
+    sourceID: null,
+    deterministicEventID: `event-${key}`,
+    payloadHash,
+    reissueIntent: spec.reissue,
+    documentID: spec.documentID
+  }
+}
+
+/** A runner claims key `key` with payload `hash` (another hash than the stored one is a conflict). */
+export class Claim implements Command {
+  constructor(readonly key: number, readonly hash: string) {}
+  check = () => true
+  toString = () => `claim(${keyLabel(this.key)}, ${this.hash})`
+  async run(model: OperationModel, real: ModelStore): Promise<void> {
+    const exit = await real.run(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimInputOf(this.key, this.hash))))
+    const op = model.operations.get(this.key)
+    const now = model.now
+    if (op !== undefined && op.payloadHash !== this.hash) {
+      expect(Exit.isFailure(exit) && Cause.isFailType(exit.cause) ? exit.cause.error : exit).toMatchObject({ _tag: "IdempotencyConflict" })
+      return expectAgreement(model, real)
+    }
+    if (Exit.isFailure(exit)) throw new Error(Cause.pretty(exit.cause))
+    const result = exit.value
+    const runners = model.runners.get(this.key)!
+    const granted = () => {
+      if (result.outcome !== "claimed") throw new Error(`expected claimed, got ${result.outcome}`)
+      expect(runners).not.toContain(result.lease.token)
+      runners.push(result.lease.token)
+      return { token: result.lease.token, expiresAt: now + MODEL_POLICY.leaseMs }
+    }
+    if (op === undefined) {
+      expect(result).toMatchObject({ outcome: "claimed", created: true, reissue: null })
+      const lease = granted()
+      model.operations.set(this.key, {
+        callerDID: KEYS[this.key]!.callerDID,
+        operationID: KEYS[this.key]!.operationID,
+        payloadHash: this.hash,
+        safeReissue: KEYS[this.key]!.reissue.kind !== "reconcile",
+        state: "attempted",
+        attempts: 0,
+        lease,
+        sendMarker: null,
+        nextAttemptAt: lease.expiresAt,
+        deferReason: null,
+        documentID: KEYS[this.key]!.documentID,
+        sourceID: null,
+        createdAt: now,
+        updatedAt: now,
+        version: 0
+      })
+    } else if (op.state !== "attempted") {
+      expect(result.outcome).toBe("finished")
+    } else if (leaseLive(op, now)) {
+      expect(result).toMatchObject({ outcome: "busy", leaseExpiresAt: op.lease!.expiresAt })
+    } else if (op.nextAttemptAt !== null && op.nextAttemptAt > now) {
+      expect(result).toMatchObject({ outcome: "scheduled", nextAttemptAt: op.nextAttemptAt })
+    } else if (op.attempts >= MODEL_POLICY.maxAttempts || (op.sendMarker !== null && !op.safeReissue)) {
+      endWith(model, op, op.sendMarker !== null ? "reconcile_only" : "dead")
+      expect(result).toMatchObject({ outcome: "finished", operation: { state: op.state } })
+    } else {
+      expect(result).toMatchObject({
+        outcome: "claimed",
+        created: false,
+        reissue: op.sendMarker === null ? null : KEYS[this.key]!.reissue
+      })
+      op.lease = granted()
+      op.nextAttemptAt = op.lease.expiresAt
+      op.sendMarker = null
+      op.deferReason = null
+      touch(model, op)
+    }
+    return expectAgreement(model, real)
+  }
+}
+
+/** Runner `runner` of key `key` marks its request sent. */
+export class MarkSent implements Command {
+  constructor(readonly key: number, readonly runner: number) {}
+  // Runner commands go to keys that exist; a stale or unknown runner of one is still picked now and then.
+  check = (model: Readonly<OperationModel>) => model.operations.has(this.key)
+  toString = () => `markSent(${keyLabel(this.key)}, ${runnerLabel(this.runner)})`
+  async run(model: OperationModel, real: ModelStore): Promise<void> {
+    const spec = KEYS[this.key]!
+    const token = tokenOf(model, this.key, this.runner)
+    const result = await call(real, (s) => s.markOperationSent(spec, { leaseToken: token }))
+    const op = model.operations.get(this.key)!
+    if (!holds(op, token)) {
+      expect(result.outcome).toBe("lease-lost")
+    } else if (op.sendMarker === token) {
+      expect(result.outcome).toBe("already-sent")
+    } else if (op.attempts >= MODEL_POLICY.maxAttempts) {
+      expect(result.outcome).toBe("exhausted")
+      endWith(model, op, "dead")
+    } else {
+      expect(result.outcome).toBe("sent")
+      op.attempts++
+      op.sendMarker = token
+      touch(model, op)
+    }
+    return expectAgreement(model, real)
+  }
+}
+
+/** Runner `runner` of key `key` reports a failed attempt of `kind`. */
+export class Fail implements Command {
+  constructor(readonly key: number, readonly runner: number, readonly kind: FailureKind, readonly retryIn: number | undefined) {}
+  // Runner commands go to keys that exist; a stale or unknown runner of one is still picked now and then.
+  check = (model: Readonly<OperationModel>) => model.operations.has(this.key)
+  toString = () => `fail(${keyLabel(this.key)}, ${runnerLabel(this.runner)}, ${this.kind}${this.retryIn === undefined ? "" : `, retry in ${this.retryIn}`})`
+  async run(model: OperationModel, real: ModelStore): Promise<void> {
+    const spec = KEYS[this.key]!
+    const token = tokenOf(model, this.key, this.runner)
+    const now = model.now
+    const retryAt = this.retryIn === undefined ? undefined : now + this.retryIn
+    const result = await call(real, (s) =>
+      s.recordAttemptFailure(spec, { leaseToken: token, kind: this.kind, httpStatus: 503, ...(retryAt === undefined ? {} : { retryAt }) }))
+    const op = model.operations.get(this.key)!
+    if (!holds(op, token)) {
+      expect(result.outcome).toBe("lease-lost")
+      return expectAgreement(model, real)
+    }
+    const counted = op.sendMarker === token
+    const spent = counted ? op.attempts : op.attempts + 1
+    op.lease = null
+    op.deferReason = null
+    if (this.kind === "offline" || this.kind === "auth") {
+      expect(result.outcome).toBe("deferred")
+      op.attempts = counted ? op.attempts - 1 : op.attempts
+      op.sendMarker = null
+      op.deferReason = this.kind
+      op.nextAttemptAt = retryAt ?? now + MODEL_POLICY.deferMs
+      touch(model, op)
+    } else if (this.kind === "unknown") {
+      expect(result.outcome).toBe("reconcile_only")
+      op.attempts = spent
+      op.sendMarker = token
+      endWith(model, op, "reconcile_only")
+    } else if (this.kind === "permanent" || spent >= MODEL_POLICY.maxAttempts) {
+      expect(result.outcome).toBe("dead")
+      op.attempts = spent
+      op.sendMarker = null
+      endWith(model, op, "dead")
+    } else {
+      expect(result.outcome).toBe("retrying")
+      const ceiling = Math.min(MODEL_POLICY.backoff.maxDelayMs, MODEL_POLICY.backoff.baseDelayMs * 2 ** (spent - 1))
+      const next = result.operation!.nextAttemptAt!
+      expect(next).toBeGreaterThanOrEqual(Math.max(now + Math.floor(ceiling / 2), retryAt ?? 0))
+      expect(next).toBeLessThanOrEqual(Math.max(now + ceiling, retryAt ?? 0))
+      op.attempts = spent
+      op.sendMarker = null
+      op.nextAttemptAt = next
+      touch(model, op)
+    }
+    return expectAgreement(model, real)
+  }
+}
+
+/** Runner `runner` of key `key` reports the write landed at provider source `source`. */
+export class Finalize implements Command {
+  constructor(readonly key: number, readonly runner: number, readonly source: SourceName) {}
+  // Runner commands go to keys that exist; a stale or unknown runner of one is still picked now and then.
+  check = (model: Readonly<OperationModel>) => model.operations.has(this.key)
+  toString = () => `finalize(${keyLabel(this.key)}, ${runnerLabel(this.runner)}, ${this.source})`
+  async run(model: OperationModel, real: ModelStore): Promise<void> {
+    const spec = KEYS[this.key]!
+    const token = tokenOf(model, this.key, this.runner)
+    const documentID = SOURCES[this.source]
+    const dueAt = model.now + 10_000
+    const result = await call(real, (s) =>
+      s.finalizeOperationAndArmWatch(spec, { leaseToken: token, sourceID: this.source, documentID, resultEntity: { id: this.source }, watchDueAt: dueAt }))
+    const op = model.operations.get(this.key)
+    if (op?.state === "committed" && op.sendMarker === token) {
+      expect(result.outcome).toBe("already-committed")
+    } else if (op !== undefined && (holds(op, token) || (op.state === "reconcile_only" && op.sendMarker === token))) {
+      if (op.sendMarker !== token) op.attempts++
+      op.sendMarker = token
+      op.sourceID = this.source
+      op.documentID = documentID
+      endWith(model, op, "committed")
+      const superseded: Array<string> = []
+      for (const [source, watch] of model.watches) {
+        if (source !== this.source && watch.documentID === documentID) {
+          model.watches.delete(source)
+          superseded.push(source)
+        }
+      }
+      const existing = model.watches.get(this.source)
+      model.watches.set(this.source, existing === undefined
+        ? { documentID, generation: 0, nextAttemptAt: dueAt, version: 0 }
+        : { documentID, generation: existing.generation + 1, nextAttemptAt: dueAt, version: existing.version + 1 })
+      expect(result.outcome).toBe("committed")
+      if (result.outcome === "committed") expect(result.superseded.map((id) => id.sourceID).sort()).toEqual(superseded.sort())
+    } else {
+      expect(result.outcome).toBe("lease-lost")
+    }
+    return expectAgreement(model, real)
+  }
+}
+
+/** Runner `runner` of key `key` renews its lease (a heartbeat). */
+export class Renew implements Command {
+  constructor(readonly key: number, readonly runner: number) {}
+  // Runner commands go to keys that exist; a stale or unknown runner of one is still picked now and then.
+  check = (model: Readonly<OperationModel>) => model.operations.has(this.key)
+  toString = () => `renew(${keyLabel(this.key)}, ${runnerLabel(this.runner)})`
+  async run(model: OperationModel, real: ModelStore): Promise<void> {
+    const token = tokenOf(model, this.key, this.runner)
+    const result = await call(real, (s) => s.renewOperationLease(KEYS[this.key]!, { leaseToken: token }))
+    const op = model.operations.get(this.key)!
+    if (holds(op, token)) {
+      expect(result.outcome).toBe("renewed")
+      op.lease = { token, expiresAt: model.now + MODEL_POLICY.leaseMs }
+      op.nextAttemptAt = op.lease.expiresAt
+      touch(model, op)
+    } else {
+      expect(result.outcome).toBe("lease-lost")
+    }
+    return expectAgreement(model, real)
+  }
+}
