@@ -14,6 +14,14 @@ export type MarkSentResult =
   | { readonly outcome: "sent" | "already-sent" | "exhausted"; readonly operation: ConnectorOperation }
   | LeaseLost
 
+/**
+ * The attempts after counting one more, never past the limit: a request a
+ * runner sent without marking it (or under a lower limit) is recorded as the
+ * last allowed one, never as one beyond it.
+ */
+export const countAttempt = (attempts: number, policy: OperationPolicySettings): number =>
+  Math.max(attempts, Math.min(attempts + 1, policy.maxAttempts))
+
 /** True when this lease already counted its attempt (its token is the send marker). */
 const countedBy = (row: ConnectorOperation, token: string): boolean => row.sendMarker === token
 
@@ -88,7 +96,7 @@ export const decideAttemptFailure = (
 ): OperationDecision<AttemptFailureResult> => {
   if (row === undefined || !isLeaseHolder(row, failure.leaseToken)) return unchanged(leaseLost(row))
   const counted = countedBy(row, failure.leaseToken)
-  const spent = counted ? row.attempts : row.attempts + 1
+  const spent = counted ? row.attempts : countAttempt(row.attempts, policy)
   const common = { ...released, lastKind: failure.kind, lastHTTPStatus: failure.httpStatus ?? null, deferReason: null }
   const to = (outcome: "retrying" | "dead" | "reconcile_only" | "deferred", patch: Partial<ConnectorOperation>) =>
     changed(bumpOperation(row, now, { ...common, ...patch }), (next) => ({ outcome, operation: next }))

@@ -8,7 +8,9 @@ import {
 import { openGeneration } from "../watch/transitions.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { bumpOperation, changed, type OperationDecision, released, unchanged } from "./decision.js"
+import { countAttempt } from "./attempt.js"
 import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
+import type { OperationPolicySettings } from "./policy.js"
 
 /** What the lease holder reports once the provider applied the write. */
 export interface FinalizeOperationInput {
@@ -66,6 +68,7 @@ export const mayCommit = (row: ConnectorOperation, token: string): boolean =>
 export const decideCommit = (
   row: ConnectorOperation | undefined,
   input: FinalizeOperationInput,
+  policy: OperationPolicySettings,
   now: Millis
 ): OperationDecision<FinalizeCommit> => {
   if (row !== undefined && row.state === "committed" && row.sendMarker === input.leaseToken) {
@@ -79,7 +82,7 @@ export const decideCommit = (
       documentID: input.documentID,
       providerEtag: input.providerEtag ?? null,
       resultEntity: input.resultEntity ?? null,
-      attempts: row.sendMarker === input.leaseToken ? row.attempts : row.attempts + 1,
+      attempts: row.sendMarker === input.leaseToken ? row.attempts : countAttempt(row.attempts, policy),
       sendMarker: input.leaseToken,
       ...released,
       nextAttemptAt: null,

@@ -166,7 +166,7 @@ export const makeOperationMethods = Effect.gen(function*() {
     retryOnLostRace("finalizeOperationAndArmWatch", formatOperationKey(key), withTransaction(Effect.gen(function*() {
       const row = yield* lockOperation(key)
       const now = yield* Clock.currentTimeMillis
-      const commit = decideCommit(row, input, now)
+      const commit = decideCommit(row, input, policy, now)
       if (commit.next === undefined || row === undefined || commit.result.outcome !== "committed") {
         return commit.result as FinalizeResult
       }
