@@ -75,8 +75,11 @@ export class RealStore {
   }
 
   /** Runs `effect` on the store, at the world's time. */
-  run<A, E>(effect: Effect.Effect<A, E, StoreServices>): Promise<Exit.Exit<A, E | PersistenceError>> {
+  async run<A, E>(effect: Effect.Effect<A, E, StoreServices>): Promise<Exit.Exit<A, E | PersistenceError>> {
     if (this.runtime === undefined) throw new Error("RealStore.run before fresh()")
+    // Memory and SQLite calls never leave the microtask queue; yielding to the
+    // event loop keeps a concurrent Postgres property's sockets served.
+    await new Promise((resolve) => setImmediate(resolve))
     return this.runtime.runPromiseExit(Effect.withClock(effect, this.clock))
   }
 

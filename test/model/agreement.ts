@@ -41,13 +41,17 @@ const byOperationKey = (a: { callerDID: string; operationID: string }, b: { call
  * model's; and `getWatch` of the identity the command touched agrees too.
  */
 export const expectAgreement = async (m: WatchModel, r: RealStore, touched?: WatchIdentity): Promise<void> => {
-  const rows = await r.rows()
+  const [rows, read] = await Promise.all([
+    r.rows(),
+    touched === undefined
+      ? undefined
+      : r.run(Effect.flatMap(ConnectorStore, (s) => Effect.map(s.getWatch(touched), Option.getOrNull))).then(outcomeOf)
+  ])
   expect([...rows.watches].sort(byWatchKey), context(m, "watch rows differ from the model's"))
     .toEqual([...m.watches.values()].sort(byWatchKey))
   expect([...rows.operations].sort(byOperationKey), context(m, "operation rows differ from the model's"))
     .toEqual([...m.operations.values()].sort(byOperationKey))
   if (touched !== undefined) {
-    const read = outcomeOf(await r.run(Effect.flatMap(ConnectorStore, (s) => Effect.map(s.getWatch(touched), Option.getOrNull))))
     expect(read, context(m, "getWatch differs from the model's row")).toEqual({ ok: watchOf(m, touched) ?? null })
   }
 }

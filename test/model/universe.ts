@@ -15,7 +15,7 @@ export const ACCOUNT = "acct"
 export const DOCUMENTS = ["doc-1", "doc-2", "doc-3", "doc-4"] as const
 export const DIGESTS = ["w1", "w2", "w3"] as const
 export const CALLERS = ["did:caller:x", "did:caller:y"] as const
-export const OPERATION_IDS = ["op-1", "op-2", "op-3"] as const
+export const OPERATION_IDS = ["op-1", "op-2", "op-3", "op-4"] as const
 
 /** Where the clock of every run starts. */
 export const START_TIME = 100

@@ -59,7 +59,7 @@ export class CollectFinishedOperations extends ModelCommand {
   }
 
   static readonly arbitrary = fc.tuple(
-    fc.integer({ min: -8, max: 6 }),
+    fc.integer({ min: -4, max: 8 }),
     fc.constantFrom<Cutoff>("whole", "whole", "whole", "fraction", "far future", "far past"),
     fc.integer({ min: 1, max: 5 }),
     fc.oneof(

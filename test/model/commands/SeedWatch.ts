@@ -42,7 +42,7 @@ export class SeedWatch extends ModelCommand {
     observed: digestOrNullArb,
     attempts: fc.integer({ min: 0, max: 2 }),
     generation: fc.integer({ min: 0, max: 3 }),
-    nextOffset: fc.option(fc.integer({ min: -5, max: 15 }), { nil: null, freq: 4 }),
+    nextOffset: fc.option(fc.integer({ min: -8, max: 10 }), { nil: null, freq: 4 }),
     claimOffset: fc.option(fc.integer({ min: -5, max: 10 }), { nil: null, freq: 2 }),
     deferReason: fc.constantFrom<DeferReason | null>(null, null, "offline", "auth"),
     version: fc.integer({ min: 0, max: 3 }),

@@ -12,7 +12,7 @@ import { ReadByDocuments } from "./ReadByDocuments.js"
 import { RecordVerification } from "./RecordVerification.js"
 import { ResumeAuthDeferred } from "./ResumeAuthDeferred.js"
 import { ResumeOfflineDeferred } from "./ResumeOfflineDeferred.js"
-import { SeedOperation } from "./SeedOperation.js"
+import { SeedOperations } from "./SeedOperations.js"
 import { SeedWatch } from "./SeedWatch.js"
 
 /**
@@ -34,7 +34,7 @@ export const watchCommands = (maxCommands: number): fc.Arbitrary<Iterable<fc.Asy
       { arbitrary: ResumeAuthDeferred.arbitrary, weight: 1 },
       { arbitrary: ListDueOperations.arbitrary, weight: 3 },
       { arbitrary: ReadByDocuments.arbitrary, weight: 1 },
-      { arbitrary: SeedOperation.arbitrary, weight: 3 },
+      { arbitrary: SeedOperations.arbitrary, weight: 3 },
       { arbitrary: CollectFinishedOperations.arbitrary, weight: 2 }
     )
   ], { maxCommands, size: "max" })
