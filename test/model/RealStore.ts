@@ -87,19 +87,15 @@ export class RealStore {
   async rows(): Promise<StoreRows> {
     const direct = await this.run(readSqlTables)
     if (Exit.isFailure(direct)) throw new Error(`reading the tables failed: ${Cause.pretty(direct.cause)}`)
-    if (direct.value !== undefined) return direct.value
-    const snapshot = await this.snapshot()
-    return {
-      watches: (snapshot["projection_watch"] ?? []).map(asWatch),
-      operations: (snapshot["operation"] ?? []).map(asOperation)
-    }
+    return direct.value ?? (await this.snapshot()).rows
   }
 
-  /** Every table of the store, through the snapshot port. */
-  async snapshot(): Promise<Readonly<Record<string, ReadonlyArray<unknown>>>> {
+  /** Every table of the store, through the snapshot port: the two the model covers, decoded, and the others. */
+  async snapshot(): Promise<{ readonly rows: StoreRows; readonly others: Readonly<Record<string, ReadonlyArray<unknown>>> }> {
     const exit = await this.run(Effect.flatMap(StoreSnapshot, (s) => s.snapshot))
     if (Exit.isFailure(exit)) throw new Error(`snapshot failed: ${Cause.pretty(exit.cause)}`)
-    return exit.value
+    const { projection_watch: watches = [], operation: operations = [], ...others } = exit.value
+    return { rows: { watches: watches.map(asWatch), operations: operations.map(asOperation) }, others }
   }
 
   async dispose(): Promise<void> {

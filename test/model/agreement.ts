@@ -1,7 +1,7 @@
 import { ConnectorStore, type ProjectionWatch, type WatchIdentity } from "@connector-store/core"
 import { Cause, Effect, Exit, Option } from "effect"
 import { expect } from "vitest"
-import type { RealStore } from "./RealStore.js"
+import type { RealStore, StoreRows } from "./RealStore.js"
 import { historyOf, operationKeyOf, type WatchModel, watchKeyOf, watchOf } from "./WatchModel.js"
 
 /** What a call came to: a value, or the tag of the error it failed with. */
@@ -36,6 +36,13 @@ const byWatchKey = (a: ProjectionWatch, b: ProjectionWatch) => watchKeyOf(a) < w
 const byOperationKey = (a: { callerDID: string; operationID: string }, b: { callerDID: string; operationID: string }) =>
   operationKeyOf(a) < operationKeyOf(b) ? -1 : 1
 
+const expectRows = (m: WatchModel, rows: StoreRows, source: string): void => {
+  expect([...rows.watches].sort(byWatchKey), context(m, `${source}: watch rows differ from the model's`))
+    .toEqual([...m.watches.values()].sort(byWatchKey))
+  expect([...rows.operations].sort(byOperationKey), context(m, `${source}: operation rows differ from the model's`))
+    .toEqual([...m.operations.values()].sort(byOperationKey))
+}
+
 /**
  * After every command: every row of both tables, field by field, is the
  * model's; and `getWatch` of the identity the command touched agrees too.
@@ -47,10 +54,7 @@ export const expectAgreement = async (m: WatchModel, r: RealStore, touched?: Wat
       ? undefined
       : r.run(Effect.flatMap(ConnectorStore, (s) => Effect.map(s.getWatch(touched), Option.getOrNull))).then(outcomeOf)
   ])
-  expect([...rows.watches].sort(byWatchKey), context(m, "watch rows differ from the model's"))
-    .toEqual([...m.watches.values()].sort(byWatchKey))
-  expect([...rows.operations].sort(byOperationKey), context(m, "operation rows differ from the model's"))
-    .toEqual([...m.operations.values()].sort(byOperationKey))
+  expectRows(m, rows, "tables")
   if (touched !== undefined) {
     expect(read, context(m, "getWatch differs from the model's row")).toEqual({ ok: watchOf(m, touched) ?? null })
   }
@@ -61,11 +65,9 @@ export const expectAgreement = async (m: WatchModel, r: RealStore, touched?: Wat
  * model's rows, and every other table of the store is untouched (empty).
  */
 export const expectSnapshotAgreement = async (m: WatchModel, r: RealStore): Promise<void> => {
-  const snapshot = await r.snapshot()
-  const { projection_watch: watches = [], operation: operations = [], ...others } = snapshot
-  expect(watches.length, context(m, "the snapshot's watch rows differ from the model's")).toBe(m.watches.size)
-  expect(operations.length, context(m, "the snapshot's operation rows differ from the model's")).toBe(m.operations.size)
-  for (const [table, rows] of Object.entries(others)) {
-    expect(rows, context(m, `table ${table} was written`)).toEqual([])
+  const { rows, others } = await r.snapshot()
+  expectRows(m, rows, "snapshot")
+  for (const [table, content] of Object.entries(others)) {
+    expect(content, context(m, `table ${table} was written`)).toEqual([])
   }
 }

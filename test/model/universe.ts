@@ -9,12 +9,19 @@ import fc from "fast-check"
 export const OWNERS = ["did:owner:a", "did:owner:b"] as const
 /** Connectors of the universe; `resumeAuthDeferred` also names one no row has. */
 export const CONNECTORS = ["gcal", "jira"] as const
+/** Sources: two watches of one owner and connector may differ only by source. */
 export const SOURCES = ["src-1", "src-2"] as const
+/** The one model every watch and operation is of. */
 export const MODEL = "Event"
+/** The one provider account every watch and operation is under. */
 export const ACCOUNT = "acct"
+/** Documents the watches follow (operations use the first two, so their partitions fill). */
 export const DOCUMENTS = ["doc-1", "doc-2", "doc-3", "doc-4"] as const
+/** Winner digests a document converges on. */
 export const DIGESTS = ["w1", "w2", "w3"] as const
+/** Callers of write-back operations (the owners are separate parties). */
 export const CALLERS = ["did:caller:x", "did:caller:y"] as const
+/** Idempotency ids per caller. */
 export const OPERATION_IDS = ["op-1", "op-2", "op-3", "op-4"] as const
 
 /** Where the clock of every run starts. */
@@ -31,13 +38,14 @@ export const IDENTITIES: ReadonlyArray<WatchIdentity> = OWNERS.flatMap((ownerDID
 export const labelOf = (id: WatchIdentity): string =>
   `${id.ownerDID.slice(-1)}/${id.connectorName}/${id.sourceID}`
 
+/** Any watch identity of the universe. */
 export const identityArb = fc.constantFrom(...IDENTITIES)
+/** Any document of the universe. */
 export const documentArb = fc.constantFrom(...DOCUMENTS)
+/** Any winner digest. */
 export const digestArb = fc.constantFrom(...DIGESTS)
+/** A watermark: a digest, or now and then none. */
 export const digestOrNullArb = fc.option(digestArb, { nil: null, freq: 4 })
-
-/** A time relative to the run's clock, small enough that ties and boundaries are common. */
-export const offsetArb = (min: number, max: number) => fc.integer({ min, max })
 
 /** An operation row with every field the tests do not vary set to a fixed value. */
 export const operationRow = (

@@ -10,6 +10,7 @@ import { type WatchModel, watchKeyOf } from "../WatchModel.js"
  */
 export type Target = { readonly existing: number } | { readonly any: WatchIdentity }
 
+/** Mostly an existing row, now and then any identity. */
 export const targetArb: fc.Arbitrary<Target> = fc.oneof(
   { arbitrary: fc.nat({ max: 7 }).map((existing): Target => ({ existing })), weight: 5 },
   { arbitrary: identityArb.map((any): Target => ({ any })), weight: 1 }

@@ -18,8 +18,10 @@ export interface TxModel {
   readonly history: Array<string>
 }
 
+/** No rows at all. */
 export const emptyTables = (): TxTables => ({ watches: new Map(), operations: new Set() })
 
+/** An independent copy to apply a transaction's steps to (its draft). */
 export const copyOf = (tables: TxTables): TxTables => ({
   watches: new Map(tables.watches),
   operations: new Set(tables.operations)
