@@ -3,10 +3,9 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import { expectAgreement, expectOutcome, logCommand, type Outcome, outcomeOf } from "../agreement.js"
 import type { RealStore } from "../RealStore.js"
-import { digestArb } from "../universe.js"
+import { digestArb, labelOf } from "../universe.js"
 import { putWatch, rewritten, type WatchModel, watchOf } from "../WatchModel.js"
 import { at, ModelCommand, rel } from "./ModelCommand.js"
-import { labelOf } from "../universe.js"
 import { resolveTarget, type Target, targetArb, targetLabel } from "./target.js"
 
 /** Which winner an ingress event claims to have produced. */

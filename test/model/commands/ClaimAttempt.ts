@@ -3,9 +3,9 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import { expectAgreement, expectOutcome, logCommand, outcomeOf } from "../agreement.js"
 import type { RealStore } from "../RealStore.js"
+import { labelOf } from "../universe.js"
 import { putWatch, rewritten, type WatchModel, watchOf } from "../WatchModel.js"
 import { at, ModelCommand, rel } from "./ModelCommand.js"
-import { labelOf } from "../universe.js"
 import { resolveTarget, type Target, targetArb, targetLabel } from "./target.js"
 
 /** Generation offsets from the row's current one: mostly right, sometimes one off. */

@@ -3,10 +3,10 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import { expectAgreement, expectOutcome, logCommand, outcomeOf } from "../agreement.js"
 import type { RealStore } from "../RealStore.js"
+import { labelOf } from "../universe.js"
 import { putWatch, rewritten, type WatchModel, watchOf } from "../WatchModel.js"
 import { generationFor, generationOffsetArb } from "./ClaimAttempt.js"
 import { at, ModelCommand, rel } from "./ModelCommand.js"
-import { labelOf } from "../universe.js"
 import { resolveTarget, type Target, targetArb, targetLabel } from "./target.js"
 
 /**
