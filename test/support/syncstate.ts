@@ -25,6 +25,8 @@ export interface InterferingStore {
   readonly interfere: (...writers: ReadonlyArray<OtherWriter>) => void
   /** How many queued writers have not run yet. */
   readonly pending: () => number
+  /** Drops the queued writers that have not run; returns how many there were. */
+  readonly discard: () => number
 }
 
 /** `adapter`'s store with an `InterferingStore` hook on `SyncStateRepository.get`. */
@@ -45,7 +47,8 @@ export const interferingStore = (adapter: AdapterUnderTest): InterferingStore =>
     // Fresh: the adapter's layer already built `ConnectorStore.layer` once, over the undecorated port.
     layer: Layer.fresh(ConnectorStore.layer).pipe(Layer.provideMerge(decorated)),
     interfere: (...writers) => void queue.push(...writers),
-    pending: () => queue.length
+    pending: () => queue.length,
+    discard: () => queue.splice(0).length
   }
 }
 
