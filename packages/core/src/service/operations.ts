@@ -145,22 +145,26 @@ export const makeOperationMethods = Effect.gen(function*() {
     })))
 
   const claim = (input: ClaimOperationInput) =>
-    retryOnLostRace("claimOperation", formatOperationKey(input), withTransaction(Effect.gen(function*() {
+    retryOnLostRace("claimOperation", formatOperationKey(input), Effect.gen(function*() {
       // Fresh values per try: a lost try may have lost on a node key clash.
       const fresh = { nodeKey: yield* entropy.token, incarnation: yield* entropy.token, leaseToken: yield* entropy.token }
       const created = decideOperationClaim(undefined, input, fresh, policy, yield* Clock.currentTimeMillis)
-      // Insert first: a new key costs one statement, and concurrent claims of
-      // one key all meet its unique index, so exactly one of them inserts.
+      // Insert first, as one statement of its own: a new key needs no
+      // transaction, and concurrent claims of one key all meet its unique
+      // index (a racing insert waits for the other to commit), so exactly
+      // one of them inserts. Every other claim converges on the stored row.
       if (!created.conflict && created.next !== undefined && (yield* operations.insert(created.next))) return created.result
-      const row = yield* lockOperation(input)
-      if (row === undefined) return yield* new LostRace()
-      const decision = decideOperationClaim(row, input, fresh, policy, yield* Clock.currentTimeMillis)
-      if (decision.conflict) {
-        return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
-      }
-      if (decision.next !== undefined) yield* requireWon(yield* operations.update(decision.next, row.version))
-      return decision.result
-    })))
+      return yield* withTransaction(Effect.gen(function*() {
+        const row = yield* lockOperation(input)
+        if (row === undefined) return yield* new LostRace()
+        const decision = decideOperationClaim(row, input, fresh, policy, yield* Clock.currentTimeMillis)
+        if (decision.conflict) {
+          return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
+        }
+        if (decision.next !== undefined) yield* requireWon(yield* operations.update(decision.next, row.version))
+        return decision.result
+      }))
+    }))
 
   const finalize = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
     retryOnLostRace("finalizeOperationAndArmWatch", formatOperationKey(key), withTransaction(Effect.gen(function*() {
