@@ -1,6 +1,6 @@
 import fc from "fast-check"
 import { describe, it } from "vitest"
-import { modelParameters } from "./runs.js"
+import { commandsConstraints, modelParameters } from "./runs.js"
 import { RunConcurrently } from "./transactions/RunConcurrently.js"
 import { RunTransaction } from "./transactions/RunTransaction.js"
 import { emptyTables, type TxModel } from "./transactions/TxModel.js"
@@ -11,7 +11,7 @@ describe("memory adapter transactions agree with a plain serial model", () => {
     const real = new TxReal()
     await fc.assert(
       fc.asyncProperty(
-        fc.commands<TxModel, TxReal, false>([RunTransaction.arbitrary, RunConcurrently.arbitrary], { maxCommands: 12, size: "max" }),
+        fc.commands<TxModel, TxReal, false>([RunTransaction.arbitrary, RunConcurrently.arbitrary], commandsConstraints(12)),
         async (commands) => {
           const model: TxModel = { tables: emptyTables(), history: [] }
           await fc.asyncModelRun(() => ({ model, real: real.fresh() }), commands)

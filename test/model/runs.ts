@@ -6,7 +6,8 @@ export const MODEL_RUNS = Number(process.env["CONNECTOR_STORE_MODEL_RUNS"] ?? 20
 /**
  * The fast-check parameters of a model property: the run count, and a
  * failure's `seed` and `path` to replay when `CONNECTOR_STORE_MODEL_SEED` and
- * `CONNECTOR_STORE_MODEL_PATH` are set (fast-check prints both on failure).
+ * `CONNECTOR_STORE_MODEL_PATH` are set (fast-check prints both on failure,
+ * and the counterexample's `replayPath`, see `commandsReplay`).
  */
 export const modelParameters = <T>(): fc.Parameters<T> => {
   const seed = process.env["CONNECTOR_STORE_MODEL_SEED"]
@@ -16,4 +17,14 @@ export const modelParameters = <T>(): fc.Parameters<T> => {
     ...(seed === undefined ? {} : { seed: Number(seed) }),
     ...(path === undefined ? {} : { path })
   }
+}
+
+/**
+ * The constraints of a model's `fc.commands`: at most `maxCommands`, and the
+ * failure's `replayPath` when `CONNECTOR_STORE_MODEL_REPLAY` is set (with the
+ * seed and path above, the shrunk command list replays exactly).
+ */
+export const commandsConstraints = (maxCommands: number): fc.CommandsContraints => {
+  const replayPath = process.env["CONNECTOR_STORE_MODEL_REPLAY"]
+  return { maxCommands, size: "max", ...(replayPath === undefined ? {} : { replayPath }) }
 }

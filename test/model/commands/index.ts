@@ -1,5 +1,6 @@
 import fc from "fast-check"
 import type { RealStore } from "../RealStore.js"
+import { commandsConstraints } from "../runs.js"
 import type { WatchModel } from "../WatchModel.js"
 import { AdvanceClock } from "./AdvanceClock.js"
 import { ArmWatch } from "./ArmWatch.js"
@@ -37,4 +38,4 @@ export const watchCommands = (maxCommands: number): fc.Arbitrary<Iterable<fc.Asy
       { arbitrary: SeedOperations.arbitrary, weight: 3 },
       { arbitrary: CollectFinishedOperations.arbitrary, weight: 2 }
     )
-  ], { maxCommands, size: "max" })
+  ], commandsConstraints(maxCommands))
