@@ -14,6 +14,7 @@ import {
   type SweepOutcome
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate, makeSqlTransactor, takeWriteLock } from "./SqlTransactor.js"
@@ -135,10 +136,12 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
   // another start would otherwise re-check the row it waited on, find it
   // superseded, miss the new one, and lose its insert; serialized per scope,
   // every start reads the run the previous one left.
-  const lockScope = (scope: RelistScope) =>
+  const lockScope = (scope: RelistScope): Effect.Effect<void, SqlError> =>
     sql.onDialectOrElse({
       pg: () =>
-        sql`SELECT pg_advisory_xact_lock(hashtextextended(${JSON.stringify([tables.relistRun, relistScopeKey(scope)])}, 0))`,
+        Effect.asVoid(
+          sql`SELECT pg_advisory_xact_lock(hashtextextended(${JSON.stringify([tables.relistRun, relistScopeKey(scope)])}, 0))`
+        ),
       orElse: () => takeWriteLock(sql, tables.relistRun)
     })
   const currentRun = (operation: string, scope: RelistScope, lock: boolean) =>
