@@ -3,7 +3,7 @@ import { ConnectorStore, type PendingAuth, type PendingAuthInput, type StoreSnap
 import { Tables } from "@connector-store/sql-adapter"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Effect, Exit, Option, Redacted } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Redacted } from "effect"
 import { NOW } from "./support/contract/fixtures.js"
 import { at, failsChangingNothing, onFreshStore, snapshot, succeedsChangingNothing } from "./support/contract/store.js"
 import { adaptersUnderTest } from "./support/stores.js"
@@ -132,7 +132,7 @@ for (const adapter of adapters) {
       })))
 
     // One store for the refusals; each proves it changed nothing and does not quote the verifier.
-    layer(adapter.layer({}))("bad input: a typed error naming the field, nothing changed, no verifier in it", (it) => {
+    layer(Layer.suspend(() => adapter.layer({})))("bad input: a typed error naming the field, nothing changed, no verifier in it", (it) => {
       const seeded = Effect.gen(function*() {
         const store = yield* ConnectorStore
         if ((yield* snapshot)["pending_auth"]?.length !== 1) yield* store.createPendingAuth(recordOf({ state: "seeded" }))

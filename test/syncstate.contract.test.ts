@@ -1,6 +1,6 @@
 import { ConnectorStore, type StoreSnapshot, type SyncLease, type SyncProgressCASCurrent } from "@connector-store/core"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, ManagedRuntime, Option } from "effect"
+import { Effect, Layer, ManagedRuntime, Option } from "effect"
 import fc from "fast-check"
 import { NOW } from "./support/contract/fixtures.js"
 import { failsChangingNothing, onFreshStore, snapshot } from "./support/contract/store.js"
@@ -119,18 +119,18 @@ for (const adapter of adapters) {
           expect(recreated.incarnation).not.toEqual(old.incarnation)
         })))
 
-      it.effect("listSyncStatesForConnector lists that connector's owners in order, and nothing of other connectors", () =>
+      it.effect("listSyncStatesForConnector lists that connector's owners in byte order, and nothing of other connectors", () =>
         onStore(Effect.gen(function*() {
           const store = yield* ConnectorStore
-          for (const owner of ["did:b", "did:a", "did:c"]) yield* store.setSyncState(C, owner, { ...report, lastSyncedAt: owner })
+          // Byte (code point) order on every adapter: "B" before "a", U+FF21 before U+1F600.
+          const owners = ["did:b", "did:😀", "did:a", "did:\uFF21", "did:B"]
+          for (const owner of owners) yield* store.setSyncState(C, owner, { ...report, lastSyncedAt: owner })
           yield* store.setSyncState("jira", "did:a", report)
           const listed = yield* store.listSyncStatesForConnector(C)
-          expect(listed.map((entry) => [entry.connectorName, entry.ownerDID, entry.state.lastSyncedAt])).toEqual([
-            [C, "did:a", "did:a"],
-            [C, "did:b", "did:b"],
-            [C, "did:c", "did:c"]
-          ])
-          expect(listed[0]!.state).toEqual(yield* stateOf(C, "did:a"))
+          expect(listed.map((entry) => [entry.connectorName, entry.ownerDID, entry.state.lastSyncedAt])).toEqual(
+            ["did:B", "did:a", "did:b", "did:\uFF21", "did:😀"].map((owner) => [C, owner, owner])
+          )
+          expect(listed[1]!.state).toEqual(yield* stateOf(C, "did:a"))
         })))
     })
 
@@ -383,7 +383,7 @@ for (const adapter of adapters) {
     })
 
     // One store for all the refusals: each proves it changed nothing.
-    layer(adapter.layer({}))("bad input: a typed error naming the field, and nothing read or written", (it) => {
+    layer(Layer.suspend(() => adapter.layer({})))("bad input: a typed error naming the field, and nothing read or written", (it) => {
       const lease: SyncLease = { connectorName: C, ownerDID: "did:leased", token: "a-token", expiresAt: NOW + 1_000 }
       const seeded = Effect.gen(function*() {
         const store = yield* ConnectorStore

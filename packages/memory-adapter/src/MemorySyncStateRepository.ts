@@ -1,4 +1,5 @@
 import {
+  compareCodePoints,
   decodeJsonColumn,
   encodeJsonColumn,
   type SyncLeaseStamp,
@@ -87,7 +88,7 @@ export const makeMemorySyncStateRepository = (db: MemoryDatabase): SyncStateRepo
       Effect.map(db.read<StoredSyncState>(TABLE), (table) =>
         Array.from(table.values())
           .filter((row) => row.connectorName === connectorName)
-          .sort((a, b) => a.ownerDID < b.ownerDID ? -1 : a.ownerDID > b.ownerDID ? 1 : 0)
+          .sort((a, b) => compareCodePoints(a.ownerDID, b.ownerDID))
           .map(load))
   }
 }
