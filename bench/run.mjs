@@ -6,6 +6,7 @@
 //   npm run bench -- postgres      only cases whose "file › name" contains "postgres"
 //   BENCH_ROUNDS=10 BENCH_ROUND_MS=2000 BENCH_WARMUP_MS=2000 npm run bench
 import { readdirSync } from "node:fs"
+import { performance } from "node:perf_hooks"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { measureCase, measurementSettings } from "./support/measure.mjs"
@@ -34,6 +35,7 @@ const suiteOf = (file, module) => {
 const runSuite = async (file, suite) => {
   const cases = suite.cases.filter((entry) => matches(`${file} › ${entry.name}`))
   if (cases.length === 0) return 0
+  const started = performance.now()
   console.log(formatHeader(file, suite.title, settings))
   let failures = 0
   const context = suite.before === undefined ? undefined : await suite.before()
@@ -59,6 +61,7 @@ const runSuite = async (file, suite) => {
   } finally {
     await suite.after?.(context)
   }
+  console.log(`  (${file} took ${Math.round((performance.now() - started) / 1000)} s)`)
   return failures
 }
 

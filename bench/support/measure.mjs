@@ -12,9 +12,9 @@ const positiveInt = (value, fallback, name) => {
 
 /** Rounds, round length and warm-up from `BENCH_ROUNDS`, `BENCH_ROUND_MS`, `BENCH_WARMUP_MS`. */
 export const measurementSettings = (env) => ({
-  rounds: positiveInt(env.BENCH_ROUNDS, 5, "BENCH_ROUNDS"),
-  roundMs: positiveInt(env.BENCH_ROUND_MS, 1000, "BENCH_ROUND_MS"),
-  warmupMs: positiveInt(env.BENCH_WARMUP_MS, 500, "BENCH_WARMUP_MS")
+  rounds: positiveInt(env.BENCH_ROUNDS, 4, "BENCH_ROUNDS"),
+  roundMs: positiveInt(env.BENCH_ROUND_MS, 750, "BENCH_ROUND_MS"),
+  warmupMs: positiveInt(env.BENCH_WARMUP_MS, 400, "BENCH_WARMUP_MS")
 })
 
 /**
@@ -39,12 +39,12 @@ const WARM_CYCLES = 200
 
 /**
  * Runs `cycle` for `warmupMs` and at least `WARM_CYCLES` cycles (so a slow
- * side's code is compiled hot too), but no longer than five times `warmupMs`.
+ * side's code is compiled hot too), but no longer than three times `warmupMs`.
  */
 const warmUp = async (cycle, workers, warmupMs) => {
   let cycles = 0
   const start = performance.now()
-  while (performance.now() - start < 5 * warmupMs) {
+  while (performance.now() - start < 3 * warmupMs) {
     cycles += (await runFor(cycle, workers, Math.min(warmupMs, 100))).cycles
     if (cycles >= WARM_CYCLES && performance.now() - start >= warmupMs) return
   }
