@@ -19,6 +19,7 @@ import { Cause, Effect, Exit, ManagedRuntime, Option } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { type AdapterUnderTest, adaptersUnderTest, type StoreServices } from "../support/stores.js"
+import { commandsConstraints, modelParameters } from "./runs.js"
 
 // Random relist runs against a plain model: runs that crash mid-listing and
 // resume from their checkpoint, forked runners racing for the same page,
@@ -26,8 +27,9 @@ import { type AdapterUnderTest, adaptersUnderTest, type StoreServices } from "..
 // listing, decisions, applies, failures, give-ups, re-arms and retention.
 // Every outcome and error must be the model's; after each run the whole
 // relist state must be, and the sweep's invariants must hold on the store.
+// Runs per adapter: CONNECTOR_STORE_MODEL_RUNS (200 by default); a failure
+// replays with the printed seed, path and replayPath (see ./runs.ts).
 
-const MODEL_RUNS = Number(process.env["CONNECTOR_STORE_MODEL_RUNS"] ?? 200)
 const adapters = await adaptersUnderTest()
 
 const scope: RelistScope = { ownerDID: "did:owner:m", connectorName: "gcal", model: "Event", accountKey: "acct" }
@@ -563,7 +565,7 @@ const commands = fc.commands<Model, Real, false>([
   ).map(([c, via, failures, decision]) => new Apply(c, via, failures, decision))),
   ...weighted(1, index.map((c) => new Rearm(c))),
   ...weighted(2, fc.tuple(fc.integer({ min: 0, max: 4 }), fc.integer({ min: 1, max: 3 })).map(([age, limit]) => new Collect(age, limit)))
-], { maxCommands: 60, size: "max" })
+], commandsConstraints(60))
 
 /** Every run, receipt and candidate the store holds agrees with the model, and the sweep's invariants hold on the store. */
 const expectAgreement = async (m: Model, r: Real) => {
@@ -637,7 +639,7 @@ describe("the relist sweep agrees with a plain model", () => {
             await fc.asyncModelRun(() => ({ model, real }), cmds)
             await expectAgreement(model, real)
           }),
-          { numRuns: MODEL_RUNS }
+          modelParameters()
         )
       } finally {
         await real.dispose()
