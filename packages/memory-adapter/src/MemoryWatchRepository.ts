@@ -1,4 +1,5 @@
 import {
+  compareCodePoints,
   isAuditCandidate,
   isScheduleDue,
   type ProjectionWatch,
@@ -11,18 +12,31 @@ import type { MemoryDatabase } from "./MemoryDatabase.js"
 
 const TABLE = "projection_watch"
 
+const identityParts = (row: ProjectionWatch) => [row.ownerDID, row.connectorName, row.model, row.accountKey, row.sourceID]
+
+const compareIdentities = (a: ProjectionWatch, b: ProjectionWatch): number => {
+  const left = identityParts(a)
+  const right = identityParts(b)
+  for (let i = 0; i < left.length; i++) {
+    const order = compareCodePoints(left[i]!, right[i]!)
+    if (order !== 0) return order
+  }
+  return 0
+}
+
 /** The watch table in memory. */
 export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["Type"] => {
   const rows = Effect.map(db.read<ProjectionWatch>(TABLE), (table) => Array.from(table.values()))
   const find = (predicate: (row: ProjectionWatch) => boolean) => Effect.map(rows, (all) => all.filter(predicate))
-  const first = (predicate: (row: ProjectionWatch) => boolean) =>
-    Effect.map(rows, (all) => Option.fromNullable(all.find(predicate)))
   const byKey = (key: string) => Effect.map(db.read<ProjectionWatch>(TABLE), (table) => Option.fromNullable(table.get(key)))
 
   return {
     lockRead: (identity) => byKey(watchKey(identity)),
     get: (identity) => byKey(watchKey(identity)),
-    getByDocument: (documentID) => first((row) => row.documentID === documentID),
+    // Several owners may watch one document: the first identity in byte order, as on SQL.
+    getByDocument: (documentID) =>
+      Effect.map(find((row) => row.documentID === documentID), (rows) =>
+        Option.fromNullable(rows.sort((a, b) => compareIdentities(a, b))[0])),
     listByDocuments: (documentIDs) => {
       const wanted = new Set(documentIDs)
       return find((row) => wanted.has(row.documentID))

@@ -110,7 +110,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
   const receipts = sql(tables.relistReceipt)
   const candidates = sql(tables.relistCandidate)
   const watches = sql(tables.projectionWatch)
-  const { withTransaction } = makeSqlTransactor(sql)
+  const { withTransaction } = makeSqlTransactor(sql, tables.migrations)
 
   const inScope = (scope: RelistScope, alias?: string) => {
     const column = (name: string) => sql(alias === undefined ? name : `${alias}.${name}`)

@@ -52,7 +52,7 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
       relist_receipt: tables.relistReceipt,
       relist_candidate: tables.relistCandidate
     }
-    return Context.make(Transactor, makeSqlTransactor(sql)).pipe(
+    return Context.make(Transactor, makeSqlTransactor(sql, tables.migrations)).pipe(
       Context.add(WatchRepository, makeSqlWatchRepository(sql, tables)),
       Context.add(OperationRepository, makeSqlOperationRepository(sql, tables)),
       Context.add(SyncStateRepository, makeSqlSyncStateRepository(sql, tables)),

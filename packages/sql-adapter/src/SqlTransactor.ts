@@ -10,10 +10,16 @@ const asPersistence = (operation: string) => (error: unknown) =>
  * Transactions on the SQL client. A driver failure to begin, commit or roll
  * back surfaces as a `PersistenceError` (the client reports a failed commit
  * as a defect; it is turned back into a typed failure here).
+ *
+ * On SQLite, with `lockTable` given, every transaction takes the database
+ * write lock as its very first statement (see `takeWriteLock`): the client
+ * begins transactions deferred, and a transaction that reads before it
+ * writes fails at once, whatever the busy timeout, when another process
+ * committed in between. Taking the lock first makes it wait instead.
  */
-export const makeSqlTransactor = (sql: SqlClient): Transactor["Type"] => ({
+export const makeSqlTransactor = (sql: SqlClient, lockTable?: string): Transactor["Type"] => ({
   withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    sql.withTransaction(effect).pipe(
+    sql.withTransaction(lockTable === undefined ? effect : Effect.zipRight(takeWriteLock(sql, lockTable), effect)).pipe(
       Effect.mapError(asPersistence("transaction")),
       Effect.catchSomeDefect((defect) =>
         defect instanceof SqlError
@@ -33,7 +39,8 @@ export const makeSqlTransactor = (sql: SqlClient): Transactor["Type"] => ({
 export const takeWriteLock = (sql: SqlClient, table: string): Effect.Effect<void, SqlError> =>
   sql.onDialectOrElse({
     pg: () => Effect.void,
-    orElse: () => Effect.asVoid(sql`UPDATE ${sql(table)} SET version = version WHERE 0 = 1`)
+    // Any column will do: the statement matches no row; compiling it as a write is what takes the lock.
+    orElse: () => Effect.asVoid(sql`UPDATE ${sql(table)} SET rowid = rowid WHERE 0 = 1`)
   })
 
 /** `FOR UPDATE` on Postgres, nothing elsewhere. */

@@ -8,8 +8,9 @@ import {
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
+import { byteOrdered } from "./internal/collation.js"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
-import { forUpdate, takeWriteLock } from "./SqlTransactor.js"
+import { forUpdate } from "./SqlTransactor.js"
 import type { TableNames } from "./Tables.js"
 
 /** A watch row as read from the projection-watch table. */
@@ -47,18 +48,15 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
 
   return {
     lockRead: (identity) =>
-      one(
-        "watch.lockRead",
-        Effect.zipRight(
-          takeWriteLock(sql, tables.projectionWatch),
-          sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)} ${forUpdate(sql)}`
-        )
-      ),
+      one("watch.lockRead", sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)} ${forUpdate(sql)}`),
     get: (identity) => one("watch.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)}`),
     getByDocument: (documentID) =>
       one(
         "watch.getByDocument",
-        sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${documentID} ORDER BY owner_did, connector_name, model, account_key, source_id LIMIT 1`
+        sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${documentID}
+          ORDER BY ${byteOrdered(sql, "owner_did")}, ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "model")},
+            ${byteOrdered(sql, "account_key")}, ${byteOrdered(sql, "source_id")}
+          LIMIT 1`
       ),
     listByDocuments: (documentIDs) =>
       documentIDs.length === 0
@@ -115,15 +113,12 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     lockDeferred: (scope) =>
       many(
         "watch.lockDeferred",
-        Effect.zipRight(
-          takeWriteLock(sql, tables.projectionWatch),
-          scope.reason === "offline"
-            ? sql<RawRow>`SELECT * FROM ${table}
-                WHERE verification_status = 'pending_verification' AND defer_reason = 'offline' ${forUpdate(sql)}`
-            : sql<RawRow>`SELECT * FROM ${table}
-                WHERE verification_status = 'pending_verification' AND defer_reason = 'auth'
-                  AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
-        )
+        scope.reason === "offline"
+          ? sql<RawRow>`SELECT * FROM ${table}
+              WHERE verification_status = 'pending_verification' AND defer_reason = 'offline' ${forUpdate(sql)}`
+          : sql<RawRow>`SELECT * FROM ${table}
+              WHERE verification_status = 'pending_verification' AND defer_reason = 'auth'
+                AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
       )
   }
 }

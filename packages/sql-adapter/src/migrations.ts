@@ -1,6 +1,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Effect } from "effect"
+import { takeWriteLock } from "./SqlTransactor.js"
 import type { TableNames } from "./Tables.js"
 
 /** One forward-only schema step. Every statement in it is safe to run again. */
@@ -224,16 +225,11 @@ export const migrate = (
   sql: SqlClient,
   t: TableNames,
   steps: ReadonlyArray<Migration> = migrations
-): Effect.Effect<ReadonlyArray<number>, SqlError> =>
-  sql.withTransaction(Effect.gen(function*() {
-    const createLedger = sql.unsafe(
-      `CREATE TABLE IF NOT EXISTS ${t.migrations} (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`
-    )
-    yield* sql.onDialectOrElse({
-      pg: () => Effect.zipRight(sql`SELECT pg_advisory_xact_lock(hashtext(${t.migrations}))`, createLedger),
-      // The no-op write takes SQLite's write lock before the ledger is read.
-      orElse: () => Effect.zipRight(createLedger, sql`UPDATE ${sql(t.migrations)} SET id = id WHERE 0 = 1`)
-    })
+): Effect.Effect<ReadonlyArray<number>, SqlError> => {
+  const createLedger = sql.unsafe(
+    `CREATE TABLE IF NOT EXISTS ${t.migrations} (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`
+  )
+  const applyPending = Effect.gen(function*() {
     const applied = new Set(
       (yield* sql<{ id: unknown }>`SELECT id FROM ${sql(t.migrations)}`).map((row) => Number(row.id))
     )
@@ -246,4 +242,23 @@ export const migrate = (
       done.push(migration.id)
     }
     return done
-  }))
+  })
+  return sql.onDialectOrElse({
+    // Concurrent CREATE TABLE IF NOT EXISTS can collide on Postgres: the
+    // advisory lock comes first, the ledger is created under it.
+    pg: () =>
+      sql.withTransaction(
+        sql`SELECT pg_advisory_xact_lock(hashtext(${t.migrations}))`.pipe(
+          Effect.zipRight(createLedger),
+          Effect.zipRight(applyPending)
+        )
+      ),
+    // On SQLite the write lock must be the transaction's first statement
+    // (see makeSqlTransactor), so the ledger is created before it, alone.
+    orElse: () =>
+      Effect.zipRight(
+        createLedger,
+        sql.withTransaction(Effect.zipRight(takeWriteLock(sql, t.migrations), applyPending))
+      )
+  })
+}

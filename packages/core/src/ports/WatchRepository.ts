@@ -7,9 +7,10 @@ import type { ResumeScope } from "../watch/transitions.js"
  * The projection-watch table, as rows. Adapters implement only this; every
  * decision about what to write is made in core.
  *
- * `lock*` reads take the row's write lock for the rest of the surrounding
- * transaction (FOR UPDATE on Postgres), so they are meant to run inside
- * `Transactor.withTransaction`.
+ * `lock*` reads hold the rows they return until the surrounding transaction
+ * ends (FOR UPDATE on Postgres; on SQLite the transaction itself holds the
+ * database write lock from its first statement), so they are meant to run
+ * inside `Transactor.withTransaction`.
  */
 export class WatchRepository extends Context.Tag("@connector-store/core/WatchRepository")<WatchRepository, {
   /** Reads a watch and locks it until the transaction ends. */

@@ -1,7 +1,8 @@
 import { Cause, type Clock, Effect, Exit, type ManagedRuntime, Option } from "effect"
 import type { CollectParams } from "../operation/retention.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
-import { ConnectorStore } from "../service/ConnectorStore.js"
+import type { StoreSnapshot } from "../ports/StoreSnapshot.js"
+import { ConnectorStore, type StorePorts } from "../service/ConnectorStore.js"
 import type { ArmWatchOptions, ClaimWatchOptions, ResumeAuthParams } from "../service/watches.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type {
@@ -28,8 +29,11 @@ import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncSta
 export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods, PromiseRelistMethods,
   PromiseOperationMethods
 {
-  /** Runs an Effect against the store's own runtime (for mixing the two APIs). */
-  runEffect<A, E>(effect: Effect.Effect<A, E, ConnectorStore>): Promise<A>
+  /**
+   * Runs an Effect against the store's own runtime (for mixing the two APIs):
+   * the `ConnectorStore` service and the adapter's ports are in its context.
+   */
+  runEffect<A, E>(effect: Effect.Effect<A, E, StoreContext>): Promise<A>
   /** Releases the store's connections. The store is unusable afterwards. */
   close(): Promise<void>
 }
@@ -74,12 +78,15 @@ export const promiseWatchMethods = <H>(call: PromiseCall, handle: Effect.Effect<
 
 /** How a Promise store is put together by an adapter. */
 export interface PromiseStoreParts<H> {
-  readonly runtime: ManagedRuntime.ManagedRuntime<ConnectorStore, unknown>
+  readonly runtime: ManagedRuntime.ManagedRuntime<StoreContext, unknown>
   /** Yields the adapter's handle on the current transaction, for winner readers. */
   readonly handle: Effect.Effect<H>
   /** An injected clock; the system clock when absent. */
   readonly now?: (() => number) | undefined
 }
+
+/** What an opened store's runtime provides: the service, every port, and the snapshot. */
+export type StoreContext = ConnectorStore | StorePorts | StoreSnapshot
 
 /** Builds the Promise facade over a store runtime. */
 export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnectorStore<H> => {
