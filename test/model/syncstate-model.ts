@@ -25,6 +25,7 @@ export interface ModelRow {
   readonly lease: { readonly claim: number; readonly expiresAt: number } | null
 }
 
+/** The model of one run: rows by owner, the runners' claims, and the clock. */
 export interface SyncModel {
   readonly rows: Map<string, ModelRow>
   /** The claim each runner last got, per owner (`runner/owner`). */
@@ -34,10 +35,13 @@ export interface SyncModel {
   claimCount: number
 }
 
+/** The owners a run works on (one connector per run). */
 export const OWNERS = ["did:a", "did:b"] as const
+/** The runners competing for leases. */
 export const RUNNERS = ["r1", "r2"] as const
 const BLANK = { status: "idle", lastSyncedAt: "", entityCount: 0 } as const
 
+/** The model at the start of a run: no rows, no claims. */
 export const emptyModel = (): SyncModel => ({ rows: new Map(), claims: new Map(), now: 1_000, generations: 0, claimCount: 0 })
 
 const newRow = (m: SyncModel, patch: Partial<ModelRow>): ModelRow =>
@@ -74,6 +78,7 @@ export type Interference =
 
 const OTHER_REPORT = { status: "syncing", lastSyncedAt: "other", entityCount: 5 } as const
 
+/** Any one interfering writer. */
 export const interferenceArbitrary: fc.Arbitrary<Interference> = fc.oneof(
   fc.constant({ kind: "progress", tag: "x" } as const),
   fc.constant({ kind: "report" } as const),
@@ -82,6 +87,7 @@ export const interferenceArbitrary: fc.Arbitrary<Interference> = fc.oneof(
   fc.constant({ kind: "recreate-by-progress", tag: "y" } as const)
 )
 
+/** An interfering writer's change, in the model. */
 export const applyInterference = (m: SyncModel, owner: string, x: Interference) => {
   if (x.kind === "progress") modelProgress(m, owner, x.tag)
   if (x.kind === "report") modelSet(m, owner, OTHER_REPORT, undefined)
