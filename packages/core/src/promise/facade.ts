@@ -72,7 +72,14 @@ export const promiseWatchMethods = <H>(call: PromiseCall, handle: Effect.Effect<
   recordVerification: (identity, input) => call((s) => s.recordVerification(identity, input)),
   resumeOfflineDeferred: (now) => call((s) => s.resumeOfflineDeferred(now)),
   resumeAuthDeferred: (params) => call((s) => s.resumeAuthDeferred(params)),
-  listDueOperations: (now, readers) => call((s) => s.listDueOperations(now, fromPromiseReaders(readers, handle))),
+  listDueOperations: (now, readers) =>
+    call((s) =>
+      s.listDueOperations(
+        now,
+        // A non-object is handed on as it is, for the boundary to refuse.
+        typeof readers === "object" && readers !== null ? fromPromiseReaders(readers, handle) : readers as never
+      )
+    ),
   collectFinishedOperations: (params) => call((s) => s.collectFinishedOperations(params))
 })
 
