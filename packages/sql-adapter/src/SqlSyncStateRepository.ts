@@ -10,7 +10,7 @@ import {
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
-import { forUpdate, takeWriteLock } from "./SqlTransactor.js"
+import { forUpdate } from "./SqlTransactor.js"
 import type { TableNames } from "./Tables.js"
 
 /** A sync-state row as read from the sync-state table (the seed's rows too: no incarnation, no lease token). */
@@ -47,14 +47,8 @@ export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): 
     query.pipe(Effect.map((rows) => rows.length > 0), PersistenceError.refail(operation))
 
   return {
-    lockRead: (key) =>
-      one(
-        "syncState.lockRead",
-        Effect.zipRight(
-          takeWriteLock(sql, tables.syncState),
-          sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`
-        )
-      ),
+    // On SQLite the store's transactions take the write lock first (see makeSqlTransactor).
+    lockRead: (key) => one("syncState.lockRead", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`),
     get: (key) => one("syncState.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`),
     insert: (row) =>
       changed(
