@@ -55,34 +55,23 @@ export const decodeOperation = (row: RawRow): ConnectorOperation => ({
   updatedAt: epoch(row["updated_at"])
 })
 
-/** The operation's mutable columns, as written. */
-const mutableColumns = (op: ConnectorOperation) => ({
-  owner_did: op.ownerDID,
-  connector_name: op.connectorName,
-  model: op.model,
-  op: op.op,
-  account_key: op.accountKey,
-  target: op.target,
-  source_id: op.sourceID,
-  deterministic_event_id: op.deterministicEventID,
-  payload_hash: op.payloadHash,
-  reissue_intent: encodeJson(op.reissueIntent) ?? "null",
-  provider_etag: op.providerEtag,
-  document_id: op.documentID,
-  result_entity: encodeJson(op.resultEntity),
-  state: op.state,
-  attempts: op.attempts,
-  next_attempt_at: op.nextAttemptAt,
-  defer_reason: op.deferReason,
-  send_marker: op.sendMarker,
-  last_kind: op.lastKind,
-  last_http_status: op.lastHTTPStatus,
-  version: op.version,
-  incarnation: op.incarnation,
-  lease_token: op.leaseToken,
-  lease_expires_at: op.leaseExpiresAt,
-  updated_at: op.updatedAt
-})
+/** The columns every write sets (all but the key, the node key and `created_at`), in `mutableValues` order. */
+const MUTABLE_COLUMNS = [
+  "owner_did", "connector_name", "model", "op", "account_key", "target", "source_id", "deterministic_event_id",
+  "payload_hash", "reissue_intent", "provider_etag", "document_id", "result_entity", "state", "attempts",
+  "next_attempt_at", "defer_reason", "send_marker", "last_kind", "last_http_status", "version", "incarnation",
+  "lease_token", "lease_expires_at", "updated_at"
+] as const
+
+/** The values of `MUTABLE_COLUMNS` for an operation, in that order. */
+const mutableValues = (op: ConnectorOperation): ReadonlyArray<unknown> => [
+  op.ownerDID, op.connectorName, op.model, op.op, op.accountKey, op.target, op.sourceID, op.deterministicEventID,
+  op.payloadHash, encodeJson(op.reissueIntent) ?? "null", op.providerEtag, op.documentID, encodeJson(op.resultEntity),
+  op.state, op.attempts, op.nextAttemptAt, op.deferReason, op.sendMarker, op.lastKind, op.lastHTTPStatus, op.version,
+  op.incarnation, op.leaseToken, op.leaseExpiresAt, op.updatedAt
+]
+
+const INSERT_COLUMNS = ["caller_did", "operation_id", "node_key", ...MUTABLE_COLUMNS, "created_at"] as const
 
 /** The operation table on a SQL client. */
 export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): OperationRepository["Type"] => {
@@ -130,6 +119,15 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     return sql.and(clauses)
   }
 
+  // The insert and the full-row update run on every claim and runner write:
+  // their text is built once, from the fixed column lists, not per call.
+  const parameter = sql.onDialectOrElse({ pg: () => (n: number) => `$${n}`, orElse: () => (_: number) => "?" })
+  const insertText = `INSERT INTO ${tables.operation} (${INSERT_COLUMNS.join(", ")})
+    VALUES (${INSERT_COLUMNS.map((_, i) => parameter(i + 1)).join(", ")}) ON CONFLICT DO NOTHING RETURNING version`
+  const updateText = `UPDATE ${tables.operation} SET ${MUTABLE_COLUMNS.map((c, i) => `${c} = ${parameter(i + 1)}`).join(", ")}
+    WHERE caller_did = ${parameter(MUTABLE_COLUMNS.length + 1)} AND operation_id = ${parameter(MUTABLE_COLUMNS.length + 2)}
+      AND version = ${parameter(MUTABLE_COLUMNS.length + 3)} RETURNING version`
+
   return {
     lockRead: (key) =>
       one(
@@ -145,21 +143,12 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     insert: (row) =>
       changed(
         "operation.insert",
-        sql<RawRow>`INSERT INTO ${table} ${
-          sql.insert({
-            caller_did: row.callerDID,
-            operation_id: row.operationID,
-            node_key: row.nodeKey,
-            ...mutableColumns(row),
-            created_at: row.createdAt
-          })
-        } ON CONFLICT DO NOTHING RETURNING version`
+        sql.unsafe<RawRow>(insertText, [row.callerDID, row.operationID, row.nodeKey, ...mutableValues(row), row.createdAt])
       ),
     update: (next, expectedVersion) =>
       changed(
         "operation.update",
-        sql<RawRow>`UPDATE ${table} SET ${sql.update(mutableColumns(next))}
-          WHERE ${byKey(next)} AND version = ${expectedVersion} RETURNING version`
+        sql.unsafe<RawRow>(updateText, [...mutableValues(next), next.callerDID, next.operationID, expectedVersion])
       ),
     listDue: (now) =>
       many(
