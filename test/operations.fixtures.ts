@@ -3,7 +3,6 @@ import {
   type ClaimResult,
   type ConnectorOperation,
   ConnectorStore,
-  DEFAULT_OPERATION_POLICY,
   type OperationKey,
   OperationPolicy,
   type OperationPolicySettings,
@@ -114,4 +113,4 @@ export const attemptedRow = (overrides: Partial<ConnectorOperation> = {}): Conne
   ...overrides
 })
 
-export { DEFAULT_OPERATION_POLICY, NOW }
+export { NOW }

@@ -1,7 +1,6 @@
 import { type ConnectorStoreApi, ConnectorStore } from "@connector-store/core"
 import { describe, expect, it } from "@effect/vitest"
-import type { Effect } from "effect"
-import { Effect as E } from "effect"
+import { Effect } from "effect"
 import { claimedAndSent, claimInput, KEY, onOperationStore } from "./operations.fixtures.js"
 import { failsChangingNothing } from "./support/contract/store.js"
 import { Winners } from "./support/contract/winners.js"
@@ -87,7 +86,7 @@ for (const adapter of adapters) {
   describe(`bad input to the operation methods on ${adapter.name}`, () => {
     it.effect("every refused call is InvalidInput naming its method and field, and no table changes", () => {
       const winners = new Winners({ "doc-1": "w-1" })
-      return onOperationStore(adapter, winners.single(), E.gen(function*() {
+      return onOperationStore(adapter, winners.single(), Effect.gen(function*() {
         const token = yield* claimedAndSent()
         const store = yield* ConnectorStore
         for (const [label, field, call] of badCalls) {
