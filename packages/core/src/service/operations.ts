@@ -171,9 +171,8 @@ export const makeOperationMethods = Effect.gen(function*() {
       const row = yield* lockOperation(key)
       const now = yield* Clock.currentTimeMillis
       const commit = decideCommit(row, input, policy, now)
-      if (commit.next === undefined || row === undefined || commit.result.outcome !== "committed") {
-        return commit.result as FinalizeResult
-      }
+      if (commit.result.outcome !== "committed") return commit.result
+      if (commit.next === undefined || row === undefined) return yield* Effect.dieMessage("a commit decided without a row")
       const identity = watchIdentityOfCommit(row, input.sourceID)
       const others = supersededBy(yield* watches.listByDocuments([input.documentID]), identity, input.documentID)
       // Watch rows are locked in one global order, so two finalizes that
