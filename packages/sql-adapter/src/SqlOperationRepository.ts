@@ -19,7 +19,7 @@ import {
   text,
   textOrNull
 } from "./internal/columns.js"
-import { forUpdate, takeWriteLock } from "./SqlTransactor.js"
+import { forUpdate } from "./SqlTransactor.js"
 import type { TableNames } from "./Tables.js"
 
 /** An operation row as read from the operation table. */
@@ -129,14 +129,8 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       AND version = ${parameter(MUTABLE_COLUMNS.length + 3)} RETURNING version`
 
   return {
-    lockRead: (key) =>
-      one(
-        "operation.lockRead",
-        Effect.zipRight(
-          takeWriteLock(sql, tables.operation),
-          sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`
-        )
-      ),
+    // On SQLite the store's transactions take the write lock first (see makeSqlTransactor).
+    lockRead: (key) => one("operation.lockRead", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`),
     get: (key) => one("operation.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`),
     getByNodeKey: (nodeKey) =>
       one("operation.getByNodeKey", sql<RawRow>`SELECT * FROM ${table} WHERE node_key = ${nodeKey}`),
@@ -160,14 +154,11 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     lockDeferred: (scope) =>
       many(
         "operation.lockDeferred",
-        Effect.zipRight(
-          takeWriteLock(sql, tables.operation),
-          scope.reason === "offline"
-            ? sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND defer_reason = 'offline' ${forUpdate(sql)}`
-            : sql<RawRow>`SELECT * FROM ${table}
-                WHERE state = 'attempted' AND defer_reason = 'auth'
-                  AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
-        )
+        scope.reason === "offline"
+          ? sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND defer_reason = 'offline' ${forUpdate(sql)}`
+          : sql<RawRow>`SELECT * FROM ${table}
+              WHERE state = 'attempted' AND defer_reason = 'auth'
+                AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
       ),
     // One statement, so the keep rule and the delete see the same rows. The
     // outer WHERE re-checks the lease and age on the row being deleted: on
