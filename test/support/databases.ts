@@ -46,6 +46,26 @@ const withAdmin = async <A>(use: (client: pg.Client) => Promise<A>): Promise<A> 
 
 let fileDatabase: Promise<string> | undefined
 
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Drops the databases of test processes that died before their cleanup ran. */
+const dropOrphans = (client: pg.Client) =>
+  client.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'cs_test_%'").then(async ({ rows }) => {
+    for (const { datname } of rows) {
+      const pid = Number(datname.split("_")[2])
+      if (Number.isInteger(pid) && !isAlive(pid)) {
+        await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => undefined)
+      }
+    }
+  })
+
 /**
  * The URL of a Postgres database of this test file's own, created on first
  * use and dropped when the file's tests end; suites isolate further by table
@@ -54,7 +74,10 @@ let fileDatabase: Promise<string> | undefined
 export const pgDatabaseForFile = (): Promise<string> => {
   if (fileDatabase === undefined) {
     const name = `cs_test_${process.pid}_${randomBytes(4).toString("hex")}`
-    fileDatabase = withAdmin((client) => client.query(`CREATE DATABASE ${name}`)).then(() => {
+    fileDatabase = withAdmin(async (client) => {
+      await dropOrphans(client)
+      await client.query(`CREATE DATABASE ${name}`)
+    }).then(() => {
       const url = new URL(PG_ADMIN_URL)
       url.pathname = `/${name}`
       return url.toString()

@@ -20,6 +20,7 @@ import {
   textOrNull
 } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
+import { byteOrdered } from "./internal/collation.js"
 import type { TableNames } from "./Tables.js"
 
 /** An operation row as read from the operation table. */
@@ -83,10 +84,8 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     Effect.map(many(operation, query), (rows) => Option.fromNullable(rows[0]))
   const changed = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
     query.pipe(Effect.map((rows) => rows.length > 0), PersistenceError.refail(operation))
-  // Postgres compares text by the database's collation; "C" makes the
-  // newest-row order byte order, as on SQLite and in the pure rule.
-  const ordered = (column: string) =>
-    sql.onDialectOrElse({ pg: () => sql.literal(`${column} COLLATE "C"`), orElse: () => sql.literal(column) })
+  // The newest-row order is byte order on every adapter, as in the pure rule.
+  const ordered = (column: string) => byteOrdered(sql, column)
 
   const newerExists = (party: "caller_did" | "owner_did", states: ReadonlyArray<OperationState>) =>
     sql`EXISTS (SELECT 1 FROM ${table} n

@@ -11,6 +11,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
+import { byteOrdered } from "./internal/collation.js"
 import type { TableNames } from "./Tables.js"
 
 /** A sync-state row as read from the sync-state table (the seed's rows too: no incarnation, no lease token). */
@@ -36,8 +37,6 @@ export const decodeSyncState = (row: RawRow): SyncStateRow => ({
  */
 export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): SyncStateRepository["Type"] => {
   const table = sql(tables.syncState)
-  // Owners listed in byte order on both dialects, whatever the database's collation.
-  const byteOrder = sql.onDialectOrElse({ pg: () => sql.literal(`COLLATE "C"`), orElse: () => sql.literal("") })
   const byKey = (key: SyncStateKey) => sql`connector_name = ${key.connectorName} AND owner_did = ${key.ownerDID}`
   const many = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
     query.pipe(Effect.map((rows) => rows.map(decodeSyncState)), PersistenceError.refail(operation))
@@ -103,7 +102,7 @@ export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): 
     listByConnector: (connectorName) =>
       many(
         "syncState.listByConnector",
-        sql<RawRow>`SELECT * FROM ${table} WHERE connector_name = ${connectorName} ORDER BY owner_did ${byteOrder}`
+        sql<RawRow>`SELECT * FROM ${table} WHERE connector_name = ${connectorName} ORDER BY ${byteOrdered(sql, "owner_did")}`
       )
   }
 }
