@@ -14,7 +14,6 @@ import {
   isUnderLiveLease,
   openGeneration,
   passesIngressGate,
-  type ProjectionWatch,
   resumeDeferredOperation,
   resumeDeferredWatch,
   resumeReaches,

@@ -1,5 +1,5 @@
 import { type PendingAuth, PendingAuthRepository } from "@connector-store/core"
-import { Effect, Option, Redacted } from "effect"
+import { Option, Redacted } from "effect"
 import type { MemoryDatabase } from "./MemoryDatabase.js"
 
 const TABLE = "pending_auth"

@@ -9,7 +9,7 @@ import {
   type TrackedQuery
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import {
   encodeJson,
   epoch,
@@ -21,6 +21,7 @@ import {
 } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered } from "./internal/collation.js"
+import { returnedAny, rowReaders } from "./internal/queries.js"
 import type { TableNames } from "./Tables.js"
 
 /** An operation row as read from the operation table. */
@@ -78,12 +79,8 @@ const INSERT_COLUMNS = ["caller_did", "operation_id", "node_key", ...MUTABLE_COL
 export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): OperationRepository["Type"] => {
   const table = sql(tables.operation)
   const byKey = (key: OperationKey) => sql`caller_did = ${key.callerDID} AND operation_id = ${key.operationID}`
-  const many = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    query.pipe(Effect.map((rows) => rows.map(decodeOperation)), PersistenceError.refail(operation))
-  const one = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    Effect.map(many(operation, query), (rows) => Option.fromNullable(rows[0]))
-  const changed = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    query.pipe(Effect.map((rows) => rows.length > 0), PersistenceError.refail(operation))
+  const { many, one } = rowReaders(decodeOperation)
+  const changed = returnedAny
   // The newest-row order is byte order on every adapter, as in the pure rule.
   const ordered = (column: string) => byteOrdered(sql, column)
 

@@ -15,9 +15,10 @@ import {
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate, makeSqlTransactor, takeWriteLock } from "./SqlTransactor.js"
+import { decodeAll, decodeFirst, returnedAny } from "./internal/queries.js"
 import type { TableNames } from "./Tables.js"
 
 /** A run as read from the relist-run table. */
@@ -122,12 +123,6 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
   const after = (page: SourcePage, column = "source_id") =>
     page.after === undefined ? sql`1 = 1` : sql`${sql(column)} > ${page.after}`
 
-  const rows = <A>(operation: string, decode: (row: RawRow) => A, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    query.pipe(Effect.map((found) => found.map(decode)), PersistenceError.refail(operation))
-  const first = <A>(operation: string, decode: (row: RawRow) => A, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    Effect.map(rows(operation, decode, query), (found) => Option.fromNullable(found[0]))
-  const changed = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    query.pipe(Effect.map((found) => found.length > 0), PersistenceError.refail(operation))
   const locked = (table: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
     Effect.zipRight(takeWriteLock(sql, table), query)
 
@@ -145,7 +140,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
       orElse: () => takeWriteLock(sql, tables.relistRun)
     })
   const currentRun = (operation: string, scope: RelistScope, lock: boolean) =>
-    first(
+    decodeFirst(
       operation,
       decodeRelistRun,
       lock
@@ -209,9 +204,9 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
     )
 
   return {
-    getRun: (runID) => first("relist.getRun", decodeRelistRun, sql<RawRow>`SELECT * FROM ${runs} WHERE run_id = ${runID}`),
+    getRun: (runID) => decodeFirst("relist.getRun", decodeRelistRun, sql<RawRow>`SELECT * FROM ${runs} WHERE run_id = ${runID}`),
     lockRun: (runID) =>
-      first(
+      decodeFirst(
         "relist.lockRun",
         decodeRelistRun,
         locked(tables.relistRun, sql<RawRow>`SELECT * FROM ${runs} WHERE run_id = ${runID} ${forUpdate(sql)}`)
@@ -219,7 +214,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
     getCurrentRun: (scope) => currentRun("relist.getCurrentRun", scope, false),
     lockCurrentRun: (scope) => currentRun("relist.lockCurrentRun", scope, true),
     insertRun: (run) =>
-      changed(
+      returnedAny(
         "relist.insertRun",
         sql<RawRow>`INSERT INTO ${runs} ${
           sql.insert({
@@ -234,7 +229,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
         } ON CONFLICT DO NOTHING RETURNING run_id`
       ),
     updateRun: (next, expectedVersion) =>
-      changed(
+      returnedAny(
         "relist.updateRun",
         sql<RawRow>`UPDATE ${runs} SET ${sql.update(runColumns(next))}
           WHERE run_id = ${next.runID} AND version = ${expectedVersion} RETURNING run_id`
@@ -249,14 +244,14 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
         { discard: true }
       ).pipe(PersistenceError.refail("relist.putReceipts")),
     listReceipts: (runID, page) =>
-      rows(
+      decodeAll(
         "relist.listReceipts",
         decodeRelistReceipt,
         sql<RawRow>`SELECT * FROM ${receipts} WHERE run_id = ${runID} AND ${after(page)} ORDER BY source_id LIMIT ${page.limit}`
       ),
     deriveCandidates: derive,
     listCandidates: (runID, page) =>
-      rows(
+      decodeAll(
         "relist.listCandidates",
         decodeSweepCandidate,
         sql<RawRow>`SELECT c.* FROM ${candidates} c JOIN ${runs} r ON r.run_id = c.run_id
@@ -266,22 +261,22 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
           ORDER BY c.source_id LIMIT ${page.limit}`
       ),
     listGivenUp: (scope, page) =>
-      rows(
+      decodeAll(
         "relist.listGivenUp",
         decodeSweepCandidate,
         sql<RawRow>`SELECT * FROM ${candidates} WHERE ${inScope(scope)} AND status = 'given_up' AND ${after(page)}
           ORDER BY source_id LIMIT ${page.limit}`
       ),
     getCandidate: (identity) =>
-      first("relist.getCandidate", decodeSweepCandidate, sql<RawRow>`SELECT * FROM ${candidates} WHERE ${byCandidate(identity)}`),
+      decodeFirst("relist.getCandidate", decodeSweepCandidate, sql<RawRow>`SELECT * FROM ${candidates} WHERE ${byCandidate(identity)}`),
     lockCandidate: (identity) =>
-      first(
+      decodeFirst(
         "relist.lockCandidate",
         decodeSweepCandidate,
         locked(tables.relistCandidate, sql<RawRow>`SELECT * FROM ${candidates} WHERE ${byCandidate(identity)} ${forUpdate(sql)}`)
       ),
     updateCandidate: (next, expectedVersion) =>
-      changed(
+      returnedAny(
         "relist.updateCandidate",
         sql<RawRow>`UPDATE ${candidates} SET ${sql.update(candidateColumns(next))}
           WHERE ${byCandidate(next)} AND run_id = ${next.runID} AND version = ${expectedVersion} RETURNING version`

@@ -1,17 +1,16 @@
 import {
   decodeJsonColumn,
   encodeJsonColumn,
-  PersistenceError,
   type SyncStateKey,
   SyncStateRepository,
   type SyncStateRow,
   type SyncStatus
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { Effect, Option } from "effect"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered } from "./internal/collation.js"
+import { returnedAny, rowReaders } from "./internal/queries.js"
 import type { TableNames } from "./Tables.js"
 
 /** A sync-state row as read from the sync-state table (the seed's rows too: no incarnation, no lease token). */
@@ -38,12 +37,8 @@ export const decodeSyncState = (row: RawRow): SyncStateRow => ({
 export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): SyncStateRepository["Type"] => {
   const table = sql(tables.syncState)
   const byKey = (key: SyncStateKey) => sql`connector_name = ${key.connectorName} AND owner_did = ${key.ownerDID}`
-  const many = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    query.pipe(Effect.map((rows) => rows.map(decodeSyncState)), PersistenceError.refail(operation))
-  const one = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    Effect.map(many(operation, query), (rows) => Option.fromNullable(rows[0]))
-  const changed = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    query.pipe(Effect.map((rows) => rows.length > 0), PersistenceError.refail(operation))
+  const { many, one } = rowReaders(decodeSyncState)
+  const changed = returnedAny
 
   return {
     // On SQLite the store's transactions take the write lock first (see makeSqlTransactor).

@@ -1,16 +1,16 @@
 import {
   type DeferReason,
-  PersistenceError,
   type ProjectionWatch,
   type VerificationStatus,
   type WatchIdentity,
   WatchRepository
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { byteOrdered } from "./internal/collation.js"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
+import { returnedAny, rowReaders } from "./internal/queries.js"
 import type { TableNames } from "./Tables.js"
 
 /** A watch row as read from the projection-watch table. */
@@ -39,12 +39,8 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
   const table = sql(tables.projectionWatch)
   const byIdentity = (id: WatchIdentity) =>
     sql`owner_did = ${id.ownerDID} AND connector_name = ${id.connectorName} AND model = ${id.model} AND account_key = ${id.accountKey} AND source_id = ${id.sourceID}`
-  const many = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    query.pipe(Effect.map((rows) => rows.map(decodeWatch)), PersistenceError.refail(operation))
-  const one = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    Effect.map(many(operation, query), (rows) => Option.fromNullable(rows[0]))
-  const changed = (operation: string, query: Effect.Effect<ReadonlyArray<RawRow>, unknown>) =>
-    query.pipe(Effect.map((rows) => rows.length > 0), PersistenceError.refail(operation))
+  const { many, one } = rowReaders(decodeWatch)
+  const changed = returnedAny
 
   return {
     lockRead: (identity) =>
