@@ -70,6 +70,8 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
         if (table.get(key)?.version !== expectedVersion) return false
         return table.delete(key)
       }),
+    // Memory transactions already run one at a time.
+    lockDocument: () => Effect.void,
     listScheduleDue: (now) => find((row) => isScheduleDue(row, now)),
     listAuditCandidates: find(isAuditCandidate),
     lockDeferred: (scope) => find((row) => row.verificationStatus === "pending_verification" && resumeReaches(scope, row))

@@ -1,5 +1,6 @@
 import {
   type DeferReason,
+  PersistenceError,
   type ProjectionWatch,
   type VerificationStatus,
   type WatchIdentity,
@@ -95,6 +96,15 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         "watch.delete",
         sql<RawRow>`DELETE FROM ${table} WHERE ${byIdentity(identity)} AND version = ${expectedVersion} RETURNING version`
       ),
+    lockDocument: (slot) =>
+      sql.onDialectOrElse({
+        pg: () =>
+          sql`SELECT pg_advisory_xact_lock(hashtextextended(${
+            JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
+          }, 0))`.pipe(Effect.asVoid, PersistenceError.refail("watch.lockDocument")),
+        // The store's SQLite transactions hold the database write lock already.
+        orElse: () => Effect.void
+      }),
     listScheduleDue: (now) =>
       many(
         "watch.listScheduleDue",

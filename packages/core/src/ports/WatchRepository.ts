@@ -3,6 +3,13 @@ import type { PersistenceError } from "../errors.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ResumeScope } from "../watch/transitions.js"
 
+/** Where the unique ingress index allows one watch: an owner's document of a model. */
+export interface DocumentSlot {
+  readonly ownerDID: string
+  readonly model: string
+  readonly documentID: string
+}
+
 /**
  * The projection-watch table, as rows. Adapters implement only this; every
  * decision about what to write is made in core.
@@ -26,6 +33,14 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
   readonly delete: (identity: WatchIdentity, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
   readonly get: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
   readonly getByDocument: (documentID: string) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
+  /**
+   * Holds the (owner, model, document) slot until the transaction ends, so
+   * the finalizes that arm a watch on one document run one after another
+   * instead of racing for the unique ingress index: an advisory lock on
+   * Postgres; on SQLite and in memory the transaction already excludes
+   * every other writer.
+   */
+  readonly lockDocument: (slot: DocumentSlot) => Effect.Effect<void, PersistenceError>
   /** Every watch of the given documents; any number of ids (adapters chunk). */
   readonly listByDocuments: (
     documentIDs: ReadonlyArray<string>

@@ -174,6 +174,9 @@ export const makeOperationMethods = Effect.gen(function*() {
       if (commit.result.outcome !== "committed") return commit.result
       if (commit.next === undefined || row === undefined) return yield* Effect.dieMessage("a commit decided without a row")
       const identity = watchIdentityOfCommit(row, input.sourceID)
+      // Finalizes arming watches on one document take turns, so none of them
+      // loses the unique ingress index to another and has to start over.
+      yield* watches.lockDocument({ ownerDID: row.ownerDID, model: row.model, documentID: input.documentID })
       const others = supersededBy(yield* watches.listByDocuments([input.documentID]), identity, input.documentID)
       // Watch rows are locked in one global order, so two finalizes that
       // touch the same watches cannot deadlock.
