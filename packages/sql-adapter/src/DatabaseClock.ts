@@ -13,6 +13,17 @@ export type ClockSource = "database" | "local"
 /** The clock sources an open option may name. */
 export const CLOCK_SOURCES: ReadonlyArray<ClockSource> = ["database", "local"]
 
+/**
+ * The clock source a store opened with `options` (on Postgres or not) decides with: the one it
+ * names, else `database` on Postgres unless a machine clock (`now`) is
+ * injected, which is then taken as it is; always `local` on SQLite, where
+ * every runner shares one machine.
+ */
+export const clockSourceOf = (
+  onPostgres: boolean,
+  options: { readonly clock?: ClockSource | undefined; readonly now?: (() => number) | undefined }
+): ClockSource => !onPostgres ? "local" : options.clock ?? (options.now === undefined ? "database" : "local")
+
 /** How often a database clock re-measures its offset from the local clock. */
 export const CLOCK_REFRESH_MS = 30_000
 

@@ -29,7 +29,7 @@ import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
 import { Tables } from "./Tables.js"
-import { type ClockSource, makeDatabaseClock } from "./DatabaseClock.js"
+import { type ClockSource, clockSourceOf, makeDatabaseClock } from "./DatabaseClock.js"
 import { connectionOptionsProblem, DEFAULT_APPLICATION_NAME } from "./openChecks.js"
 
 /** Every port a SQL store provides, except the winner reader. */
@@ -193,8 +193,7 @@ export const openConnectorStore = async (options: OpenConnectorStoreOptions): Pr
   const handleOf = Effect.suspend(() => handle)
   const local = options.now ?? Date.now
   let storeNow = local
-  const source = options.clock ?? (options.now === undefined ? "database" : "local")
-  const followsDatabase = isPostgresUrl(options.url) && source === "database"
+  const followsDatabase = clockSourceOf(isPostgresUrl(options.url), options) === "database"
   const databaseClock = Layer.scopedDiscard(Effect.flatMap(SqlClient, (sql) =>
     Effect.map(makeDatabaseClock(sql, local), (clock) => {
       storeNow = clock.now
