@@ -1,9 +1,10 @@
+import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import * as Sql from "@connector-store/sql-adapter"
 import { clockSourceOf, openConnectorStore } from "@connector-store/sql-adapter"
 import { Effect, Layer } from "effect"
 import { existsSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { rejectionOf, withClient } from "./faults.support.js"
+import { claimFor, rejectionOf, withClient } from "./faults.support.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
 const badOptions: ReadonlyArray<readonly [string, string, Record<string, unknown>]> = [
@@ -46,6 +47,26 @@ describe("the open options of the SQL store's time and connections", () => {
     expect(clockSourceOf(true, { clock: "local" })).toBe("local")
     expect(clockSourceOf(false, {})).toBe("local")
     expect(clockSourceOf(false, { clock: "database" })).toBe("local")
+  })
+
+  it("store.now() is the clock a SQLite or memory store decides with: the injected one", async () => {
+    let machine = 5_000_000
+    const now = () => machine
+    const sqlite = await openConnectorStore({ url: freshSqlitePath(), now })
+    const memory = openMemoryConnectorStore({ now })
+    try {
+      for (const store of [sqlite, memory]) {
+        expect(store.now()).toBe(5_000_000)
+        const claim = await store.claimOperation(claimFor("timed", { leaseMs: 1_000 }))
+        expect(claim).toMatchObject({ outcome: "claimed", lease: { expiresAt: 5_001_000 } })
+      }
+      machine = 5_000_500
+      expect(sqlite.now()).toBe(5_000_500)
+      expect(memory.now()).toBe(5_000_500)
+    } finally {
+      await sqlite.close()
+      await memory.close()
+    }
   })
 
   it.runIf(pgAvailable)("a Postgres store's connections carry application_name connector-store by default", async () => {
