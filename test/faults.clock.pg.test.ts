@@ -1,7 +1,8 @@
 import { ConnectorStore, type WatchIdentity } from "@connector-store/core"
 import * as Sql from "@connector-store/sql-adapter"
 import { type ClockSource, openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
-import { Effect, Layer } from "effect"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Context, Effect, Layer } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
 import { claimFor, sleep, withClient } from "./faults.support.js"
 import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
@@ -134,6 +135,27 @@ describe.runIf(pgAvailable)("runners whose machine clocks differ by ±30 s, on o
       lapsedListedBySlow: false,
       lapsedClaimBySlow: "busy"
     })
+  })
+
+  it("a machine clock that jumps after open is caught up with at the next refresh", async () => {
+    let jump = 0
+    const local = () => Date.now() + jump
+    const readings = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* Layer.build(Sql.layerClient({ url, maxConnections: 1 })).pipe(Effect.map((context) => Context.get(context, SqlClient)))
+      const clock = yield* Sql.makeDatabaseClock(sql, local, 200)
+      const server = () => Effect.promise(() => serverNow(url))
+      const atOpen = clock.now() - (yield* server())
+      jump = SKEW_MS
+      const justAfterJump = clock.now() - (yield* server())
+      yield* Effect.promise(() => sleep(600))
+      const afterRefresh = clock.now() - (yield* server())
+      return { atOpen, justAfterJump, afterRefresh }
+    })))
+    expect(Math.abs(readings.atOpen)).toBeLessThan(1_000)
+    // Between refreshes the store's clock moves with the machine's (no round trip per reading)...
+    expect(Math.abs(readings.justAfterJump - SKEW_MS)).toBeLessThan(1_000)
+    // ...and the next measurement brings it back to the server's.
+    expect(Math.abs(readings.afterRefresh)).toBeLessThan(1_000)
   })
 
   it("the Effect API decides on the server's clock with layerDatabaseClock", async () => {

@@ -71,19 +71,21 @@ export const measureOffset = (sql: SqlClient, local: () => number): Effect.Effec
 /**
  * A clock that follows the server behind `sql`: measured once now (a failure
  * fails the caller, so a store does not open with an unknown offset), then
- * every `CLOCK_REFRESH_MS` while `scope` lasts. A failed refresh keeps the
+ * every `refreshMs` (`CLOCK_REFRESH_MS`) while `scope` lasts, so a machine
+ * clock that jumps or drifts is caught up with. A failed refresh keeps the
  * last offset.
  */
 export const makeDatabaseClock = (
   sql: SqlClient,
-  local: () => number
+  local: () => number,
+  refreshMs: number = CLOCK_REFRESH_MS
 ): Effect.Effect<DatabaseClock, PersistenceError, Scope.Scope> =>
   Effect.gen(function*() {
     let offset = yield* measureOffset(sql, local).pipe(PersistenceError.refail("clock"))
     yield* measureOffset(sql, local).pipe(
       Effect.tap((measured) => Effect.sync(() => { offset = measured })),
       Effect.ignore,
-      Effect.delay(Duration.millis(CLOCK_REFRESH_MS)),
+      Effect.delay(Duration.millis(refreshMs)),
       Effect.forever,
       Effect.forkScoped
     )
