@@ -198,6 +198,9 @@ describe.runIf(pgAvailable)("backends terminated at random moments under a workl
       // Committed whole: the commit, its marker, and the watch it armed.
       expect(row).toMatchObject({ state: "committed", source_id: `src-${row.operation_id}`, document_id: `doc-${row.operation_id}` })
       expect(row.send_marker).not.toBeNull()
+      // Inserted at version 0, then at least a mark and a commit, each counted once.
+      expect(row.version).toBeGreaterThanOrEqual(2)
+      expect(row.attempts).toBeGreaterThanOrEqual(1)
       expect(row.lease_token).toBeNull()
       expect(JSON.parse(row.result_entity!)).toEqual({ id: row.operation_id })
     }
