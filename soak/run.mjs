@@ -1,0 +1,162 @@
+// `npm run soak`: several worker processes (each its own store on one
+// database) drive write-back operations against a fake provider while this
+// controller SIGKILLs a random worker every 1–3 s and starts another. Then a
+// recovery pass and the checks (see checks.mjs). Prints
+// `duplicates 0 · lost 0 · stuck 0` or the offending keys; exits 1 on a violation.
+//
+//   npm run soak -- --backend sqlite|postgres --minutes N | --seconds N --workers W --seed S [--keep]
+import { spawn } from "node:child_process"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { failed, judge, readLines } from "./checks.mjs"
+import { createDatabase, scratchFolder } from "./database.mjs"
+import { startProvider } from "./provider.mjs"
+import { derive, prng } from "./random.mjs"
+import { recover } from "./recovery.mjs"
+import { formatReport } from "./report.mjs"
+
+const here = dirname(fileURLToPath(import.meta.url))
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The options, with their defaults; an unknown or malformed option is an error naming it. */
+export const parseArgs = (argv) => {
+  const options = { backend: "sqlite", seconds: 60, workers: 4, seed: Math.floor(Math.random() * 2 ** 31), keep: false }
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i]
+    const value = () => {
+      const text = argv[++i]
+      if (text === undefined) throw new Error(`${flag} needs a value`)
+      return text
+    }
+    const positive = (text) => {
+      const n = Number(text)
+      if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} must be a positive number, got ${text}`)
+      return n
+    }
+    switch (flag) {
+      case "--backend": {
+        options.backend = value()
+        if (options.backend !== "sqlite" && options.backend !== "postgres") throw new Error("--backend must be sqlite or postgres")
+        break
+      }
+      case "--minutes": options.seconds = positive(value()) * 60; break
+      case "--seconds": options.seconds = positive(value()); break
+      case "--workers": options.workers = Math.max(1, Math.round(positive(value()))); break
+      case "--seed": options.seed = Math.round(positive(value())); break
+      case "--keep": options.keep = true; break
+      default: throw new Error(`unknown option ${flag}`)
+    }
+  }
+  return options
+}
+
+/** The policy every store of the run shares: short leases and delays, so a minute holds many takeovers. */
+const POLICY = { leaseMs: 1_500, maxAttempts: 6, backoff: { baseDelayMs: 100, maxDelayMs: 1_000, jitter: "equal" }, deferMs: 1_500 }
+/** How long a worker drives before it may be killed. */
+const MIN_DRIVING_MS = 500
+const OWNER = "did:soak:owner"
+const CONNECTOR = "soak"
+
+const main = async () => {
+  const options = parseArgs(process.argv.slice(2))
+  const folder = scratchFolder()
+  const ledgerPath = folder.path("provider-ledger.jsonl")
+  const eventsPath = folder.path("worker-events.jsonl")
+  const database = await createDatabase(options.backend, folder)
+  const provider = await startProvider({ seed: options.seed, ledgerPath })
+  const rng = prng(derive(options.seed, "controller"))
+  console.log(`soak · ${options.backend} · ${options.seconds} s · ${options.workers} workers · seed ${options.seed} · files ${folder.dir}`)
+
+  const live = new Map() // worker name → child
+  let spawned = 0
+  let kills = 0
+  let selfExits = 0
+  let stopping = false
+  const start = () => {
+    const worker = `w${++spawned}`
+    const config = {
+      worker, seed: options.seed, url: database.url, providerUrl: provider.url, eventsPath, policy: POLICY,
+      ownerDID: OWNER, connectorName: CONNECTOR
+    }
+    const child = spawn(process.execPath, [join(here, "worker.mjs"), JSON.stringify(config)], {
+      stdio: ["ignore", "inherit", "inherit", "ipc"]
+    })
+    child.readyAt = undefined
+    child.on("message", (message) => {
+      if (message === "ready") child.readyAt = Date.now()
+    })
+    live.set(worker, child)
+    child.on("exit", (code, signal) => {
+      live.delete(worker)
+      if (stopping || signal === "SIGKILL") return
+      selfExits++
+      console.log(`worker ${worker} exited by itself (code ${code}, signal ${signal}); starting another`)
+      start()
+    })
+  }
+  const stopAll = async () => {
+    stopping = true
+    const exits = [...live.values()].map((child) => new Promise((resolve) => child.once("exit", resolve)))
+    for (const child of live.values()) child.kill("SIGKILL")
+    await Promise.all(exits)
+  }
+
+  let verdict
+  let stats
+  try {
+    for (let i = 0; i < options.workers; i++) start()
+    const endsAt = Date.now() + options.seconds * 1_000
+    while (Date.now() < endsAt) {
+      await sleep(Math.min(rng.between(1_000, 3_000), Math.max(0, endsAt - Date.now())))
+      if (Date.now() >= endsAt) break
+      // Only a worker that has opened its store and driven for a moment is a
+      // victim (on a loaded machine a worker can take seconds just to load).
+      const victims = () => [...live].filter(([, child]) => child.readyAt <= Date.now() - MIN_DRIVING_MS).map(([name]) => name)
+      let names = []
+      while (Date.now() < endsAt && (names = victims()).length === 0) {
+        await sleep(100)
+      }
+      if (names.length === 0) break
+      const victim = names[rng.int(names.length)]
+      live.get(victim).kill("SIGKILL")
+      kills++
+      start()
+    }
+    await stopAll()
+
+    const events = []
+    const report = (event) => events.push({ worker: "recovery", t: Date.now(), ...event })
+    provider.calm()
+    const recovered = await recover({
+      database, providerUrl: provider.url, policy: POLICY, report, ownerDID: OWNER, connectorName: CONNECTOR
+    })
+    const rows = await database.rows()
+    const documentIDs = rows.map((row) => row.document_id).filter((id) => id !== null)
+    const writeStates = documentIDs.length === 0 ? new Map() : await recovered.store.getDocumentWriteStates(documentIDs)
+    await recovered.store.close()
+    const ledger = readLines(ledgerPath)
+    const allEvents = [...readLines(eventsPath), ...events]
+    verdict = judge({
+      ledger, events: allEvents, rows, missedBySweep: recovered.missedBySweep, unsettled: recovered.unsettled,
+      writeStates, integrity: await database.integrity()
+    })
+    stats = {
+      options, rows, ledger, events: allEvents, kills, spawned, selfExits, faults: provider.faults,
+      recovery: { rounds: recovered.rounds, drives: recovered.drives }, integrity: await database.integrity()
+    }
+  } finally {
+    if (!stopping) await stopAll()
+    await provider.close()
+    await database.drop()
+  }
+  console.log(formatReport(stats, verdict))
+  const bad = failed(verdict)
+  if (bad || options.keep) console.log(`the run's files are kept in ${folder.dir}`)
+  else folder.remove()
+  return bad ? 1 : 0
+}
+
+main().then((code) => (process.exitCode = code), (error) => {
+  console.error(error)
+  process.exitCode = 2
+})
