@@ -70,7 +70,8 @@ export const judge = ({ ledger, events, rows, missedBySweep, unsettled, writeSta
     ledger.filter((entry) => entry.key === key).map((entry) =>
       `${new Date(entry.t).toISOString().slice(11, 23)} ${entry.worker} token ${String(entry.token).slice(0, 8)} ` +
       `${entry.op}${entry.ifMatch ? ` ifMatch ${entry.ifMatch}` : ""}${entry.providerID ? ` id ${entry.providerID}` : ""} ` +
-      `reissue ${entry.reissue ?? "none"} → ${entry.status}${entry.applied ? " applied" : ""}${entry.fault ? ` (${entry.fault})` : ""}`
+      `reissue ${entry.reissue ?? "none"} → ${entry.status}${entry.applied ? " applied" : ""}${entry.fault ? ` (${entry.fault})` : ""}` +
+      `${entry.late ? " LATE: arrived after its run's lease expired" : ""}`
     )
   ]))
   return {

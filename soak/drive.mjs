@@ -5,6 +5,9 @@
 // controller's recovery pass.
 import { REQUEST_TIMEOUT_MS } from "./provider.mjs"
 
+/** How much of a renewed lease must be left for a request to leave (it lands within milliseconds). */
+const LATE_MARGIN_MS = 1_000
+
 /** The tags of the store's errors; a rejection without one of these is an untyped rejection. */
 export const STORE_ERROR_TAGS = new Set([
   "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
@@ -117,7 +120,11 @@ export const driveOperation = async (ctx, input) => {
   const renewed = await call("renewOperationLease", () => store.renewOperationLease(key, { leaseToken }))
   if (renewed.outcome !== "renewed") return `renew:${renewed.outcome}`
 
-  const request = { ...requestFor(input, claim.reissue), token: leaseToken, worker: ctx.worker }
+  // A request that might arrive after the lease lapsed could race a takeover's
+  // re-send (a runner's timing fault, not the store's): do not send it then.
+  const leaseExpiresAt = renewed.lease.expiresAt
+  if (Date.now() >= leaseExpiresAt - LATE_MARGIN_MS) return "renew:too-late"
+  const request = { ...requestFor(input, claim.reissue), token: leaseToken, worker: ctx.worker, leaseExpiresAt }
   const answer = await send(ctx.providerUrl, "/write", request)
   switch (answer.status) {
     case 200:

@@ -68,7 +68,8 @@ export const startProvider = async ({ seed, ledgerPath }) => {
       appendFileSync(ledgerPath, JSON.stringify({
         t: now, key: body.key, token: body.token, worker: body.worker, op: body.op, entityID: body.entityID ?? null,
         providerID: body.providerID ?? null, ifMatch: body.ifMatch ?? null, reissue: body.reissue ?? null,
-        status: answer.status, applied: answer.applied === true, fault: extra ?? null
+        status: answer.status, applied: answer.applied === true, fault: extra ?? null,
+        late: typeof body.leaseExpiresAt === "number" && now >= body.leaseExpiresAt
       }) + "\n")
     }
     let delay = 0

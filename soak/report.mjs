@@ -21,6 +21,7 @@ export const formatReport = (stats, verdict) => {
     `operations ${stats.rows.length} (${list(states)}) · completed ${states.committed ?? 0}`,
     `drives ${drives.length} · provider requests ${stats.ledger.length} (applied ${stats.ledger.filter((e) => e.applied).length})` +
     ` · recovery ${stats.recovery.drives} re-drives in ${stats.recovery.rounds} rounds`,
+    `late requests (arrived after their run's lease expired) ${stats.ledger.filter((e) => e.late).length}`,
     `kills ${stats.kills} · workers started ${stats.spawned} · exited by themselves ${stats.selfExits}`,
     `faults injected ${injected}: ${list(faults)}`,
     `typed errors: ${list(typed) || "none"}`,

@@ -13,52 +13,20 @@ import { createDatabase, scratchFolder } from "./database.mjs"
 import { startProvider } from "./provider.mjs"
 import { derive, prng } from "./random.mjs"
 import { recover } from "./recovery.mjs"
+import { parseArgs } from "./options.mjs"
 import { formatReport } from "./report.mjs"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** The options, with their defaults; an unknown or malformed option is an error naming it. */
-export const parseArgs = (argv) => {
-  const options = { backend: "sqlite", seconds: 60, workers: 4, seed: Math.floor(Math.random() * 2 ** 31), keep: false }
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i]
-    const value = () => {
-      const text = argv[++i]
-      if (text === undefined) throw new Error(`${flag} needs a value`)
-      return text
-    }
-    const positive = (text) => {
-      const n = Number(text)
-      if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} must be a positive number, got ${text}`)
-      return n
-    }
-    switch (flag) {
-      case "--backend": {
-        options.backend = value()
-        if (options.backend !== "sqlite" && options.backend !== "postgres") throw new Error("--backend must be sqlite or postgres")
-        break
-      }
-      case "--minutes": options.seconds = positive(value()) * 60; break
-      case "--seconds": options.seconds = positive(value()); break
-      case "--workers": options.workers = Math.max(1, Math.round(positive(value()))); break
-      case "--seed": options.seed = Math.round(positive(value())); break
-      case "--keep": options.keep = true; break
-      default: throw new Error(`unknown option ${flag}`)
-    }
-  }
-  return options
-}
-
 /** The policy every store of the run shares: short leases and delays, so a minute holds many takeovers. */
-const POLICY = { leaseMs: 1_500, maxAttempts: 6, backoff: { baseDelayMs: 100, maxDelayMs: 1_000, jitter: "equal" }, deferMs: 1_500 }
+const POLICY = { leaseMs: 2_500, maxAttempts: 6, backoff: { baseDelayMs: 100, maxDelayMs: 1_000, jitter: "equal" }, deferMs: 1_500 }
 /** How long a worker drives before it may be killed. */
 const MIN_DRIVING_MS = 500
 const OWNER = "did:soak:owner"
 const CONNECTOR = "soak"
 
-const main = async () => {
-  const options = parseArgs(process.argv.slice(2))
+const main = async (options) => {
   const folder = scratchFolder()
   const ledgerPath = folder.path("provider-ledger.jsonl")
   const eventsPath = folder.path("worker-events.jsonl")
@@ -156,7 +124,14 @@ const main = async () => {
   return bad ? 1 : 0
 }
 
-main().then((code) => (process.exitCode = code), (error) => {
+let options
+try {
+  options = parseArgs(process.argv.slice(2))
+} catch (error) {
+  console.error(`soak: ${error.message}\nusage: npm run soak -- [--backend sqlite|postgres] [--minutes N | --seconds N] [--workers W] [--seed S] [--keep]`)
+  process.exit(2)
+}
+main(options).then((code) => (process.exitCode = code), (error) => {
   console.error(error)
   process.exitCode = 2
 })
