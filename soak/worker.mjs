@@ -99,4 +99,5 @@ const loop = async () => {
     await new Promise((resolve) => setTimeout(resolve, rng.int(20)))
   }
 }
-await Promise.all([loop(), loop()])
+// Three runners per process: more interleavings per start (a start costs about a second of CPU).
+await Promise.all([loop(), loop(), loop()])
