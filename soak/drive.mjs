@@ -6,7 +6,7 @@
 import { REQUEST_TIMEOUT_MS } from "./provider.mjs"
 
 /** How much of a renewed lease must be left for a request to leave (it lands within milliseconds). */
-const LATE_MARGIN_MS = 1_000
+const LATE_MARGIN_MS = 2_000
 
 /** The tags of the store's errors; a rejection without one of these is an untyped rejection. */
 export const STORE_ERROR_TAGS = new Set([

@@ -69,7 +69,8 @@ export const startProvider = async ({ seed, ledgerPath }) => {
         t: now, key: body.key, token: body.token, worker: body.worker, op: body.op, entityID: body.entityID ?? null,
         providerID: body.providerID ?? null, ifMatch: body.ifMatch ?? null, reissue: body.reissue ?? null,
         status: answer.status, applied: answer.applied === true, fault: extra ?? null,
-        late: typeof body.leaseExpiresAt === "number" && now >= body.leaseExpiresAt
+        late: typeof body.leaseExpiresAt === "number" && now >= body.leaseExpiresAt,
+        leaseLeftMs: typeof body.leaseExpiresAt === "number" ? body.leaseExpiresAt - now : null
       }) + "\n")
     }
     let delay = 0

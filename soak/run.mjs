@@ -5,11 +5,12 @@
 // `duplicates 0 · lost 0 · stuck 0` or the offending keys; exits 1 on a violation.
 //
 //   npm run soak -- --backend sqlite|postgres --minutes N | --seconds N --workers W --seed S [--keep]
-import { spawn } from "node:child_process"
+import { appendFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { failed, judge, readLines } from "./checks.mjs"
 import { createDatabase, scratchFolder } from "./database.mjs"
+import { createFleet } from "./fleet.mjs"
 import { startProvider } from "./provider.mjs"
 import { derive, prng } from "./random.mjs"
 import { recover } from "./recovery.mjs"
@@ -20,7 +21,9 @@ const here = dirname(fileURLToPath(import.meta.url))
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** The policy every store of the run shares: short leases and delays, so a minute holds many takeovers. */
-const POLICY = { leaseMs: 2_500, maxAttempts: 6, backoff: { baseDelayMs: 100, maxDelayMs: 1_000, jitter: "equal" }, deferMs: 1_500 }
+const POLICY = { leaseMs: 4_000, maxAttempts: 6, backoff: { baseDelayMs: 100, maxDelayMs: 1_000, jitter: "equal" }, deferMs: 1_500 }
+/** Workers started ahead and waiting, so a killed worker is replaced at once. */
+const SPARES = 3
 /** How long a worker drives before it may be killed. */
 const MIN_DRIVING_MS = 500
 const OWNER = "did:soak:owner"
@@ -35,62 +38,44 @@ const main = async (options) => {
   const rng = prng(derive(options.seed, "controller"))
   console.log(`soak · ${options.backend} · ${options.seconds} s · ${options.workers} workers · seed ${options.seed} · files ${folder.dir}`)
 
-  const live = new Map() // worker name → child
-  let spawned = 0
-  let kills = 0
-  let selfExits = 0
-  let stopping = false
-  const start = () => {
-    const worker = `w${++spawned}`
-    const config = {
+  const log = (event) => appendFileSync(eventsPath, JSON.stringify({ worker: "controller", t: Date.now(), ...event }) + "\n")
+  const fleet = createFleet({
+    script: join(here, "worker.mjs"),
+    workers: options.workers,
+    spares: SPARES,
+    log,
+    configOf: (worker) => ({
       worker, seed: options.seed, url: database.url, providerUrl: provider.url, eventsPath, policy: POLICY,
       ownerDID: OWNER, connectorName: CONNECTOR
-    }
-    const child = spawn(process.execPath, [join(here, "worker.mjs"), JSON.stringify(config)], {
-      stdio: ["ignore", "inherit", "inherit", "ipc"]
     })
-    child.readyAt = undefined
-    child.on("message", (message) => {
-      if (message === "ready") child.readyAt = Date.now()
-    })
-    live.set(worker, child)
-    child.on("exit", (code, signal) => {
-      live.delete(worker)
-      if (stopping || signal === "SIGKILL") return
-      selfExits++
-      console.log(`worker ${worker} exited by itself (code ${code}, signal ${signal}); starting another`)
-      start()
-    })
-  }
-  const stopAll = async () => {
-    stopping = true
-    const exits = [...live.values()].map((child) => new Promise((resolve) => child.once("exit", resolve)))
-    for (const child of live.values()) child.kill("SIGKILL")
-    await Promise.all(exits)
-  }
+  })
+  let kills = 0
+  let stopped = false
 
   let verdict
   let stats
   try {
-    for (let i = 0; i < options.workers; i++) start()
+    fleet.fill()
+    // The load starts once the first workers drive (starting one can take seconds).
+    const startBy = Date.now() + 120_000
+    while (fleet.drivingCount() < options.workers) {
+      if (Date.now() > startBy) throw new Error(`only ${fleet.drivingCount()} of ${options.workers} workers started in 120 s`)
+      await sleep(100)
+    }
     const endsAt = Date.now() + options.seconds * 1_000
     while (Date.now() < endsAt) {
       await sleep(Math.min(rng.between(1_000, 3_000), Math.max(0, endsAt - Date.now())))
-      if (Date.now() >= endsAt) break
-      // Only a worker that has opened its store and driven for a moment is a
-      // victim (on a loaded machine a worker can take seconds just to load).
-      const victims = () => [...live].filter(([, child]) => child.readyAt <= Date.now() - MIN_DRIVING_MS).map(([name]) => name)
+      // Only a worker that has been driving for a moment is a victim.
       let names = []
-      while (Date.now() < endsAt && (names = victims()).length === 0) {
-        await sleep(100)
-      }
+      while (Date.now() < endsAt && (names = fleet.victims(MIN_DRIVING_MS)).length === 0) await sleep(100)
       if (names.length === 0) break
       const victim = names[rng.int(names.length)]
-      live.get(victim).kill("SIGKILL")
+      fleet.kill(victim)
       kills++
-      start()
+      log({ type: "kill", victim })
     }
-    await stopAll()
+    await fleet.stopAll()
+    stopped = true
 
     const events = []
     const report = (event) => events.push({ worker: "recovery", t: Date.now(), ...event })
@@ -109,11 +94,11 @@ const main = async (options) => {
       writeStates, integrity: await database.integrity()
     })
     stats = {
-      options, rows, ledger, events: allEvents, kills, spawned, selfExits, faults: provider.faults,
+      options, rows, ledger, events: allEvents, kills, spawned: fleet.stats.spawned, selfExits: fleet.stats.selfExits, faults: provider.faults,
       recovery: { rounds: recovered.rounds, drives: recovered.drives }, integrity: await database.integrity()
     }
   } finally {
-    if (!stopping) await stopAll()
+    if (!stopped) await fleet.stopAll()
     await provider.close()
     await database.drop()
   }

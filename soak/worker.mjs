@@ -87,8 +87,11 @@ const tick = async () => {
   if (input !== null) report({ type: "drive", how: "new", result: await driveOperation(ctx, input) })
 }
 
-report({ type: "started", pid: process.pid })
+// A spare until the controller says go; gone with the controller.
+process.on("disconnect", () => process.exit(0))
 process.send?.("ready")
+if (process.send !== undefined) await new Promise((resolve) => process.once("message", resolve))
+report({ type: "started", pid: process.pid })
 const loop = async () => {
   for (;;) {
     try {
