@@ -56,11 +56,14 @@ export const createFleet = ({ script, configOf, workers, spares, log }) => {
     drivingCount: () => driving().length,
     /**
      * The workers that have been driving for at least `minDrivingMs`, while
-     * a started spare is there to take a victim's place (none otherwise: on
-     * a loaded machine kills wait for spares rather than stop the load).
+     * a started spare is there to take a victim's place or more than half
+     * the workers drive (none otherwise: on a loaded machine, where a start
+     * takes seconds, kills wait rather than stop the load).
      */
     victims: (minDrivingMs) =>
-      !waiting().some(([, w]) => w.readyAt !== undefined) ? [] : driving().filter(([, w]) => w.drivingSince <= Date.now() - minDrivingMs).map(([name]) => name),
+      !waiting().some(([, w]) => w.readyAt !== undefined) && driving().length <= Math.ceil(workers / 2)
+        ? []
+        : driving().filter(([, w]) => w.drivingSince <= Date.now() - minDrivingMs).map(([name]) => name),
     /** SIGKILLs `name` and puts a spare in its place. */
     kill: (name) => {
       children.get(name)?.child.kill("SIGKILL")
