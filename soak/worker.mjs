@@ -18,15 +18,10 @@ process.on("unhandledRejection", (error) => {
   process.exit(70)
 })
 
-let store
-try {
-  store = await openConnectorStore({
-    url: config.url, readWinner, readWinners, maxConnections: 3, operationPolicy: config.policy
-  })
-} catch (error) {
-  report({ type: typeof error?._tag === "string" ? "typed-error" : "violation", what: "untyped", tag: error?._tag, method: "open", text: String(error?.message).slice(0, 300) })
-  process.exit(71)
-}
+// Opening (and migrating) under contention is judged like any other call.
+const store = await storeCall(report, "openConnectorStore", () =>
+  openConnectorStore({ url: config.url, readWinner, readWinners, maxConnections: 3, operationPolicy: config.policy })
+).catch(() => process.exit(71))
 
 let offlineUntil = 0
 let authPending = false
