@@ -1,8 +1,8 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { execFile } from "node:child_process"
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
-import ts from "typescript"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 // Every ```ts block of the READMEs (the root's and each package's) and docs/*.md is a module that type-checks
 // against the packages (strict, exactOptionalPropertyTypes, NodeNext); a
@@ -45,32 +45,43 @@ export const samplesOf = (document: string, text: string): ReadonlyArray<Sample>
 const samples = documents.flatMap((document) => samplesOf(document, readFileSync(join(root, document), "utf8")))
 const fileOf = (sample: Sample) => join(root, "docs", `.sample-${sample.name.replace(/[^A-Za-z0-9]+/g, "-")}.ts`)
 
-const tsconfig = ts.getParsedCommandLineOfConfigFile(join(root, "tsconfig.json"), {}, {
-  ...ts.sys,
-  onUnRecoverableConfigFileDiagnostic: (d) => {
-    throw new Error(ts.flattenDiagnosticMessageText(d.messageText, "\n"))
-  }
-})!
+const config = join(root, "docs", ".sample-tsconfig.json")
+const written: Array<string> = []
 
-/** Type errors of every sample, by sample: each is a virtual file next to the docs, checked with the workspace's options. */
-const typeErrors = (): ReadonlyMap<string, ReadonlyArray<string>> => {
-  const virtual = new Map(samples.map((sample) => [fileOf(sample), sample]))
-  const host = ts.createCompilerHost(tsconfig.options)
-  const readFile = host.readFile.bind(host)
-  const fileExists = host.fileExists.bind(host)
-  host.readFile = (file) => virtual.get(file)?.code ?? readFile(file)
-  host.fileExists = (file) => virtual.has(file) || fileExists(file)
-  const program = ts.createProgram([...virtual.keys()], { ...tsconfig.options, noEmit: true, noUnusedLocals: false }, host)
-  const errors = new Map<string, Array<string>>(samples.map((sample) => [sample.name, []]))
-  for (const diagnostic of ts.getPreEmitDiagnostics(program)) {
-    const sample = diagnostic.file === undefined ? undefined : virtual.get(diagnostic.file.fileName)
-    const where = diagnostic.file !== undefined && diagnostic.start !== undefined
-      ? `line ${diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line + 1}: `
-      : ""
-    const text = `${where}${ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n")}`
-    if (sample === undefined) errors.set("(outside the samples)", [...errors.get("(outside the samples)") ?? [], text])
-    else errors.get(sample.name)!.push(text)
+/** Writes every sample next to the docs (so the workspace's module resolution applies); removed after the run. */
+const writeSamples = (): void => {
+  for (const sample of samples) {
+    writeFileSync(fileOf(sample), sample.code)
+    written.push(fileOf(sample))
   }
+  writeFileSync(config, JSON.stringify({
+    extends: "../tsconfig.json",
+    compilerOptions: { noUnusedLocals: false },
+    include: [],
+    files: samples.map((sample) => fileOf(sample))
+  }))
+  written.push(config)
+}
+
+/**
+ * Type errors of every sample, by sample, from `tsc` with the workspace's
+ * options (in a child process, so that the test worker stays responsive).
+ */
+const typeErrors = async (): Promise<ReadonlyMap<string, ReadonlyArray<string>>> => {
+  const tsc = join(root, "node_modules/typescript/bin/tsc")
+  const { failed, output } = await new Promise<{ failed: boolean; output: string }>((resolve) =>
+    execFile(process.execPath, [tsc, "-p", config, "--pretty", "false"], { cwd: root }, (error, stdout, stderr) =>
+      resolve({ failed: error !== null, output: `${stdout}${stderr}` })))
+  const byFile = new Map(samples.map((sample) => [fileOf(sample), sample.name]))
+  const errors = new Map<string, Array<string>>(samples.map((sample) => [sample.name, []]))
+  let key = "(outside the samples)"
+  for (const line of output.split("\n").filter((l) => l.trim() !== "")) {
+    const match = /^(.*?)\((\d+),\d+\): (.*)$/.exec(line)
+    // A line without a position continues the error before it.
+    if (match !== null) key = byFile.get(join(root, match[1]!)) ?? "(outside the samples)"
+    errors.set(key, [...errors.get(key) ?? [], match === null ? line : `line ${match[2]}: ${match[3]}`])
+  }
+  if (failed && [...errors.values()].every((list) => list.length === 0)) errors.set("(tsc failed)", [output])
   return errors
 }
 
@@ -80,24 +91,19 @@ describe("the code samples of the README and docs/", () => {
     expect(samples.filter((s) => s.runnable).length).toBeGreaterThanOrEqual(3)
   })
 
-  it("every ```ts sample type-checks against the packages", () => {
-    const errors = typeErrors()
+  it("every ```ts sample type-checks against the packages", async () => {
+    const errors = await typeErrors()
     expect(Object.fromEntries([...errors].filter(([, list]) => list.length > 0))).toEqual({})
-  })
+  }, 300_000)
 
-  const written: Array<string> = []
+  beforeAll(writeSamples)
   afterAll(() => {
     for (const file of written) rmSync(file, { force: true })
   })
 
   for (const sample of samples.filter((s) => s.runnable)) {
     it(`${sample.name} runs`, async () => {
-      // Written next to the docs so that the workspace's module resolution applies; removed after the run.
-      const file = fileOf(sample)
-      mkdirSync(dirname(file), { recursive: true })
-      writeFileSync(file, sample.code)
-      written.push(file)
-      await import(pathToFileURL(file).href)
+      await import(pathToFileURL(fileOf(sample)).href)
     })
   }
 })
