@@ -13,6 +13,8 @@ export default defineConfig({
   },
   test: {
     include: ["test/**/*.test.ts"],
+    globalSetup: ["./test/support/globalSetup.ts"],
+    reporters: ["default", "./test/support/postgresSkips.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000
   }
