@@ -2,6 +2,8 @@ import {
   ConnectorStore,
   fromPromiseReaders,
   makePromiseStore,
+  openOptionsProblem,
+  type StoreObservability,
   OperationPolicy,
   type OperationPolicyOverrides,
   OperationRepository,
@@ -66,7 +68,7 @@ export const layer = (readers: WinnerReaders = {}): Layer.Layer<ConnectorStore |
   )
 
 /** The options of `openMemoryConnectorStore`. */
-export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction> {
+export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction>, StoreObservability {
   /** The store's clock; the system clock when absent. */
   readonly now?: () => number
   /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
@@ -75,12 +77,18 @@ export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransacti
 
 const handle = Effect.succeed<MemoryTransaction>({ adapter: "memory" })
 
-/** Opens an empty in-memory store with the Promise API. */
-export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): PromiseConnectorStore<MemoryTransaction> =>
-  makePromiseStore({
-    runtime: ManagedRuntime.make(
-      layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
-    ),
+/**
+ * Opens an empty in-memory store with the Promise API. Throws `InvalidInput`
+ * naming the option (method `openMemoryConnectorStore`) when an option is
+ * unacceptable, before anything opens.
+ */
+export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): PromiseConnectorStore<MemoryTransaction> => {
+  const problem = openOptionsProblem("openMemoryConnectorStore", options, [])
+  if (problem !== undefined) throw problem
+  const store = layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
+  return makePromiseStore({
+    runtime: ManagedRuntime.make(options.observability === undefined ? store : Layer.provideMerge(store, options.observability)),
     handle,
     now: options.now
   })
+}

@@ -1,6 +1,13 @@
 import {
   ConnectorStore,
+  fieldOf,
   fromPromiseReaders,
+  InvalidInput,
+  nameMethod,
+  openOptionsProblem,
+  optional,
+  Rules,
+  type StoreObservability,
   makePromiseStore,
   OperationPolicy,
   type OperationPolicyOverrides,
@@ -28,7 +35,8 @@ import { makeSqlTransactor } from "./SqlTransactor.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
-import { Tables } from "./Tables.js"
+import { classified, classifiedPort } from "./SqlFailure.js"
+import { tablePrefixProblem, Tables } from "./Tables.js"
 
 /** Every port a SQL store provides, except the winner reader. */
 export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
@@ -42,7 +50,7 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
   Effect.gen(function*() {
     const sql = yield* SqlClient
     const tables = yield* Tables
-    yield* migrate(sql, tables).pipe(PersistenceError.refail("migrate"))
+    yield* migrate(sql, tables).pipe(PersistenceError.refail("migrate"), Effect.mapError(classified))
     const names = {
       sync_state: tables.syncState,
       pending_auth: tables.pendingAuth,
@@ -52,12 +60,12 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
       relist_receipt: tables.relistReceipt,
       relist_candidate: tables.relistCandidate
     }
-    return Context.make(Transactor, makeSqlTransactor(sql, tables.migrations)).pipe(
-      Context.add(WatchRepository, makeSqlWatchRepository(sql, tables)),
-      Context.add(OperationRepository, makeSqlOperationRepository(sql, tables)),
-      Context.add(SyncStateRepository, makeSqlSyncStateRepository(sql, tables)),
-      Context.add(PendingAuthRepository, makeSqlPendingAuthRepository(sql, tables)),
-      Context.add(RelistRepository, makeSqlRelistRepository(sql, tables)),
+    return Context.make(Transactor, classifiedPort(makeSqlTransactor(sql, tables.migrations))).pipe(
+      Context.add(WatchRepository, classifiedPort(makeSqlWatchRepository(sql, tables))),
+      Context.add(OperationRepository, classifiedPort(makeSqlOperationRepository(sql, tables))),
+      Context.add(SyncStateRepository, classifiedPort(makeSqlSyncStateRepository(sql, tables))),
+      Context.add(PendingAuthRepository, classifiedPort(makeSqlPendingAuthRepository(sql, tables))),
+      Context.add(RelistRepository, classifiedPort(makeSqlRelistRepository(sql, tables))),
       Context.add(StoreSnapshot, {
         snapshot: Effect.gen(function*() {
           const out: Record<string, ReadonlyArray<unknown>> = {}
@@ -103,7 +111,7 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
     )).pipe(Layer.provideMerge(SqliteClient.layer({ filename: connection.url })))
   // The SQLite driver throws (a defect) when the file cannot be opened.
   return Layer.catchAllCause(client, (cause) =>
-    Layer.fail(new PersistenceError({ operation: "connect", cause: Cause.squash(cause) })))
+    Layer.fail(classified(new PersistenceError({ operation: "connect", cause: Cause.squash(cause) }))))
 }
 
 /**
@@ -113,7 +121,7 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
 export const layer = (
   connection: SqlConnection,
   readers: WinnerReaders = {}
-): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader | SqlClient, PersistenceError> =>
+): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader | SqlClient, PersistenceError | InvalidInput> =>
   ConnectorStore.layer.pipe(
     Layer.provideMerge(layerPorts),
     Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
@@ -140,35 +148,46 @@ const currentTransaction = (sql: SqlClient): Effect.Effect<SqlTransaction> =>
   }))
 
 /** The options of `openConnectorStore`. */
-export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerReaders<SqlTransaction> {
+export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerReaders<SqlTransaction>, StoreObservability {
   /** The store's clock; the system clock when absent. */
   readonly now?: (() => number) | undefined
   /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
   readonly operationPolicy?: OperationPolicyOverrides | undefined
 }
 
+/** The checks of the SQL connection options (the shared ones are in `openOptionsProblem`). */
+const connectionChecks = (options: unknown) => [
+  ["options.url", fieldOf(options, "url"), Rules.id] as const,
+  ["options.tablePrefix", fieldOf(options, "tablePrefix"), optional(tablePrefixProblem)] as const,
+  ["options.maxConnections", fieldOf(options, "maxConnections"), optional(Rules.positiveInt)] as const,
+  ["options.busyTimeoutMs", fieldOf(options, "busyTimeoutMs"), optional(Rules.nonNegativeInt)] as const
+]
+
 /**
  * Opens a store on SQLite or Postgres with the Promise API, migrating the
- * schema first. Rejects with a `PersistenceError` when the database cannot be
- * reached or migrated.
+ * schema first. Rejects with `InvalidInput` naming the option when an option
+ * is unacceptable (before anything opens), and with a classified
+ * `PersistenceError` when the database cannot be reached or migrated; both
+ * name `openConnectorStore` as their `method`.
  */
 export const openConnectorStore = async (
   options: OpenConnectorStoreOptions
 ): Promise<PromiseConnectorStore<SqlTransaction>> => {
+  const problem = openOptionsProblem("openConnectorStore", options, connectionChecks(options))
+  if (problem !== undefined) throw problem
   let handle: Effect.Effect<SqlTransaction> = Effect.dieMessage("store not open")
   const handleOf = Effect.suspend(() => handle)
-  const runtime = ManagedRuntime.make(
-    layer(options, fromPromiseReaders(options, handleOf)).pipe(
-      Layer.provide(OperationPolicy.layer(options.operationPolicy)),
-      Layer.tap((context) => Effect.sync(() => {
-        handle = currentTransaction(Context.get(context, SqlClient))
-      }))
-    )
+  const store = layer(options, fromPromiseReaders(options, handleOf)).pipe(
+    Layer.provide(OperationPolicy.layer(options.operationPolicy)),
+    Layer.tap((context) => Effect.sync(() => {
+      handle = currentTransaction(Context.get(context, SqlClient))
+    }))
   )
+  const runtime = ManagedRuntime.make(options.observability === undefined ? store : Layer.provideMerge(store, options.observability))
   const opened = await Effect.runPromiseExit(runtime.runtimeEffect)
   if (Exit.isFailure(opened)) {
     await runtime.dispose()
-    throw Cause.squash(opened.cause)
+    throw nameMethod("openConnectorStore")(Cause.squash(opened.cause))
   }
   return makePromiseStore({ runtime, handle: handleOf, now: options.now })
 }
