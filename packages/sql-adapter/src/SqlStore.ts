@@ -114,20 +114,35 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
     Layer.fail(classified(new PersistenceError({ operation: "connect", cause: Cause.squash(cause) }))))
 }
 
+/** The checks of the SQL connection options (the shared ones are in `openOptionsProblem`). */
+const connectionChecks = (options: unknown) => [
+  ["options.url", fieldOf(options, "url"), Rules.id] as const,
+  ["options.tablePrefix", fieldOf(options, "tablePrefix"), optional(tablePrefixProblem)] as const,
+  ["options.maxConnections", fieldOf(options, "maxConnections"), optional(Rules.positiveInt)] as const,
+  ["options.busyTimeoutMs", fieldOf(options, "busyTimeoutMs"), optional(Rules.nonNegativeInt)] as const
+]
+
 /**
  * The whole store on SQL, for the Effect API: `ConnectorStore`, its ports
- * and the `SqlClient`, with winners read by `readers`.
+ * and the `SqlClient`, with winners read by `readers`. A connection option
+ * out of range fails the layer with `InvalidInput` naming it (method
+ * `layer`) before anything opens.
  */
 export const layer = (
   connection: SqlConnection,
   readers: WinnerReaders = {}
 ): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader | SqlClient, PersistenceError | InvalidInput> =>
-  ConnectorStore.layer.pipe(
-    Layer.provideMerge(layerPorts),
-    Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
-    Layer.provideMerge(Tables.layer(connection.tablePrefix)),
-    Layer.provideMerge(layerClient(connection))
-  )
+  Layer.unwrapEffect(Effect.suspend(() => {
+    const problem = openOptionsProblem("layer", connection, connectionChecks(connection))
+    return problem !== undefined ? Effect.fail(problem) : Effect.succeed(
+      ConnectorStore.layer.pipe(
+        Layer.provideMerge(layerPorts),
+        Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
+        Layer.provideMerge(Tables.layer(connection.tablePrefix)),
+        Layer.provideMerge(layerClient(connection))
+      )
+    )
+  }))
 
 /**
  * What a SQL store hands winner readers: a way to query inside the very
@@ -154,14 +169,6 @@ export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerR
   /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
   readonly operationPolicy?: OperationPolicyOverrides | undefined
 }
-
-/** The checks of the SQL connection options (the shared ones are in `openOptionsProblem`). */
-const connectionChecks = (options: unknown) => [
-  ["options.url", fieldOf(options, "url"), Rules.id] as const,
-  ["options.tablePrefix", fieldOf(options, "tablePrefix"), optional(tablePrefixProblem)] as const,
-  ["options.maxConnections", fieldOf(options, "maxConnections"), optional(Rules.positiveInt)] as const,
-  ["options.busyTimeoutMs", fieldOf(options, "busyTimeoutMs"), optional(Rules.nonNegativeInt)] as const
-]
 
 /**
  * Opens a store on SQLite or Postgres with the Promise API, migrating the

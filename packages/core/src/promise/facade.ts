@@ -57,9 +57,14 @@ export interface PromiseWatchMethods<H> {
   recordVerification(identity: WatchIdentity, input: VerificationInput): Promise<VerificationOutcome>
   resumeOfflineDeferred(now: Millis): Promise<void>
   resumeAuthDeferred(params: ResumeAuthParams): Promise<void>
+  /**
+   * The due sweep (see the Effect API's `listDueOperations`). Winners are
+   * read with `readers` when given, else with the readers the store was
+   * opened with.
+   */
   listDueOperations(
     now: Millis,
-    readers: PromiseWinnerReaders<H>
+    readers?: PromiseWinnerReaders<H>
   ): Promise<{ operations: ReadonlyArray<ConnectorOperation>; watches: ReadonlyArray<ProjectionWatch> }>
   collectFinishedOperations(params: CollectParams): Promise<number>
 }
@@ -81,8 +86,12 @@ export const promiseWatchMethods = <H>(call: PromiseCall, handle: Effect.Effect<
     call((s) =>
       s.listDueOperations(
         now,
-        // A non-object is handed on as it is, for the boundary to refuse.
-        typeof readers === "object" && readers !== null ? fromPromiseReaders(readers, handle) : readers as never
+        // A non-object is handed on as it is, for the boundary to refuse; absent, the store's own readers.
+        readers === undefined
+          ? undefined
+          : typeof readers === "object" && readers !== null
+          ? fromPromiseReaders(readers, handle)
+          : readers as never
       )
     ),
   collectFinishedOperations: (params) => call((s) => s.collectFinishedOperations(params))
