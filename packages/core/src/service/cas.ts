@@ -28,7 +28,6 @@ export const retryOnLostRace = <A, E, R>(
   identity: string,
   attempt: Effect.Effect<A, E | LostRace, R>
 ): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> => {
-  const lost = Metric.tagged(StoreMetrics.lostRaceRetries, "method", method)
   const tries = (tried: number) =>
     Effect.annotateCurrentSpan({ "connector-store.attempts": tried, "connector-store.retries": tried - 1 })
   const loop = (tried: number): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> =>
@@ -37,7 +36,7 @@ export const retryOnLostRace = <A, E, R>(
       (error): error is LostRace => error instanceof LostRace,
       () =>
         Effect.zipRight(
-          Metric.increment(lost),
+          Metric.increment(Metric.tagged(StoreMetrics.lostRaceRetries, "method", method)),
           tried + 1 >= MAX_CAS_ATTEMPTS
             ? Effect.zipRight(tries(tried + 1), Effect.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 })))
             : loop(tried + 1)

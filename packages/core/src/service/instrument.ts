@@ -68,12 +68,41 @@ export const outcomeOf = (exit: Exit.Exit<unknown, unknown>): string => {
   return "ok"
 }
 
+/** The tracer Effect runs with when none is installed. */
+const nativeTracer = Effect.runSync(Effect.tracer)
+
 type Method = (...args: ReadonlyArray<never>) => Effect.Effect<unknown, unknown, unknown>
 
-const instrumentCall = (method: string, isClosed: () => boolean, call: () => Effect.Effect<unknown, unknown, unknown>, args: ReadonlyArray<unknown>) => {
+/** One method's metric series, tagged once (tagging builds a new metric key, so it is not done per call). */
+interface MethodMetrics {
+  readonly calls: (outcome: string) => Metric.Metric.Counter<number>
+  readonly duration: Metric.Metric.Histogram<number>
+}
+
+const methodMetrics = (method: string): MethodMetrics => {
   const calls = Metric.tagged(StoreMetrics.calls, "method", method)
-  const duration = Metric.tagged(StoreMetrics.duration, "method", method)
-  return Effect.suspend(() => {
+  const byOutcome = new Map<string, Metric.Metric.Counter<number>>()
+  return {
+    calls: (outcome) => {
+      let counter = byOutcome.get(outcome)
+      if (counter === undefined) {
+        counter = Metric.tagged(calls, "outcome", outcome)
+        byOutcome.set(outcome, counter)
+      }
+      return counter
+    },
+    duration: Metric.tagged(StoreMetrics.duration, "method", method)
+  }
+}
+
+const instrumentCall = (
+  method: string,
+  metrics: MethodMetrics,
+  isClosed: () => boolean,
+  call: () => Effect.Effect<unknown, unknown, unknown>,
+  args: ReadonlyArray<unknown>
+) =>
+  Effect.suspend(() => {
     const started = performance.now()
     return Effect.suspend(() => isClosed() ? Effect.fail(new StoreClosed({ method })) : call()).pipe(
       // A bad reading of an injected clock dies inside the clock; it is the caller's typed error here.
@@ -86,29 +115,36 @@ const instrumentCall = (method: string, isClosed: () => boolean, call: () => Eff
         return Effect.zipRight(
           Effect.annotateCurrentSpan(`${SPAN_PREFIX}outcome`, outcome),
           Effect.zipRight(
-            Metric.increment(Metric.tagged(calls, "outcome", outcome)),
-            Metric.update(duration, performance.now() - started)
+            Metric.increment(metrics.calls(outcome)),
+            Metric.update(metrics.duration, performance.now() - started)
           )
         )
       }),
-      Effect.withSpan(`${SPAN_PREFIX}${method}`, { attributes: identityAttributes(args) })
+      (body) =>
+        Effect.tracerWith((tracer) =>
+          // Effect's own tracer exports nowhere: without an installed tracer the span is skipped, which keeps an uninstrumented store fast.
+          tracer === nativeTracer ? body : Effect.withSpan(body, `${SPAN_PREFIX}${method}`, { attributes: identityAttributes(args) })
+        )
     )
   })
-}
 
 /**
  * The API with every method wrapped once, generically: a call after the
  * store closed fails with `StoreClosed`; a bad reading of an injected clock
  * fails with `InvalidClockReading`; every error names the public method
  * (`method`); each call runs in a span `connector-store.<method>` with its
- * identity and outcome, and counts in `StoreMetrics`.
+ * identity and outcome (when a tracer is installed: with Effect's default,
+ * which exports nowhere, no span is made), and counts in `StoreMetrics`.
  */
 export const instrumentApi = <Api extends object>(api: Api, isClosed: () => boolean): Api => {
   const out: Record<string, unknown> = {}
   for (const [method, value] of Object.entries(api)) {
-    out[method] = typeof value === "function"
-      ? (...args: ReadonlyArray<never>) => instrumentCall(method, isClosed, () => (value as Method)(...args), args)
-      : value
+    if (typeof value !== "function") {
+      out[method] = value
+      continue
+    }
+    const metrics = methodMetrics(method)
+    out[method] = (...args: ReadonlyArray<never>) => instrumentCall(method, metrics, isClosed, () => (value as Method)(...args), args)
   }
   return out as Api
 }
