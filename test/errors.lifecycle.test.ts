@@ -124,3 +124,38 @@ describe.each(["memory", "sqlite"])("an injected clock that returns no time, on 
     }
   )
 })
+
+describe("errors raised below the boundary name the public method", () => {
+  it("IdempotencyConflict, WinnerReadFailed and ReservedArmReason carry the method called", async () => {
+    const store = Memory.openMemoryConnectorStore({
+      now: () => NOW,
+      readWinner: () => {
+        throw new Error("document store down")
+      }
+    })
+    try {
+      await store.claimOperation(claimInput())
+      await expect(store.claimOperation(claimInput({ payloadHash: "other" })))
+        .rejects.toMatchObject({ _tag: "IdempotencyConflict", method: "claimOperation" })
+      const seeded = await store.runEffect(Effect.flatMap(ConnectorStore, (s) =>
+        Effect.flatMap(s.claimOperation(claimInput({ operationID: "op-2" })), (claim) =>
+          claim.outcome === "claimed" ? Effect.succeed(claim.lease.token) : Effect.dieMessage(claim.outcome))))
+      await store.markOperationSent({ ...KEY, operationID: "op-2" }, { leaseToken: seeded })
+      const failed = await rejection(() =>
+        store.finalizeOperationAndArmWatch({ ...KEY, operationID: "op-2" }, {
+          leaseToken: seeded,
+          sourceID: "src-1",
+          documentID: "doc-1",
+          providerEtag: "etag-1",
+          resultEntity: null,
+          watchDueAt: NOW
+        }))
+      expect(failed).toMatchObject({ _tag: "WinnerReadFailed", method: "finalizeOperationAndArmWatch" })
+      expect(String(failed["message"])).toMatch(/^finalizeOperationAndArmWatch: reading the current winner of document doc-1 failed/)
+      await expect(store.armWatch(identityOf(), "finalize" as never, { dueAt: NOW }))
+        .rejects.toMatchObject({ _tag: "ReservedArmReason", method: "armWatch" })
+    } finally {
+      await store.close()
+    }
+  })
+})
