@@ -77,18 +77,26 @@ export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransacti
 
 const handle = Effect.succeed<MemoryTransaction>({ adapter: "memory" })
 
+/** A memory store with the Promise API. */
+export interface MemoryConnectorStore extends PromiseConnectorStore<MemoryTransaction> {
+  /** The store's clock (`options.now`, else the system clock): the time its decisions are made at. */
+  now(): number
+}
+
 /**
  * Opens an empty in-memory store with the Promise API. Throws `InvalidInput`
  * naming the option (method `openMemoryConnectorStore`) when an option is
  * unacceptable, before anything opens.
  */
-export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): PromiseConnectorStore<MemoryTransaction> => {
+export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): MemoryConnectorStore => {
   const problem = openOptionsProblem("openMemoryConnectorStore", options, [])
   if (problem !== undefined) throw problem
-  const store = layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
-  return makePromiseStore({
-    runtime: ManagedRuntime.make(options.observability === undefined ? store : Layer.provideMerge(store, options.observability)),
+  const layered = layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
+  const store = makePromiseStore({
+    runtime: ManagedRuntime.make(options.observability === undefined ? layered : Layer.provideMerge(layered, options.observability)),
     handle,
     now: options.now
   })
+  const local = options.now ?? Date.now
+  return { ...store, now: () => local() }
 }
