@@ -16,6 +16,10 @@ export interface AdapterUnderTest {
   readonly connection: () => Promise<{ readonly url: string; readonly tablePrefix?: string }>
 }
 
+/** A SQL store layer; the harness's options are always valid, so an `InvalidInput` would be a bug here (a defect). */
+const sqlLayer = (...args: Parameters<typeof Sql.layer>): Layer.Layer<StoreServices, PersistenceError> =>
+  Layer.catchAll(Sql.layer(...args), (error) => error._tag === "InvalidInput" ? Layer.die(error) : Layer.fail(error))
+
 const memory: AdapterUnderTest = {
   name: "memory",
   layer: (readers) => Memory.layer(readers),
@@ -24,7 +28,7 @@ const memory: AdapterUnderTest = {
 
 const sqlite: AdapterUnderTest = {
   name: "sqlite",
-  layer: (readers) => Sql.layer({ url: freshSqlitePath() }, readers),
+  layer: (readers) => sqlLayer({ url: freshSqlitePath() }, readers),
   connection: async () => ({ url: freshSqlitePath() })
 }
 
@@ -33,7 +37,7 @@ export const postgresAdapter = async (): Promise<AdapterUnderTest> => {
   const url = await pgDatabaseForFile()
   return {
     name: "postgres",
-    layer: (readers) => Sql.layer({ url, tablePrefix: freshPrefix(), maxConnections: 8 }, readers),
+    layer: (readers) => sqlLayer({ url, tablePrefix: freshPrefix(), maxConnections: 8 }, readers),
     connection: async () => ({ url, tablePrefix: freshPrefix() })
   }
 }

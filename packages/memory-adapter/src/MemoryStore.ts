@@ -2,6 +2,8 @@ import {
   ConnectorStore,
   fromPromiseReaders,
   makePromiseStore,
+  openOptionsProblem,
+  type StoreObservability,
   OperationPolicy,
   type OperationPolicyOverrides,
   OperationRepository,
@@ -66,7 +68,7 @@ export const layer = (readers: WinnerReaders = {}): Layer.Layer<ConnectorStore |
   )
 
 /** The options of `openMemoryConnectorStore`. */
-export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction> {
+export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction>, StoreObservability {
   /** The store's clock; the system clock when absent. */
   readonly now?: () => number
   /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
@@ -81,12 +83,17 @@ export interface MemoryConnectorStore extends PromiseConnectorStore<MemoryTransa
   now(): number
 }
 
-/** Opens an empty in-memory store with the Promise API. */
+/**
+ * Opens an empty in-memory store with the Promise API. Throws `InvalidInput`
+ * naming the option (method `openMemoryConnectorStore`) when an option is
+ * unacceptable, before anything opens.
+ */
 export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): MemoryConnectorStore => {
+  const problem = openOptionsProblem("openMemoryConnectorStore", options, [])
+  if (problem !== undefined) throw problem
+  const layered = layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
   const store = makePromiseStore({
-    runtime: ManagedRuntime.make(
-      layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
-    ),
+    runtime: ManagedRuntime.make(options.observability === undefined ? layered : Layer.provideMerge(layered, options.observability)),
     handle,
     now: options.now
   })
