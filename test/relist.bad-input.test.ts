@@ -225,7 +225,7 @@ for (const adapter of adapters) {
           .rejects.toMatchObject({ _tag: "InvalidInput", method: call.method, field: call.field })
       }
       expect(await snapshot()).toEqual(before)
-      expect((await store.listSweepCandidates(runID, { limit: 10 })).map((c) => c.sourceID)).toEqual(["gone", "moved"])
+      expect((await store.listSweepCandidates(runID, { limit: 10, maxDeletionFraction: 1 })).map((c) => c.sourceID)).toEqual(["gone", "moved"])
     })
   })
 }

@@ -421,7 +421,10 @@ class ListCandidates implements Cmd {
     if (run === undefined) return expect(got).toEqual({ error: "RelistRunNotFound" })
     if (run.state !== "complete") return expect(got).toEqual({ error: "RelistRunNotComplete", state: run.state })
     const { deletions, tracked } = run.counts!
-    if (fraction !== undefined && !this.accept && deletions * fraction[1] > fraction[0] * tracked) {
+    // The caller's limit, or the documented default: half, once two or more were tracked.
+    const held = fraction ?? (tracked >= 2 ? [1, 2] as const : undefined)
+    const accepted = fraction !== undefined && this.accept
+    if (held !== undefined && !accepted && deletions * held[1] > held[0] * tracked) {
       return expect(got).toEqual({ error: "DeletionLimitExceeded" })
     }
     const expected = sortedSources(m.candidates).filter((sourceID) => {
