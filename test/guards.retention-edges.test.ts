@@ -53,6 +53,15 @@ for (const adapter of adapters) {
         finished({ callerDID: "did:b", operationID: "op-3", ownerDID: "did:owner:2", createdAt: 6 })
       ], [])))
 
+    it.effect("equal creation times: a row whose owner's newer row wins only by caller goes", () =>
+      onFreshStore(adapter, {}, collectsExactly([
+        // y ties x on createdAt; x's caller (did:b) sorts after y's (did:a), so x is owner 1's newest.
+        finished({ callerDID: "did:b", operationID: "op-1", ownerDID: "did:owner:1", createdAt: 5 }),
+        finished({ callerDID: "did:a", operationID: "op-2", ownerDID: "did:owner:1", createdAt: 5 }),
+        // w is did:a's newest on doc-1, under another owner: y is newest nowhere.
+        finished({ callerDID: "did:a", operationID: "op-3", ownerDID: "did:owner:2", createdAt: 6 })
+      ], ["did:a/op-2"])))
+
     it.effect("equal creation times and callers: the operation id decides", () =>
       onFreshStore(adapter, {}, collectsExactly([
         finished({ callerDID: "did:a", operationID: "op-1", createdAt: 5 }),
