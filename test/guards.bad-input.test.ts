@@ -49,6 +49,15 @@ const expectRefusal = (error: unknown, method: string, call: GeneratedBadCall) =
 
 type AnyMethods = Record<string, (...args: ReadonlyArray<unknown>) => unknown>
 
+describe("the generated bad calls", () => {
+  it("cover every method of the Effect API", async () => {
+    const runtime = ManagedRuntime.make(adapters[0]!.layer({}))
+    const methods = await runtime.runPromise(ConnectorStore)
+    await runtime.dispose()
+    expect(ENTRY_POINTS.map((e) => e.method).sort()).toEqual(Object.keys(methods).sort())
+  })
+})
+
 for (const adapter of adapters) {
   describe(`generated bad calls to the Effect API on ${adapter.name}`, () => {
     let runtime: ManagedRuntime.ManagedRuntime<StoreServices, unknown>
