@@ -1,4 +1,4 @@
-import { ConnectorStore } from "@connector-store/core"
+import { ConnectorStore, PersistenceError } from "@connector-store/core"
 import * as Sql from "@connector-store/sql-adapter"
 import Database from "better-sqlite3"
 import { randomBytes } from "node:crypto"
@@ -98,27 +98,51 @@ describe.runIf(pgAvailable)("errors that say what happened, on Postgres", () => 
     const open = async (query = "", tablePrefix = freshPrefix()) =>
       Sql.openConnectorStore({ url: `${await pgDatabaseForFile()}${query}`, tablePrefix, maxConnections: 2, now: () => NOW })
 
-    it("an id over the btree index limit is value-too-large, with the driver's words", async () => {
+    // The store refuses over-long ids and NUL at its boundary (the same limits on
+    // every adapter), so these driver failures are provoked with raw statements
+    // on the same server and passed through the adapter's one classifier.
+    const driverError = async (statement: string, values: ReadonlyArray<unknown>): Promise<Error> => {
+      const client = new pg.Client({ connectionString: await pgDatabaseForFile() })
+      await client.connect()
+      try {
+        await client.query(statement, [...values])
+      } catch (error) {
+        return error as Error
+      } finally {
+        await client.end()
+      }
+      throw new Error(`expected ${statement} to fail`)
+    }
+    const classifiedAs = (cause: Error, method: string) =>
+      Sql.classified(new PersistenceError({ operation: "operation.insert", cause, method })) as unknown as Record<string, unknown> & Error
+
+    it("an id over the btree index limit: refused at the boundary; the driver's own failure is value-too-large", async () => {
       const store = await open()
       try {
         // Random hex does not compress, so the index row really exceeds the 8191-byte limit.
         const operationID = randomBytes(16_000).toString("hex")
-        const error = await rejection(store.claimOperation(claimInput({ operationID })))
-        expectPersistence(error, "claimOperation", "value-too-large", /index row (requires|size)/)
-        expect(await store.getOperation({ ...KEY, operationID })).toBeNull()
+        const refused = await rejection(store.claimOperation(claimInput({ operationID })))
+        expect(refused).toMatchObject({ _tag: "InvalidInput", method: "claimOperation", field: "input.operationID" })
+        expect(await store.getOperation({ ...KEY, operationID: "op-1" })).toBeNull()
       } finally {
         await store.close()
       }
+      const table = `cs_oversize_${randomBytes(4).toString("hex")}`
+      await driverError(`CREATE TABLE ${table} (id text PRIMARY KEY)`, []).catch(() => undefined)
+      const cause = await driverError(`INSERT INTO ${table} (id) VALUES ($1)`, [randomBytes(16_000).toString("hex")])
+      expectPersistence(classifiedAs(cause, "claimOperation"), "claimOperation", "value-too-large", /index row (requires|size)/)
     })
 
-    it("a NUL in a string is invalid-text", async () => {
+    it("a NUL in a string: refused at the boundary; the driver's own failure is invalid-text", async () => {
       const store = await open()
       try {
-        const error = await rejection(store.claimOperation(claimInput({ operationID: "op\u0000nul" })))
-        expectPersistence(error, "claimOperation", "invalid-text", /invalid byte sequence for encoding "UTF8": 0x00/)
+        const refused = await rejection(store.claimOperation(claimInput({ operationID: "op\u0000nul" })))
+        expect(refused).toMatchObject({ _tag: "InvalidInput", method: "claimOperation", field: "input.operationID" })
       } finally {
         await store.close()
       }
+      const cause = await driverError("SELECT $1::text", ["op\u0000nul"])
+      expectPersistence(classifiedAs(cause, "claimOperation"), "claimOperation", "invalid-text", /invalid byte sequence for encoding "UTF8": 0x00/)
     })
 
     it("a row lock held by another connection past lock_timeout is lock-timeout, and the call changes nothing", async () => {
@@ -143,16 +167,23 @@ describe.runIf(pgAvailable)("errors that say what happened, on Postgres", () => 
     })
 
     it("the Effect API names the method too", async () => {
-      const store = await open()
+      const tablePrefix = freshPrefix()
+      const store = await open("?options=-c%20lock_timeout%3D200", tablePrefix)
+      await store.claimOperation(claimInput())
+      const other = new pg.Client({ connectionString: await pgDatabaseForFile() })
+      await other.connect()
       try {
-        const exit = await store.runEffect(Effect.exit(Effect.flatMap(ConnectorStore, (s) =>
-          s.claimOperation(claimInput({ operationID: "op\u0000nul" })))))
+        await other.query("BEGIN")
+        await other.query(`SELECT * FROM ${tablePrefix}operation WHERE caller_did = $1 AND operation_id = $2 FOR UPDATE`, [KEY.callerDID, KEY.operationID])
+        const exit = await store.runEffect(Effect.exit(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimInput()))))
         expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined).toMatchObject({
           _tag: "PersistenceError",
-          reason: "invalid-text",
+          reason: "lock-timeout",
           method: "claimOperation"
         })
+        await other.query("ROLLBACK")
       } finally {
+        await other.end()
         await store.close()
       }
     })
