@@ -5,6 +5,7 @@ import {
   OperationPolicy,
   type OperationPolicyOverrides,
   OperationRepository,
+  OperatorRepository,
   PendingAuthRepository,
   PersistenceError,
   RelistRepository,
@@ -23,6 +24,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Context, Duration, Effect, Exit, Layer, ManagedRuntime, Redacted, Runtime } from "effect"
 import { migrate } from "./migrations.js"
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
+import { makeSqlOperatorRepository } from "./SqlOperatorRepository.js"
 import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
@@ -32,7 +34,7 @@ import { Tables } from "./Tables.js"
 
 /** Every port a SQL store provides, except the winner reader. */
 export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
-  | RelistRepository
+  | RelistRepository | OperatorRepository
 
 /**
  * The repository ports on the ambient `SqlClient`, after bringing the schema
@@ -58,6 +60,7 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
       Context.add(SyncStateRepository, makeSqlSyncStateRepository(sql, tables)),
       Context.add(PendingAuthRepository, makeSqlPendingAuthRepository(sql, tables)),
       Context.add(RelistRepository, makeSqlRelistRepository(sql, tables)),
+      Context.add(OperatorRepository, makeSqlOperatorRepository(sql, tables)),
       Context.add(StoreSnapshot, {
         snapshot: Effect.gen(function*() {
           const out: Record<string, ReadonlyArray<unknown>> = {}

@@ -13,15 +13,17 @@ import { makeSyncStateMethods, type SyncStateMethods } from "./syncState.js"
 import { makePendingAuthMethods, type PendingAuthMethods } from "./pendingAuth.js"
 import type { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import type { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
+import type { OperatorRepository } from "../ports/OperatorRepository.js"
+import { makeOperatorMethods, type OperatorMethods } from "./operator.js"
 
 /** Everything the store's Effect API offers. */
 export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, RelistRunMethods,
-  SweepCandidateMethods, OperationMethods
+  SweepCandidateMethods, OperationMethods, OperatorMethods
 {}
 
 /** The ports the store runs on; an adapter provides all of them. */
 export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader | SyncStateRepository | PendingAuthRepository
-  | RelistRepository
+  | RelistRepository | OperatorRepository
 
 /**
  * The connector store's Effect API. Every read-decide-write runs in one
@@ -34,7 +36,7 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
   static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.effect(
     ConnectorStore,
     Effect.map(
-      Effect.all([makeWatchMethods, makeSweepMethods, makeSyncStateMethods, makePendingAuthMethods, makeRelistRunMethods, makeSweepCandidateMethods, makeOperationMethods]),
+      Effect.all([makeWatchMethods, makeSweepMethods, makeSyncStateMethods, makePendingAuthMethods, makeRelistRunMethods, makeSweepCandidateMethods, makeOperationMethods, makeOperatorMethods]),
       (parts): ConnectorStoreApi => Object.assign({}, ...parts)
     )
   )
