@@ -38,7 +38,10 @@ const opened = <A>(options: DatabaseOptions, layer: Layer.Layer<A, unknown>) =>
   Effect.gen(function*() {
     yield* checkedPrefix(options)
     const label = safeDatabaseLabel(options.database)
+    // Disconnected: a driver stuck in an uninterruptible connect cannot hold
+    // the timeout back; it is interrupted in the background.
     return yield* Layer.build(layer).pipe(
+      Effect.disconnect,
       Effect.timeoutFail({
         duration: Duration.seconds(options.connectTimeout),
         onTimeout: () => new CliError({ message: `database ${label} did not answer within ${options.connectTimeout}s` })

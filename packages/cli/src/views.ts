@@ -1,4 +1,4 @@
-import { type ConnectorOperation, isInDoubt, type ProjectionWatch, type RelistRun } from "@connector-store/core"
+import { type ConnectorOperation, isInDoubt, type ProjectionWatch, type RelistRun, type SweepCandidate } from "@connector-store/core"
 import { Console, Effect } from "effect"
 import { renderFields, renderTable } from "./table.js"
 import { isoTime, relativeTime } from "./time.js"
@@ -146,3 +146,17 @@ export const watchFields = (row: ProjectionWatch, now: number): string =>
 /** Prints JSON when `json`, the text otherwise. */
 export const output = (json: boolean, value: () => unknown, text: () => string) =>
   Effect.suspend(() => json ? printJson(value()) : Console.log(text()))
+
+/** The table of sweep candidates. */
+export const candidatesTable = (rows: ReadonlyArray<SweepCandidate>): string =>
+  renderTable(
+    ["SOURCE", "DOCUMENT", "KIND", "STATUS", "APPLY ATTEMPTS", "LAST ERROR"],
+    rows.map((row) => [
+      row.sourceID,
+      row.documentID,
+      row.kind,
+      row.status,
+      String(row.applyAttempts),
+      row.lastErrorKind === null ? "-" : `${row.lastErrorKind}: ${row.lastErrorMessage ?? ""}`
+    ])
+  )

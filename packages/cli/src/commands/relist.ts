@@ -1,8 +1,8 @@
 import { Command, Options } from "@effect/cli"
-import { Clock, Effect, Option } from "effect"
+import { Clock, Console, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
 import { withStore } from "../store.js"
-import { output, runJson, runsTable } from "../views.js"
+import { candidatesTable, output, runJson, runsTable } from "../views.js"
 import { checkedLimit, nextPageHint } from "./lists.js"
 
 /** `relist list`: relist runs, newest first. */
@@ -50,8 +50,62 @@ export const relistAbandonCommand = Command.make("abandon", {
     )
   })).pipe(Command.withDescription("Abandon a relist run: no more pages, no deletion or divergence candidates"))
 
-/** `relist`: list or abandon relist runs. */
+const scopeOptions = {
+  owner: Options.text("owner").pipe(Options.withDescription("The scope's owner DID")),
+  connector: Options.text("connector").pipe(Options.withDescription("The scope's connector")),
+  model: Options.text("model").pipe(Options.withDescription("The scope's model")),
+  account: Options.text("account").pipe(Options.withDescription("The scope's account key"))
+} as const
+
+const scopeOf = (options: { owner: string; connector: string; model: string; account: string }) => ({
+  ownerDID: options.owner,
+  connectorName: options.connector,
+  model: options.model,
+  accountKey: options.account
+})
+
+/** `relist given-up`: a scope's sweep candidates that failed too often to apply and wait for a person. */
+export const relistGivenUpCommand = Command.make("given-up", {
+  ...databaseOptions,
+  json,
+  ...scopeOptions,
+  limit: paging.limit,
+  after: Options.text("after").pipe(Options.optional, Options.withDescription("Only candidates after this source id"))
+}, (options) =>
+  Effect.gen(function*() {
+    const limit = yield* checkedLimit(options.limit)
+    const rows = yield* withStore(options, (store) =>
+      store.listGivenUpSweepCandidates(scopeOf(options), { limit, after: Option.getOrUndefined(options.after) }))
+    const last = rows[rows.length - 1]
+    yield* output(
+      options.json,
+      () => ({ candidates: rows.map((row) => ({ ...row, createdAt: new Date(row.createdAt).toISOString(), updatedAt: new Date(row.updatedAt).toISOString() })) }),
+      () => rows.length === 0 ? "no given-up candidates" : candidatesTable(rows)
+    )
+    if (!options.json && rows.length === limit && last !== undefined) yield* Console.log(`\nnext page: --after ${last.sourceID}`)
+  })).pipe(Command.withDescription("List a scope's given-up sweep candidates (deletions or divergences that failed to apply 5 times)"))
+
+/** `relist rearm-candidate`: opens a given-up candidate again for the sweep. */
+export const relistRearmCandidateCommand = Command.make("rearm-candidate", {
+  ...databaseOptions,
+  json,
+  ...scopeOptions,
+  source: Options.text("source").pipe(Options.withDescription("The candidate's provider source id"))
+}, (options) =>
+  Effect.gen(function*() {
+    const outcome = yield* withStore(options, (store) => store.rearmSweepCandidate({ ...scopeOf(options), sourceID: options.source }))
+    yield* output(
+      options.json,
+      () => ({ sourceID: options.source, outcome }),
+      () =>
+        outcome === "rearmed"
+          ? `re-armed sweep candidate ${options.source}: open again, apply attempts reset`
+          : `sweep candidate ${options.source} is not given up; nothing changed`
+    )
+  })).pipe(Command.withDescription("Re-arm a given-up sweep candidate: open again, its decision made afresh"))
+
+/** `relist`: relist runs and given-up sweep candidates. */
 export const relistCommand = Command.make("relist").pipe(
-  Command.withDescription("Relist runs: list, abandon"),
-  Command.withSubcommands([relistListCommand, relistAbandonCommand])
+  Command.withDescription("Relist runs (list, abandon) and given-up sweep candidates (given-up, rearm-candidate)"),
+  Command.withSubcommands([relistListCommand, relistAbandonCommand, relistGivenUpCommand, relistRearmCandidateCommand])
 )
