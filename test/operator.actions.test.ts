@@ -125,6 +125,19 @@ for (const adapter of adapters) {
         expect(result.operation.sendMarker).toBeNull()
       })))
 
+    it.effect("a settle clears a durable doubt from an earlier run: the operation is no longer in doubt and retry is safe", () =>
+      onStore(Effect.gen(function*() {
+        yield* seedOperations(unconfirmed({ sendMarker: null, inDoubtSince: NOW - 90_000, reissueIntent: { kind: "reconcile" } }))
+        const store = yield* ConnectorStore
+        const settled = yield* store.settleOperation(KEY, { outcome: "dead" })
+        expect([settled.operation.state, settled.operation.inDoubtSince, settled.operation.sendMarker]).toEqual(["dead", null, null])
+        expect((yield* store.getStoreStatus()).inDoubt).toBe(0)
+        const retried = yield* store.retryOperation(KEY)
+        expect([retried.state, retried.inDoubtSince]).toEqual(["attempted", null])
+        const claim = yield* store.claimOperation(claimInput())
+        expect(claim).toMatchObject({ outcome: "claimed", reissue: null })
+      })))
+
     for (const state of ["attempted", "committed"] as const) {
       it.effect(`refuses a ${state} operation and changes nothing`, () =>
         onStore(Effect.gen(function*() {
@@ -180,10 +193,27 @@ for (const adapter of adapters) {
         yield* seedOperations(attemptedRow({ state: "dead", sendMarker: "run-1", nextAttemptAt: null }))
         const store = yield* ConnectorStore
         const retried = yield* store.retryOperation(KEY)
-        expect(retried.sendMarker).toBe("run-1")
+        expect([retried.sendMarker, retried.inDoubtSince]).toEqual([null, NOW])
         expect((yield* store.getStoreStatus()).inDoubt).toBe(1)
         const claim = yield* store.claimOperation(claimInput())
         expect(claim).toMatchObject({ outcome: "claimed", reissue: { kind: "conditional-update", ifMatch: "etag-0" } })
+      })))
+
+    it.effect("a dead operation in doubt from an earlier run (no marker of its own) keeps its doubt and its date when retried", () =>
+      onStore(Effect.gen(function*() {
+        yield* seedOperations(attemptedRow({ state: "dead", inDoubtSince: NOW - 50_000, nextAttemptAt: null }))
+        const store = yield* ConnectorStore
+        const retried = yield* store.retryOperation(KEY)
+        expect([retried.state, retried.inDoubtSince]).toEqual(["attempted", NOW - 50_000])
+        const claim = yield* store.claimOperation(claimInput())
+        expect(claim).toMatchObject({ outcome: "claimed", reissue: { kind: "conditional-update", ifMatch: "etag-0" } })
+      })))
+
+    it.effect("refuses a dead operation in doubt from an earlier run whose intent allows no safe re-send", () =>
+      onStore(Effect.gen(function*() {
+        yield* seedOperations(attemptedRow({ state: "dead", inDoubtSince: NOW - 50_000, reissueIntent: { kind: "reconcile" } }))
+        const store = yield* ConnectorStore
+        expect(yield* failsChangingNothing(store.retryOperation(KEY))).toMatchObject({ _tag: "OperatorActionRefused" })
       })))
 
     it.effect("refuses a dead operation in doubt whose intent allows no safe re-send, telling to settle it", () =>

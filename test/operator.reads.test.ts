@@ -16,7 +16,7 @@ const table = [
   op("a", NOW - 9_000, { state: "committed", nextAttemptAt: null }),
   op("b", NOW - 8_000, { state: "dead", nextAttemptAt: null, ownerDID: "did:owner:2" }),
   op("c", NOW - 7_000, { state: "reconcile_only", sendMarker: "run-c", nextAttemptAt: null }),
-  op("d", NOW - 6_000, { nextAttemptAt: NOW + 60_000, connectorName: "jira", documentID: "doc-2" }),
+  op("d", NOW - 6_000, { nextAttemptAt: NOW + 60_000, connectorName: "jira", documentID: "doc-2", inDoubtSince: NOW - 10_000 }),
   op("e", NOW - 5_000, { nextAttemptAt: NOW - 1, sendMarker: "run-e", leaseToken: "lease-e", leaseExpiresAt: NOW + 5_000 }),
   op("f", NOW - 5_000, { callerDID: "did:caller:2", nextAttemptAt: null }),
   op("g", NOW - 1_000, { state: "dead", sendMarker: "run-g", nextAttemptAt: null, documentID: null })
@@ -41,8 +41,8 @@ for (const adapter of adapters) {
         expect(ids(yield* store.listOperations({ states: [] }))).toEqual([])
         expect(ids(yield* store.listOperations({ documentID: "doc-2" }))).toEqual(["d"])
         expect(ids(yield* store.listOperations({ dueBy: NOW }))).toEqual(["f", "e"])
-        expect(ids(yield* store.listOperations({ inDoubt: true }))).toEqual(["g", "e", "c"])
-        expect(ids(yield* store.listOperations({ inDoubt: false }))).toEqual(["f", "d", "b", "a"])
+        expect(ids(yield* store.listOperations({ inDoubt: true }))).toEqual(["g", "e", "d", "c"])
+        expect(ids(yield* store.listOperations({ inDoubt: false }))).toEqual(["f", "b", "a"])
         expect(ids(yield* store.listOperations({ states: ["dead"], inDoubt: false }))).toEqual(["b"])
       })))
 
@@ -105,7 +105,7 @@ for (const adapter of adapters) {
           watches: { pending_verification: 2, verified: 0, repair_failed: 1 },
           relistRuns: { started: 1, listing: 0, complete: 0, abandoned: 0, superseded: 0 },
           leasesHeld: 1,
-          inDoubt: 3,
+          inDoubt: 4,
           givenUpCandidates: 0,
           // f has no next attempt: due since its creation (NOW - 5000), before e (NOW - 1).
           oldestDueOperation: { callerDID: "did:caller:2", operationID: "f", dueAt: NOW - 5_000 },

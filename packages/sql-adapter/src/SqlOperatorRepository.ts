@@ -41,7 +41,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
   const watchRows = rowReaders(decodeWatch)
   const runRows = rowReaders(decodeRelistRun)
   // The in-doubt fact as `isInDoubt` states it.
-  const inDoubt = sql`(state <> 'committed' AND send_marker IS NOT NULL)`
+  const inDoubt = sql`(state <> 'committed' AND (in_doubt_since IS NOT NULL OR send_marker IS NOT NULL))`
 
   const operationWhere = (query: OperatorOperationQuery) => {
     const clauses = [sql`1 = 1`]

@@ -1,7 +1,7 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { bumpOperation, released } from "./decision.js"
-import { isInDoubt } from "./doubt.js"
+import { foldedDoubt, isInDoubt } from "./doubt.js"
 import { safeReissue } from "./reissue.js"
 
 /** A retry decision: the row to write, or why the retry is refused. */
@@ -17,8 +17,8 @@ export type RetryDecision =
  *   fresh attempt budget;
  * - a request is in doubt but its stored reissue intent is a safe one
  *   (conditional update, deterministic create): the same, and it stays in
- *   doubt, so the next claim hands the runner that intent instead of a
- *   blind send.
+ *   doubt (the old run's marker folded into `inDoubtSince`), so the next
+ *   claim hands the runner that intent instead of a blind send.
  *
  * Anything else is refused with the reason and nothing changes: a state
  * other than `dead`, or a request in doubt without a safe intent (look it up
@@ -37,6 +37,16 @@ export const decideRetry = (row: ConnectorOperation, now: Millis): RetryDecision
   }
   return {
     retried: true,
-    next: bumpOperation(row, now, { ...released, state: "attempted", attempts: 0, nextAttemptAt: now, deferReason: null })
+    // The old run's marker is folded into the durable doubt, as a takeover
+    // folds it: the retried operation stays in doubt until an outcome is known.
+    next: bumpOperation(row, now, {
+      ...released,
+      state: "attempted",
+      attempts: 0,
+      nextAttemptAt: now,
+      deferReason: null,
+      sendMarker: null,
+      inDoubtSince: foldedDoubt(row, now)
+    })
   }
 }

@@ -1,7 +1,7 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { bumpOperation, released } from "./decision.js"
-import { doubtCleared, isInDoubt } from "./doubt.js"
+import { isInDoubt } from "./doubt.js"
 
 /**
  * What a person (or a lookup at the provider) found out about an operation
@@ -23,6 +23,9 @@ export type SettleOperationInput =
     readonly watchDueAt: Millis
   }
   | { readonly outcome: "dead" }
+
+/** The columns of an operation whose outcome became known: no request of it is in doubt any more. */
+const doubtCleared = { sendMarker: null, inDoubtSince: null } as const satisfies Partial<ConnectorOperation>
 
 /** A settle decision: the row to write, or why there is none. */
 export type SettleDecision =
