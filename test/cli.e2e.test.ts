@@ -79,7 +79,7 @@ for (const { name, fresh } of databases) {
         seen.push(...page.operations.map((row) => row.operationID))
         cursor = page.nextCursor
         pages++
-      } while (cursor !== null)
+      } while (cursor !== null && pages < 10)
       expect([seen.sort(), pages]).toEqual([["broken", "committed", "failed", "running", "unknown"], 3])
       const paged = await cli("operations", "--limit", "2")
       expect(paged.stdout).toMatch(/\nnext page: --cursor \S+\n$/)

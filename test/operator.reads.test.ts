@@ -58,7 +58,7 @@ for (const adapter of adapters) {
           seen.push(...ids(page))
           cursor = page.nextCursor ?? undefined
           pages++
-        } while (cursor !== undefined)
+        } while (cursor !== undefined && pages < 10)
         expect(seen).toEqual(["g", "f", "e", "d", "c", "b", "a"])
         expect(pages).toBe(3)
       })))
