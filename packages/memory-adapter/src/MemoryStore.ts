@@ -7,6 +7,7 @@ import {
   OperationPolicy,
   type OperationPolicyOverrides,
   OperationRepository,
+  OperatorRepository,
   PendingAuthRepository,
   RelistRepository,
   type PromiseConnectorStore,
@@ -21,6 +22,7 @@ import {
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 import { makeMemoryOperationRepository } from "./MemoryOperationRepository.js"
+import { makeMemoryOperatorRepository } from "./MemoryOperatorRepository.js"
 import { makeMemoryRelistRepository } from "./MemoryRelistRepository.js"
 import { makeMemoryWatchRepository } from "./MemoryWatchRepository.js"
 import { makeMemorySyncStateRepository } from "./MemorySyncStateRepository.js"
@@ -33,7 +35,7 @@ export interface MemoryTransaction {
 
 /** Every port a memory store provides, except the winner reader. */
 export type MemoryPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
-  | RelistRepository
+  | RelistRepository | OperatorRepository
 
 /** The ports over an existing in-memory database. */
 export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
@@ -43,6 +45,7 @@ export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
     Context.add(SyncStateRepository, makeMemorySyncStateRepository(db)),
     Context.add(PendingAuthRepository, makeMemoryPendingAuthRepository(db)),
     Context.add(RelistRepository, makeMemoryRelistRepository(db)),
+    Context.add(OperatorRepository, makeMemoryOperatorRepository(db)),
     Context.add(StoreSnapshot, {
       snapshot: Effect.gen(function*() {
         const tables: Record<string, ReadonlyArray<unknown>> = {}

@@ -12,6 +12,7 @@ import {
   OperationPolicy,
   type OperationPolicyOverrides,
   OperationRepository,
+  OperatorRepository,
   PendingAuthRepository,
   PersistenceError,
   RelistRepository,
@@ -30,6 +31,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Context, Duration, Effect, Exit, Layer, ManagedRuntime, Redacted, Runtime } from "effect"
 import { migrate } from "./migrations.js"
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
+import { makeSqlOperatorRepository } from "./SqlOperatorRepository.js"
 import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
@@ -42,7 +44,7 @@ import { connectionOptionsProblem, DEFAULT_APPLICATION_NAME } from "./openChecks
 
 /** Every port a SQL store provides, except the winner reader. */
 export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
-  | RelistRepository
+  | RelistRepository | OperatorRepository
 
 /**
  * The repository ports on the ambient `SqlClient`, after bringing the schema
@@ -68,6 +70,7 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
       Context.add(SyncStateRepository, classifiedPort(makeSqlSyncStateRepository(sql, tables))),
       Context.add(PendingAuthRepository, classifiedPort(makeSqlPendingAuthRepository(sql, tables))),
       Context.add(RelistRepository, classifiedPort(makeSqlRelistRepository(sql, tables))),
+      Context.add(OperatorRepository, classifiedPort(makeSqlOperatorRepository(sql, tables))),
       Context.add(StoreSnapshot, {
         snapshot: Effect.gen(function*() {
           const out: Record<string, ReadonlyArray<unknown>> = {}

@@ -16,6 +16,7 @@ import type {
 import { clockFrom } from "./clock.js"
 import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
 import { promiseOperationMethods, type PromiseOperationMethods } from "./operations.js"
+import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.js"
 import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
 import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
 
@@ -29,7 +30,7 @@ import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncSta
  * `H` is the adapter's transaction handle handed to winner readers.
  */
 export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods, PromiseRelistMethods,
-  PromiseOperationMethods
+  PromiseOperationMethods, PromiseOperatorMethods
 {
   /**
    * Runs an Effect against the store's own runtime (for mixing the two APIs):
@@ -124,6 +125,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     ...promiseSyncStateMethods(call),
     ...promiseRelistMethods(call),
     ...promiseOperationMethods(call),
+    ...promiseOperatorMethods(call),
     runEffect: run,
     close: () => {
       if (closed) return Promise.resolve()

@@ -14,15 +14,17 @@ import { makeSyncStateMethods, type SyncStateMethods } from "./syncState.js"
 import { makePendingAuthMethods, type PendingAuthMethods } from "./pendingAuth.js"
 import type { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import type { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
+import type { OperatorRepository } from "../ports/OperatorRepository.js"
+import { makeOperatorMethods, type OperatorMethods } from "./operator.js"
 
 /** Everything the store's Effect API offers. */
 export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, RelistRunMethods,
-  SweepCandidateMethods, OperationMethods
+  SweepCandidateMethods, OperationMethods, OperatorMethods
 {}
 
 /** The ports the store runs on; an adapter provides all of them. */
 export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader | SyncStateRepository | PendingAuthRepository
-  | RelistRepository
+  | RelistRepository | OperatorRepository
 
 /**
  * The connector store's Effect API. Every read-decide-write runs in one
@@ -47,7 +49,8 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
         makePendingAuthMethods,
         makeRelistRunMethods,
         makeSweepCandidateMethods,
-        makeOperationMethods
+        makeOperationMethods,
+        makeOperatorMethods
       ])
       let closed = false
       yield* Effect.addFinalizer(() => Effect.sync(() => closed = true))
