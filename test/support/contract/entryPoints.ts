@@ -15,6 +15,7 @@ export type Kind =
   | "text"
   | "textOrNull"
   | "millis"
+  | "millisOrNull"
   | "finite"
   | "positiveInt"
   | "nonNegativeInt"
@@ -92,7 +93,7 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
         fetchedDigest: leaf("digestOrNull", "w"),
         maxAttempts: leaf("positiveInt", 3),
         dueAt: leaf("millis", NOW),
-        claimedUntil: opt("millis", NOW)
+        claimedUntil: opt("millisOrNull", NOW)
       })
     ]]
   },
@@ -249,8 +250,60 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
       })
     ]]
   },
-  { method: "getDocumentWriteStates", params: [["documentIDs", leaf("ids", ["doc-1"])]] }
+  { method: "getDocumentWriteStates", params: [["documentIDs", leaf("ids", ["doc-1"])]] },
+  {
+    method: "listOperations",
+    params: [[
+      "filter",
+      optRec({
+        ownerDID: opt("id", "did:owner:1"),
+        connectorName: opt("id", "gcal"),
+        callerDID: opt("id", "did:caller:1"),
+        documentID: opt("id", "doc-1"),
+        states: { constant: ["attempted"] },
+        dueBy: opt("millis", NOW),
+        inDoubt: opt("flag", true),
+        limit: opt("positiveInt", 10),
+        cursor: opt("id", "c")
+      })
+    ]]
+  },
+  {
+    method: "listWatches",
+    params: [[
+      "filter",
+      optRec({
+        ownerDID: opt("id", "did:owner:1"),
+        connectorName: opt("id", "gcal"),
+        documentID: opt("id", "doc-1"),
+        statuses: { constant: ["verified"] },
+        dueBy: opt("millis", NOW),
+        limit: opt("positiveInt", 10),
+        cursor: opt("id", "c")
+      })
+    ]]
+  },
+  { method: "listRelistRuns", params: [["filter", optRec({ states: { constant: ["complete"] }, limit: opt("positiveInt", 10), cursor: opt("id", "c") })]] },
+  { method: "findOperationByNodeKey", params: [["nodeKey", id("node-1")]] },
+  {
+    method: "settleOperation",
+    params: [["key", key], [
+      "input",
+      rec({
+        outcome: leaf({ oneOf: ["committed", "dead"] }, "committed"),
+        sourceID: id("src-1"),
+        documentID: id("doc-1"),
+        providerEtag: opt("textOrNull", "etag-1"),
+        watchDueAt: leaf("millis", NOW)
+      })
+    ]]
+  },
+  { method: "retryOperation", params: [["key", key]] },
+  { method: "rearmWatch", params: [["identity", identity], ["options", rec({ dueAt: leaf("millis", NOW) })]] }
 ]
+
+/** The entry points that take no input at all, so no call of theirs can be bad. */
+export const NO_INPUT_METHODS: ReadonlyArray<string> = ["getStoreStatus"]
 
 const ID_BYTES = 512
 const TEXT_BYTES = 1_048_576
@@ -276,6 +329,8 @@ const badValuesOf = (kind: Kind, valid: unknown, optional: boolean): ReadonlyArr
       return [...absent, 5, true, ...badStrings, ...wrongShapes(valid)]
     case "millis":
       return [...notNull, Number.NaN, Infinity, -Infinity, -1, 1.5, 2 ** 53, "1", true, ...wrongShapes(valid)]
+    case "millisOrNull":
+      return [...absent, Number.NaN, Infinity, -Infinity, -1, 1.5, 2 ** 53, "1", true, ...wrongShapes(valid)]
     case "finite":
       return [...notNull, Number.NaN, Infinity, -Infinity, "1", ...wrongShapes(valid)]
     case "positiveInt":
