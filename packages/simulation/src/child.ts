@@ -1,6 +1,7 @@
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { startFleet } from "./fleet.js"
 import { makePlan } from "./plan.js"
+import { digestOf } from "./random.js"
 import type { ChildConfig, FromChild, ToChild, WorldMethod } from "./processes.js"
 import { SIMULATION_POLICY, WATCH_DELAY_MS } from "./simulation.js"
 import type { WorldClient } from "./world.js"
@@ -21,12 +22,17 @@ const call = (method: WorldMethod, ...args: ReadonlyArray<unknown>): Promise<nev
     send({ t: "call", id, method, args })
   })
 
+const winners = new Map<string, string | null>()
+
 const world: WorldClient = {
   write: (request) => call("write", request),
   read: (entityID) => call("read", entityID),
-  readWinner: (documentID) => call("readWinner", documentID),
-  readWinners: (documentIDs) => call("readWinners", documentIDs),
-  editLocally: (documentID, content) => call("editLocally", documentID, content),
+  readWinner: async (documentID) => winners.get(documentID) ?? null,
+  readWinners: async (documentIDs) => Object.fromEntries(documentIDs.map((id) => [id, winners.get(id) ?? null])),
+  editLocally: (documentID, content) => {
+    winners.set(documentID, digestOf(content))
+    return call("editLocally", documentID, content)
+  },
   noteWritten: (documentID, entity) => call("noteWritten", documentID, entity),
   knownEtag: (documentID) => call("knownEtag", documentID),
   crashSite: (opIndex) => call("crashSite", opIndex),
@@ -34,6 +40,7 @@ const world: WorldClient = {
 }
 
 const start = async (config: ChildConfig) => {
+  for (const [id, winner] of Object.entries(config.winners)) winners.set(id, winner)
   const plan = makePlan(config.seed, config.runTag, config.operations)
   const store = await openConnectorStore({
     url: config.database,
@@ -54,6 +61,7 @@ const start = async (config: ChildConfig) => {
     watchDelayMs: WATCH_DELAY_MS,
     onError: (error) => send({ t: "error", message: error instanceof Error ? error.message : String((error as { _tag?: string })?._tag ?? error) })
   })
+  send({ t: "ready" })
   return async () => {
     await fleet.stop()
     await store.close()
@@ -63,6 +71,7 @@ const start = async (config: ChildConfig) => {
 let stop: Promise<() => Promise<void>> | undefined
 process.on("message", (message: ToChild) => {
   if (message.t === "start") stop = start(message.config)
+  else if (message.t === "winner") winners.set(message.documentID, message.winner)
   else if (message.t === "reply") {
     const waiting = pending.get(message.id)
     pending.delete(message.id)

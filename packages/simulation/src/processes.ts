@@ -16,12 +16,15 @@ export interface ChildConfig {
   readonly slot: number
   readonly processes: number
   readonly runners: number
+  /** Every document's winner when the child starts; changes follow as `winner` messages. */
+  readonly winners: Readonly<Record<string, string | null>>
 }
 
 /** The messages between the main process (the world) and a child (runners and their store). */
 export type ToChild =
   | { readonly t: "start"; readonly config: ChildConfig }
   | { readonly t: "reply"; readonly id: number; readonly value?: unknown; readonly error?: string }
+  | { readonly t: "winner"; readonly documentID: string; readonly winner: string | null }
   | { readonly t: "stop" }
 
 /** What a child sends: a call on the world, a counted event, an error, or that it started. */
@@ -29,6 +32,7 @@ export type FromChild =
   | { readonly t: "call"; readonly id: number; readonly method: WorldMethod; readonly args: ReadonlyArray<unknown> }
   | { readonly t: "count"; readonly name: string }
   | { readonly t: "error"; readonly message: string }
+  | { readonly t: "ready" }
 
 /** The world's methods a child may call. */
 export type WorldMethod = Exclude<keyof WorldClient, "count">
@@ -51,7 +55,7 @@ const childEntry = (): string => {
 }
 
 /** How the main process runs children. */
-export interface ProcessFleetOptions extends Omit<ChildConfig, "slot"> {
+export interface ProcessFleetOptions extends Omit<ChildConfig, "slot" | "winners"> {
   readonly world: World
   /** Kill children at random moments (from the seed) and start them again. */
   readonly crashes: boolean
@@ -63,7 +67,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /**
  * Runs the runners in `processes` child processes, each with its own store
  * on the same database, all talking to the one world of this process over
- * IPC. With crashes, a child is killed (SIGKILL) every 0.4–1.2 s and started
+ * IPC. With crashes, a working child is killed (SIGKILL) every 0.4–1.2 s and started
  * again: its replacement re-issues every edit of its slot (claims converge on
  * the stored rows), and the due sweep of any process re-drives what the
  * killed one left leased.
@@ -72,15 +76,19 @@ export const startProcessFleet = (options: ProcessFleetOptions): Fleet => {
   const { world } = options
   const entry = childEntry()
   const children = new Map<number, ChildProcess>()
+  const ready = new Set<ChildProcess>()
   const exited = new Map<number, Promise<void>>()
   let stopping = false
 
   const spawn = (slot: number) => {
     const child = fork(entry, [], { stdio: ["ignore", "inherit", "inherit", "ipc"] })
     const { world: _world, crashes: _crashes, onError: _onError, ...config } = options
-    child.send({ t: "start", config: { ...config, slot } } satisfies ToChild)
+    child.send({ t: "start", config: { ...config, slot, winners: world.winners() } } satisfies ToChild)
+    // A send to a child that is being killed fails with EPIPE: that child is gone, nothing else is.
+    child.on("error", () => world.count("process.send-failed"))
     child.on("message", (message: FromChild) => {
       if (message.t === "count") return world.count(message.name)
+      if (message.t === "ready") return void ready.add(child)
       if (message.t === "error") return options.onError(new Error(`child ${slot}: ${message.message}`))
       if (!WORLD_METHODS.has(message.method)) return
       const method = world[message.method] as (...args: ReadonlyArray<unknown>) => Promise<unknown>
@@ -91,11 +99,20 @@ export const startProcessFleet = (options: ProcessFleetOptions): Fleet => {
     })
     exited.set(slot, new Promise((resolve) => child.on("exit", () => {
       if (children.get(slot) === child) children.delete(slot)
+      ready.delete(child)
       resolve()
       if (!stopping) spawn(slot)
     })))
     children.set(slot, child)
   }
+  // Children read winners from a replica kept current by these messages, never over IPC inside a
+  // transaction: on SQLite the main process waits for the write lock synchronously, so a child that
+  // held the lock while waiting for the main process's answer would stall both.
+  world.onWinnerChange((documentID, winner) => {
+    for (const child of children.values()) {
+      if (child.connected) child.send({ t: "winner", documentID, winner } satisfies ToChild)
+    }
+  })
   for (let slot = 0; slot < options.processes; slot++) spawn(slot)
 
   void (async () => {
@@ -104,7 +121,8 @@ export const startProcessFleet = (options: ProcessFleetOptions): Fleet => {
       const draw = seeded(options.seed, "kill", kill)
       await sleep(draw.int(400, 1_200))
       const child = children.get(draw.int(0, options.processes - 1))
-      if (stopping || child === undefined || child.exitCode !== null) continue
+      // Only a child that is at work is killed: one still starting up would never get anything done.
+      if (stopping || child === undefined || !ready.has(child)) continue
       child.kill("SIGKILL")
       world.count("process.killed")
     }

@@ -2,8 +2,6 @@ import { MAX_SWEEP_APPLY_ATTEMPTS, type PromiseConnectorStore, type RelistRun } 
 import { digestOf, seeded } from "./random.js"
 import type { World } from "./world.js"
 
-/** A page of the relist's listing. */
-const RELIST_PAGE = 20
 
 /** What the relist sweep did, for the report. */
 export interface RelistSummary {
@@ -44,11 +42,13 @@ export const relistSweep = async (store: PromiseConnectorStore<unknown>, world: 
     const j = Math.floor(draw.next() * (i + 1))
     ;[shuffled[i], shuffled[j]] = [shuffled[j]!, shuffled[i]!]
   }
-  const deletions = shuffled.slice(0, Math.max(1, Math.floor(committed.length * 0.1)))
+  const deletions = shuffled.slice(0, Math.max(2, Math.floor(committed.length * 0.1)))
   const edits = shuffled.slice(deletions.length, deletions.length + Math.max(1, Math.floor(committed.length * 0.05)))
   for (const d of deletions) world.provider.deleteElsewhere(d.entityID)
   for (const d of edits) world.provider.editElsewhere(d.entityID, "Renamed at the provider")
 
+  // Four pages or so, so that the listing can stop half-way and resume.
+  const pageSize = Math.max(1, Math.ceil(world.provider.list(null, Number.MAX_SAFE_INTEGER).items.length / 4))
   let incompleteRefused = 0
   let incompleteListed = 0
   const refusesCandidates = async (runID: string) => {
@@ -66,7 +66,7 @@ export const relistSweep = async (store: PromiseConnectorStore<unknown>, world: 
     let page = run.pagesCommitted + 1
     let cursor = run.cursor
     for (let i = 0; stopAfter === null || i < stopAfter; i++) {
-      const listed = world.provider.list(cursor, RELIST_PAGE)
+      const listed = world.provider.list(cursor, pageSize)
       const outcome = await store.commitSweepCheckpoint(run.runID, {
         page,
         cursor: listed.next,
@@ -93,10 +93,12 @@ export const relistSweep = async (store: PromiseConnectorStore<unknown>, world: 
   const resumed = await store.getSweepCheckpoint(scope)
   if (resumed === null || resumed.runID !== crashed.runID) throw new Error("the relist checkpoint did not resume the crashed run")
   world.count("relist.resumed-from-checkpoint")
-  if ((await listPages(resumed, null)) !== "completed") throw new Error("the resumed relist did not complete")
+  const resumedTo = await listPages(resumed, null)
+  if (resumedTo !== "completed") throw new Error(`the resumed relist did not complete (${resumedTo})`)
 
   const runID = resumed.runID
-  const failing = deletions[0]?.entityID
+  // One deletion (when there are several) keeps failing to apply locally, and is given up.
+  const failing = deletions.length > 1 ? deletions[0]!.entityID : undefined
   let deleted = 0, diverged = 0, deletedLocally = 0, reingested = 0, kept = 0, applyFailures = 0
   let after: string | undefined
   for (;;) {

@@ -175,8 +175,8 @@ export const runSimulation = async (options: SimulationOptions): Promise<Simulat
     const auth = makeAuthMonitor(store, world, plan.scope)
     every(30, connectivity)
     every(30, auth)
-    every(120, () => syncOnce(store, world, plan.scope, "sync-a"))
-    every(170, () => syncOnce(store, world, plan.scope, "sync-b"))
+    every(300, () => syncOnce(store, world, plan.scope, "sync-a"))
+    every(370, () => syncOnce(store, world, plan.scope, "sync-b"))
     every(150, (tick) => editElsewhere(store, world, tick))
     every(100, async () => show())
 

@@ -84,6 +84,7 @@ export class World implements WorldClient {
   private grantExpiresAt: number
   private grants = 0
   private networkForcedUp = false
+  private readonly winnerListeners: Array<(documentID: string, winner: string | null) => void> = []
 
   constructor(
     readonly seed: string | number,
@@ -158,6 +159,21 @@ export class World implements WorldClient {
     return out
   }
 
+  /** Calls `listener` on every change of a document's winner (to keep other processes' replicas current). */
+  onWinnerChange(listener: (documentID: string, winner: string | null) => void): void {
+    this.winnerListeners.push(listener)
+  }
+
+  /** Every document's winner now. */
+  winners(): Record<string, string | null> {
+    return Object.fromEntries([...this.documents].map(([id, d]) => [id, d.winner]))
+  }
+
+  private changed(documentID: string): void {
+    const winner = this.documents.get(documentID)?.winner ?? null
+    for (const listener of this.winnerListeners) listener(documentID, winner)
+  }
+
   /** The document's local content, or null. */
   contentOf(documentID: string): DocumentContent | null {
     return this.documents.get(documentID)?.content ?? null
@@ -168,6 +184,7 @@ export class World implements WorldClient {
     if (document === undefined) return
     document.content = content
     document.winner = digestOf(content)
+    this.changed(documentID)
   }
 
   /** An ingress: the sync pulled the provider's state of a document; the winner becomes its digest. */
@@ -177,12 +194,14 @@ export class World implements WorldClient {
     document.content = entity.content
     document.winner = digestOf(entity.content)
     document.etag = entity.etag
+    this.changed(documentID)
     return document.winner
   }
 
   /** The sweep confirmed the entity is gone: the local document is deleted. */
   deleteLocally(documentID: string, entityID: string, runID: string): void {
     this.documents.delete(documentID)
+    this.changed(documentID)
     this.localDeletions.push({ documentID, entityID, runID })
   }
 
