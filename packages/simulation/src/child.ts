@@ -59,6 +59,7 @@ const start = async (config: ChildConfig) => {
     runners: config.runners,
     leaseMs: SIMULATION_POLICY.leaseMs!,
     watchDelayMs: WATCH_DELAY_MS,
+    blindResend: config.blindResend,
     onError: (error) => send({ t: "error", message: error instanceof Error ? error.message : String((error as { _tag?: string })?._tag ?? error) })
   })
   send({ t: "ready" })

@@ -20,6 +20,8 @@ export interface FleetOptions {
   readonly runners: number
   readonly leaseMs: number
   readonly watchDelayMs: number
+  /** Runners ignore `claim.reissue` (a deliberately broken runner; see `SimulationOptions.blindResend`). */
+  readonly blindResend?: boolean | undefined
   /** Reports an unexpected error of a runner (the runner carries on). */
   readonly onError: (error: unknown) => void
 }
@@ -44,7 +46,13 @@ export const startFleet = (options: FleetOptions): Fleet => {
   let stopping = false
   const fresh = [...options.operations]
   const redrives = new Map<string, ConnectorOperation>()
-  const ctx: WriteBackContext = { store, world, leaseMs: options.leaseMs, watchDelayMs: options.watchDelayMs }
+  const ctx: WriteBackContext = {
+    store,
+    world,
+    leaseMs: options.leaseMs,
+    watchDelayMs: options.watchDelayMs,
+    blindResend: options.blindResend
+  }
 
   const isFinished = async (index: number): Promise<boolean> => {
     const before = plan.operations[index]!
@@ -59,10 +67,12 @@ export const startFleet = (options: FleetOptions): Fleet => {
       if (index === undefined) continue
       return { op: plan.operations[index]!, input: async () => claimInputOfRow(row) }
     }
-    for (let i = 0; i < Math.min(fresh.length, 4); i++) {
-      const op = fresh[i]!
+    for (const op of fresh.slice(0, 4)) {
       if (op.after !== null && !(await isFinished(op.after))) continue
-      fresh.splice(i, 1)
+      // Other runners take edits while this one waited: remove this edit by identity, if it is still here.
+      const at = fresh.indexOf(op)
+      if (at < 0) continue
+      fresh.splice(at, 1)
       return { op, input: async () => claimInputOf(plan.scope, op, await world.knownEtag(op.document.documentID)) }
     }
     return undefined

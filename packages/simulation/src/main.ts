@@ -21,6 +21,7 @@ every step, then prints a report and checks the invariants (exit 1 if one fails)
   --runners <n>                     concurrent runners (default 4)
   --processes <n>                   run the runners in n child processes, each with its own store (default 0)
   --duration <time>                 the longest the write-back phase may take: 90s, 2m, 500ms (default 60s)
+  --blind-resend                    runners ignore the store's reissue and re-send blindly (to see the check fail)
   --explain                         walk through one write-back step by step instead
   --json                            print the report as JSON
   --help                            this text
@@ -51,6 +52,7 @@ const main = async (): Promise<number> => {
       processes: { type: "string" },
       duration: { type: "string" },
       explain: { type: "boolean" },
+      "blind-resend": { type: "boolean" },
       json: { type: "boolean" },
       help: { type: "boolean" }
     },
@@ -75,6 +77,7 @@ const main = async (): Promise<number> => {
     operations: count("operations", values.operations),
     runners: count("runners", values.runners),
     processes: count("processes", values.processes),
+    blindResend: values["blind-resend"] === true,
     durationMs: values.duration === undefined ? undefined : parseDuration(values.duration),
     progress: out.isTTY === true ? "live" : json ? "none" : "lines",
     write: (text) => void out.write(text)

@@ -18,6 +18,7 @@ export interface ChildConfig {
   readonly runners: number
   /** Every document's winner when the child starts; changes follow as `winner` messages. */
   readonly winners: Readonly<Record<string, string | null>>
+  readonly blindResend?: boolean | undefined
 }
 
 /** The messages between the main process (the world) and a child (runners and their store). */

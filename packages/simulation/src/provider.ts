@@ -9,7 +9,7 @@ export type Fault =
   | "rate-limited" // 429 with Retry-After
   | "timeout" // no answer; nothing applied
   | "timeout-after-apply" // no answer; the write was applied
-  | "rejected" // 400: the provider will never take this payload
+  | "rejected" // 400: the provider will never take this operation's payload (every request of it)
 
 /** One planned answer: the fault and the latency before it. */
 export interface FaultPlan {
@@ -18,18 +18,24 @@ export interface FaultPlan {
   readonly retryAfterMs: number
 }
 
-/** The fault of request `n` (1-based) of operation `opIndex`: a pure function of the seed. */
+/**
+ * The fault of request `n` (1-based) of operation `opIndex`: a pure function
+ * of the seed. About one operation in thirty carries a payload the provider
+ * rejects (400) on every request; the others meet transient faults per request.
+ */
 export const planFault = (seed: string | number, opIndex: number, n: number): FaultPlan => {
   const draw = seeded(seed, "provider", opIndex, n)
+  const latencyMs = draw.int(1, 12)
+  const retryAfterMs = draw.int(20, 80)
+  if (seeded(seed, "payload", opIndex).chance(0.03)) return { fault: "rejected", latencyMs, retryAfterMs }
   const r = draw.next()
-  const fault: Fault = r < 0.56 ? "none"
-    : r < 0.66 ? "server-error"
-    : r < 0.74 ? "server-error-after-apply"
-    : r < 0.83 ? "rate-limited"
-    : r < 0.88 ? "timeout"
-    : r < 0.97 ? "timeout-after-apply"
-    : "rejected"
-  return { fault, latencyMs: draw.int(1, 12), retryAfterMs: draw.int(20, 80) }
+  const fault: Fault = r < 0.58 ? "none"
+    : r < 0.68 ? "server-error"
+    : r < 0.76 ? "server-error-after-apply"
+    : r < 0.85 ? "rate-limited"
+    : r < 0.90 ? "timeout"
+    : "timeout-after-apply"
+  return { fault, latencyMs, retryAfterMs }
 }
 
 /** A provider write as the connector sends it. */

@@ -1,5 +1,5 @@
 import type { ConnectorOperation, OperationState, ProjectionWatch, PromiseConnectorStore } from "@connector-store/core"
-import { operationIndexOf } from "./plan.js"
+import { operationIndexOf, type SimulationScope } from "./plan.js"
 import type { LedgerEntry } from "./provider.js"
 import type { RelistSummary } from "./relistSweep.js"
 import { CRASH_SITES, type World } from "./world.js"
@@ -24,6 +24,8 @@ export interface AttentionItem {
 /** What a run did and found; `ok` is false when an invariant failed. */
 export interface SimulationReport {
   readonly seed: string
+  /** The owner, connector, model and account the run wrote under (its ids carry a tag of their own). */
+  readonly scope: SimulationScope
   readonly database: string
   readonly runners: number
   readonly processes: number
@@ -240,6 +242,11 @@ export const buildReport = async (
       document: r.documentID ?? "-",
       detail: `${r.operationID}: ${r.attempts} attempts so far${r.deferReason === null ? "" : `, deferred (${r.deferReason})`}`
     })),
+    ...(inputs.finished ? [] : plan.operations.filter((op) => !present.has(op.operationID)).map((op) => ({
+      what: "edit that never reached the store",
+      document: op.document.documentID,
+      detail: `${op.operationID}: the run ended before it was claimed${op.after === null ? "" : ` (it waits for ${plan.operations[op.after]!.operationID})`}`
+    }))),
     ...watches.filter((w) => w.verificationStatus === "repair_failed").map((w: ProjectionWatch) => ({
       what: "repair_failed watch",
       document: w.documentID,
@@ -261,6 +268,7 @@ export const buildReport = async (
   for (const site of CRASH_SITES) crashes[site] = n(`crash.${site}`)
   return {
     seed: inputs.seed,
+    scope: plan.scope,
     database: inputs.database,
     runners: inputs.runners,
     processes: inputs.processes,

@@ -33,6 +33,11 @@ export interface SimulationOptions {
   readonly tablePrefix?: string | undefined
   /** How progress is shown (default none). */
   readonly progress?: ProgressMode | undefined
+  /**
+   * Runners ignore `claim.reissue` and re-send the plain write after a request
+   * may have landed: a deliberately broken runner, to see the invariant check fail.
+   */
+  readonly blindResend?: boolean | undefined
   /** Where progress goes (default stderr). */
   readonly write?: ((text: string) => void) | undefined
 }
@@ -167,9 +172,21 @@ export const runSimulation = async (options: SimulationOptions): Promise<Simulat
         runners: Math.max(1, Math.ceil(runners / processes)),
         world,
         crashes,
+        blindResend: options.blindResend,
         onError
       })
-      : startFleet({ store, world, plan, runTag, operations: plan.operations, runners, leaseMs: SIMULATION_POLICY.leaseMs!, watchDelayMs: WATCH_DELAY_MS, onError })
+      : startFleet({
+        store,
+        world,
+        plan,
+        runTag,
+        operations: plan.operations,
+        runners,
+        leaseMs: SIMULATION_POLICY.leaseMs!,
+        watchDelayMs: WATCH_DELAY_MS,
+        blindResend: options.blindResend,
+        onError
+      })
     const verifier = every(25, () => verifyDueWatches(store, world, plan.scope.ownerDID))
     const connectivity = makeConnectivityMonitor(store, world)
     const auth = makeAuthMonitor(store, world, plan.scope)

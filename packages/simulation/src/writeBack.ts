@@ -16,6 +16,8 @@ export interface WriteBackContext {
   readonly leaseMs: number
   /** How long after a commit the watch's first verification falls due. */
   readonly watchDelayMs: number
+  /** A broken runner that ignores `claim.reissue` and re-sends the plain write: shows what the invariant check catches. */
+  readonly blindResend?: boolean | undefined
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
@@ -62,7 +64,7 @@ export const driveWriteBack = async (
   const died = () => world.count(`crash.${crash}`)
   if (crash === "after-claim") return died()
   if (claim.reissue !== null) world.count(`reissue.handed-out.${claim.reissue.kind}`)
-  const request = requestFor(op, claim.reissue)
+  const request = requestFor(op, ctx.blindResend === true ? null : claim.reissue)
 
   const sent = await store.markOperationSent(key, { leaseToken })
   world.count(`mark-sent.${sent.outcome}`)
