@@ -1,9 +1,13 @@
 import { execFile } from "node:child_process"
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
+import type { ConnectorOperation, ProjectionWatch } from "@connector-store/core"
 import {
+  type CheckedDeletion,
+  checkInvariants,
   explainWriteBack,
   FakeProvider,
+  type LedgerEntry,
   makePlan,
   runSimulation,
   type SimulationReport,
@@ -238,4 +242,77 @@ describe("the npm start command", () => {
       expect(stderr).toContain(named)
     }
   }, 60_000)
+})
+
+describe("the invariant checks on a hand-made run", () => {
+  const plan = makePlan("hand", "t", 3)
+  const rowOf = (index: number, state: ConnectorOperation["state"]): ConnectorOperation => {
+    const op = plan.operations[index]!
+    return {
+      callerDID: op.callerDID, operationID: op.operationID, nodeKey: `node-${index}`, ...plan.scope, op: op.op,
+      target: "calendars/primary", sourceID: op.document.entityID, deterministicEventID: op.document.entityID,
+      payloadHash: "h", reissueIntent: { kind: "reconcile" }, providerEtag: null, documentID: op.document.documentID,
+      resultEntity: null, state, attempts: 1, nextAttemptAt: null, lastKind: null, lastHTTPStatus: null, deferReason: null,
+      sendMarker: null, version: 1, incarnation: null, leaseToken: null, leaseExpiresAt: null, createdAt: 1, updatedAt: 1
+    }
+  }
+  const watchOf = (index: number) => {
+    const d = plan.operations[index]!.document
+    return { ...plan.scope, sourceID: d.entityID, documentID: d.documentID } as unknown as ProjectionWatch
+  }
+  const entry = (opIndex: number, n: number, applied: boolean, sanctionedReissue: boolean): LedgerEntry => ({
+    opIndex, n, kind: "update", conditional: sanctionedReissue, sanctionedReissue, fault: "none", status: applied ? 200 : 412, applied, at: n
+  })
+  const base = {
+    plan,
+    rows: [rowOf(0, "committed"), rowOf(1, "committed"), rowOf(2, "dead")],
+    watches: [watchOf(0), watchOf(1)],
+    ledger: [entry(0, 1, true, false), entry(1, 1, true, false), entry(2, 1, false, false)],
+    deletions: [] as ReadonlyArray<CheckedDeletion>,
+    incompleteRefused: 2,
+    incompleteListed: 0,
+    finished: true,
+    collected: 0
+  }
+  const broken = (inputs: typeof base) => checkInvariants(inputs).filter((i) => !i.holds).map((i) => [i.name, i.violations])
+
+  it("hold for a clean run", () => {
+    expect(broken(base)).toEqual([])
+  })
+
+  it("catch a second apply by a plain re-send, but not by a sanctioned reissue", () => {
+    expect(broken({ ...base, ledger: [...base.ledger, entry(0, 2, true, false)] })).toEqual([[
+      "no write applied twice at the provider except by a sanctioned reissue",
+      [`${plan.operations[0]!.operationID}: applied 2 times by requests that were not sanctioned reissues`]
+    ]])
+    expect(broken({ ...base, ledger: [...base.ledger, entry(0, 2, true, true)] })).toEqual([])
+  })
+
+  it("catch a commit the provider never saw, a dead write it applied, and a commit without a watch", () => {
+    const ledger = [entry(1, 1, true, false), entry(2, 1, true, false)]
+    expect(broken({ ...base, ledger, watches: [watchOf(1)] }).map(([name]) => name)).toEqual([
+      "every committed write was applied at the provider",
+      "no write reported failed (dead) was applied at the provider",
+      "every committed write's watch is verified or reported"
+    ])
+  })
+
+  it("catch a deletion from a run that was not complete, of an entity the provider still has, or any listing of an incomplete run", () => {
+    const deletion = { documentID: "doc", entityID: "evt", runID: "run" }
+    expect(broken({ ...base, deletions: [{ ...deletion, runState: "complete", stillAtProvider: false }] })).toEqual([])
+    expect(broken({ ...base, deletions: [{ ...deletion, runState: "abandoned", stillAtProvider: false }] })).toEqual([[
+      "no deletion from an incomplete relist", ["doc: deleted from run run, which is abandoned"]
+    ]])
+    expect(broken({ ...base, deletions: [{ ...deletion, runState: "complete", stillAtProvider: true }] })).toEqual([[
+      "no deletion from an incomplete relist", ["doc: deleted locally, but evt still exists at the provider"]
+    ]])
+    expect(broken({ ...base, incompleteListed: 1 }).map(([name]) => name)).toEqual(["no deletion from an incomplete relist"])
+  })
+
+  it("catch retention taking a write that no newer write of its document supersedes", () => {
+    expect(broken({ ...base, rows: base.rows.slice(1), ledger: base.ledger.slice(1), watches: [watchOf(1)], collected: 1 })).toEqual([[
+      "retention collected only superseded finished writes",
+      [`${plan.operations[0]!.operationID}: gone, though no newer write of ${plan.operations[0]!.document.documentID} is stored`]
+    ]])
+  })
 })

@@ -118,13 +118,15 @@ export const startProcessFleet = (options: ProcessFleetOptions): Fleet => {
 
   void (async () => {
     if (!options.crashes) return
-    for (let kill = 0; kill < options.processes * 3 && !stopping; kill++) {
-      const draw = seeded(options.seed, "kill", kill)
+    let kills = 0
+    for (let tick = 0; kills < options.processes * 3 && !stopping; tick++) {
+      const draw = seeded(options.seed, "kill", tick)
       await sleep(draw.int(400, 1_200))
       const child = children.get(draw.int(0, options.processes - 1))
       // Only a child that is at work is killed: one still starting up would never get anything done.
       if (stopping || child === undefined || !ready.has(child)) continue
       child.kill("SIGKILL")
+      kills++
       world.count("process.killed")
     }
   })()

@@ -1,18 +1,9 @@
 import type { ConnectorOperation, OperationState, ProjectionWatch, PromiseConnectorStore } from "@connector-store/core"
-import { operationIndexOf, type SimulationScope } from "./plan.js"
+import { checkInvariants, type InvariantCheck } from "./invariants.js"
+import type { SimulationScope } from "./plan.js"
 import type { LedgerEntry } from "./provider.js"
 import type { RelistSummary } from "./relistSweep.js"
 import { CRASH_SITES, type World } from "./world.js"
-
-/** One invariant the run checks, and what broke it. */
-export interface InvariantCheck {
-  readonly name: string
-  readonly holds: boolean
-  /** What was checked (how many rows, writes, deletions). */
-  readonly detail: string
-  /** Each violation, readable on its own (at most 20 listed). */
-  readonly violations: ReadonlyArray<string>
-}
 
 /** An item an operator must look at. */
 export interface AttentionItem {
@@ -134,13 +125,6 @@ const countBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Record<stri
   return out
 }
 
-const check = (name: string, detail: string, violations: ReadonlyArray<string>): InvariantCheck => ({
-  name,
-  holds: violations.length === 0,
-  detail,
-  violations: violations.slice(0, 20)
-})
-
 /**
  * Builds the report from the store (through its public reads), the
  * provider's ledger and the world's counters, and runs the invariant checks.
@@ -159,72 +143,24 @@ export const buildReport = async (
   for (const row of rows) byState[row.state]++
 
   const ledger = world.provider.ledger
-  const appliedBy = new Map<number, { plain: number; reissue: number }>()
-  for (const entry of ledger) {
-    if (!entry.applied) continue
-    const tally = appliedBy.get(entry.opIndex) ?? { plain: 0, reissue: 0 }
-    if (entry.sanctionedReissue) tally.reissue++
-    else tally.plain++
-    appliedBy.set(entry.opIndex, tally)
-  }
-  const indexOf = (row: ConnectorOperation) => operationIndexOf(row.operationID, plan.runTag)
-
-  const twice: Array<string> = []
-  for (const [opIndex, tally] of appliedBy) {
-    if (tally.plain > 1) twice.push(`${plan.operations[opIndex]!.operationID}: applied ${tally.plain} times by requests that were not sanctioned reissues`)
-  }
-  const committedUnapplied: Array<string> = []
-  const deadApplied: Array<string> = []
-  for (const row of rows) {
-    const index = indexOf(row)
-    if (index === undefined) continue
-    const tally = appliedBy.get(index)
-    const applied = (tally?.plain ?? 0) + (tally?.reissue ?? 0)
-    if (row.state === "committed" && applied === 0) committedUnapplied.push(`${row.operationID}: committed, but no request of it was applied`)
-    if (row.state === "dead" && applied > 0) deadApplied.push(`${row.operationID}: reported failed (dead, ${row.lastKind}), but the provider applied it`)
-  }
-
-  const watchBySource = new Map(watches.map((w) => [w.sourceID, w]))
-  const unwatched: Array<string> = []
-  for (const row of rows) {
-    if (row.state !== "committed") continue
-    const watch = row.sourceID === null ? undefined : watchBySource.get(row.sourceID)
-    if (watch === undefined || watch.documentID !== row.documentID) unwatched.push(`${row.operationID}: committed without a watch on ${row.documentID}`)
-  }
-
-  const relist = inputs.relist
-  const badDeletions: Array<string> = []
-  for (const deletion of world.localDeletions) {
-    const run = await store.getRelistRun(deletion.runID)
-    if (run?.state !== "complete") badDeletions.push(`${deletion.documentID}: deleted from run ${deletion.runID}, which is ${run?.state ?? "gone"}`)
-    if (world.provider.read(deletion.entityID) !== undefined) badDeletions.push(`${deletion.documentID}: deleted locally, but ${deletion.entityID} still exists at the provider`)
-  }
-  if (relist !== null && relist.incompleteListed > 0) badDeletions.push(`${relist.incompleteListed} candidate listings were answered by a relist run that had not listed to its end`)
-
   const present = new Set(rows.map((r) => r.operationID))
-  const badCollections: Array<string> = []
-  for (const op of plan.operations) {
-    if (present.has(op.operationID) || !inputs.finished) continue
-    const newer = plan.operations.some((o) => o.index > op.index && o.document.index === op.document.index && present.has(o.operationID))
-    if (!newer) badCollections.push(`${op.operationID}: gone, though no newer write of ${op.document.documentID} is stored`)
-  }
-
-  const invariants: Array<InvariantCheck> = [
-    check(
-      "no write applied twice at the provider except by a sanctioned reissue",
-      `${ledger.filter((e) => e.applied).length} applied requests over ${appliedBy.size} operations; ${ledger.length} requests in all`,
-      twice
-    ),
-    check("every committed write was applied at the provider", `${byState.committed} committed operations`, committedUnapplied),
-    check("no write reported failed (dead) was applied at the provider", `${byState.dead} dead operations`, deadApplied),
-    check("every committed write's watch is verified or reported", `${byState.committed} committed operations, ${watches.length} watches`, unwatched),
-    check(
-      "no deletion from an incomplete relist",
-      `${world.localDeletions.length} local deletions, ${relist?.incompleteRefused ?? 0} listings of incomplete runs refused`,
-      badDeletions
-    ),
-    check("retention collected only superseded finished writes", `${inputs.collected} collected`, badCollections)
-  ]
+  const relist = inputs.relist
+  const deletions = await Promise.all(world.localDeletions.map(async (d) => ({
+    ...d,
+    runState: (await store.getRelistRun(d.runID))?.state ?? "gone",
+    stillAtProvider: world.provider.read(d.entityID) !== undefined
+  })))
+  const invariants = checkInvariants({
+    plan,
+    rows,
+    watches,
+    ledger,
+    deletions,
+    incompleteRefused: relist?.incompleteRefused ?? 0,
+    incompleteListed: relist?.incompleteListed ?? 0,
+    finished: inputs.finished,
+    collected: inputs.collected
+  })
 
   const attention: Array<AttentionItem> = [
     ...rows.filter((r) => r.state === "reconcile_only").map((r) => ({
