@@ -144,7 +144,8 @@ for (const adapter of adapters) {
         const claim = yield* claimed()
         expect(claim.reissue).toEqual({ kind: "conditional-update", ifMatch: "etag-0" })
         expect(claim.lease.token).not.toBe(crashed)
-        expect(claim.operation).toMatchObject({ sendMarker: null, attempts: 1, state: "attempted" })
+        // The crashed run's marker is folded into the durable doubt, dated by the takeover.
+        expect(claim.operation).toMatchObject({ sendMarker: null, inDoubtSince: NOW + POLICY.leaseMs, attempts: 1, state: "attempted" })
       })))
 
     it.effect("replay after such a crash with a deterministic create id hands the id back", () =>
@@ -302,13 +303,28 @@ for (const adapter of adapters) {
         expect(result.operation?.nextAttemptAt).toBe(NOW + 90_000)
       })))
 
-    it.effect("retryable with no attempt left: dead", () =>
+    it.effect("retryable with no attempt left and an answer proving it did not apply: dead", () =>
+      onStore(Effect.gen(function*() {
+        yield* seedOperations(attemptedRow({ attempts: 2, leaseToken: "tok", leaseExpiresAt: NOW + 1, nextAttemptAt: NOW + 1 }))
+        const store = yield* ConnectorStore
+        yield* store.markOperationSent(KEY, { leaseToken: "tok" })
+        expect(yield* store.recordAttemptFailure(KEY, { leaseToken: "tok", kind: "retryable", httpStatus: 429 }))
+          .toMatchObject({
+            outcome: "dead",
+            operation: { state: "dead", attempts: 3, nextAttemptAt: null, lastHTTPStatus: 429, sendMarker: null, inDoubtSince: null }
+          })
+      })))
+
+    it.effect("retryable with no attempt left and a 5xx: reconcile_only, since the request may have landed", () =>
       onStore(Effect.gen(function*() {
         yield* seedOperations(attemptedRow({ attempts: 2, leaseToken: "tok", leaseExpiresAt: NOW + 1, nextAttemptAt: NOW + 1 }))
         const store = yield* ConnectorStore
         yield* store.markOperationSent(KEY, { leaseToken: "tok" })
         expect(yield* store.recordAttemptFailure(KEY, { leaseToken: "tok", kind: "retryable", httpStatus: 500 }))
-          .toMatchObject({ outcome: "dead", operation: { state: "dead", attempts: 3, nextAttemptAt: null, lastHTTPStatus: 500 } })
+          .toMatchObject({
+            outcome: "reconcile_only",
+            operation: { state: "reconcile_only", attempts: 3, nextAttemptAt: null, lastHTTPStatus: 500, sendMarker: "tok", inDoubtSince: NOW }
+          })
       })))
 
     it.effect("a failure reported without a send marker still spends the attempt", () =>

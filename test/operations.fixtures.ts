@@ -104,6 +104,7 @@ export const attemptedRow = (overrides: Partial<ConnectorOperation> = {}): Conne
   lastHTTPStatus: null,
   deferReason: null,
   sendMarker: null,
+  inDoubtSince: null,
   version: 4,
   incarnation: "inc-seeded",
   leaseToken: null,

@@ -51,6 +51,8 @@ const badCalls: ReadonlyArray<BadCall> = [
     s.recordAttemptFailure(KEY, { leaseToken: t, kind: "retryable", httpStatus: 700 })],
   ["failure with a fractional status", "options.httpStatus", (s, t) =>
     s.recordAttemptFailure(KEY, { leaseToken: t, kind: "retryable", httpStatus: 500.5 })],
+  ["failure with a non-boolean notApplied", "options.notApplied", (s, t) =>
+    s.recordAttemptFailure(KEY, loose({ leaseToken: t, kind: "retryable", notApplied: "yes" }))],
   ["failure with a non-finite retry time", "options.retryAt", (s, t) =>
     s.recordAttemptFailure(KEY, { leaseToken: t, kind: "offline", retryAt: Number.POSITIVE_INFINITY })],
   ["failure with a negative retry time", "options.retryAt", (s, t) => s.recordAttemptFailure(KEY, { leaseToken: t, kind: "retryable", retryAt: -5 })],

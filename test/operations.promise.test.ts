@@ -72,7 +72,7 @@ for (const adapter of adapters) {
       const store = await openStore(clock, [], { maxAttempts: 1 })
       const claim = await store.claimOperation(claimInput())
       if (claim.outcome !== "claimed") throw new Error(`claim: ${claim.outcome}`)
-      expect(await store.recordAttemptFailure(KEY, { leaseToken: claim.lease.token, kind: "retryable" }))
+      expect(await store.recordAttemptFailure(KEY, { leaseToken: claim.lease.token, kind: "retryable", httpStatus: 429 }))
         .toMatchObject({ outcome: "dead", operation: { attempts: 1 } })
       const refused = adapter.name === "memory"
         ? openMemoryConnectorStore({ operationPolicy: { maxAttempts: 0 } }).getOperation(KEY)

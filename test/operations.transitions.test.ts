@@ -99,6 +99,7 @@ describe("the pure decisions", () => {
     leaseToken: fc.constantFrom(null, "token-a", "token-b"),
     leaseExpiresAt: fc.constantFrom(null, NOW - 1, NOW, NOW + 1),
     sendMarker: fc.constantFrom(null, "token-a", "token-b"),
+    inDoubtSince: fc.constantFrom(null, NOW - 5_000),
     nextAttemptAt: fc.constantFrom(null, NOW - 1, NOW, NOW + 1),
     payloadHash: fc.constantFrom("hash-1", "hash-2"),
     reissueIntent: fc.constantFrom<unknown>({ kind: "reconcile" }, { kind: "conditional-update", ifMatch: "e" }, "legacy")
@@ -123,6 +124,16 @@ describe("the pure decisions", () => {
         if (row.attempts <= POLICY.maxAttempts) expect(next.attempts).toBeLessThanOrEqual(POLICY.maxAttempts)
         if (next.state !== "attempted") expect([next.leaseToken, next.nextAttemptAt]).toEqual([null, null])
         if (row.state === "committed") expect.fail("a committed operation never changes")
+        // The in-doubt fact: once a row is in doubt, only a commit ends it, and it keeps its first time.
+        const wasInDoubt = row.inDoubtSince !== null || row.sendMarker !== null
+        if (wasInDoubt && next.state !== "committed") {
+          expect(next.inDoubtSince !== null || next.sendMarker !== null, "no decision but a commit clears the doubt").toBe(true)
+          if (row.inDoubtSince !== null) expect(next.inDoubtSince).toBe(row.inDoubtSince)
+        }
+        if (next.state === "committed") expect(next.inDoubtSince).toBeNull()
+      }
+      if (!claim.conflict && claim.result.outcome === "claimed" && (row.inDoubtSince !== null || row.sendMarker !== null)) {
+        expect(claim.result.reissue, "a claim of a row in doubt never answers reissue: null").not.toBeNull()
       }
     }))
   })
@@ -142,5 +153,8 @@ describe("the pure decisions", () => {
     expect(writeStateOf([op("committed", 1), op("dead", 5)])).toBe("failed")
     expect(writeStateOf([op("committed", 1), op("reconcile_only", 5)])).toBe("unconfirmed")
     expect(writeStateOf([op("dead", 5, "op-b"), op("committed", 5, "op-a")])).toBe("failed")
+    // An operation that died while a request may have landed is unconfirmed, never failed.
+    expect(writeStateOf([op("committed", 1), attemptedRow({ state: "dead", createdAt: 5, inDoubtSince: 3 })])).toBe("unconfirmed")
+    expect(writeStateOf([attemptedRow({ state: "dead", createdAt: 5, sendMarker: "run" })])).toBe("unconfirmed")
   })
 })

@@ -70,5 +70,6 @@ export const operationRow = (
   lastKind: null,
   lastHTTPStatus: null,
   sendMarker: null,
+  inDoubtSince: null,
   incarnation: null
 })

@@ -75,12 +75,21 @@ export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransacti
 
 const handle = Effect.succeed<MemoryTransaction>({ adapter: "memory" })
 
+/** A memory store with the Promise API. */
+export interface MemoryConnectorStore extends PromiseConnectorStore<MemoryTransaction> {
+  /** The store's clock (`options.now`, else the system clock): the time its decisions are made at. */
+  now(): number
+}
+
 /** Opens an empty in-memory store with the Promise API. */
-export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): PromiseConnectorStore<MemoryTransaction> =>
-  makePromiseStore({
+export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): MemoryConnectorStore => {
+  const store = makePromiseStore({
     runtime: ManagedRuntime.make(
       layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
     ),
     handle,
     now: options.now
   })
+  const local = options.now ?? Date.now
+  return { ...store, now: () => local() }
+}

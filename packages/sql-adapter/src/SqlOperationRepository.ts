@@ -49,6 +49,7 @@ export const decodeOperation = (row: RawRow): ConnectorOperation => ({
   lastHTTPStatus: epochOrNull(row["last_http_status"]),
   deferReason: textOrNull(row["defer_reason"]) as DeferReason | null,
   sendMarker: textOrNull(row["send_marker"]),
+  inDoubtSince: epochOrNull(row["in_doubt_since"]),
   version: epoch(row["version"]),
   incarnation: textOrNull(row["incarnation"]),
   leaseToken: textOrNull(row["lease_token"]),
@@ -61,7 +62,7 @@ export const decodeOperation = (row: RawRow): ConnectorOperation => ({
 const MUTABLE_COLUMNS = [
   "owner_did", "connector_name", "model", "op", "account_key", "target", "source_id", "deterministic_event_id",
   "payload_hash", "reissue_intent", "provider_etag", "document_id", "result_entity", "state", "attempts",
-  "next_attempt_at", "defer_reason", "send_marker", "last_kind", "last_http_status", "version", "incarnation",
+  "next_attempt_at", "defer_reason", "send_marker", "in_doubt_since", "last_kind", "last_http_status", "version", "incarnation",
   "lease_token", "lease_expires_at", "updated_at"
 ] as const
 
@@ -69,7 +70,7 @@ const MUTABLE_COLUMNS = [
 const mutableValues = (op: ConnectorOperation): ReadonlyArray<unknown> => [
   op.ownerDID, op.connectorName, op.model, op.op, op.accountKey, op.target, op.sourceID, op.deterministicEventID,
   op.payloadHash, encodeJson(op.reissueIntent) ?? "null", op.providerEtag, op.documentID, encodeJson(op.resultEntity),
-  op.state, op.attempts, op.nextAttemptAt, op.deferReason, op.sendMarker, op.lastKind, op.lastHTTPStatus, op.version,
+  op.state, op.attempts, op.nextAttemptAt, op.deferReason, op.sendMarker, op.inDoubtSince, op.lastKind, op.lastHTTPStatus, op.version,
   op.incarnation, op.leaseToken, op.leaseExpiresAt, op.updatedAt
 ]
 

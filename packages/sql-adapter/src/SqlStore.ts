@@ -29,6 +29,8 @@ import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
 import { Tables } from "./Tables.js"
+import { type ClockSource, clockSourceOf, makeDatabaseClock } from "./DatabaseClock.js"
+import { connectionOptionsProblem, DEFAULT_APPLICATION_NAME } from "./openChecks.js"
 
 /** Every port a SQL store provides, except the winner reader. */
 export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
@@ -82,6 +84,12 @@ export interface SqlConnection {
   readonly maxConnections?: number | undefined
   /** How long SQLite waits for another process's write lock (default 10 s). */
   readonly busyTimeoutMs?: number | undefined
+  /**
+   * The Postgres `application_name` of the store's connections (default
+   * `connector-store`), so an operator finds them in `pg_stat_activity`.
+   * 1 to 63 printable ASCII characters.
+   */
+  readonly applicationName?: string | undefined
 }
 
 /** True when `url` names a Postgres server rather than a SQLite file. */
@@ -92,10 +100,14 @@ export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//.tes
  * and a busy timeout, so several processes can share one file.
  */
 export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, PersistenceError> => {
+  // The Effect layer's error channel is PersistenceError; the bad option travels as its cause.
+  const problem = connectionOptionsProblem("layerClient", connection)
+  if (problem !== undefined) return Layer.fail(new PersistenceError({ operation: "connect", cause: problem }))
   const client: Layer.Layer<SqlClient, unknown> = isPostgresUrl(connection.url)
     ? PgClient.layer({
       url: Redacted.make(connection.url),
       maxConnections: connection.maxConnections ?? 10,
+      applicationName: connection.applicationName ?? DEFAULT_APPLICATION_NAME,
       idleTimeout: Duration.seconds(30)
     })
     : Layer.effectDiscard(Effect.flatMap(SqlClient, (sql) =>
@@ -141,34 +153,71 @@ const currentTransaction = (sql: SqlClient): Effect.Effect<SqlTransaction> =>
 
 /** The options of `openConnectorStore`. */
 export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerReaders<SqlTransaction> {
-  /** The store's clock; the system clock when absent. */
+  /** The machine's clock; the system clock when absent (see `clock` for what the store decides with). */
   readonly now?: (() => number) | undefined
+  /**
+   * Where the store's clock comes from (see docs/time.md). `database`
+   * follows the Postgres server's clock (`now` plus an offset measured at
+   * open and every 30 s), so runners whose machine clocks disagree never
+   * hold one lease at once; `local` decides with `now` as it is. The
+   * default is `database` on Postgres, unless `now` is injected (a test's
+   * or an already synchronized clock), which is then taken as it is. On
+   * SQLite every runner shares one machine, so both mean `now`.
+   */
+  readonly clock?: ClockSource | undefined
   /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
   readonly operationPolicy?: OperationPolicyOverrides | undefined
 }
 
+/** A SQL store with the Promise API. */
+export interface SqlConnectorStore extends PromiseConnectorStore<SqlTransaction> {
+  /**
+   * The store's clock: the time every decision of this store is made at.
+   * Methods whose contract takes a time (`claimWatchAttempt`'s `now` and
+   * `until`, sync lease terms, `listDueOperations`, a `dueAt`) expect it on
+   * this clock: pass `store.now()` (plus a duration), never `Date.now()`.
+   */
+  now(): number
+}
+
 /**
  * Opens a store on SQLite or Postgres with the Promise API, migrating the
- * schema first. Rejects with a `PersistenceError` when the database cannot be
+ * schema first. Rejects with `InvalidInput` naming a bad option before
+ * anything opens, and with a `PersistenceError` when the database cannot be
  * reached or migrated.
  */
-export const openConnectorStore = async (
-  options: OpenConnectorStoreOptions
-): Promise<PromiseConnectorStore<SqlTransaction>> => {
+export const openConnectorStore = async (options: OpenConnectorStoreOptions): Promise<SqlConnectorStore> => {
+  const problem = connectionOptionsProblem("openConnectorStore", options)
+  if (problem !== undefined) throw problem
   let handle: Effect.Effect<SqlTransaction> = Effect.dieMessage("store not open")
   const handleOf = Effect.suspend(() => handle)
-  const runtime = ManagedRuntime.make(
-    layer(options, fromPromiseReaders(options, handleOf)).pipe(
-      Layer.provide(OperationPolicy.layer(options.operationPolicy)),
-      Layer.tap((context) => Effect.sync(() => {
+  const local = options.now ?? Date.now
+  let storeNow = local
+  const followsDatabase = clockSourceOf(isPostgresUrl(options.url), options) === "database"
+  const databaseClock = Layer.scopedDiscard(Effect.flatMap(SqlClient, (sql) =>
+    Effect.map(makeDatabaseClock(sql, local), (clock) => {
+      storeNow = clock.now
+    })
+  ))
+  const store = layer(options, fromPromiseReaders(options, handleOf)).pipe(
+    Layer.provide(OperationPolicy.layer(options.operationPolicy)),
+    Layer.tap((context) =>
+      Effect.sync(() => {
         handle = currentTransaction(Context.get(context, SqlClient))
-      }))
+      })
     )
   )
+  const runtime = ManagedRuntime.make(followsDatabase ? Layer.provideMerge(databaseClock, store) : store)
   const opened = await Effect.runPromiseExit(runtime.runtimeEffect)
   if (Exit.isFailure(opened)) {
     await runtime.dispose()
     throw Cause.squash(opened.cause)
   }
-  return makePromiseStore({ runtime, handle: handleOf, now: options.now })
+  const now = () => storeNow()
+  const promiseStore = makePromiseStore({
+    runtime,
+    handle: handleOf,
+    now: followsDatabase || options.now !== undefined ? now : undefined
+  })
+  return { ...promiseStore, now }
 }

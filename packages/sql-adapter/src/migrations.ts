@@ -15,6 +15,21 @@ const run = (sql: SqlClient, statements: ReadonlyArray<string>) =>
   Effect.forEach(statements, (statement) => sql.unsafe(statement), { discard: true })
 
 /**
+ * Adds a nullable column unless it is there already. Postgres says so in
+ * one statement; SQLite has no ADD COLUMN IF NOT EXISTS, so it looks first
+ * (safe under `migrate`'s lock, which a second process waits for).
+ */
+const addColumn = (sql: SqlClient, table: string, column: string, type: string) =>
+  sql.onDialectOrElse({
+    pg: () => sql.unsafe(`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS ${column} ${type}`),
+    orElse: () =>
+      Effect.flatMap(
+        sql`SELECT 1 FROM pragma_table_info(${table}) WHERE name = ${column}`,
+        (found) => found.length > 0 ? Effect.void : sql.unsafe(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`)
+      )
+  })
+
+/**
  * The schema. Table, column and index names, nullability and keys are the
  * seed's (so a database the original store wrote opens unchanged); indexes
  * marked "project" serve this project's own queries.
@@ -130,15 +145,7 @@ export const migrations: ReadonlyArray<Migration> = [
     // index serves deleteExpiredPendingAuth, which reads by expiry.
     up: (sql, t) =>
       Effect.zipRight(
-        sql.onDialectOrElse({
-          pg: () => sql.unsafe(`ALTER TABLE ${t.syncState} ADD COLUMN IF NOT EXISTS lease_token text`),
-          // SQLite has no ADD COLUMN IF NOT EXISTS: look first.
-          orElse: () =>
-            Effect.flatMap(
-              sql`SELECT 1 FROM pragma_table_info(${t.syncState}) WHERE name = 'lease_token'`,
-              (found) => found.length > 0 ? Effect.void : sql.unsafe(`ALTER TABLE ${t.syncState} ADD COLUMN lease_token text`)
-            )
-        }),
+        addColumn(sql, t.syncState, "lease_token", "text"),
         run(sql, [
           `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_pending_auth_expires")} ON ${t.pendingAuth} (expires_at)`
         ])
@@ -211,6 +218,22 @@ export const migrations: ReadonlyArray<Migration> = [
           (owner_did, connector_name, model, account_key, source_id) WHERE status = 'given_up'`
       ])
     }
+  },
+  {
+    id: 6,
+    name: "operation_in_doubt",
+    // Project: the durable in-doubt fact (docs/operations.md). A row that
+    // holds a send marker and is not committed was left by a run whose
+    // request may have landed: it is in doubt from its last write on. Both
+    // statements are idempotent (a marked row already in doubt keeps its time).
+    up: (sql, t) =>
+      Effect.zipRight(
+        addColumn(sql, t.operation, "in_doubt_since", "bigint"),
+        run(sql, [
+          `UPDATE ${t.operation} SET in_doubt_since = updated_at
+            WHERE send_marker IS NOT NULL AND in_doubt_since IS NULL AND state <> 'committed'`
+        ])
+      )
   }
 ]
 

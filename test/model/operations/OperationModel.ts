@@ -38,6 +38,8 @@ export interface ModelOperation {
   attempts: number
   lease: { readonly token: string; readonly expiresAt: number } | null
   sendMarker: string | null
+  /** The store's durable doubt, by the model's own reading of the rule. */
+  inDoubtSince: number | null
   nextAttemptAt: number | null
   deferReason: DeferReason | null
   documentID: string | null
@@ -55,6 +57,44 @@ export interface ModelWatch {
   version: number
 }
 
+/**
+ * What a runner's own provider request got back: not sent yet; applied and
+ * answered (`ok`); no answer at all (`none`: a timeout, a reset, a 5xx, or
+ * its request is still in flight); or an answer proving it did not apply
+ * (`not-applied`: a 429, a 412 on a conditional re-send, an id taken).
+ */
+export type RunAnswer = "unsent" | "ok" | "none" | "not-applied"
+
+/** One runner's run (one claim), as the runner itself knows it. */
+export interface RunnerRun {
+  readonly key: number
+  /** The reissue the claim handed out: how this run must send (null: a plain send). */
+  readonly reissue: { readonly kind: string } | null
+  /** `markOperationSent` answered `sent` or `already-sent`: the run may send its one request. */
+  marked: boolean
+  answer: RunAnswer
+}
+
+/** One request that reached the provider's ledger. */
+export interface ProviderRequest {
+  readonly token: string
+  readonly mode: string
+  readonly applied: boolean
+  readonly answer: Exclude<RunAnswer, "unsent">
+}
+
+/**
+ * The provider's side of one key: every request that left, how many of
+ * them it applied, and whether one may have landed without the store
+ * knowing the outcome (a request without an answer proving it did not
+ * apply, before the operation committed).
+ */
+export interface ProviderLedger {
+  readonly requests: Array<ProviderRequest>
+  applied: number
+  possiblyLanded: boolean
+}
+
 /** The model: plain tables and the clock. */
 export interface OperationModel {
   now: number
@@ -62,15 +102,57 @@ export interface OperationModel {
   readonly watches: Map<string, ModelWatch>
   /** Every lease token a runner ever got for a key, oldest first: the runners of that key. */
   readonly runners: Map<number, Array<string>>
+  /** Every run by its lease token. */
+  readonly runs: Map<string, RunnerRun>
+  /** The provider's ledger of each key (a key retention forgot starts a new one). */
+  readonly provider: Map<number, ProviderLedger>
 }
+
+/** A provider ledger with no request. */
+export const emptyLedger = (): ProviderLedger => ({ requests: [], applied: 0, possiblyLanded: false })
 
 /** An empty model at the start of a run. */
 export const emptyModel = (): OperationModel => ({
   now: START,
   operations: new Map(),
   watches: new Map(),
-  runners: new Map(KEYS.map((_, i) => [i, []]))
+  runners: new Map(KEYS.map((_, i) => [i, []])),
+  runs: new Map(),
+  provider: new Map(KEYS.map((_, i) => [i, emptyLedger()]))
 })
+
+/**
+ * The provider receives run `token`'s request of key `key`, sent as its
+ * claim's reissue says: a plain send applies; a conditional update or a
+ * deterministic create applies only if nothing applied yet, and is refused
+ * otherwise (412 / id taken: not applied). `answerLost` drops the answer on
+ * the way back; `lost` drops the request on the way there; `rateLimited` is
+ * refused with a 429. Returns what the run learns.
+ */
+export const providerReceives = (
+  model: OperationModel,
+  key: number,
+  token: string,
+  fate: SendFate
+): Exclude<RunAnswer, "unsent"> => {
+  const run = model.runs.get(token)!
+  const ledger = model.provider.get(key)!
+  const mode = run.reissue?.kind ?? "plain"
+  const refused = fate === "lost" || fate === "rate-limited" || (mode !== "plain" && ledger.applied > 0)
+  const applied = !refused
+  const answer: Exclude<RunAnswer, "unsent"> = fate === "lost" || fate === "answer-lost" ? "none"
+    : fate === "rate-limited" ? "not-applied"
+    : applied ? "ok"
+    : "not-applied"
+  if (applied) ledger.applied++
+  if (answer !== "not-applied") ledger.possiblyLanded = true
+  ledger.requests.push({ token, mode, applied, answer })
+  run.answer = answer
+  return answer
+}
+
+/** How a request fares on the way: answered, its answer lost, lost itself, or rate-limited (429). */
+export type SendFate = "answered" | "answer-lost" | "lost" | "rate-limited"
 
 /**
  * The lease token of runner `runner` of key `key`: `LATEST` is the newest

@@ -13,7 +13,9 @@ import {
   MODEL_POLICY,
   type OperationModel,
   PARTY,
+  providerReceives,
   runnerLabel,
+  type SendFate,
   type SourceName,
   SOURCES,
   tokenOf,
@@ -56,11 +58,15 @@ export class Claim implements Command {
     }
     if (Exit.isFailure(exit)) throw new Error(Cause.pretty(exit.cause))
     const result = exit.value
+    if (result.outcome === "claimed" && model.provider.get(this.key)!.possiblyLanded) {
+      expect(result.reissue, "a claim after a possibly-landed request never answers reissue: null").not.toBeNull()
+    }
     const runners = model.runners.get(this.key)!
     const granted = () => {
       if (result.outcome !== "claimed") throw new Error(`expected claimed, got ${result.outcome}`)
       expect(runners).not.toContain(result.lease.token)
       runners.push(result.lease.token)
+      model.runs.set(result.lease.token, { key: this.key, reissue: result.reissue, marked: false, answer: "unsent" })
       return { token: result.lease.token, expiresAt: now + MODEL_POLICY.leaseMs }
     }
     if (op === undefined) {
@@ -75,6 +81,7 @@ export class Claim implements Command {
         attempts: 0,
         lease,
         sendMarker: null,
+        inDoubtSince: null,
         nextAttemptAt: lease.expiresAt,
         deferReason: null,
         documentID: KEYS[this.key]!.documentID,
@@ -89,15 +96,16 @@ export class Claim implements Command {
       expect(result).toMatchObject({ outcome: "busy", leaseExpiresAt: op.lease!.expiresAt })
     } else if (op.nextAttemptAt !== null && op.nextAttemptAt > now) {
       expect(result).toMatchObject({ outcome: "scheduled", nextAttemptAt: op.nextAttemptAt })
-    } else if (op.attempts >= MODEL_POLICY.maxAttempts || (op.sendMarker !== null && !op.safeReissue)) {
-      endWith(model, op, op.sendMarker !== null ? "reconcile_only" : "dead")
-      expect(result).toMatchObject({ outcome: "finished", operation: { state: op.state } })
     } else {
-      expect(result).toMatchObject({
-        outcome: "claimed",
-        created: false,
-        reissue: op.sendMarker === null ? null : KEYS[this.key]!.reissue
-      })
+      // The previous run's marker becomes the durable doubt; an older doubt keeps its time.
+      op.inDoubtSince = op.inDoubtSince ?? (op.sendMarker !== null ? now : null)
+      const inDoubt = op.inDoubtSince !== null
+      if (op.attempts >= MODEL_POLICY.maxAttempts || (inDoubt && !op.safeReissue)) {
+        endWith(model, op, inDoubt ? "reconcile_only" : "dead")
+        expect(result).toMatchObject({ outcome: "finished", operation: { state: op.state } })
+        return expectAgreement(model, real)
+      }
+      expect(result).toMatchObject({ outcome: "claimed", created: false, reissue: inDoubt ? KEYS[this.key]!.reissue : null })
       op.lease = granted()
       op.nextAttemptAt = op.lease.expiresAt
       op.sendMarker = null
@@ -125,9 +133,11 @@ export class MarkSent implements Command {
       expect(result.outcome).toBe("already-sent")
     } else if (op.attempts >= MODEL_POLICY.maxAttempts) {
       expect(result.outcome).toBe("exhausted")
-      endWith(model, op, "dead")
+      op.inDoubtSince = op.inDoubtSince ?? (op.sendMarker !== null ? model.now : null)
+      endWith(model, op, op.inDoubtSince !== null ? "reconcile_only" : "dead")
     } else {
       expect(result.outcome).toBe("sent")
+      model.runs.get(token)!.marked = true
       op.attempts++
       op.sendMarker = token
       touch(model, op)
@@ -136,19 +146,84 @@ export class MarkSent implements Command {
   }
 }
 
+/**
+ * Run `runner` of key `key` sends its one request (after `markOperationSent`
+ * said so, while it holds the lease), as its claim's reissue says; the
+ * provider's ledger records it and what came back. Never a store call.
+ */
+export class Send implements Command {
+  constructor(readonly key: number, readonly runner: number, readonly fate: SendFate) {}
+  check = (model: Readonly<OperationModel>) => {
+    const token = tokenOf(model, this.key, this.runner)
+    const run = model.runs.get(token)
+    return run !== undefined && run.marked && run.answer === "unsent" && holds(model.operations.get(this.key), token)
+  }
+  toString = () => `send(${keyLabel(this.key)}, ${runnerLabel(this.runner)}, ${this.fate})`
+  async run(model: OperationModel): Promise<void> {
+    providerReceives(model, this.key, tokenOf(model, this.key, this.runner), this.fate)
+    expect(model.provider.get(this.key)!.applied, "no request is applied twice at the provider").toBeLessThanOrEqual(1)
+  }
+}
+
+/**
+ * What a failure report says about its request: nothing proving it did not
+ * apply (a 503), a 4xx status (429 or 400), the `notApplied` flag alone, or
+ * a 4xx the runner flags as not proving it (`notApplied: false`).
+ */
+export type Evidence = "none" | "4xx" | "flag" | "4xx-not-proof"
+
+/** True when the report proves the request did not apply: the model's own reading of the rule. */
+const proves = (evidence: Evidence): boolean => evidence === "4xx" || evidence === "flag"
+
+/** The report fields of `evidence` for a failure of `kind`. */
+const reportOf = (kind: FailureKind, evidence: Evidence): { httpStatus: number | null; notApplied?: boolean } => {
+  switch (evidence) {
+    case "none":
+      return { httpStatus: 503 }
+    case "4xx":
+      return { httpStatus: kind === "permanent" ? 400 : 429 }
+    case "flag":
+      return { httpStatus: null, notApplied: true }
+    case "4xx-not-proof":
+      return { httpStatus: 409, notApplied: false }
+  }
+}
+
+/**
+ * True when a run could honestly report `kind` with `evidence` given what
+ * its request got back: offline / auth only if nothing left; proof only if
+ * nothing left or the answer proved it; never a failure after the provider
+ * answered that it applied the write.
+ */
+const honestFailure = (model: Readonly<OperationModel>, token: string, kind: FailureKind, evidence: Evidence): boolean => {
+  const answer = model.runs.get(token)?.answer ?? "unsent"
+  if (kind === "offline" || kind === "auth") return answer === "unsent"
+  if ((kind === "retryable" || kind === "permanent") && proves(evidence)) return answer === "unsent" || answer === "not-applied"
+  return answer !== "ok"
+}
+
 /** Runner `runner` of key `key` reports a failed attempt of `kind`. */
 export class Fail implements Command {
-  constructor(readonly key: number, readonly runner: number, readonly kind: FailureKind, readonly retryIn: number | undefined) {}
+  constructor(
+    readonly key: number,
+    readonly runner: number,
+    readonly kind: FailureKind,
+    readonly retryIn: number | undefined,
+    readonly evidence: Evidence = "none"
+  ) {}
   // Runner commands go to keys that exist; a stale or unknown runner of one is still picked now and then.
-  check = (model: Readonly<OperationModel>) => model.operations.has(this.key)
-  toString = () => `fail(${keyLabel(this.key)}, ${runnerLabel(this.runner)}, ${this.kind}${this.retryIn === undefined ? "" : `, retry in ${this.retryIn}`})`
+  check = (model: Readonly<OperationModel>) =>
+    model.operations.has(this.key) && honestFailure(model, tokenOf(model, this.key, this.runner), this.kind, this.evidence)
+  toString = () =>
+    `fail(${keyLabel(this.key)}, ${runnerLabel(this.runner)}, ${this.kind} ${JSON.stringify(reportOf(this.kind, this.evidence))}${this.retryIn === undefined ? "" : `, retry in ${this.retryIn}`})`
   async run(model: OperationModel, real: ModelStore): Promise<void> {
     const spec = KEYS[this.key]!
     const token = tokenOf(model, this.key, this.runner)
     const now = model.now
     const retryAt = this.retryIn === undefined ? undefined : now + this.retryIn
+    const report = reportOf(this.kind, this.evidence)
     const result = await call(real, (s) =>
-      s.recordAttemptFailure(spec, { leaseToken: token, kind: this.kind, httpStatus: 503, ...(retryAt === undefined ? {} : { retryAt }) }))
+      s.recordAttemptFailure(spec, { leaseToken: token, kind: this.kind, ...report, ...(retryAt === undefined ? {} : { retryAt }) }))
     const op = model.operations.get(this.key)!
     if (!holds(op, token)) {
       expect(result.outcome).toBe("lease-lost")
@@ -156,6 +231,8 @@ export class Fail implements Command {
     }
     const counted = op.sendMarker === token
     const spent = counted ? op.attempts : op.attempts + 1
+    const addsDoubt = this.kind === "unknown" || ((this.kind === "retryable" || this.kind === "permanent") && !proves(this.evidence))
+    if (addsDoubt) op.inDoubtSince = op.inDoubtSince ?? now
     op.lease = null
     op.deferReason = null
     if (this.kind === "offline" || this.kind === "auth") {
@@ -166,6 +243,11 @@ export class Fail implements Command {
       op.nextAttemptAt = retryAt ?? now + MODEL_POLICY.deferMs
       touch(model, op)
     } else if (this.kind === "unknown") {
+      expect(result.outcome).toBe("reconcile_only")
+      op.attempts = spent
+      op.sendMarker = token
+      endWith(model, op, "reconcile_only")
+    } else if (this.kind === "retryable" && spent >= MODEL_POLICY.maxAttempts && op.inDoubtSince !== null) {
       expect(result.outcome).toBe("reconcile_only")
       op.attempts = spent
       op.sendMarker = token
@@ -194,11 +276,26 @@ export class Fail implements Command {
 export class Finalize implements Command {
   constructor(readonly key: number, readonly runner: number, readonly source: SourceName) {}
   // Runner commands go to keys that exist; a stale or unknown runner of one is still picked now and then.
-  check = (model: Readonly<OperationModel>) => model.operations.has(this.key)
+  // A run finalizes when the provider answered that it applied, when a lookup
+  // would find the write applied, when it holds a marked lease and sends now
+  // (the send happens here), or, having never marked, as a plain lease test.
+  check = (model: Readonly<OperationModel>) => {
+    if (!model.operations.has(this.key)) return false
+    const token = tokenOf(model, this.key, this.runner)
+    const run = model.runs.get(token)
+    if (run === undefined || !run.marked) return true
+    return run.answer === "ok" || model.provider.get(this.key)!.applied > 0 ||
+      (run.answer === "unsent" && holds(model.operations.get(this.key), token))
+  }
   toString = () => `finalize(${keyLabel(this.key)}, ${runnerLabel(this.runner)}, ${this.source})`
   async run(model: OperationModel, real: ModelStore): Promise<void> {
     const spec = KEYS[this.key]!
     const token = tokenOf(model, this.key, this.runner)
+    const run = model.runs.get(token)
+    if (run !== undefined && run.marked && run.answer === "unsent" && holds(model.operations.get(this.key), token)) {
+      providerReceives(model, this.key, token, "answered")
+      expect(model.provider.get(this.key)!.applied, "no request is applied twice at the provider").toBeLessThanOrEqual(1)
+    }
     const documentID = SOURCES[this.source]
     const dueAt = model.now + 10_000
     const result = await call(real, (s) =>
@@ -209,6 +306,7 @@ export class Finalize implements Command {
     } else if (op !== undefined && (holds(op, token) || (op.state === "reconcile_only" && op.sendMarker === token))) {
       if (op.sendMarker !== token) op.attempts++
       op.sendMarker = token
+      op.inDoubtSince = null
       op.sourceID = this.source
       op.documentID = documentID
       endWith(model, op, "committed")

@@ -4,7 +4,7 @@ import type fc from "fast-check"
 import { expect } from "vitest"
 import { expectAgreement, storedOperations } from "./agreement.js"
 import type { ModelStore } from "./ModelStore.js"
-import { DOCUMENTS, keyLabel, type ModelOperation, type OperationModel, PARTY, touch } from "./OperationModel.js"
+import { DOCUMENTS, emptyLedger, keyLabel, type ModelOperation, type OperationModel, PARTY, touch } from "./OperationModel.js"
 
 type Command = fc.AsyncCommand<OperationModel, ModelStore>
 
@@ -111,7 +111,11 @@ export class Retention implements Command {
         expect(newestOfCaller, `${keyLabel(key)} was its caller's newest finished row`).not.toBe(op)
       }
     }
-    for (const [key] of gone) model.operations.delete(key)
+    // A key retention forgot is a new operation when claimed again: a new ledger.
+    for (const [key] of gone) {
+      model.operations.delete(key)
+      model.provider.set(key, emptyLedger())
+    }
     return expectAgreement(model, real)
   }
 }
@@ -123,13 +127,19 @@ export class WriteStates implements Command {
   async run(model: OperationModel, real: ModelStore): Promise<void> {
     const states = await call(real, (s) => s.getDocumentWriteStates(DOCUMENTS))
     for (const documentID of DOCUMENTS) {
-      const ops = Array.from(model.operations.values()).filter((op) => op.documentID === documentID)
+      const entries = Array.from(model.operations.entries()).filter(([, op]) => op.documentID === documentID)
+      const newestEnded = entries.filter(([, op]) => op.state !== "attempted").reduce<[number, ModelOperation] | undefined>(
+        (a, b) => a === undefined || newer(b[1], a[1]) ? b : a, undefined)
+      if (newestEnded !== undefined && newestEnded[1].state === "dead" && model.provider.get(newestEnded[0])!.possiblyLanded) {
+        expect(states.get(documentID), `${documentID}: an operation that finished in doubt never reads failed`).not.toBe("failed")
+      }
+      const ops = entries.map(([, op]) => op)
       const ended = ops.filter((op) => op.state !== "attempted")
       const newest = ended.length === 0 ? undefined : ended.reduce((a, b) => newer(a, b) ? a : b)
       const expected = ops.some((op) => op.state === "attempted") ? "pending"
         : newest === undefined ? "none"
         : newest.state === "committed" ? "committed"
-        : newest.state === "dead" ? "failed"
+        : newest.state === "dead" ? (newest.inDoubtSince !== null || newest.sendMarker !== null ? "unconfirmed" : "failed")
         : "unconfirmed"
       expect(states.get(documentID), documentID).toBe(expected)
     }

@@ -74,6 +74,7 @@ export const operationRow = (overrides: Partial<ConnectorOperation> = {}): Conne
   lastHTTPStatus: null,
   deferReason: null,
   sendMarker: null,
+  inDoubtSince: null,
   version: 2,
   incarnation: null,
   leaseToken: null,

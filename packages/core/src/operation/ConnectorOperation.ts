@@ -45,8 +45,19 @@ export interface ConnectorOperation extends OperationKey {
   readonly lastKind: string | null
   readonly lastHTTPStatus: number | null
   readonly deferReason: DeferReason | null
-  /** The run that started a provider request in the current attempt. */
+  /**
+   * The current run's marker: the lease token of the run whose counted
+   * request may be in flight (set by `markOperationSent`). Once committed,
+   * the run that committed; once `reconcile_only`, the run that may settle it.
+   */
   readonly sendMarker: string | null
+  /**
+   * When an earlier request was first recorded as possibly landed (a run's
+   * marker folded in at a takeover, or a failure without proof that the
+   * request did not apply); null when no earlier request is in doubt.
+   * Cleared only by a commit or a settle. See `isInDoubt`.
+   */
+  readonly inDoubtSince: Millis | null
   readonly version: number
   readonly incarnation: string | null
   readonly leaseToken: string | null

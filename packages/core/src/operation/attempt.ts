@@ -1,6 +1,7 @@
 import type { DeferReason, Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { bumpOperation, changed, type OperationDecision, released, unchanged } from "./decision.js"
+import { foldedDoubt, isInDoubt, provesNotApplied } from "./doubt.js"
 import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
 import { backoffDelay, type OperationPolicySettings } from "./policy.js"
 
@@ -28,7 +29,10 @@ const countedBy = (row: ConnectorOperation, token: string): boolean => row.sendM
 /**
  * Decides a send marker: the lease holder records its token as the run's
  * marker and counts the attempt, before the provider request leaves. A
- * re-drive that finds the marker set knows a request may have landed.
+ * re-drive that finds the marker set knows a request may have landed. A
+ * replay by the same holder (say, after a lost acknowledgement) is
+ * `already-sent`. Out of attempts, the request must not leave: the
+ * operation becomes `dead`, or `reconcile_only` when it is in doubt.
  */
 export const decideMarkSent = (
   row: ConnectorOperation | undefined,
@@ -39,23 +43,24 @@ export const decideMarkSent = (
   if (row === undefined || !isLeaseHolder(row, token)) return unchanged(leaseLost(row))
   if (countedBy(row, token)) return unchanged({ outcome: "already-sent", operation: row })
   if (row.attempts >= policy.maxAttempts) {
+    const state = isInDoubt(row) ? "reconcile_only" : "dead"
     return changed(
-      bumpOperation(row, now, { state: "dead", ...released, nextAttemptAt: null, lastKind: "exhausted" }),
+      bumpOperation(row, now, { state, ...released, nextAttemptAt: null, lastKind: "exhausted", inDoubtSince: foldedDoubt(row, now) }),
       (next) => ({ outcome: "exhausted", operation: next })
     )
   }
   return changed(
-    bumpOperation(row, now, { sendMarker: token, attempts: row.attempts + 1 }),
+    bumpOperation(row, now, { sendMarker: token, attempts: row.attempts + 1, inDoubtSince: foldedDoubt(row, now) }),
     (next) => ({ outcome: "sent", operation: next })
   )
 }
 
 /**
  * How an attempt failed, as the runner classifies it:
- * `retryable` (the provider surely did not apply it; try again later),
- * `permanent` (it never will), `unknown` (it may have applied; never
- * re-send), `offline` / `auth` (the device is offline or the grant lapsed;
- * the request did not leave).
+ * `retryable` (try again later), `permanent` (it never will), `unknown` (it
+ * may have applied; never re-send), `offline` / `auth` (the device is
+ * offline or the grant lapsed; the request did not leave). Whether a
+ * `retryable` or `permanent` request may have landed is `notApplied`'s.
  */
 export type FailureKind = "retryable" | "permanent" | "unknown" | DeferReason
 
@@ -64,6 +69,13 @@ export interface AttemptFailure {
   readonly leaseToken: string
   readonly kind: FailureKind
   readonly httpStatus?: number | null | undefined
+  /**
+   * `retryable` / `permanent`: whether the answer proves the provider did
+   * not apply this request. Absent, a 4xx `httpStatus` proves it (a 429, a
+   * validation error, a 412); a 5xx or no status does not (fail-closed): the
+   * request may have landed and the operation is in doubt from then on.
+   */
+  readonly notApplied?: boolean | undefined
   /**
    * `retryable`: the earliest next attempt the provider asked for (a
    * Retry-After), on top of the backoff. `offline` / `auth`: when to try
@@ -77,15 +89,36 @@ export type AttemptFailureResult =
   | { readonly outcome: "retrying" | "dead" | "reconcile_only" | "deferred"; readonly operation: ConnectorOperation }
   | LeaseLost
 
+/** True when this failure's own request may have landed (see `AttemptFailure.notApplied`). */
+export const failureAddsDoubt = (failure: AttemptFailure): boolean => {
+  switch (failure.kind) {
+    case "offline":
+    case "auth":
+      return false
+    case "unknown":
+      return true
+    case "retryable":
+    case "permanent":
+      return !(failure.notApplied ?? provesNotApplied(failure.httpStatus))
+  }
+}
+
 /**
  * Decides a failed attempt reported by the lease holder; the lease is
  * released on every outcome and `lastKind` / `lastHTTPStatus` record it.
  * An attempt not yet counted by a send marker is counted now, except for
  * `offline` and `auth`, which spend no attempt (one counted by the marker is
- * given back, since the request did not leave). `retryable` with attempts
- * left stays attempted, due after the backoff (`random` ∈ [0, 1) draws the
- * jitter); out of attempts, or `permanent` → `dead`; `unknown` →
- * `reconcile_only`, keeping the marker as the run whose request is in doubt.
+ * given back, since the request did not leave).
+ *
+ * Doubt is never cleared here: the run's marker is folded into
+ * `inDoubtSince` when this failure's request may have landed
+ * (`failureAddsDoubt`), and an earlier doubt is kept whatever this answer
+ * says. `retryable` with attempts left stays attempted, due after the
+ * backoff (`random` ∈ [0, 1) draws the jitter); out of attempts → `dead`,
+ * or `reconcile_only` when in doubt (only a lookup can tell);
+ * `permanent` → `dead` (read as unconfirmed when in doubt); `unknown` →
+ * `reconcile_only`. A failure that ends in `reconcile_only` keeps the run's
+ * token as the marker: that run may still settle it by finalizing.
  */
 export const decideAttemptFailure = (
   row: ConnectorOperation | undefined,
@@ -97,9 +130,14 @@ export const decideAttemptFailure = (
   if (row === undefined || !isLeaseHolder(row, failure.leaseToken)) return unchanged(leaseLost(row))
   const counted = countedBy(row, failure.leaseToken)
   const spent = counted ? row.attempts : countAttempt(row.attempts, policy)
-  const common = { ...released, lastKind: failure.kind, lastHTTPStatus: failure.httpStatus ?? null, deferReason: null }
+  // A marker of another run (a row no claim of this store folded) is never this failure's to clear.
+  const before = counted ? row.inDoubtSince : foldedDoubt(row, now)
+  const inDoubtSince = failureAddsDoubt(failure) ? before ?? now : before
+  const common = { ...released, lastKind: failure.kind, lastHTTPStatus: failure.httpStatus ?? null, deferReason: null, inDoubtSince }
   const to = (outcome: "retrying" | "dead" | "reconcile_only" | "deferred", patch: Partial<ConnectorOperation>) =>
     changed(bumpOperation(row, now, { ...common, ...patch }), (next) => ({ outcome, operation: next }))
+  const reconcile = () =>
+    to("reconcile_only", { state: "reconcile_only", attempts: spent, sendMarker: failure.leaseToken, nextAttemptAt: null })
   switch (failure.kind) {
     case "offline":
     case "auth":
@@ -110,17 +148,14 @@ export const decideAttemptFailure = (
         nextAttemptAt: failure.retryAt ?? now + policy.deferMs
       })
     case "unknown":
-      return to("reconcile_only", {
-        state: "reconcile_only",
-        attempts: spent,
-        sendMarker: failure.leaseToken,
-        nextAttemptAt: null
-      })
+      return reconcile()
     case "permanent":
       return to("dead", { state: "dead", attempts: spent, sendMarker: null, nextAttemptAt: null })
     case "retryable":
       if (spent >= policy.maxAttempts) {
-        return to("dead", { state: "dead", attempts: spent, sendMarker: null, nextAttemptAt: null })
+        return inDoubtSince !== null
+          ? reconcile()
+          : to("dead", { state: "dead", attempts: spent, sendMarker: null, nextAttemptAt: null })
       }
       return to("retrying", {
         attempts: spent,

@@ -27,6 +27,8 @@ const httpStatus: Rule = (value) =>
     ? undefined
     : "must be an HTTP status (100-599) or null"
 
+const boolean: Rule = (value) => typeof value === "boolean" ? undefined : "must be true or false"
+
 /** The longest lease a runner may ask for: a day. */
 export const MAX_LEASE_MS = 86_400_000
 
@@ -75,6 +77,7 @@ export const renewChecks = (options: unknown): ReadonlyArray<Check> => [
 export const failureChecks = (options: unknown): ReadonlyArray<Check> => [
   ["options.kind", fieldOf(options, "kind"), oneOf("retryable", "permanent", "unknown", "offline", "auth")],
   ["options.httpStatus", fieldOf(options, "httpStatus"), optional(httpStatus)],
+  ["options.notApplied", fieldOf(options, "notApplied"), optional(boolean)],
   ["options.retryAt", fieldOf(options, "retryAt"), optional(Rules.millis)]
 ]
 

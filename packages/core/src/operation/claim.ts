@@ -1,6 +1,7 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation, OperationKey, OperationOp } from "./ConnectorOperation.js"
 import { bumpOperation, changed, type OperationDecision, released, unchanged } from "./decision.js"
+import { foldedDoubt } from "./doubt.js"
 import { holdsLiveLease, type Lease, leaseColumns, leaseOf } from "./lease.js"
 import type { OperationPolicySettings } from "./policy.js"
 import { type ReissueIntent, safeReissue, type SafeReissue } from "./reissue.js"
@@ -40,8 +41,10 @@ export interface FreshClaimValues {
  * `IdempotencyConflict` error instead):
  *
  * - `claimed`: this runner now holds the lease and drives the next attempt.
- *   `created` tells a new key from a replay. `reissue` is non-null when a
- *   previous attempt's request may have landed: re-send only as it says.
+ *   `created` tells a new key from a replay. `reissue` is non-null whenever
+ *   the operation is in doubt (any earlier request may have landed, however
+ *   many takeovers, deferrals or failures came since): re-send only as it
+ *   says.
  * - `busy`: another runner holds a live lease until `leaseExpiresAt`.
  * - `scheduled`: the next attempt is not due before `nextAttemptAt`
  *   (backoff, or a deferral for `operation.deferReason`).
@@ -95,6 +98,7 @@ export const newOperation = (
   lastHTTPStatus: null,
   deferReason: null,
   sendMarker: null,
+  inDoubtSince: null,
   version: 0,
   incarnation: fresh.incarnation,
   ...leaseColumns(fresh.leaseToken, now, leaseMs),
@@ -106,7 +110,7 @@ const decided = (decision: OperationDecision<ClaimResult>): ClaimDecision => ({ 
 
 const finishes = (row: ConnectorOperation, state: "dead" | "reconcile_only", now: Millis): ClaimDecision =>
   decided(changed(
-    bumpOperation(row, now, { state, ...released, nextAttemptAt: null, deferReason: null }),
+    bumpOperation(row, now, { state, ...released, nextAttemptAt: null, deferReason: null, inDoubtSince: foldedDoubt(row, now) }),
     (next) => ({ outcome: "finished", operation: next })
   ))
 
@@ -116,12 +120,13 @@ const finishes = (row: ConnectorOperation, state: "dead" | "reconcile_only", now
  * A new key inserts the operation leased to the claimer. A replay with the
  * same payload hash converges on the stored row: terminal → `finished`; a
  * live lease → `busy`; not yet due → `scheduled`; otherwise the lease is
- * taken for a new attempt, which clears the send marker. When the marker was
- * set (a request may have landed and no outcome was recorded), the stored
- * reissue intent decides: a safe one is handed to the runner, anything else
- * makes the operation `reconcile_only`. An operation out of attempts is never
- * leased again: it becomes `dead`, or `reconcile_only` if its last request is
- * in doubt.
+ * taken for a new attempt. The previous run's marker (its request may have
+ * landed, no outcome was recorded) is folded into `inDoubtSince` before it
+ * is cleared, so the doubt outlives every takeover. When the operation is in
+ * doubt, the stored reissue intent decides: a safe one is handed to the
+ * runner, anything else makes the operation `reconcile_only` (marker kept:
+ * that run may still settle it). An operation out of attempts is never
+ * leased again: it becomes `dead`, or `reconcile_only` when in doubt.
  */
 export const decideOperationClaim = (
   row: ConnectorOperation | undefined,
@@ -143,12 +148,13 @@ export const decideOperationClaim = (
   if (row.nextAttemptAt !== null && row.nextAttemptAt > now) {
     return decided(unchanged({ outcome: "scheduled", operation: row, nextAttemptAt: row.nextAttemptAt }))
   }
-  const inDoubt = row.sendMarker !== null
+  const inDoubtSince = foldedDoubt(row, now)
+  const inDoubt = inDoubtSince !== null
   if (row.attempts >= policy.maxAttempts) return finishes(row, inDoubt ? "reconcile_only" : "dead", now)
   const reissue = inDoubt ? safeReissue(row.reissueIntent) : undefined
   if (inDoubt && reissue === undefined) return finishes(row, "reconcile_only", now)
   return decided(changed(
-    bumpOperation(row, now, { ...leaseColumns(fresh.leaseToken, now, leaseMs), sendMarker: null, deferReason: null }),
+    bumpOperation(row, now, { ...leaseColumns(fresh.leaseToken, now, leaseMs), sendMarker: null, inDoubtSince, deferReason: null }),
     (next) => ({ outcome: "claimed", created: false, operation: next, lease: leaseOf(next), reissue: reissue ?? null })
   ))
 }

@@ -63,7 +63,8 @@ export const mayCommit = (row: ConnectorOperation, token: string): boolean =>
 /**
  * Decides the operation half of a finalize. The committing run becomes the
  * send marker (counting its attempt if it never marked one), so a replay of
- * the same finalize is recognised as `already-committed`.
+ * the same finalize (say, after a lost acknowledgement) is recognised as
+ * `already-committed` with the stored result. The commit settles any doubt.
  */
 export const decideCommit = (
   row: ConnectorOperation | undefined,
@@ -84,6 +85,7 @@ export const decideCommit = (
       resultEntity: input.resultEntity ?? null,
       attempts: row.sendMarker === input.leaseToken ? row.attempts : countAttempt(row.attempts, policy),
       sendMarker: input.leaseToken,
+      inDoubtSince: null,
       ...released,
       nextAttemptAt: null,
       deferReason: null

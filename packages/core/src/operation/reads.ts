@@ -1,5 +1,6 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation, OperationState } from "./ConnectorOperation.js"
+import { isInDoubt } from "./doubt.js"
 import { compareByAge } from "./retention.js"
 
 /** True when `viewerDID` may see the operation: its caller or its owner. */
@@ -77,9 +78,9 @@ export const decodeCursor = (cursor: string): TrackedPosition | undefined => {
 /**
  * A document's write state, derived from its operations: `pending` while
  * any operation on it is attempted; otherwise its newest operation that
- * ended decides — `committed`, `failed` (dead) or `unconfirmed`
- * (reconcile_only: a request may or may not have landed and needs a look);
- * `none` when it has no operations.
+ * ended decides — `committed`, `failed` (dead, no request in doubt) or
+ * `unconfirmed` (reconcile_only, or dead while in doubt: a request may or
+ * may not have landed and needs a look); `none` when it has no operations.
  */
 export type DocumentWriteState = "none" | "pending" | "committed" | "failed" | "unconfirmed"
 
@@ -94,7 +95,8 @@ export const writeStateOf = (operations: ReadonlyArray<ConnectorOperation>): Doc
   if (operations.some((row) => row.state === "attempted")) return "pending"
   let newest: ConnectorOperation | undefined
   for (const row of operations) if (newest === undefined || compareByAge(row, newest) > 0) newest = row
-  return newest === undefined || newest.state === "attempted" ? "none" : endedAs[newest.state]
+  if (newest === undefined || newest.state === "attempted") return "none"
+  return newest.state === "dead" && isInDoubt(newest) ? "unconfirmed" : endedAs[newest.state]
 }
 
 /** The write state of each of `documentIDs`, from the operations of those documents. */

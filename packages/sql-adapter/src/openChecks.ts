@@ -1,0 +1,43 @@
+import { InvalidInput } from "@connector-store/core"
+import { CLOCK_SOURCES } from "./DatabaseClock.js"
+
+/** The `application_name` a store's Postgres connections carry when the options name none. */
+export const DEFAULT_APPLICATION_NAME = "connector-store"
+
+/**
+ * Postgres keeps an `application_name` of at most 63 bytes of printable
+ * ASCII; anything else is truncated or rewritten, and the store's
+ * connections could no longer be found by the name given.
+ */
+const applicationNameProblem = (value: unknown): string | undefined =>
+  value === undefined
+    ? undefined
+    : typeof value !== "string"
+    ? "must be a string"
+    : !/^[\x20-\x7e]{1,63}$/.test(value)
+    ? "must be 1 to 63 printable ASCII characters"
+    : undefined
+
+const clockProblem = (value: unknown): string | undefined =>
+  value === undefined || CLOCK_SOURCES.includes(value as never)
+    ? undefined
+    : `must be one of ${CLOCK_SOURCES.map((source) => `"${source}"`).join(", ")}`
+
+/**
+ * The first problem with the connection options this module owns
+ * (`applicationName`, `clock`), as the `InvalidInput` that `method` fails
+ * with before anything opens; `undefined` when they are fine.
+ */
+export const connectionOptionsProblem = (
+  method: string,
+  options: { readonly applicationName?: unknown; readonly clock?: unknown }
+): InvalidInput | undefined => {
+  const checks: ReadonlyArray<readonly [string, string | undefined]> = [
+    ["applicationName", applicationNameProblem(options.applicationName)],
+    ["clock", clockProblem(options.clock)]
+  ]
+  for (const [field, reason] of checks) {
+    if (reason !== undefined) return new InvalidInput({ method, field, reason })
+  }
+  return undefined
+}

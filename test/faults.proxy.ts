@@ -1,0 +1,98 @@
+import { createConnection, createServer, type Server, type Socket } from "node:net"
+
+/**
+ * A TCP proxy on 127.0.0.1 in front of a Postgres server that can lose the
+ * acknowledgement of a COMMIT: armed, it closes the client's connection
+ * instead of forwarding the server's `CommandComplete` for the next COMMIT
+ * it sees. The server has committed by then; the client only learns that
+ * its connection died.
+ */
+export interface CommitDropProxy {
+  /** The proxy's port; point a Postgres URL at 127.0.0.1 on it. */
+  readonly port: number
+  /**
+   * Drops the acknowledgement of the next statement completing with
+   * `commandTag` (`COMMIT` by default; `INSERT` for an autocommit insert)
+   * on any connection, once.
+   */
+  armCommitDrop(commandTag?: string): void
+  /** How many acknowledgements were dropped so far. */
+  readonly dropped: () => number
+  close(): Promise<void>
+}
+
+/** The server's CommandComplete ('C') message whose tag starts with `commandTag` (`COMMIT`, `INSERT 0 1`). */
+const completes = (commandTag: string, type: number, body: Buffer): boolean =>
+  type === 0x43 && body.toString("latin1").replace(/\0+$/, "").split(" ")[0] === commandTag
+
+/**
+ * Splits the server-to-client stream into messages (type byte, int32 length
+ * including itself, body), calling `onMessage` for each whole one; returns
+ * the bytes of an incomplete trailing message.
+ */
+const frames = (buffer: Buffer, onMessage: (type: number, whole: Buffer, body: Buffer) => boolean): Buffer => {
+  let offset = 0
+  while (buffer.length - offset >= 5) {
+    const length = buffer.readInt32BE(offset + 1)
+    if (buffer.length - offset < 1 + length) break
+    const whole = buffer.subarray(offset, offset + 1 + length)
+    if (!onMessage(buffer[offset]!, whole, whole.subarray(5))) return Buffer.alloc(0)
+    offset += 1 + length
+  }
+  return buffer.subarray(offset)
+}
+
+/** Starts a proxy to `target` (host and port of the Postgres server). */
+export const startCommitDropProxy = (target: { readonly host: string; readonly port: number }): Promise<CommitDropProxy> => {
+  let armed: string | undefined
+  let dropped = 0
+  const sockets = new Set<Socket>()
+  const server: Server = createServer((client) => {
+    const upstream = createConnection({ host: target.host, port: target.port })
+    sockets.add(client)
+    sockets.add(upstream)
+    const closeBoth = () => {
+      client.destroy()
+      upstream.destroy()
+      sockets.delete(client)
+      sockets.delete(upstream)
+    }
+    client.on("error", closeBoth)
+    upstream.on("error", closeBoth)
+    client.on("close", closeBoth)
+    upstream.on("close", closeBoth)
+    client.on("data", (chunk) => upstream.write(chunk))
+    // Server-to-client traffic is framed from its first byte (no TLS is asked for).
+    let pending: Buffer = Buffer.alloc(0)
+    upstream.on("data", (chunk) => {
+      pending = frames(Buffer.concat([pending, chunk]), (type, whole, body) => {
+        if (armed !== undefined && completes(armed, type, body)) {
+          armed = undefined
+          dropped++
+          closeBoth()
+          return false
+        }
+        client.write(whole)
+        return true
+      })
+    })
+  })
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      resolve({
+        port,
+        armCommitDrop: (commandTag = "COMMIT") => {
+          armed = commandTag
+        },
+        dropped: () => dropped,
+        close: () =>
+          new Promise<void>((done) => {
+            for (const socket of sockets) socket.destroy()
+            server.close(() => done())
+          })
+      })
+    })
+  })
+}
