@@ -253,7 +253,7 @@ describe("the invariant checks on a hand-made run", () => {
       target: "calendars/primary", sourceID: op.document.entityID, deterministicEventID: op.document.entityID,
       payloadHash: "h", reissueIntent: { kind: "reconcile" }, providerEtag: null, documentID: op.document.documentID,
       resultEntity: null, state, attempts: 1, nextAttemptAt: null, lastKind: null, lastHTTPStatus: null, deferReason: null,
-      sendMarker: null, version: 1, incarnation: null, leaseToken: null, leaseExpiresAt: null, createdAt: 1, updatedAt: 1
+      sendMarker: null, inDoubtSince: null, version: 1, incarnation: null, leaseToken: null, leaseExpiresAt: null, createdAt: 1, updatedAt: 1
     }
   }
   const watchOf = (index: number) => {
