@@ -290,9 +290,12 @@ describe("the invariant checks on a hand-made run", () => {
 
   it("catch a commit the provider never saw, a dead write it applied, and a commit without a watch", () => {
     const ledger = [entry(1, 1, true, false), entry(2, 1, true, false)]
+    const inDoubt = { ...rowOf(2, "dead"), inDoubtSince: 5 }
+    expect(broken({ ...base, ledger: [...base.ledger, entry(2, 2, true, false)], rows: [rowOf(0, "committed"), rowOf(1, "committed"), inDoubt] }))
+      .toEqual([])
     expect(broken({ ...base, ledger, watches: [watchOf(1)] }).map(([name]) => name)).toEqual([
       "every committed write was applied at the provider",
-      "no write reported failed (dead) was applied at the provider",
+      "no write reported failed (dead, not in doubt) was applied at the provider",
       "every committed write's watch is verified or reported"
     ])
   })

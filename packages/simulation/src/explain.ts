@@ -86,8 +86,8 @@ export const explainWriteBack = async (options: { readonly database: string; rea
     if (claimB.outcome !== "claimed") throw new Error(`the takeover was not claimed: ${claimB.outcome}`)
     const reissue = claimB.reissue
     say(reissue === null
-      ? `Runner B takes the operation over. The store hands it no reissue: it treats the earlier request as never sent ` +
-        `(this is the in-doubt bug: a plain re-send may apply the edit twice).`
+      ? `Runner B takes the operation over, and the store hands it no reissue, as if A's request had never left: ` +
+        `a plain re-send now could apply the edit twice.`
       : reissue.kind === "conditional-update"
       ? `Runner B takes the operation over. Because A's request may have landed, the store hands B a reissue: re-send only ` +
         `as an update conditional on the provider etag the edit was based on (${reissue.ifMatch}), never blindly.`

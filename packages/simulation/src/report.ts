@@ -171,7 +171,8 @@ export const buildReport = async (
     ...rows.filter((r) => r.state === "dead").map((r) => ({
       what: "dead operation",
       document: r.documentID ?? "-",
-      detail: `${r.operationID}: ${r.lastKind ?? "failed"}${r.lastHTTPStatus === null ? "" : ` (HTTP ${r.lastHTTPStatus})`} after ${r.attempts} attempts`
+      detail: `${r.operationID}: ${r.lastKind ?? "failed"}${r.lastHTTPStatus === null ? "" : ` (HTTP ${r.lastHTTPStatus})`} after ` +
+        `${r.attempts} attempts${r.inDoubtSince === null ? "" : "; an earlier request may have landed, so it reads as unconfirmed: look it up"}`
     })),
     ...rows.filter((r) => r.state === "attempted").map((r) => ({
       what: "operation still in progress",
