@@ -8,7 +8,8 @@ export default defineConfig({
     alias: {
       "@connector-store/core": pkg("core"),
       "@connector-store/memory-adapter": pkg("memory-adapter"),
-      "@connector-store/sql-adapter": pkg("sql-adapter")
+      "@connector-store/sql-adapter": pkg("sql-adapter"),
+      "@connector-store/simulation": pkg("simulation")
     }
   },
   test: {
