@@ -318,8 +318,9 @@ describe("a database that does not answer", { timeout: 120_000 }, () => {
   it("a SQLite path in a folder that does not exist", async () => {
     const run = failureOf(await runCli(["status", "--database", "/no/such/folder/store.sqlite"]))
     expect(run.code).toBe(1)
-    expect(run.lines).toEqual([
-      "connector-store: cannot open database /no/such/folder/store.sqlite: connect: storage failed: Cannot open database because the directory does not exist"
-    ])
+    expect(run.lines).toHaveLength(1)
+    expect(run.lines[0]).toMatch(
+      /^connector-store: cannot open database \/no\/such\/folder\/store\.sqlite: .*database-missing: Cannot open database because the directory does not exist/
+    )
   })
 })

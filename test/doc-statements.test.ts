@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs"
 import { ConnectorStore } from "@connector-store/core"
 import * as Memory from "@connector-store/memory-adapter"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
@@ -14,17 +15,21 @@ const watch = { ownerDID: "did:example:a", connectorName: "calendar", model: "Ev
 const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => undefined, (error: unknown) => error)
 
 describe("operations.md: a setting out of range", () => {
-  it("the memory store opens, then every call rejects with InvalidInput naming the setting", async () => {
-    const store = openMemoryConnectorStore({ operationPolicy: { maxAttempts: 0 } })
-    for (const call of [store.getWatch(watch), store.armWatch(watch, "manual", { dueAt: 0 }), store.collectFinishedOperations({ before: 0, limit: 10 })]) {
-      expect(await rejection(call)).toMatchObject({ _tag: "InvalidInput", method: "operationPolicy", field: "maxAttempts" })
+  it("the memory store's synchronous open throws InvalidInput naming the setting", () => {
+    let thrown: unknown
+    try {
+      openMemoryConnectorStore({ operationPolicy: { maxAttempts: 0 } })
+    } catch (error) {
+      thrown = error
     }
-    await store.close()
+    expect(thrown).toMatchObject({ _tag: "InvalidInput", field: "options.operationPolicy.maxAttempts" })
   })
 
-  it("openConnectorStore rejects with it and no store opens", async () => {
-    const error = await rejection(openConnectorStore({ url: `${freshTempDir()}/policy.sqlite`, operationPolicy: { leaseMs: -1 } }))
-    expect(error).toMatchObject({ _tag: "InvalidInput", method: "operationPolicy", field: "leaseMs" })
+  it("openConnectorStore rejects with it and no store opens (no file is created)", async () => {
+    const url = `${freshTempDir()}/policy.sqlite`
+    const error = await rejection(openConnectorStore({ url, operationPolicy: { leaseMs: -1 } }))
+    expect(error).toMatchObject({ _tag: "InvalidInput", field: "options.operationPolicy.leaseMs" })
+    expect(existsSync(url)).toBe(false)
   })
 })
 
