@@ -21,6 +21,7 @@ import {
 } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered } from "./internal/collation.js"
+import { collectFinishedStatement } from "./internal/retention.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
 import type { TableNames } from "./Tables.js"
 
@@ -84,14 +85,6 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   const changed = returnedAny
   // The newest-row order is byte order on every adapter, as in the pure rule.
   const ordered = (column: string) => byteOrdered(sql, column)
-
-  const newerExists = (party: "caller_did" | "owner_did", states: ReadonlyArray<OperationState>) =>
-    sql`EXISTS (SELECT 1 FROM ${table} n
-      WHERE n.document_id = o.document_id AND n.${sql(party)} = o.${sql(party)} AND n.state IN ${sql.in(states)}
-        AND (n.created_at > o.created_at
-          OR (n.created_at = o.created_at AND ${ordered("n.caller_did")} > ${ordered("o.caller_did")})
-          OR (n.created_at = o.created_at AND n.caller_did = o.caller_did
-              AND ${ordered("n.operation_id")} > ${ordered("o.operation_id")})))`
 
   // Any number of document ids in one parameter, so a filtered page stays one
   // ordered query however long the list.
@@ -157,33 +150,11 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
               WHERE state = 'attempted' AND defer_reason = 'auth'
                 AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
       ),
-    // One statement, so the keep rule and the delete see the same rows. The
-    // outer WHERE re-checks the lease and age on the row being deleted: on
-    // Postgres a lease taken between the candidate read and the delete is
-    // seen there (the row is re-evaluated at its newest version) and kept.
-    collectFinished: (params, now) => {
-      // A whole-number cutoff within bigint range selects the same integer
-      // updated_at values as `before` itself; Postgres refuses a fractional
-      // or out-of-range bigint parameter.
-      const before = Math.min(Math.max(Math.ceil(params.before), -(2 ** 53)), 2 ** 53)
-      return sql<RawRow>`DELETE FROM ${table}
-        WHERE (caller_did, operation_id) IN (
-          SELECT o.caller_did, o.operation_id FROM ${table} o
-          WHERE o.state IN ('committed', 'dead')
-            AND o.updated_at < ${before}
-            AND (o.lease_token IS NULL OR o.lease_expires_at < ${now})
-            AND (o.document_id IS NULL OR (
-              (o.state <> 'committed' OR (${newerExists("caller_did", ["committed"])} AND ${newerExists("owner_did", ["committed"])}))
-              AND ${newerExists("caller_did", ["committed", "dead"])}
-              AND ${newerExists("owner_did", ["committed", "dead"])}
-            ))
-          ORDER BY o.updated_at, ${ordered("o.caller_did")}, ${ordered("o.operation_id")}
-          LIMIT ${params.limit}
-        )
-        AND updated_at < ${before}
-        AND (lease_token IS NULL OR lease_expires_at < ${now})
-        RETURNING caller_did`.pipe(Effect.map((rows) => rows.length), PersistenceError.refail("operation.collectFinished"))
-    },
+    collectFinished: (params, now) =>
+      collectFinishedStatement(sql, tables.operation, params, now).pipe(
+        Effect.map((rows) => rows.length),
+        PersistenceError.refail("operation.collectFinished")
+      ),
     listTracked: (query) =>
       many(
         "operation.listTracked",
