@@ -24,7 +24,7 @@ const fill = (sql: SqlClient, t: TableNames, count: number) =>
       target, source_id, deterministic_event_id, payload_hash, reissue_intent, document_id, state, attempts, version,
       created_at, updated_at)
     SELECT 'did:caller:1', 'op-' || n, 'node-' || n, 'did:owner:1', 'gcal', 'Event', 'update', 'acct-1', 'calendar/primary',
-      'src-' || n, 'event-' || n, 'hash-' || n, '{"kind":"none"}', 'doc-' || (n / 100), 'committed', 1, 3, n, n
+      'src-' || n, 'event-' || n, 'hash-' || n, '{"kind":"conditional-update","ifMatch":"etag-0"}', 'doc-' || (n / 100), 'committed', 1, 3, n, n
     FROM ${sql.onDialectOrElse({ pg: () => `generate_series(1, ${count}) AS n`, orElse: () => "s" })}`)
 
 const explain = (sql: SqlClient, t: TableNames) => {

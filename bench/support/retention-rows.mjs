@@ -13,7 +13,7 @@ const columns = `caller_did, operation_id, node_key, owner_did, connector_name, 
 
 const selectFrom = (n, perDocument) => `SELECT '${BULK_CALLER}', 'op-' || ${n}, 'node-' || ${n}, '${BULK_OWNER}',
   'bench-connector', 'Event', 'update', 'bench@example.com', 'calendars/primary', 'source-' || ${n},
-  'event-' || ${n}, 'hash-' || ${n}, '{"kind":"none"}', 'document-' || (${n} / ${perDocument}), 'committed', 1, 3,
+  'event-' || ${n}, 'hash-' || ${n}, '{"kind":"conditional-update","ifMatch":"etag-0"}', 'document-' || (${n} / ${perDocument}), 'committed', 1, 3,
   ${n}, ${n}`
 
 /** The statement that inserts operations 1 … count on SQLite (better-sqlite3's `exec`). */

@@ -150,8 +150,17 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
               WHERE state = 'attempted' AND defer_reason = 'auth'
                 AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
       ),
+    // On Postgres the planner's cost for the LIMITed probe loop crosses
+    // jit_above_cost, and compiling it takes longer than the batch itself
+    // (docs/performance.md): JIT is off for this one statement.
     collectFinished: (params, now) =>
-      collectFinishedStatement(sql, tables.operation, params, now).pipe(
+      sql.onDialectOrElse({
+        pg: () =>
+          sql.withTransaction(
+            Effect.zipRight(sql`SET LOCAL jit = off`, collectFinishedStatement(sql, tables.operation, params, now))
+          ),
+        orElse: () => collectFinishedStatement(sql, tables.operation, params, now)
+      }).pipe(
         Effect.map((rows) => rows.length),
         PersistenceError.refail("operation.collectFinished")
       ),
