@@ -137,8 +137,11 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     listDue: (now) =>
       many(
         "operation.listDue",
-        sql<RawRow>`SELECT * FROM ${table}
-          WHERE state = 'attempted' AND (next_attempt_at IS NULL OR next_attempt_at <= ${now})
+        // Two index ranges of (state, next_attempt_at), so the sweep reads
+        // the due rows only; the OR form read every attempted row.
+        sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
+          UNION ALL
+          SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
           ORDER BY next_attempt_at, caller_did, operation_id`
       ),
     lockDeferred: (scope) =>
