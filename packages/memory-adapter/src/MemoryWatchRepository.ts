@@ -4,6 +4,7 @@ import {
   isScheduleDue,
   type ProjectionWatch,
   resumeReaches,
+  type WatchIdentity,
   WatchRepository,
   watchKey
 } from "@connector-store/core"
@@ -13,9 +14,9 @@ import { indexed, indexTable, type MemoryDatabase, reindex } from "./MemoryDatab
 const TABLE = "projection_watch"
 const BY_DOCUMENT = indexTable("projection_watch.document_id")
 
-const identityParts = (row: ProjectionWatch) => [row.ownerDID, row.connectorName, row.model, row.accountKey, row.sourceID]
+const identityParts = (row: WatchIdentity) => [row.ownerDID, row.connectorName, row.model, row.accountKey, row.sourceID]
 
-const compareIdentities = (a: ProjectionWatch, b: ProjectionWatch): number => {
+const compareIdentities = (a: WatchIdentity, b: WatchIdentity): number => {
   const left = identityParts(a)
   const right = identityParts(b)
   for (let i = 0; i < left.length; i++) {
@@ -84,7 +85,12 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
     // Memory transactions already run one at a time.
     lockDocument: () => Effect.void,
     listScheduleDue: (now) => find((row) => isScheduleDue(row, now)),
-    listAuditCandidates: find(isAuditCandidate),
+    listAuditPage: (after, limit) =>
+      Effect.map(find(isAuditCandidate), (rows) =>
+        rows
+          .filter((row) => after === undefined || compareIdentities(row, after) > 0)
+          .sort(compareIdentities)
+          .slice(0, limit)),
     lockDeferred: (scope) => find((row) => row.verificationStatus === "pending_verification" && resumeReaches(scope, row))
   }
 }
