@@ -117,7 +117,11 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     listAuditPage: (after, limit) =>
       many(
         "watch.listAuditPage",
-        sql<RawRow>`SELECT * FROM ${table} WHERE verification_status IN ('verified', 'repair_failed')
+        // SQLite (no statistics) would rather search the status index and
+        // sort every settled row: `+` leaves it the primary key's order.
+        sql<RawRow>`SELECT * FROM ${table}
+          WHERE ${sql.onDialectOrElse({ pg: () => sql.literal("verification_status"), orElse: () => sql.literal("+verification_status") })}
+            IN ('verified', 'repair_failed')
           ${after === undefined ? sql`` : sql`AND (owner_did, connector_name, model, account_key, source_id)
             > (${after.ownerDID}, ${after.connectorName}, ${after.model}, ${after.accountKey}, ${after.sourceID})`}
           ORDER BY owner_did, connector_name, model, account_key, source_id
