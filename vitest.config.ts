@@ -8,11 +8,14 @@ export default defineConfig({
     alias: {
       "@connector-store/core": pkg("core"),
       "@connector-store/memory-adapter": pkg("memory-adapter"),
-      "@connector-store/sql-adapter": pkg("sql-adapter")
+      "@connector-store/sql-adapter": pkg("sql-adapter"),
+      "@connector-store/simulation": pkg("simulation")
     }
   },
   test: {
     include: ["test/**/*.test.ts"],
+    globalSetup: ["./test/support/globalSetup.ts"],
+    reporters: ["default", "./test/support/postgresSkips.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000
   }

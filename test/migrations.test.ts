@@ -1,6 +1,6 @@
 import { WatchRepository } from "@connector-store/core"
 import * as Sql from "@connector-store/sql-adapter"
-import { migrate, migrations, openConnectorStore, tableNames } from "@connector-store/sql-adapter"
+import { type Migration, migrate, migrations, openConnectorStore, tableNames } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
@@ -35,6 +35,43 @@ const migrateOnce = (url: string, prefix?: string) =>
 
 const allIds = migrations.map((m) => m.id)
 
+/** What one racing migration reports: the ids it applied, and when it began and ended (epoch ms). */
+interface MigrationRun {
+  readonly applied: ReadonlyArray<number>
+  readonly startedAt: number
+  readonly endedAt: number
+}
+
+const parseRun = (out: string): MigrationRun => JSON.parse(out) as MigrationRun
+
+/** The racers really raced: every one had begun before any had ended. */
+const expectOverlap = (runs: ReadonlyArray<MigrationRun>) => {
+  const lastStart = Math.max(...runs.map((run) => run.startedAt))
+  const firstEnd = Math.min(...runs.map((run) => run.endedAt))
+  expect(lastStart, JSON.stringify(runs)).toBeLessThan(firstEnd)
+}
+
+/** The project's steps with the first one holding the migration lock for `ms` before it runs. */
+const holdingFirstStep = (ms: number): ReadonlyArray<Migration> =>
+  migrations.map((step, i) => i === 0 ? { ...step, up: (sql, t) => Effect.zipRight(Effect.sleep(ms), step.up(sql, t)) } : step)
+
+/** Like `migrateOnce`, timed from just before `migrate` runs (after connecting) to its end. */
+const timedMigration = (url: string, prefix: string, steps: ReadonlyArray<Migration>): Promise<MigrationRun> =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.flatMap(Layer.build(Sql.layerClient({ url })), (context) =>
+        Effect.provide(
+          Effect.flatMap(SqlClient, (sql) =>
+            Effect.gen(function*() {
+              const startedAt = Date.now()
+              const applied = yield* migrate(sql, tableNames(prefix), steps)
+              return { applied, startedAt, endedAt: Date.now() }
+            })),
+          context
+        ))
+    )
+  )
+
 describe("migrations on SQLite", () => {
   it("create the seed's tables and indexes, and a second run applies nothing", async () => {
     const file = freshSqlitePath()
@@ -49,9 +86,9 @@ describe("migrations on SQLite", () => {
   it("three processes migrating one file at once apply each step exactly once", async () => {
     const file = freshSqlitePath()
     const startAt = String(Date.now() + 1_500)
-    const outputs = await Promise.all([1, 2, 3].map(() => runProcess("migrate", [file, startAt])))
-    const runs = outputs.map((out) => JSON.parse(out) as Array<number>)
-    expect(runs.flat().sort()).toEqual(allIds)
+    const runs = await Promise.all([1, 2, 3].map(() => runProcess("migrate", [file, startAt, "hold", "3"]).then(parseRun)))
+    expectOverlap(runs)
+    expect(runs.flatMap((run) => run.applied).sort()).toEqual(allIds)
     const db = new Database(file, { readonly: true })
     const ledger = db.prepare("SELECT id FROM kubun_connector_schema_migrations ORDER BY id").all()
     db.close()
@@ -65,8 +102,9 @@ describe("migrations on SQLite", () => {
     db.exec("CREATE TABLE kubun_connector_schema_migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)")
     db.close()
     const startAt = String(Date.now() + 1_500)
-    const outputs = await Promise.all([1, 2, 3, 4].map(() => runProcess("migrate", [file, startAt, "slow"])))
-    expect(outputs.map((out) => JSON.parse(out) as Array<number>).flat().sort()).toEqual(allIds)
+    const runs = await Promise.all([1, 2, 3, 4].map(() => runProcess("migrate", [file, startAt, "slow", "4"]).then(parseRun)))
+    expectOverlap(runs)
+    expect(runs.flatMap((run) => run.applied).sort()).toEqual(allIds)
   })
 
   it("opens a database the original store created, keeping its rows", async () => {
@@ -110,8 +148,9 @@ describe.runIf(pgAvailable)("migrations on Postgres", () => {
   it("five clients migrating one database at once apply each step exactly once", async () => {
     const url = await pgDatabaseForFile()
     const prefix = freshPrefix()
-    const runs = await Promise.all(Array.from({ length: 5 }, () => migrateOnce(url, prefix)))
-    expect(runs.flat().sort()).toEqual(allIds)
+    const runs = await Promise.all(Array.from({ length: 5 }, () => timedMigration(url, prefix, holdingFirstStep(300))))
+    expectOverlap(runs)
+    expect(runs.flatMap((run) => run.applied).sort()).toEqual(allIds)
     expect(await migrateOnce(url, prefix)).toEqual([])
   })
 

@@ -1,8 +1,8 @@
 import { type AttemptFailure, ConnectorStore } from "@connector-store/core"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { claimed, claimedAndSent, claimInput, KEY, NOW, onOperationStore, POLICY } from "./operations.fixtures.js"
-import { at, storedOperation, succeedsChangingNothing } from "./support/contract/store.js"
+import { attemptedRow, claimed, claimedAndSent, claimInput, KEY, NOW, onOperationStore, POLICY } from "./operations.fixtures.js"
+import { at, seedOperations, storedOperation, succeedsChangingNothing } from "./support/contract/store.js"
 import { Winners } from "./support/contract/winners.js"
 import { adaptersUnderTest, type StoreServices } from "./support/stores.js"
 
@@ -116,6 +116,21 @@ for (const adapter of adapters) {
           .toMatchObject({ outcome: "finished", operation: { state: "reconcile_only", inDoubtSince: A_LAPSED } })
         expect(yield* store.getDocumentWriteStates(["doc-1"])).toEqual(new Map([["doc-1", "unconfirmed"]]))
       }), { ...POLICY, maxAttempts: 1 }))
+
+    it.effect("mark sent with no attempt left while in doubt (a lower limit since the claim): exhausted, reconcile_only", () =>
+      onStore(Effect.gen(function*() {
+        yield* seedOperations(attemptedRow({
+          attempts: POLICY.maxAttempts,
+          inDoubtSince: NOW - 5_000,
+          leaseToken: "tok",
+          leaseExpiresAt: NOW + 1,
+          nextAttemptAt: NOW + 1
+        }))
+        expect(yield* markSent("tok")).toMatchObject({
+          outcome: "exhausted",
+          operation: { state: "reconcile_only", inDoubtSince: NOW - 5_000, leaseToken: null, lastKind: "exhausted" }
+        })
+      })))
 
     it.effect("a commit settles the doubt: committed, inDoubtSince cleared, the document committed", () =>
       onStore(Effect.gen(function*() {

@@ -74,10 +74,11 @@ for (const adapter of adapters) {
       if (claim.outcome !== "claimed") throw new Error(`claim: ${claim.outcome}`)
       expect(await store.recordAttemptFailure(KEY, { leaseToken: claim.lease.token, kind: "retryable", httpStatus: 429 }))
         .toMatchObject({ outcome: "dead", operation: { attempts: 1 } })
+      // Refused at open, before anything opens (the memory store's open is synchronous: it throws).
       const refused = adapter.name === "memory"
-        ? openMemoryConnectorStore({ operationPolicy: { maxAttempts: 0 } }).getOperation(KEY)
+        ? (async () => openMemoryConnectorStore({ operationPolicy: { maxAttempts: 0 } }))()
         : openConnectorStore({ ...(await adapter.connection()), operationPolicy: { maxAttempts: 0 } })
-      await expect(refused).rejects.toMatchObject({ _tag: "InvalidInput", field: "maxAttempts" })
+      await expect(refused).rejects.toMatchObject({ _tag: "InvalidInput", field: "options.operationPolicy.maxAttempts" })
     })
   })
 }

@@ -12,7 +12,6 @@ import {
   deriveCandidate,
   deriveSweepCandidates,
   distinctReceipts,
-  MAX_SWEEP_APPLY_ATTEMPTS,
   type RelistRun,
   type RelistRunState,
   type RelistScope,
@@ -21,6 +20,9 @@ import {
 } from "@connector-store/core"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
+
+/** The documented number of failed applies that gives a candidate up, stated on its own (not read from the code). */
+const SWEEP_APPLY_ATTEMPTS = 5
 
 const scope: RelistScope = { ownerDID: "did:o", connectorName: "gcal", model: "Event", accountKey: "acct" }
 const T = 1_000_000
@@ -168,9 +170,22 @@ describe("relist candidate transitions", () => {
     expect(decideSweepOutcome(candidate({ kind: "diverged" }), "reingest", T).next).toMatchObject({ status: "decided" })
   })
 
+  it("the fifth failed apply of a decided candidate gives it up; the four before it retry", () => {
+    let row = decideSweepOutcome(candidate(), "delete_local", T).next!
+    for (let failure = 1; failure <= 4; failure++) {
+      const decision = decideSweepApplyFailure(row, { kind: "k", message: `m${failure}` }, T)
+      expect(decision.outcome).toBe("retry")
+      row = decision.next!
+      expect(row).toMatchObject({ status: "decided", applyAttempts: failure })
+    }
+    const fifth = decideSweepApplyFailure(row, { kind: "k", message: "m5" }, T)
+    expect(fifth.outcome).toBe("given-up")
+    expect(fifth.next).toMatchObject({ status: "given_up", applyAttempts: 5 })
+  })
+
   it("applies, failures and re-arms never push attempts past the cap nor apply a given-up candidate", () => {
     type Step = "delete" | "keep" | "apply" | "fail" | "rearm"
-    fc.assert(fc.property(fc.array(fc.constantFrom<Step>("delete", "keep", "apply", "fail", "rearm"), { maxLength: 40 }), (steps) => {
+    fc.assert(fc.property(fc.array(fc.oneof({ arbitrary: fc.constantFrom<Step>("delete", "keep", "apply", "rearm"), weight: 1 }, { arbitrary: fc.constant<Step>("fail"), weight: 3 }), { maxLength: 40 }), (steps) => {
       let row = candidate()
       let failuresSinceArm = 0
       for (const step of steps) {
@@ -187,11 +202,11 @@ describe("relist candidate transitions", () => {
         row = decision.next ?? row
         if (step === "fail" && before.status === "decided") failuresSinceArm++
         if (step === "rearm" && before.status === "given_up") failuresSinceArm = 0
-        expect(row.applyAttempts).toBeLessThanOrEqual(MAX_SWEEP_APPLY_ATTEMPTS)
-        expect(row.applyAttempts).toBe(Math.min(failuresSinceArm, MAX_SWEEP_APPLY_ATTEMPTS))
+        expect(row.applyAttempts).toBeLessThanOrEqual(SWEEP_APPLY_ATTEMPTS)
+        expect(row.applyAttempts).toBe(Math.min(failuresSinceArm, SWEEP_APPLY_ATTEMPTS))
         if (before.status === "given_up" && step !== "rearm") expect(decision.next).toBeUndefined()
         if (row.status === "applied") expect(before.status === "decided" || before.status === "applied").toBe(true)
-        expect(row.status === "given_up").toBe(failuresSinceArm >= MAX_SWEEP_APPLY_ATTEMPTS)
+        expect(row.status === "given_up").toBe(failuresSinceArm >= SWEEP_APPLY_ATTEMPTS)
       }
     }))
   })

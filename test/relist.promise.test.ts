@@ -1,6 +1,5 @@
 import {
   type ConnectorStore,
-  MAX_SWEEP_APPLY_ATTEMPTS,
   type PromiseConnectorStore,
   type RelistScope,
   WatchRepository
@@ -12,6 +11,9 @@ import { afterEach, describe, expect, it } from "vitest"
 import { NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { adaptersUnderTest } from "./support/stores.js"
+
+/** The documented number of failed applies that gives a candidate up, stated on its own (not read from the code). */
+const SWEEP_APPLY_ATTEMPTS = 5
 
 const adapters = await adaptersUnderTest()
 
@@ -70,15 +72,15 @@ for (const adapter of adapters) {
       expect(await s.recordSweepOutcome(gone, "delete_local")).toBe("recorded")
       expect(await s.recordSweepOutcome(moved, "reingest")).toBe("recorded")
       expect(await s.markSweepCandidateApplied(moved)).toBe("applied")
-      for (let i = 1; i <= MAX_SWEEP_APPLY_ATTEMPTS; i++) {
+      for (let i = 1; i <= SWEEP_APPLY_ATTEMPTS; i++) {
         expect(await s.recordSweepApplyFailure(gone, { kind: "permission", message: "403" }))
-          .toBe(i < MAX_SWEEP_APPLY_ATTEMPTS ? "retry" : "given-up")
+          .toBe(i < SWEEP_APPLY_ATTEMPTS ? "retry" : "given-up")
       }
       expect(await s.markSweepCandidateApplied(gone)).toBe("given-up")
       expect(await s.listSweepCandidates(run.runID, { limit: 10 })).toEqual([])
       const givenUp = await s.listGivenUpSweepCandidates(scope, { limit: 10 })
       expect(givenUp.map((c) => [c.sourceID, c.applyAttempts, c.lastErrorKind, c.lastErrorMessage]))
-        .toEqual([["gone", MAX_SWEEP_APPLY_ATTEMPTS, "permission", "403"]])
+        .toEqual([["gone", SWEEP_APPLY_ATTEMPTS, "permission", "403"]])
       expect(await s.rearmSweepCandidate({ ...scope, sourceID: "gone" })).toBe("rearmed")
       expect(await s.getSweepCandidate({ ...scope, sourceID: "gone" })).toMatchObject({ status: "open", applyAttempts: 0 })
       expect(await s.getSweepCandidate({ ...scope, sourceID: "nope" })).toBeNull()

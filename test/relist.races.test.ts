@@ -1,6 +1,5 @@
 import {
   ConnectorStore,
-  MAX_SWEEP_APPLY_ATTEMPTS,
   type ProjectionWatch,
   type RelistScope
 } from "@connector-store/core"
@@ -9,6 +8,9 @@ import { Effect, Either, Option } from "effect"
 import { NOW, watchRow } from "./support/contract/fixtures.js"
 import { at, onFreshStore, seedWatches } from "./support/contract/store.js"
 import { adaptersUnderTest, type StoreServices } from "./support/stores.js"
+
+/** The documented number of failed applies that gives a candidate up, stated on its own (not read from the code). */
+const SWEEP_APPLY_ATTEMPTS = 5
 
 // Real concurrent fibers. On Postgres each holds its own connection, so the
 // races are real; SQLite and memory serialize them, and must give the same
@@ -82,7 +84,7 @@ for (const adapter of adapters) {
         }
       })))
 
-    it.effect(`concurrent failed applies stop counting at ${MAX_SWEEP_APPLY_ATTEMPTS}: given up exactly once`, () =>
+    it.effect(`concurrent failed applies stop counting at ${SWEEP_APPLY_ATTEMPTS}: given up exactly once`, () =>
       onStore(Effect.gen(function*() {
         const store = yield* ConnectorStore
         yield* seedWatches(tracked("gone"))
@@ -92,10 +94,10 @@ for (const adapter of adapters) {
         yield* store.recordSweepOutcome(ref, "delete_local")
         const outcomes = yield* together(Array.from({ length: 12 }, (_, i) =>
           store.recordSweepApplyFailure(ref, { kind: "network", message: `failure ${i}` })))
-        expect(count(outcomes, "retry")).toBe(MAX_SWEEP_APPLY_ATTEMPTS - 1)
-        expect(count(outcomes, "given-up")).toBe(12 - (MAX_SWEEP_APPLY_ATTEMPTS - 1))
+        expect(count(outcomes, "retry")).toBe(SWEEP_APPLY_ATTEMPTS - 1)
+        expect(count(outcomes, "given-up")).toBe(12 - (SWEEP_APPLY_ATTEMPTS - 1))
         expect(Option.getOrThrow(yield* store.getSweepCandidate({ ...scope, sourceID: "gone" })))
-          .toMatchObject({ status: "given_up", applyAttempts: MAX_SWEEP_APPLY_ATTEMPTS })
+          .toMatchObject({ status: "given_up", applyAttempts: SWEEP_APPLY_ATTEMPTS })
       })))
 
     it.effect("an apply racing failures is either recorded before the give-up or refused after it", () =>
@@ -113,11 +115,11 @@ for (const adapter of adapters) {
         const row = Option.getOrThrow(yield* store.getSweepCandidate({ ...scope, sourceID: "gone" }))
         if (applied === "applied") {
           expect(row.status).toBe("applied")
-          expect(row.applyAttempts).toBeLessThan(MAX_SWEEP_APPLY_ATTEMPTS)
+          expect(row.applyAttempts).toBeLessThan(SWEEP_APPLY_ATTEMPTS)
           expect(failures).toContain("applied")
         } else {
           expect(applied).toBe("given-up")
-          expect(row).toMatchObject({ status: "given_up", applyAttempts: MAX_SWEEP_APPLY_ATTEMPTS })
+          expect(row).toMatchObject({ status: "given_up", applyAttempts: SWEEP_APPLY_ATTEMPTS })
         }
       })))
 

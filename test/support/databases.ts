@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
-import { afterAll } from "vitest"
+import { afterAll, beforeAll, inject } from "vitest"
+import { skipPostgresSuites } from "./postgresSuites.js"
 
 /** The Postgres server the tests use (a maintenance database on it). */
 export const PG_ADMIN_URL = process.env["CONNECTOR_STORE_PG_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -31,7 +32,8 @@ const probe = async (): Promise<boolean> => {
 export const pgAvailable: boolean = await probe()
 if (!pgAvailable) {
   if (PG_REQUIRED) throw new Error(`Postgres is required (CONNECTOR_STORE_REQUIRE_PG=1) but ${PG_ADMIN_URL} did not answer`)
-  console.warn(`\n*** Postgres at ${PG_ADMIN_URL} did not answer: SKIPPING every Postgres suite in this file ***\n`)
+  // Counted and printed at the end of the run by the PostgresSkips reporter.
+  beforeAll((file) => skipPostgresSuites(file))
 }
 
 const withAdmin = async <A>(use: (client: pg.Client) => Promise<A>): Promise<A> => {
@@ -82,26 +84,44 @@ export const pgDatabaseForFile = (): Promise<string> => {
       url.pathname = `/${name}`
       return url.toString()
     })
-    afterAll(async () => {
-      await withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
-    })
+    droppedAtEnd = name
   }
   return fileDatabase
 }
+
+let droppedAtEnd: string | undefined
+
+// Registered when this module is loaded (while the test file is collected),
+// not on first use: a hook registered from inside a running test never runs.
+afterAll(async () => {
+  const name = droppedAtEnd
+  if (name !== undefined) await withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+})
 
 let prefixes = 0
 
 /** A table prefix no other store in this process uses. */
 export const freshPrefix = (): string => `t${process.pid}_${++prefixes}_`
 
-let sqliteDir: string | undefined
+let fileTempDir: string | undefined
 
-/** A path for a new SQLite file in a temporary folder removed when the file's tests end. */
-export const freshSqlitePath = (): string => {
-  if (sqliteDir === undefined) {
-    const dir = mkdtempSync(join(tmpdir(), "connector-store-"))
-    sqliteDir = dir
-    afterAll(() => rmSync(dir, { recursive: true, force: true }))
+/**
+ * A temporary folder of this test file's own, removed when the file's tests
+ * end (pass or fail). It lies inside the run's temp root (`globalSetup.ts`),
+ * which is removed when the run ends, so a file whose cleanup did not run
+ * (a crashed worker) leaves nothing behind either.
+ */
+export const freshTempDir = (): string => {
+  if (fileTempDir === undefined) {
+    const root = inject("tempRoot") ?? tmpdir()
+    fileTempDir = mkdtempSync(join(root, "connector-store-"))
   }
-  return join(sqliteDir, `${randomBytes(6).toString("hex")}.sqlite`)
+  return fileTempDir
 }
+
+afterAll(() => {
+  if (fileTempDir !== undefined) rmSync(fileTempDir, { recursive: true, force: true, maxRetries: 3 })
+})
+
+/** A path for a new SQLite file in this test file's temporary folder (`freshTempDir`). */
+export const freshSqlitePath = (): string => join(freshTempDir(), `${randomBytes(6).toString("hex")}.sqlite`)

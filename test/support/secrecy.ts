@@ -32,7 +32,8 @@ export interface RecordedSpan {
   exit: Exit.Exit<unknown, unknown> | undefined
 }
 
-const recordingTracer = (spans: Array<RecordedSpan>): Tracer.Tracer =>
+/** A tracer that records every span it starts into `spans` (as a tracing backend would receive them). */
+export const recordingTracer = (spans: Array<RecordedSpan>): Tracer.Tracer =>
   Tracer.make({
     span: (name, parent, context, links, startTime, kind) => {
       const recorded: RecordedSpan = { name, attributes: new Map(), events: [], exit: undefined }

@@ -16,23 +16,93 @@ export class InvalidInput extends Data.TaggedError("InvalidInput")<{
 }
 
 /**
- * The storage behind a port failed (driver error, lost connection, a
- * constraint). Adapters turn their driver errors into this once, so no driver
- * error type leaks through a port.
+ * Why the storage failed, classified from the driver's error by the adapter:
+ *
+ * - `unreachable`: no connection (refused, reset, timed out, the file cannot be opened);
+ * - `authentication`: the server refused the credentials;
+ * - `database-missing`: the database (or the SQLite file's directory) does not exist;
+ * - `value-too-large`: a value exceeds a storage limit (an index row, a column, SQLite's maximum);
+ * - `invalid-text`: a string the database cannot store (Postgres refuses NUL and invalid UTF-8);
+ * - `constraint`: a constraint refused the write;
+ * - `serialization`, `deadlock`: the database aborted the transaction; a retry may succeed;
+ * - `lock-timeout`: a lock was not granted in time (Postgres `lock_timeout`, SQLite busy);
+ * - `disk-full`: no space left;
+ * - `unknown`: anything else (the driver's message says what).
+ */
+export type PersistenceReason =
+  | "unreachable"
+  | "authentication"
+  | "database-missing"
+  | "value-too-large"
+  | "invalid-text"
+  | "constraint"
+  | "serialization"
+  | "deadlock"
+  | "lock-timeout"
+  | "disk-full"
+  | "unknown"
+
+/** Every `PersistenceReason`, in the order of its documentation. */
+export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = [
+  "unreachable",
+  "authentication",
+  "database-missing",
+  "value-too-large",
+  "invalid-text",
+  "constraint",
+  "serialization",
+  "deadlock",
+  "lock-timeout",
+  "disk-full",
+  "unknown"
+]
+
+/**
+ * The storage behind a port failed. Adapters turn their driver errors into
+ * this once, so no driver error type leaks through a port. `reason` is the
+ * classified kind, `driverMessage` the driver's own words, `cause` the raw
+ * driver error; `operation` names the adapter step and `method` the public
+ * method the caller called (set at the store's boundary).
  */
 export class PersistenceError extends Data.TaggedError("PersistenceError")<{
   readonly operation: string
   readonly cause: unknown
+  readonly reason?: PersistenceReason | undefined
+  readonly driverMessage?: string | undefined
+  readonly method?: string | undefined
 }> {
   override get message(): string {
-    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
-    return `${this.operation}: storage failed: ${cause}`
+    const detail = this.driverMessage ?? deepestMessage(this.cause)
+    return `${this.method ?? this.operation}: ${this.reason ?? "unknown"}: ${detail} (${this.operation})`
   }
 
   /** Turns every failure of an effect into a `PersistenceError` for `operation`. */
   static refail(operation: string) {
     return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, PersistenceError, R> =>
       Effect.mapError(effect, (cause) => new PersistenceError({ operation, cause }))
+  }
+}
+
+/** The message of the innermost error of a `cause` chain: usually the driver's own. */
+export const deepestMessage = (cause: unknown): string => {
+  let current = cause
+  for (let depth = 0; depth < 8; depth++) {
+    const next = current instanceof Error ? current.cause : undefined
+    if (next === undefined || next === null) break
+    current = next
+  }
+  return current instanceof Error ? current.message : String(current)
+}
+
+/**
+ * A call reached a store after `close()` (or after the scope of its layer
+ * closed). Nothing was read or written.
+ */
+export class StoreClosed extends Data.TaggedError("StoreClosed")<{
+  readonly method: string
+}> {
+  override get message(): string {
+    return `${this.method}: the store is closed`
   }
 }
 
@@ -53,6 +123,7 @@ export class ConcurrentUpdateExhausted extends Data.TaggedError("ConcurrentUpdat
 /** `armWatch` was asked for the `finalize` reason, which only finalize itself may apply. */
 export class ReservedArmReason extends Data.TaggedError("ReservedArmReason")<{
   readonly reason: "finalize"
+  readonly method?: string | undefined
 }> {
   override get message(): string {
     return "armWatch: reason 'finalize' is reserved for finalizeOperationAndArmWatch"
@@ -72,9 +143,24 @@ export class WinnerReaderMissing extends Data.TaggedError("WinnerReaderMissing")
 export class WinnerReadFailed extends Data.TaggedError("WinnerReadFailed")<{
   readonly documentID: string
   readonly cause: unknown
+  readonly method?: string | undefined
 }> {
   override get message(): string {
     const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
-    return `reading the current winner of document ${this.documentID} failed: ${cause}`
+    return `${this.method === undefined ? "" : `${this.method}: `}reading the current winner of document ${this.documentID} failed: ${cause}`
+  }
+}
+
+/**
+ * The store's injected clock (`now` option) returned something that is not a
+ * time: not a non-negative safe integer of epoch milliseconds. The call
+ * stopped before writing anything.
+ */
+export class InvalidClockReading extends Data.TaggedError("InvalidClockReading")<{
+  readonly reading: string
+  readonly method?: string | undefined
+}> {
+  override get message(): string {
+    return `${this.method ?? "now"}: the store's clock returned ${this.reading}, not a non-negative integer of epoch milliseconds`
   }
 }

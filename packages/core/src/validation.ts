@@ -6,12 +6,55 @@ export type Rule = (value: unknown) => string | undefined
 
 const isString = (value: unknown): value is string => typeof value === "string"
 
+/**
+ * The longest identifier, in UTF-8 bytes. Five of them (a watch's or a sweep
+ * candidate's key) must fit one Postgres btree index row, at most 2704
+ * bytes: five ids of 530 bytes do, five of 540 do not (measured on
+ * Postgres 16), so 512 leaves room for the row header.
+ */
+export const MAX_ID_BYTES = 512
+
+/** The longest free text (a digest, a message, a sync time), in UTF-8 bytes. */
+export const MAX_TEXT_BYTES = 1_048_576
+
+/** The length of `value` in UTF-8 bytes (of a well-formed string). */
+export const utf8Length = (value: string): number => {
+  let bytes = 0
+  for (let i = 0; i < value.length; i++) {
+    const unit = value.charCodeAt(i)
+    if (unit < 0x80) bytes += 1
+    else if (unit < 0x800) bytes += 2
+    else if (unit >= 0xd800 && unit <= 0xdbff) {
+      bytes += 4
+      i++
+    } else bytes += 3
+  }
+  return bytes
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * What keeps a string from being stored alike on every adapter, or
+ * `undefined`: Postgres text refuses NUL, and the SQL drivers replace a lone
+ * surrogate with U+FFFD where memory keeps it.
+ */
+const storableText = (value: string, maxBytes: number): string | undefined => {
+  if (value.includes("\u0000")) return "must not contain NUL (\\u0000)"
+  if (LONE_SURROGATE.test(value)) return "must be well-formed Unicode (no lone surrogates)"
+  const bytes = utf8Length(value)
+  return bytes > maxBytes ? `must be at most ${maxBytes} bytes of UTF-8 (got ${bytes})` : undefined
+}
+
+const idRule: Rule = (value) =>
+  isString(value) && value.length > 0 ? storableText(value, MAX_ID_BYTES) : "must be a non-empty string"
+
 /** Rules for the inputs of the public API. */
 export const Rules = {
-  /** A non-empty string. */
-  id: (value) => isString(value) && value.length > 0 ? undefined : "must be a non-empty string",
-  /** Any string (possibly empty). */
-  text: (value) => isString(value) ? undefined : "must be a string",
+  /** A non-empty string of at most `MAX_ID_BYTES`, without NUL or lone surrogates. */
+  id: idRule,
+  /** Any string (possibly empty) of at most `MAX_TEXT_BYTES`, without NUL or lone surrogates. */
+  text: (value) => isString(value) ? storableText(value, MAX_TEXT_BYTES) : "must be a string",
   /** A time in epoch milliseconds: a non-negative safe integer. */
   millis: (value) =>
     typeof value === "number" && Number.isSafeInteger(value) && value >= 0
@@ -25,13 +68,18 @@ export const Rules = {
   /** A whole number, zero or above. */
   nonNegativeInt: (value) =>
     typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? undefined : "must be a non-negative integer",
-  /** A digest string, or null. */
-  digestOrNull: (value) => value === null || isString(value) ? undefined : "must be a digest string or null",
-  /** An array of non-empty strings. */
-  ids: (value) =>
-    Array.isArray(value) && value.every((item) => isString(item) && item.length > 0)
-      ? undefined
-      : "must be an array of non-empty strings",
+  /** A digest string (as `text`), or null. */
+  digestOrNull: (value) =>
+    value === null ? undefined : isString(value) ? storableText(value, MAX_TEXT_BYTES) : "must be a digest string or null",
+  /** An array of ids (each as `id`). */
+  ids: (value) => {
+    if (!Array.isArray(value)) return "must be an array of non-empty strings"
+    for (let i = 0; i < value.length; i++) {
+      const reason = idRule(value[i])
+      if (reason !== undefined) return `[${i}] ${reason}`
+    }
+    return undefined
+  },
   /** An object (not null, not an array). */
   record: (value) =>
     typeof value === "object" && value !== null && !Array.isArray(value) ? undefined : "must be an object"

@@ -2,9 +2,12 @@ import {
   ConnectorStore,
   fromPromiseReaders,
   makePromiseStore,
+  openOptionsProblem,
+  type StoreObservability,
   OperationPolicy,
   type OperationPolicyOverrides,
   OperationRepository,
+  OperatorRepository,
   PendingAuthRepository,
   RelistRepository,
   type PromiseConnectorStore,
@@ -19,6 +22,7 @@ import {
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 import { makeMemoryOperationRepository } from "./MemoryOperationRepository.js"
+import { makeMemoryOperatorRepository } from "./MemoryOperatorRepository.js"
 import { makeMemoryRelistRepository } from "./MemoryRelistRepository.js"
 import { makeMemoryWatchRepository } from "./MemoryWatchRepository.js"
 import { makeMemorySyncStateRepository } from "./MemorySyncStateRepository.js"
@@ -31,7 +35,7 @@ export interface MemoryTransaction {
 
 /** Every port a memory store provides, except the winner reader. */
 export type MemoryPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
-  | RelistRepository
+  | RelistRepository | OperatorRepository
 
 /** The ports over an existing in-memory database. */
 export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
@@ -41,6 +45,7 @@ export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
     Context.add(SyncStateRepository, makeMemorySyncStateRepository(db)),
     Context.add(PendingAuthRepository, makeMemoryPendingAuthRepository(db)),
     Context.add(RelistRepository, makeMemoryRelistRepository(db)),
+    Context.add(OperatorRepository, makeMemoryOperatorRepository(db)),
     Context.add(StoreSnapshot, {
       snapshot: Effect.gen(function*() {
         const tables: Record<string, ReadonlyArray<unknown>> = {}
@@ -66,7 +71,7 @@ export const layer = (readers: WinnerReaders = {}): Layer.Layer<ConnectorStore |
   )
 
 /** The options of `openMemoryConnectorStore`. */
-export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction> {
+export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction>, StoreObservability {
   /** The store's clock; the system clock when absent. */
   readonly now?: () => number
   /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
@@ -81,12 +86,17 @@ export interface MemoryConnectorStore extends PromiseConnectorStore<MemoryTransa
   now(): number
 }
 
-/** Opens an empty in-memory store with the Promise API. */
+/**
+ * Opens an empty in-memory store with the Promise API. Throws `InvalidInput`
+ * naming the option (method `openMemoryConnectorStore`) when an option is
+ * unacceptable, before anything opens.
+ */
 export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): MemoryConnectorStore => {
+  const problem = openOptionsProblem("openMemoryConnectorStore", options, [])
+  if (problem !== undefined) throw problem
+  const layered = layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
   const store = makePromiseStore({
-    runtime: ManagedRuntime.make(
-      layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
-    ),
+    runtime: ManagedRuntime.make(options.observability === undefined ? layered : Layer.provideMerge(layered, options.observability)),
     handle,
     now: options.now
   })

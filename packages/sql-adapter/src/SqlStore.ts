@@ -1,10 +1,18 @@
 import {
   ConnectorStore,
+  fieldOf,
   fromPromiseReaders,
+  InvalidInput,
+  nameMethod,
+  openOptionsProblem,
+  optional,
+  Rules,
+  type StoreObservability,
   makePromiseStore,
   OperationPolicy,
   type OperationPolicyOverrides,
   OperationRepository,
+  OperatorRepository,
   PendingAuthRepository,
   PersistenceError,
   RelistRepository,
@@ -23,18 +31,20 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Context, Duration, Effect, Exit, Layer, ManagedRuntime, Redacted, Runtime } from "effect"
 import { migrate } from "./migrations.js"
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
+import { makeSqlOperatorRepository } from "./SqlOperatorRepository.js"
 import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
-import { Tables } from "./Tables.js"
+import { classified, classifiedPort } from "./SqlFailure.js"
+import { tablePrefixProblem, Tables } from "./Tables.js"
 import { type ClockSource, clockSourceOf, makeDatabaseClock } from "./DatabaseClock.js"
 import { connectionOptionsProblem, DEFAULT_APPLICATION_NAME } from "./openChecks.js"
 
 /** Every port a SQL store provides, except the winner reader. */
 export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
-  | RelistRepository
+  | RelistRepository | OperatorRepository
 
 /**
  * The repository ports on the ambient `SqlClient`, after bringing the schema
@@ -44,7 +54,7 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
   Effect.gen(function*() {
     const sql = yield* SqlClient
     const tables = yield* Tables
-    yield* migrate(sql, tables).pipe(PersistenceError.refail("migrate"))
+    yield* migrate(sql, tables).pipe(PersistenceError.refail("migrate"), Effect.mapError(classified))
     const names = {
       sync_state: tables.syncState,
       pending_auth: tables.pendingAuth,
@@ -54,12 +64,13 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
       relist_receipt: tables.relistReceipt,
       relist_candidate: tables.relistCandidate
     }
-    return Context.make(Transactor, makeSqlTransactor(sql, tables.migrations)).pipe(
-      Context.add(WatchRepository, makeSqlWatchRepository(sql, tables)),
-      Context.add(OperationRepository, makeSqlOperationRepository(sql, tables)),
-      Context.add(SyncStateRepository, makeSqlSyncStateRepository(sql, tables)),
-      Context.add(PendingAuthRepository, makeSqlPendingAuthRepository(sql, tables)),
-      Context.add(RelistRepository, makeSqlRelistRepository(sql, tables)),
+    return Context.make(Transactor, classifiedPort(makeSqlTransactor(sql, tables.migrations))).pipe(
+      Context.add(WatchRepository, classifiedPort(makeSqlWatchRepository(sql, tables))),
+      Context.add(OperationRepository, classifiedPort(makeSqlOperationRepository(sql, tables))),
+      Context.add(SyncStateRepository, classifiedPort(makeSqlSyncStateRepository(sql, tables))),
+      Context.add(PendingAuthRepository, classifiedPort(makeSqlPendingAuthRepository(sql, tables))),
+      Context.add(RelistRepository, classifiedPort(makeSqlRelistRepository(sql, tables))),
+      Context.add(OperatorRepository, classifiedPort(makeSqlOperatorRepository(sql, tables))),
       Context.add(StoreSnapshot, {
         snapshot: Effect.gen(function*() {
           const out: Record<string, ReadonlyArray<unknown>> = {}
@@ -115,23 +126,38 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
     )).pipe(Layer.provideMerge(SqliteClient.layer({ filename: connection.url })))
   // The SQLite driver throws (a defect) when the file cannot be opened.
   return Layer.catchAllCause(client, (cause) =>
-    Layer.fail(new PersistenceError({ operation: "connect", cause: Cause.squash(cause) })))
+    Layer.fail(classified(new PersistenceError({ operation: "connect", cause: Cause.squash(cause) }))))
 }
+
+/** The checks of the SQL connection options (the shared ones are in `openOptionsProblem`). */
+const connectionChecks = (options: unknown) => [
+  ["options.url", fieldOf(options, "url"), Rules.id] as const,
+  ["options.tablePrefix", fieldOf(options, "tablePrefix"), optional(tablePrefixProblem)] as const,
+  ["options.maxConnections", fieldOf(options, "maxConnections"), optional(Rules.positiveInt)] as const,
+  ["options.busyTimeoutMs", fieldOf(options, "busyTimeoutMs"), optional(Rules.nonNegativeInt)] as const
+]
 
 /**
  * The whole store on SQL, for the Effect API: `ConnectorStore`, its ports
- * and the `SqlClient`, with winners read by `readers`.
+ * and the `SqlClient`, with winners read by `readers`. A connection option
+ * out of range fails the layer with `InvalidInput` naming it (method
+ * `layer`) before anything opens.
  */
 export const layer = (
   connection: SqlConnection,
   readers: WinnerReaders = {}
-): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader | SqlClient, PersistenceError> =>
-  ConnectorStore.layer.pipe(
-    Layer.provideMerge(layerPorts),
-    Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
-    Layer.provideMerge(Tables.layer(connection.tablePrefix)),
-    Layer.provideMerge(layerClient(connection))
-  )
+): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader | SqlClient, PersistenceError | InvalidInput> =>
+  Layer.unwrapEffect(Effect.suspend(() => {
+    const problem = openOptionsProblem("layer", connection, connectionChecks(connection))
+    return problem !== undefined ? Effect.fail(problem) : Effect.succeed(
+      ConnectorStore.layer.pipe(
+        Layer.provideMerge(layerPorts),
+        Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
+        Layer.provideMerge(Tables.layer(connection.tablePrefix)),
+        Layer.provideMerge(layerClient(connection))
+      )
+    )
+  }))
 
 /**
  * What a SQL store hands winner readers: a way to query inside the very
@@ -152,7 +178,7 @@ const currentTransaction = (sql: SqlClient): Effect.Effect<SqlTransaction> =>
   }))
 
 /** The options of `openConnectorStore`. */
-export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerReaders<SqlTransaction> {
+export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerReaders<SqlTransaction>, StoreObservability {
   /** The machine's clock; the system clock when absent (see `clock` for what the store decides with). */
   readonly now?: (() => number) | undefined
   /**
@@ -182,12 +208,14 @@ export interface SqlConnectorStore extends PromiseConnectorStore<SqlTransaction>
 
 /**
  * Opens a store on SQLite or Postgres with the Promise API, migrating the
- * schema first. Rejects with `InvalidInput` naming a bad option before
- * anything opens, and with a `PersistenceError` when the database cannot be
- * reached or migrated.
+ * schema first. Rejects with `InvalidInput` naming the option when an option
+ * is unacceptable (before anything opens), and with a classified
+ * `PersistenceError` when the database cannot be reached or migrated; both
+ * name `openConnectorStore` as their `method`.
  */
 export const openConnectorStore = async (options: OpenConnectorStoreOptions): Promise<SqlConnectorStore> => {
-  const problem = connectionOptionsProblem("openConnectorStore", options)
+  const problem = openOptionsProblem("openConnectorStore", options, connectionChecks(options)) ??
+    connectionOptionsProblem("openConnectorStore", options)
   if (problem !== undefined) throw problem
   let handle: Effect.Effect<SqlTransaction> = Effect.dieMessage("store not open")
   const handleOf = Effect.suspend(() => handle)
@@ -207,11 +235,12 @@ export const openConnectorStore = async (options: OpenConnectorStoreOptions): Pr
       })
     )
   )
-  const runtime = ManagedRuntime.make(followsDatabase ? Layer.provideMerge(databaseClock, store) : store)
+  const clocked = followsDatabase ? Layer.provideMerge(databaseClock, store) : store
+  const runtime = ManagedRuntime.make(options.observability === undefined ? clocked : Layer.provideMerge(clocked, options.observability))
   const opened = await Effect.runPromiseExit(runtime.runtimeEffect)
   if (Exit.isFailure(opened)) {
     await runtime.dispose()
-    throw Cause.squash(opened.cause)
+    throw nameMethod("openConnectorStore")(Cause.squash(opened.cause))
   }
   const now = () => storeNow()
   const promiseStore = makePromiseStore({

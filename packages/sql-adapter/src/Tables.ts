@@ -1,4 +1,5 @@
-import { Context, Layer } from "effect"
+import { InvalidInput } from "@connector-store/core"
+import { Context, Effect, Layer } from "effect"
 
 /** The seed's table prefix: a database written by the original store opens unchanged. */
 export const DEFAULT_TABLE_PREFIX = "kubun_connector_"
@@ -18,7 +19,15 @@ export interface TableNames {
   readonly index: (seedName: string) => string
 }
 
-const PREFIX_PATTERN = /^[a-z_][a-z0-9_]{0,39}$/
+/** What a table prefix may be: lower-case letters, digits and `_`, starting with a letter or `_`, at most 40 characters. */
+export const TABLE_PREFIX_PATTERN = /^[a-z_][a-z0-9_]{0,39}$/
+const PREFIX_PATTERN = TABLE_PREFIX_PATTERN
+
+/** Why `prefix` cannot be a table prefix, or `undefined` when it can. */
+export const tablePrefixProblem = (prefix: unknown): string | undefined =>
+  typeof prefix === "string" && PREFIX_PATTERN.test(prefix)
+    ? undefined
+    : `must be lower-case letters, digits and _, starting with a letter or _, at most 40 characters`
 
 /**
  * The table names under `prefix` (lower-case letters, digits and `_`,
@@ -45,6 +54,15 @@ export const tableNames = (prefix: string = DEFAULT_TABLE_PREFIX): TableNames =>
 
 /** The table names a SQL store uses. */
 export class Tables extends Context.Tag("@connector-store/sql-adapter/Tables")<Tables, TableNames>() {
-  /** Tables under `prefix` (the seed's by default). */
-  static readonly layer = (prefix?: string): Layer.Layer<Tables> => Layer.sync(Tables, () => tableNames(prefix))
+  /** Tables under `prefix` (the seed's by default); any other prefix fails with `InvalidInput` naming `tablePrefix`. */
+  static readonly layer = (prefix?: string): Layer.Layer<Tables, InvalidInput> =>
+    Layer.effect(
+      Tables,
+      Effect.suspend(() => {
+        const reason = prefix === undefined ? undefined : tablePrefixProblem(prefix)
+        return reason === undefined
+          ? Effect.succeed(tableNames(prefix))
+          : Effect.fail(new InvalidInput({ method: "layer", field: "tablePrefix", reason }))
+      })
+    )
 }

@@ -5,11 +5,11 @@ import {
   Transactor,
   type WatchIdentity,
   WatchRepository,
-  WinnerReader,
   type WinnerReaders
 } from "@connector-store/core"
-import { MemoryDatabase, type MemoryPorts, portsOf } from "@connector-store/memory-adapter"
+import * as Memory from "@connector-store/memory-adapter"
 import { Context, Effect, Layer, Option } from "effect"
+import type { StoreServices } from "../stores.js"
 
 /** What an interfering `update` can do besides answering. */
 export interface UpdateTools {
@@ -31,51 +31,58 @@ export type UpdatePlan = (
   tools: UpdateTools
 ) => Effect.Effect<boolean, PersistenceError>
 
-/** A memory store whose watch writes follow `plan`, and what happened to it. */
+/** A store whose watch writes follow `plan`, and what happened to it. */
 export interface InterferedStore {
-  readonly layer: Layer.Layer<ConnectorStore | MemoryPorts | WinnerReader>
+  readonly layer: Layer.Layer<StoreServices, PersistenceError>
   /** How many times `update` was called. */
   readonly updates: () => number
   /** How many concurrent writes committed. */
   readonly concurrentWrites: () => number
 }
 
+const memoryStore = (readers: WinnerReaders): Layer.Layer<StoreServices, PersistenceError> => Memory.layer(readers)
+
 /**
- * The memory adapter with its watch repository's `update` under `plan`, for
- * injecting lost races and failing writes into the service's CAS loop.
+ * `base`'s store (memory by default; any adapter's `layer`) with its watch
+ * repository's `update` under `plan`, for injecting lost races and failing
+ * writes into the service's CAS loop.
  */
-export const interferedStore = (plan: UpdatePlan, readers: WinnerReaders): InterferedStore => {
-  const ports = portsOf(new MemoryDatabase())
-  const watches = Context.get(ports, WatchRepository)
-  const transactor = Context.get(ports, Transactor)
+export const interferedStore = (
+  plan: UpdatePlan,
+  readers: WinnerReaders,
+  base: (readers: WinnerReaders) => Layer.Layer<StoreServices, PersistenceError> = memoryStore
+): InterferedStore => {
   let updates = 0
   let committed = 0
   const pending: Array<Effect.Effect<void, PersistenceError>> = []
 
-  const concurrently: UpdateTools["concurrently"] = (identity, change) => {
-    pending.push(transactor.withTransaction(Effect.gen(function*() {
-      const row = Option.getOrThrow(yield* watches.lockRead(identity))
-      const written = yield* watches.update({ ...change(row), version: row.version + 1 }, row.version)
-      if (!written) return yield* Effect.dieMessage("the concurrent writer itself lost a race")
-      committed++
-    })))
-  }
-  const runConcurrentWriters = Effect.suspend(() => Effect.all(pending.splice(0), { discard: true }))
-
-  const interfered = ports.pipe(
-    Context.add(WatchRepository, {
-      ...watches,
-      update: (next, expectedVersion) =>
-        Effect.suspend(() => plan(++updates, next, expectedVersion, { write: watches.update, concurrently }))
-    }),
-    Context.add(Transactor, {
-      withTransaction: (effect) => Effect.ensuring(transactor.withTransaction(effect), Effect.orDie(runConcurrentWriters))
-    })
-  )
+  const decorated = Layer.effectContext(Effect.gen(function*() {
+    const context = yield* Effect.context<StoreServices>()
+    const watches = Context.get(context, WatchRepository)
+    const transactor = Context.get(context, Transactor)
+    const concurrently: UpdateTools["concurrently"] = (identity, change) => {
+      pending.push(transactor.withTransaction(Effect.gen(function*() {
+        const row = Option.getOrThrow(yield* watches.lockRead(identity))
+        const written = yield* watches.update({ ...change(row), version: row.version + 1 }, row.version)
+        if (!written) return yield* Effect.dieMessage("the concurrent writer itself lost a race")
+        committed++
+      })))
+    }
+    const runConcurrentWriters = Effect.suspend(() => Effect.all(pending.splice(0), { discard: true }))
+    return Context.omit(ConnectorStore)(context).pipe(
+      Context.add(WatchRepository, {
+        ...watches,
+        update: (next, expectedVersion) =>
+          Effect.suspend(() => plan(++updates, next, expectedVersion, { write: watches.update, concurrently }))
+      }),
+      Context.add(Transactor, {
+        withTransaction: (effect) => Effect.ensuring(transactor.withTransaction(effect), Effect.orDie(runConcurrentWriters))
+      })
+    )
+  })).pipe(Layer.provide(base(readers)))
   return {
-    layer: ConnectorStore.layer.pipe(
-      Layer.provideMerge(Layer.succeedContext(Context.add(interfered, WinnerReader, readers)))
-    ),
+    // Fresh: the base layer already built `ConnectorStore.layer` once, over the undecorated ports.
+    layer: Layer.fresh(ConnectorStore.layer).pipe(Layer.provideMerge(decorated)),
     updates: () => updates,
     concurrentWrites: () => committed
   }

@@ -30,10 +30,11 @@ const lease = fc.constantFrom(
 const row = fc.record({
   callerDID: fc.constantFrom("did:a", "did:B", "did:é", "did:aa"),
   operationID: fc.constantFrom("op-x", "op-Y", "op-z", "op-é"),
-  ownerDID: fc.constantFrom("did:owner:1", "did:owner:2"),
-  documentID: fc.constantFrom(null, null, "doc-1", "doc-2"),
+  ownerDID: fc.constantFrom("did:owner:1", "did:owner:1", "did:owner:2"),
+  documentID: fc.constantFrom(null, "doc-1", "doc-1", "doc-2"),
   state,
-  createdAt: fc.integer({ min: 1, max: 3 }),
+  // Biased to ties: equal creation times make the (caller, operation id) tie-break decide the newest row.
+  createdAt: fc.oneof({ arbitrary: fc.constant(2), weight: 2 }, { arbitrary: fc.integer({ min: 1, max: 3 }), weight: 1 }),
   updatedAt: fc.integer({ min: NOW - 2, max: NOW + 1 }),
   lease
 }).map(({ lease, ...fields }): ConnectorOperation => operationRow({ ...fields, ...lease }))

@@ -44,8 +44,9 @@ export const decideMarkSent = (
   if (countedBy(row, token)) return unchanged({ outcome: "already-sent", operation: row })
   if (row.attempts >= policy.maxAttempts) {
     const state = isInDoubt(row) ? "reconcile_only" : "dead"
+    const inDoubtSince = foldedDoubt(row, now)
     return changed(
-      bumpOperation(row, now, { state, ...released, nextAttemptAt: null, lastKind: "exhausted", inDoubtSince: foldedDoubt(row, now) }),
+      bumpOperation(row, now, { state, ...released, nextAttemptAt: null, lastKind: "exhausted", inDoubtSince }),
       (next) => ({ outcome: "exhausted", operation: next })
     )
   }
@@ -110,10 +111,10 @@ export const failureAddsDoubt = (failure: AttemptFailure): boolean => {
  * `offline` and `auth`, which spend no attempt (one counted by the marker is
  * given back, since the request did not leave).
  *
- * Doubt is never cleared here: the run's marker is folded into
- * `inDoubtSince` when this failure's request may have landed
- * (`failureAddsDoubt`), and an earlier doubt is kept whatever this answer
- * says. `retryable` with attempts left stays attempted, due after the
+ * No earlier doubt is cleared here, whatever this answer says. The run's
+ * own marker is folded into `inDoubtSince` when its request may have landed
+ * (`failureAddsDoubt`), and dropped when `offline` / `auth` or a proof of
+ * non-application says it did not. `retryable` with attempts left stays attempted, due after the
  * backoff (`random` ∈ [0, 1) draws the jitter); out of attempts → `dead`,
  * or `reconcile_only` when in doubt (only a lookup can tell);
  * `permanent` → `dead` (read as unconfirmed when in doubt); `unknown` →
@@ -133,7 +134,8 @@ export const decideAttemptFailure = (
   // A marker of another run (a row no claim of this store folded) is never this failure's to clear.
   const before = counted ? row.inDoubtSince : foldedDoubt(row, now)
   const inDoubtSince = failureAddsDoubt(failure) ? before ?? now : before
-  const common = { ...released, lastKind: failure.kind, lastHTTPStatus: failure.httpStatus ?? null, deferReason: null, inDoubtSince }
+  const lastHTTPStatus = failure.httpStatus ?? null
+  const common = { ...released, lastKind: failure.kind, lastHTTPStatus, deferReason: null, inDoubtSince }
   const to = (outcome: "retrying" | "dead" | "reconcile_only" | "deferred", patch: Partial<ConnectorOperation>) =>
     changed(bumpOperation(row, now, { ...common, ...patch }), (next) => ({ outcome, operation: next }))
   const reconcile = () =>

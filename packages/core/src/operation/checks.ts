@@ -1,5 +1,6 @@
 import type { Check, Rule } from "../validation.js"
 import { fieldOf, oneOf, optional, Rules } from "../validation.js"
+import { jsonProblem } from "../syncstate/json.js"
 import { reissueIntentProblem } from "./reissue.js"
 
 /** The largest page `listTrackedOperations` returns. */
@@ -11,14 +12,15 @@ export const DEFAULT_TRACKED_PAGE = 50
 const idOrNull: Rule = (value) => value === null ? undefined : Rules.id(value)
 const textOrNull: Rule = (value) => value === null ? undefined : Rules.text(value)
 
-/** A value that survives a JSON round trip (or is absent). */
+/**
+ * A JSON value the store keeps exactly, or absent: the same rule as every
+ * other JSON column (`jsonProblem`), so a Date, a Map or a NaN is refused
+ * naming its path instead of being flattened on the way in.
+ */
 const jsonValue: Rule = (value) => {
   if (value === undefined) return undefined
-  try {
-    return typeof JSON.stringify(value) === "string" ? undefined : "must be a JSON value"
-  } catch {
-    return "must be a JSON value"
-  }
+  const problem = jsonProblem(value)
+  return problem === undefined ? undefined : `must be a JSON value: ${problem}`
 }
 
 /** An HTTP status code. */

@@ -154,7 +154,12 @@ export const decideOperationClaim = (
   const reissue = inDoubt ? safeReissue(row.reissueIntent) : undefined
   if (inDoubt && reissue === undefined) return finishes(row, "reconcile_only", now)
   return decided(changed(
-    bumpOperation(row, now, { ...leaseColumns(fresh.leaseToken, now, leaseMs), sendMarker: null, inDoubtSince, deferReason: null }),
+    bumpOperation(row, now, {
+      ...leaseColumns(fresh.leaseToken, now, leaseMs),
+      sendMarker: null,
+      inDoubtSince,
+      deferReason: null
+    }),
     (next) => ({ outcome: "claimed", created: false, operation: next, lease: leaseOf(next), reissue: reissue ?? null })
   ))
 }

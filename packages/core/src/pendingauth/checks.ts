@@ -13,7 +13,10 @@ export const pendingAuthChecks = (record: unknown): ReadonlyArray<Check> => {
     ["record.codeVerifier", fieldOf(record, "codeVerifier"), (v) =>
       isRedactedVerifier(v)
         ? undefined
-        : "must be a Redacted RFC 7636 code verifier (43 to 128 characters of A-Z a-z 0-9 - . _ ~)"],
+        // A plain string reaches this only through the Effect API (the Promise API wraps it).
+        : typeof v === "string"
+        ? "must be wrapped in Redacted (Redacted.make) in the Effect API"
+        : "must be an RFC 7636 code verifier (43 to 128 characters of A-Z a-z 0-9 - . _ ~)"],
     ["record.redirectUri", fieldOf(record, "redirectUri"), Rules.id],
     ["record.scopes", fieldOf(record, "scopes"), Rules.ids],
     ["record.createdAt", createdAt, optional(Rules.millis)],

@@ -1,14 +1,38 @@
 import { Clock, Effect } from "effect"
+import { InvalidClockReading } from "../errors.js"
 
-/** A `Clock` whose time is `now()`, for stores opened with an injected clock. */
+const isTime = (reading: unknown): reading is number =>
+  typeof reading === "number" && Number.isSafeInteger(reading) && reading >= 0
+
+/**
+ * A `Clock` whose time is `now()`, for stores opened with an injected clock.
+ * A reading that is not a non-negative safe integer of milliseconds (NaN, a
+ * fraction, a negative or huge number, a non-number) stops the call that
+ * reads it for a decision (`Clock.currentTimeMillis`) with
+ * `InvalidClockReading`, before anything is written. The runtime's own
+ * readings (span timestamps, caches: the `unsafe*` and nanosecond readings)
+ * fall back to the system clock on such a reading, so that machinery keeps
+ * working while the call is refused.
+ */
 export const clockFrom = (now: () => number): Clock.Clock => {
   const base = Clock.make()
-  const nanos = () => BigInt(Math.trunc(now())) * 1_000_000n
+  const millis = (): number => {
+    const reading: unknown = now()
+    return isTime(reading) ? reading : base.unsafeCurrentTimeMillis()
+  }
+  const nanos = (): bigint => {
+    const reading: unknown = now()
+    return isTime(reading) ? BigInt(reading) * 1_000_000n : base.unsafeCurrentTimeNanos()
+  }
   return {
     [Clock.ClockTypeId]: Clock.ClockTypeId,
-    unsafeCurrentTimeMillis: now,
+    unsafeCurrentTimeMillis: millis,
     unsafeCurrentTimeNanos: nanos,
-    currentTimeMillis: Effect.sync(now),
+    currentTimeMillis: Effect.sync(() => {
+      const reading: unknown = now()
+      if (!isTime(reading)) throw new InvalidClockReading({ reading: String(reading) })
+      return reading
+    }),
     currentTimeNanos: Effect.sync(nanos),
     sleep: (duration) => base.sleep(duration)
   }

@@ -1,4 +1,5 @@
 import { Cause, type Clock, Effect, Exit, type ManagedRuntime, Option } from "effect"
+import { StoreClosed } from "../errors.js"
 import type { CollectParams } from "../operation/retention.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { StoreSnapshot } from "../ports/StoreSnapshot.js"
@@ -15,26 +16,31 @@ import type {
 import { clockFrom } from "./clock.js"
 import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
 import { promiseOperationMethods, type PromiseOperationMethods } from "./operations.js"
+import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.js"
 import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
 import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
 
 /**
  * The store as Promises, with the seed's method names, argument shapes and
- * outcome strings, for callers that do not use Effect. Every rejection is
- * one of the store's tagged errors (`InvalidInput`, `PersistenceError`, …);
- * `_tag` tells which.
+ * outcome strings, for callers that do not use Effect. Every rejection of a
+ * store method is one of the store's tagged errors (`InvalidInput`,
+ * `PersistenceError`, `StoreClosed`, …): `_tag` tells which and `method`
+ * names the method called.
  *
  * `H` is the adapter's transaction handle handed to winner readers.
  */
 export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods, PromiseRelistMethods,
-  PromiseOperationMethods
+  PromiseOperationMethods, PromiseOperatorMethods
 {
   /**
    * Runs an Effect against the store's own runtime (for mixing the two APIs):
    * the `ConnectorStore` service and the adapter's ports are in its context.
    */
   runEffect<A, E>(effect: Effect.Effect<A, E, StoreContext>): Promise<A>
-  /** Releases the store's connections. The store is unusable afterwards. */
+  /**
+   * Releases the store's connections. Every call afterwards rejects with
+   * `StoreClosed` naming the method; closing again does nothing.
+   */
   close(): Promise<void>
 }
 
@@ -52,9 +58,14 @@ export interface PromiseWatchMethods<H> {
   recordVerification(identity: WatchIdentity, input: VerificationInput): Promise<VerificationOutcome>
   resumeOfflineDeferred(now: Millis): Promise<void>
   resumeAuthDeferred(params: ResumeAuthParams): Promise<void>
+  /**
+   * The due sweep (see the Effect API's `listDueOperations`). Winners are
+   * read with `readers` when given, else with the readers the store was
+   * opened with.
+   */
   listDueOperations(
     now: Millis,
-    readers: PromiseWinnerReaders<H>
+    readers?: PromiseWinnerReaders<H>
   ): Promise<{ operations: ReadonlyArray<ConnectorOperation>; watches: ReadonlyArray<ProjectionWatch> }>
   collectFinishedOperations(params: CollectParams): Promise<number>
 }
@@ -76,8 +87,12 @@ export const promiseWatchMethods = <H>(call: PromiseCall, handle: Effect.Effect<
     call((s) =>
       s.listDueOperations(
         now,
-        // A non-object is handed on as it is, for the boundary to refuse.
-        typeof readers === "object" && readers !== null ? fromPromiseReaders(readers, handle) : readers as never
+        // A non-object is handed on as it is, for the boundary to refuse; absent, the store's own readers.
+        readers === undefined
+          ? undefined
+          : typeof readers === "object" && readers !== null
+          ? fromPromiseReaders(readers, handle)
+          : readers as never
       )
     ),
   collectFinishedOperations: (params) => call((s) => s.collectFinishedOperations(params))
@@ -104,13 +119,31 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     throw Cause.squash(exit.cause)
   }
   const call: PromiseCall = (use) => run(Effect.flatMap(ConnectorStore, use))
-
-  return {
+  let closed = false
+  const store: PromiseConnectorStore<H> = {
     ...promiseWatchMethods(call, parts.handle),
     ...promiseSyncStateMethods(call),
     ...promiseRelistMethods(call),
     ...promiseOperationMethods(call),
+    ...promiseOperatorMethods(call),
     runEffect: run,
-    close: () => parts.runtime.dispose()
+    close: () => {
+      if (closed) return Promise.resolve()
+      closed = true
+      return parts.runtime.dispose()
+    }
   }
+  return closedAware(store, () => closed)
+}
+
+/** `store` with every method but `close` rejecting with `StoreClosed` once `isClosed()`. */
+const closedAware = <S extends object>(store: S, isClosed: () => boolean): S => {
+  const out: Record<string, unknown> = {}
+  for (const [method, value] of Object.entries(store)) {
+    out[method] = typeof value === "function" && method !== "close"
+      ? (...args: ReadonlyArray<unknown>) =>
+        isClosed() ? Promise.reject(new StoreClosed({ method })) : (value as (...a: ReadonlyArray<unknown>) => unknown)(...args)
+      : value
+  }
+  return out as S
 }

@@ -125,6 +125,30 @@ export const deriveSweepCandidates = (
 export const deletionAllowance = (tracked: number, maxDeletionFraction: number): number =>
   Math.floor(maxDeletionFraction * tracked + 1e-9)
 
+/**
+ * The deletion safety limit a listing applies when its caller names none:
+ * a complete run may not yield deletions of more than half its tracked set.
+ * An empty or truncated listing that still reads "complete" would otherwise
+ * turn every tracked document into a deletion candidate.
+ */
+export const DEFAULT_MAX_DELETION_FRACTION = 0.5
+
+/**
+ * The default limit holds runs that tracked at least this many documents; a
+ * scope of one document may lose it without a refusal (one deletion is not
+ * a mass deletion, and no fraction of one is meaningful).
+ */
+export const DEFAULT_DELETION_LIMIT_MIN_TRACKED = 2
+
+/**
+ * The fraction a listing of `run` is held to: the caller's, or by default
+ * `DEFAULT_MAX_DELETION_FRACTION` once the run tracked at least
+ * `DEFAULT_DELETION_LIMIT_MIN_TRACKED` documents; `undefined` for no limit.
+ */
+export const deletionLimitFor = (run: RelistRun, maxDeletionFraction: number | undefined): number | undefined =>
+  maxDeletionFraction ??
+    ((run.trackedCount ?? 0) >= DEFAULT_DELETION_LIMIT_MIN_TRACKED ? DEFAULT_MAX_DELETION_FRACTION : undefined)
+
 /** True when a complete run derived more deletions than the limit allows. */
 export const exceedsDeletionLimit = (run: RelistRun, maxDeletionFraction: number): boolean =>
   (run.deletionCount ?? 0) > deletionAllowance(run.trackedCount ?? 0, maxDeletionFraction)

@@ -4,6 +4,7 @@ import type { RelistRepository } from "../ports/RelistRepository.js"
 import type { Transactor } from "../ports/Transactor.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { WinnerReader } from "../ports/WinnerReader.js"
+import { instrumentApi } from "./instrument.js"
 import { makeRelistRunMethods, type RelistRunMethods } from "./relist.js"
 import { makeSweepCandidateMethods, type SweepCandidateMethods } from "./relistCandidates.js"
 import { makeSweepMethods, type SweepMethods } from "./sweep.js"
@@ -13,15 +14,17 @@ import { makeSyncStateMethods, type SyncStateMethods } from "./syncState.js"
 import { makePendingAuthMethods, type PendingAuthMethods } from "./pendingAuth.js"
 import type { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import type { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
+import type { OperatorRepository } from "../ports/OperatorRepository.js"
+import { makeOperatorMethods, type OperatorMethods } from "./operator.js"
 
 /** Everything the store's Effect API offers. */
 export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, RelistRunMethods,
-  SweepCandidateMethods, OperationMethods
+  SweepCandidateMethods, OperationMethods, OperatorMethods
 {}
 
 /** The ports the store runs on; an adapter provides all of them. */
 export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader | SyncStateRepository | PendingAuthRepository
-  | RelistRepository
+  | RelistRepository | OperatorRepository
 
 /**
  * The connector store's Effect API. Every read-decide-write runs in one
@@ -30,12 +33,28 @@ export type StorePorts = Transactor | WatchRepository | OperationRepository | Wi
  * the ports, for every adapter.
  */
 export class ConnectorStore extends Context.Tag("@connector-store/core/ConnectorStore")<ConnectorStore, ConnectorStoreApi>() {
-  /** The store over whatever adapter provides the ports. */
-  static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.effect(
+  /**
+   * The store over whatever adapter provides the ports. Every method is
+   * instrumented once (see `instrumentApi`): its errors name it, it runs in a
+   * span `connector-store.<method>`, and once the layer's scope closes every
+   * call fails with `StoreClosed`.
+   */
+  static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.scoped(
     ConnectorStore,
-    Effect.map(
-      Effect.all([makeWatchMethods, makeSweepMethods, makeSyncStateMethods, makePendingAuthMethods, makeRelistRunMethods, makeSweepCandidateMethods, makeOperationMethods]),
-      (parts): ConnectorStoreApi => Object.assign({}, ...parts)
-    )
+    Effect.gen(function*() {
+      const parts = yield* Effect.all([
+        makeWatchMethods,
+        makeSweepMethods,
+        makeSyncStateMethods,
+        makePendingAuthMethods,
+        makeRelistRunMethods,
+        makeSweepCandidateMethods,
+        makeOperationMethods,
+        makeOperatorMethods
+      ])
+      let closed = false
+      yield* Effect.addFinalizer(() => Effect.sync(() => closed = true))
+      return instrumentApi<ConnectorStoreApi>(Object.assign({}, ...parts), () => closed)
+    })
   )
 }

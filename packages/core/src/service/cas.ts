@@ -1,5 +1,6 @@
-import { Data, Effect } from "effect"
+import { Data, Effect, Metric } from "effect"
 import { ConcurrentUpdateExhausted } from "../errors.js"
+import { StoreMetrics } from "./metrics.js"
 
 /** How many times a read-decide-write is tried before it gives up. */
 export const MAX_CAS_ATTEMPTS = 6
@@ -19,21 +20,27 @@ export const requireWon = (won: boolean): Effect.Effect<void, LostRace> =>
  * until no write of it loses its race. A lost try is rolled back whole and
  * the next try re-reads everything, so no decision computed from a stale
  * read is ever applied. After `MAX_CAS_ATTEMPTS` lost tries it fails with
- * `ConcurrentUpdateExhausted` naming `identity`.
+ * `ConcurrentUpdateExhausted` naming `identity`. Each lost try counts in
+ * `StoreMetrics.lostRaceRetries`; the current span gets `attempts` and `retries`.
  */
 export const retryOnLostRace = <A, E, R>(
   method: string,
   identity: string,
   attempt: Effect.Effect<A, E | LostRace, R>
 ): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> => {
+  const tries = (tried: number) =>
+    Effect.annotateCurrentSpan({ "connector-store.attempts": tried, "connector-store.retries": tried - 1 })
   const loop = (tried: number): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> =>
     Effect.catchIf(
-      attempt,
+      Effect.tap(attempt, () => tries(tried + 1)),
       (error): error is LostRace => error instanceof LostRace,
       () =>
-        tried + 1 >= MAX_CAS_ATTEMPTS
-          ? Effect.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 }))
-          : loop(tried + 1)
+        Effect.zipRight(
+          Metric.increment(Metric.tagged(StoreMetrics.lostRaceRetries, "method", method)),
+          tried + 1 >= MAX_CAS_ATTEMPTS
+            ? Effect.zipRight(tries(tried + 1), Effect.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 })))
+            : loop(tried + 1)
+        )
     ) as Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R>
   return loop(0)
 }

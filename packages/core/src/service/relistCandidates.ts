@@ -16,7 +16,7 @@ import {
   type SweepRearmOutcome
 } from "../relist/candidates.js"
 import { afterValidation, candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
-import { exceedsDeletionLimit } from "../relist/derivation.js"
+import { deletionLimitFor, exceedsDeletionLimit } from "../relist/derivation.js"
 import {
   DeletionLimitExceeded,
   RelistRunNotComplete,
@@ -47,7 +47,9 @@ export interface SweepCandidateListOptions extends SourcePage {
   readonly kind?: SweepCandidateKind | undefined
   /**
    * Refuse (with `DeletionLimitExceeded`) to list deletions when the run
-   * derived more than this fraction of its tracked set. No limit when absent.
+   * derived more than this fraction of its tracked set. When absent, the
+   * default limit holds (`deletionLimitFor`: half the tracked set, once a run
+   * tracked two documents or more); `1` lifts it.
    */
   readonly maxDeletionFraction?: number | undefined
   /** Lists deletions beyond `maxDeletionFraction` anyway: for a caller (or person) that checked. */
@@ -153,7 +155,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
           run.state === "complete" ? Effect.void : Effect.fail(new RelistRunNotComplete({ method, runID, state: run.state }))
         const run = yield* findRun(method, runID)
         yield* refuseUnlessComplete(run)
-        const { maxDeletionFraction } = options
+        const maxDeletionFraction = deletionLimitFor(run, options.maxDeletionFraction)
         if (
           options.kind !== "diverged" && maxDeletionFraction !== undefined &&
           options.acceptDeletionsBeyondLimit !== true && exceedsDeletionLimit(run, maxDeletionFraction)

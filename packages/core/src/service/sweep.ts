@@ -1,4 +1,4 @@
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Metric } from "effect"
 import { type InvalidInput, type PersistenceError, WinnerReaderMissing } from "../errors.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { CollectParams } from "../operation/retention.js"
@@ -14,6 +14,7 @@ import {
   watchKey
 } from "../watch/ProjectionWatch.js"
 import { isAuditDiverged, isScheduleDue } from "../watch/transitions.js"
+import { StoreMetrics } from "./metrics.js"
 import { readableWinners } from "./winners.js"
 
 /**
@@ -78,7 +79,10 @@ export const makeSweepMethods = Effect.gen(function*() {
           const winner = winners.get(row.documentID)
           if (winner !== undefined && isAuditDiverged(row, winner)) byIdentity.set(watchKey(row), row)
         }
-        return { operations: due, watches: Array.from(byIdentity.values()) }
+        const dueWatches = Array.from(byIdentity.values())
+        yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "operations"), due.length)
+        yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "watches"), dueWatches.length)
+        return { operations: due, watches: dueWatches }
       }),
 
     collectFinishedOperations: (params) =>

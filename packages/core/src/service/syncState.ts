@@ -129,15 +129,18 @@ export const makeSyncStateMethods = Effect.gen(function*() {
     key: SyncStateKey,
     decide: (row: SyncStateRow | undefined, freshId: string) => SyncLeaseDecision<O>
   ) =>
-    retryOnLostRace(
-      method,
-      formatSyncStateKey(key),
-      withTransaction(Effect.gen(function*() {
-        const row = Option.getOrUndefined(yield* repo.lockRead(key))
-        const decision = decide(row, yield* randomId)
-        if (decision.write !== undefined) yield* requireWon(yield* apply(decision.write))
-        return decision.outcome
-      }))
+    // Built lazily: the label reads the key, which is validated only when the effect runs.
+    Effect.suspend(() =>
+      retryOnLostRace(
+        method,
+        formatSyncStateKey(key),
+        withTransaction(Effect.gen(function*() {
+          const row = Option.getOrUndefined(yield* repo.lockRead(key))
+          const decision = decide(row, yield* randomId)
+          if (decision.write !== undefined) yield* requireWon(yield* apply(decision.write))
+          return decision.outcome
+        }))
+      )
     )
 
   /**

@@ -168,7 +168,8 @@ export const makeWatchMethods = Effect.gen(function*() {
 
     armWatch: (identity, reason, options) =>
       Effect.gen(function*() {
-        if (reason === "finalize") return yield* new ReservedArmReason({ reason })
+        // Not in the type, but a JavaScript caller can still pass it.
+        if ((reason as string) === "finalize") return yield* new ReservedArmReason({ reason: "finalize" })
         yield* validate("armWatch", [
           ["reason", reason, oneOf("ingress", "manual")],
           ...identityChecks("identity", identity),

@@ -21,8 +21,12 @@ const bump = (row: ProjectionWatch, now: Millis, patch: Partial<ProjectionWatch>
   updatedAt: now
 })
 
-/** Why a watch is being armed. `finalize` is applied only by finalize itself. */
-export type ArmReason = "ingress" | "manual" | "finalize"
+/**
+ * Why a caller arms a watch. Finalize arms its own watch
+ * (`finalizeOperationAndArmWatch`); `armWatch` refuses `"finalize"` from
+ * untyped callers with `ReservedArmReason`.
+ */
+export type ArmReason = "ingress" | "manual"
 
 /** What `armWatch` did. */
 export type ArmOutcome = "noop" | "opened" | "coalesced"

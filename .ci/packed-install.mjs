@@ -1,0 +1,196 @@
+#!/usr/bin/env node
+// The packages as a user gets them: packs every published workspace package
+// (each builds on prepack), checks what each tarball ships, installs the
+// tarballs with their peer dependencies into a fresh app outside the repo,
+// type-checks the app with strict TypeScript (NodeNext,
+// exactOptionalPropertyTypes) and runs it on memory, SQLite and Postgres
+// through the Promise and the Effect APIs. The temporary app (and its
+// Postgres database) is removed at the end, also on failure.
+//
+//   node .ci/packed-install.mjs                    # the workspace's versions
+//   node .ci/packed-install.mjs --effect 3.19.0    # core + memory-adapter on an older effect
+//   node .ci/packed-install.mjs --install-scripts  # build better-sqlite3 as npm would (see below)
+//
+// Without --install-scripts the app is installed with --ignore-scripts and
+// gets the workspace's own better-sqlite3 binary (same version, same Node),
+// because without access to its prebuilt binaries npm compiles it from
+// source for minutes; none of the installed packages needs another script.
+//
+// Postgres: CONNECTOR_STORE_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres);
+// skipped with a warning when it does not answer, an error with CONNECTOR_STORE_REQUIRE_PG=1.
+import { execFileSync } from "node:child_process"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
+const effectAt = process.argv.indexOf("--effect")
+const olderEffect = effectAt > 0 ? process.argv[effectAt + 1] : undefined
+const installScripts = process.argv.includes("--install-scripts")
+const pgAdminUrl = process.env.CONNECTOR_STORE_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const pgRequired = process.env.CONNECTOR_STORE_REQUIRE_PG === "1"
+
+const readJson = (path) => JSON.parse(readFileSync(path, "utf8"))
+const run = (command, args, cwd, env = process.env) => {
+  const started = Date.now()
+  const out = execFileSync(command, args, { cwd, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
+  console.log(`$ ${command} ${args.join(" ")}  (${((Date.now() - started) / 1000).toFixed(1)} s)`)
+  return out
+}
+const fail = (message) => {
+  throw new Error(`packed install: ${message}`)
+}
+
+const rootPackage = readJson(join(root, "package.json"))
+const pinned = rootPackage.devDependencies
+const published = rootPackage.workspaces
+  .map((dir) => ({ dir: join(root, dir), manifest: readJson(join(root, dir, "package.json")) }))
+  .filter(({ manifest }) => manifest.private !== true)
+  .filter(({ manifest }) => olderEffect === undefined || !("@effect/sql" in (manifest.peerDependencies ?? {})))
+  .filter(({ manifest }) => olderEffect === undefined || ["@connector-store/core", "@connector-store/memory-adapter"].includes(manifest.name))
+
+/** What a tarball must and must not ship. */
+const checkContents = (name, files) => {
+  for (const required of ["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts"]) {
+    if (!files.includes(required)) fail(`${name} does not ship ${required}`)
+  }
+  const unwanted = files.filter((file) => /tsbuildinfo|\.test\.|(^|\/)test\//.test(file))
+  if (unwanted.length > 0) fail(`${name} ships ${unwanted.join(", ")}`)
+}
+
+/** Every source map and declaration map of an installed package points at files that were shipped. */
+const checkMaps = (packageDir) => {
+  const walk = (dir) => readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? walk(join(dir, entry.name)) : [join(dir, entry.name)])
+  for (const map of walk(join(packageDir, "dist")).filter((file) => file.endsWith(".map"))) {
+    for (const source of readJson(map).sources) {
+      if (!existsSync(resolve(dirname(map), source))) fail(`${map} points at ${source}, which is not shipped`)
+    }
+  }
+}
+
+const pgProbe = async () => {
+  const client = new pg.Client({ connectionString: pgAdminUrl, connectionTimeoutMillis: 3_000 })
+  try {
+    await client.connect()
+    return true
+  } catch {
+    return false
+  } finally {
+    await client.end().catch(() => undefined)
+  }
+}
+const withAdmin = async (use) => {
+  const client = new pg.Client({ connectionString: pgAdminUrl })
+  await client.connect()
+  try {
+    return await use(client)
+  } finally {
+    await client.end()
+  }
+}
+
+const work = mkdtempSync(join(tmpdir(), "connector-store-packed-"))
+const database = `cs_packed_${process.pid}`
+let databaseCreated = false
+try {
+  const tarballs = join(work, "tarballs")
+  mkdirSync(tarballs)
+  const dependencies = {}
+  for (const { dir, manifest } of published) {
+    const [packed] = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", tarballs], dir).replace(/^[^[]*/s, ""))
+    checkContents(manifest.name, packed.files.map((file) => file.path))
+    dependencies[manifest.name] = `file:${join(tarballs, packed.filename)}`
+    for (const peer of Object.keys(manifest.peerDependencies ?? {})) {
+      dependencies[peer] = peer === "effect" && olderEffect !== undefined ? olderEffect : pinned[peer]
+      if (dependencies[peer] === undefined) fail(`${manifest.name}'s peer ${peer} is not pinned in the root devDependencies`)
+    }
+  }
+
+  const app = join(work, "app")
+  mkdirSync(join(app, "src"), { recursive: true })
+  writeFileSync(join(app, "package.json"), JSON.stringify({
+    name: "connector-store-packed-app",
+    private: true,
+    type: "module",
+    dependencies,
+    // The native SQLite driver at the workspace's version (13 crashes on Node 20).
+    overrides: { "better-sqlite3": pinned["better-sqlite3"] },
+    devDependencies: { typescript: pinned.typescript, "@types/node": pinned["@types/node"] }
+  }, null, 2))
+  const compilerOptions = {
+    target: "ES2022",
+    module: "NodeNext",
+    moduleResolution: "NodeNext",
+    lib: ["ES2022"],
+    types: ["node"],
+    strict: true,
+    exactOptionalPropertyTypes: true,
+    noUncheckedIndexedAccess: true,
+    verbatimModuleSyntax: true,
+    skipLibCheck: true
+  }
+  const programs = olderEffect === undefined ? ["cycle.ts", "memory.ts", "sql.ts"] : ["cycle.ts", "memory.ts"]
+  for (const file of programs) cpSync(join(root, "test/packaging/app", file), join(app, "src", file))
+  writeFileSync(join(app, "tsconfig.json"), JSON.stringify({ compilerOptions: { ...compilerOptions, rootDir: "src", outDir: "dist" }, include: ["src"] }))
+
+  run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", ...(installScripts ? [] : ["--ignore-scripts"]),
+    // Probing an effect outside the declared peer range is the point of --effect.
+    ...(olderEffect === undefined ? [] : ["--legacy-peer-deps"])], app)
+  const native = "node_modules/better-sqlite3/build/Release/better_sqlite3.node"
+  if (!installScripts && existsSync(join(app, "node_modules/better-sqlite3"))) {
+    const version = (dir) => readJson(join(dir, "node_modules/better-sqlite3/package.json")).version
+    if (version(app) !== version(root)) fail(`better-sqlite3 ${version(app)} in the app, ${version(root)} in the workspace`)
+    mkdirSync(dirname(join(app, native)), { recursive: true })
+    cpSync(join(root, native), join(app, native))
+  }
+  // npm ls exits non-zero when a copy is outside a declared range (the point of --effect); its listing is still right.
+  let listing
+  try {
+    listing = run("npm", ["ls", "effect", "--all", "--parseable", "--long"], app)
+  } catch (error) {
+    if (olderEffect === undefined) throw error
+    listing = error.stdout
+  }
+  const effects = new Set(listing.split("\n").filter(Boolean).map((line) => line.split(":")[1]))
+  if (effects.size !== 1) fail(`the app has ${effects.size} copies of effect: ${[...effects].join(", ")}`)
+  console.log(`one copy of effect: ${[...effects][0]}`)
+  for (const { manifest } of published) checkMaps(join(app, "node_modules", manifest.name))
+
+  const tsc = join(app, "node_modules/typescript/bin/tsc")
+  run(process.execPath, [tsc, "-p", "tsconfig.json"], app)
+  if (olderEffect !== undefined) {
+    // The shipped sources, compiled against the older effect: an API the code uses that this effect lacks fails here.
+    writeFileSync(join(app, "tsconfig.src.json"), JSON.stringify({
+      compilerOptions: { ...compilerOptions, noEmit: true },
+      include: published.map(({ manifest }) => `node_modules/${manifest.name}/src`),
+      exclude: []
+    }))
+    run(process.execPath, [tsc, "-p", "tsconfig.src.json"], app)
+  }
+
+  process.stdout.write(run(process.execPath, ["dist/memory.js"], app))
+  if (olderEffect === undefined) {
+    const sqliteFile = join(work, "app.sqlite")
+    let postgresUrl
+    if (await pgProbe()) {
+      await withAdmin((client) => client.query(`CREATE DATABASE ${database}`))
+      databaseCreated = true
+      const url = new URL(pgAdminUrl)
+      url.pathname = `/${database}`
+      postgresUrl = url.toString()
+    } else if (pgRequired) {
+      fail(`Postgres is required (CONNECTOR_STORE_REQUIRE_PG=1) but ${pgAdminUrl} did not answer`)
+    } else {
+      console.warn(`\n*** Postgres at ${pgAdminUrl} did not answer: the packed app runs on SQLite and memory only ***\n`)
+    }
+    process.stdout.write(run(process.execPath, ["dist/sql.js", sqliteFile, ...(postgresUrl ? [postgresUrl] : [])], app))
+  }
+  console.log(`packed install ok: ${published.map(({ manifest }) => manifest.name).join(", ")}` +
+    (olderEffect === undefined ? "" : ` on effect ${olderEffect}`))
+} finally {
+  rmSync(work, { recursive: true, force: true })
+  if (databaseCreated) await withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))
+}

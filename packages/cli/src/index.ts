@@ -1,0 +1,3 @@
+export * from "./cli.js"
+export * from "./store.js"
+export * from "./time.js"

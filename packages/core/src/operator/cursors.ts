@@ -1,0 +1,39 @@
+import type { Millis, WatchIdentity } from "../watch/ProjectionWatch.js"
+
+const encode = (parts: ReadonlyArray<unknown>): string => Buffer.from(JSON.stringify(parts), "utf8").toString("base64url")
+
+const decode = (cursor: string): ReadonlyArray<unknown> | undefined => {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"))
+    return Array.isArray(value) ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The opaque cursor after a watch, in the operator's watch order. */
+export const encodeWatchCursor = (id: WatchIdentity): string =>
+  encode(["w", id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID])
+
+/** The identity a watch cursor names, or `undefined` when it is not one this store made. */
+export const decodeWatchCursor = (cursor: string): WatchIdentity | undefined => {
+  const parts = decode(cursor)
+  if (parts === undefined || parts.length !== 6 || parts[0] !== "w") return undefined
+  if (!parts.every((part) => typeof part === "string")) return undefined
+  const [, ownerDID, connectorName, model, accountKey, sourceID] = parts as ReadonlyArray<string>
+  return { ownerDID: ownerDID!, connectorName: connectorName!, model: model!, accountKey: accountKey!, sourceID: sourceID! }
+}
+
+/** The opaque cursor after a relist run, in the operator's run order. */
+export const encodeRunCursor = (run: { readonly startedAt: Millis; readonly runID: string }): string =>
+  encode(["r", run.startedAt, run.runID])
+
+/** The position a run cursor names, or `undefined` when it is not one this store made. */
+export const decodeRunCursor = (cursor: string): { startedAt: Millis; runID: string } | undefined => {
+  const parts = decode(cursor)
+  if (parts === undefined || parts.length !== 3 || parts[0] !== "r") return undefined
+  const [, startedAt, runID] = parts
+  return typeof startedAt === "number" && Number.isSafeInteger(startedAt) && typeof runID === "string"
+    ? { startedAt, runID }
+    : undefined
+}

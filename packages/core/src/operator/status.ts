@@ -1,0 +1,98 @@
+import { isInDoubt } from "../operation/doubt.js"
+import type { ConnectorOperation, OperationKey, OperationState } from "../operation/ConnectorOperation.js"
+import { holdsLiveLease } from "../operation/lease.js"
+import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
+import type { SweepCandidate } from "../relist/SweepCandidate.js"
+import type { Millis, ProjectionWatch, VerificationStatus, WatchIdentity } from "../watch/ProjectionWatch.js"
+import { watchIdentityOf } from "../watch/ProjectionWatch.js"
+import { compareCodePoints } from "../operation/retention.js"
+import { compareWatchIdentities } from "./queries.js"
+
+/** The due operation that has waited longest (an unset next attempt counts as due since its creation). */
+export interface OldestDueOperation extends OperationKey {
+  readonly dueAt: Millis
+}
+
+/** The due watch that has waited longest. */
+export interface OldestDueWatch {
+  readonly identity: WatchIdentity
+  readonly dueAt: Millis
+}
+
+/**
+ * A store's health at one moment, for an operator: how many rows are in each
+ * state, what has waited longest, and what needs a person.
+ */
+export interface StoreStatus {
+  readonly at: Millis
+  readonly operations: Readonly<Record<OperationState, number>>
+  readonly watches: Readonly<Record<VerificationStatus, number>>
+  readonly relistRuns: Readonly<Record<RelistRunState, number>>
+  /** Attempted operations under a live drive lease now. */
+  readonly leasesHeld: number
+  /** Operations a request of which may have landed with no outcome known (see `isInDoubt`). */
+  readonly inDoubt: number
+  /** Sweep candidates given up after too many failed applies: they wait for a person. */
+  readonly givenUpCandidates: number
+  readonly oldestDueOperation: OldestDueOperation | null
+  readonly oldestDueWatch: OldestDueWatch | null
+}
+
+const counted = <K extends string>(keys: ReadonlyArray<K>, values: ReadonlyArray<K>): Record<K, number> => {
+  const out = Object.fromEntries(keys.map((key) => [key, 0])) as Record<K, number>
+  for (const value of values) if (value in out) out[value] += 1
+  return out
+}
+
+/** Every operation state, in lifecycle order. */
+export const OPERATION_STATES: ReadonlyArray<OperationState> = ["attempted", "committed", "dead", "reconcile_only"]
+/** Every watch status. */
+export const WATCH_STATUSES: ReadonlyArray<VerificationStatus> = ["pending_verification", "verified", "repair_failed"]
+/** Every relist run state. */
+export const RELIST_RUN_STATES: ReadonlyArray<RelistRunState> = ["started", "listing", "complete", "abandoned", "superseded"]
+
+/** When a due operation fell due. */
+const operationDueAt = (row: ConnectorOperation): Millis => row.nextAttemptAt ?? row.createdAt
+
+/**
+ * The reference status over whole tables, as a repository without a query
+ * language computes it. Ties on the oldest due item go to the smaller key.
+ */
+export const storeStatusOf = (
+  tables: {
+    readonly operations: ReadonlyArray<ConnectorOperation>
+    readonly watches: ReadonlyArray<ProjectionWatch>
+    readonly runs: ReadonlyArray<RelistRun>
+    readonly candidates: ReadonlyArray<SweepCandidate>
+  },
+  now: Millis
+): StoreStatus => {
+  const dueOperations = tables.operations
+    .filter((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now))
+    .sort((a, b) =>
+      operationDueAt(a) - operationDueAt(b) || compareCodePoints(a.callerDID, b.callerDID) ||
+      compareCodePoints(a.operationID, b.operationID)
+    )
+  const dueWatches = tables.watches
+    .filter((row) => row.verificationStatus !== "verified" && row.nextAttemptAt !== null && row.nextAttemptAt <= now)
+    .sort((a, b) => a.nextAttemptAt! - b.nextAttemptAt! || compareWatchIdentities(a, b))
+  const firstOperation = dueOperations[0]
+  const firstWatch = dueWatches[0]
+  return {
+    at: now,
+    operations: counted(OPERATION_STATES, tables.operations.map((row) => row.state)),
+    watches: counted(WATCH_STATUSES, tables.watches.map((row) => row.verificationStatus)),
+    relistRuns: counted(RELIST_RUN_STATES, tables.runs.map((row) => row.state)),
+    leasesHeld: tables.operations.filter((row) => holdsLiveLease(row, now)).length,
+    inDoubt: tables.operations.filter(isInDoubt).length,
+    givenUpCandidates: tables.candidates.filter((row) => row.status === "given_up").length,
+    oldestDueOperation: firstOperation === undefined ? null : {
+      callerDID: firstOperation.callerDID,
+      operationID: firstOperation.operationID,
+      dueAt: operationDueAt(firstOperation)
+    },
+    oldestDueWatch: firstWatch === undefined
+      ? null
+      : { identity: watchIdentityOf(firstWatch), dueAt: firstWatch.nextAttemptAt! }
+  }
+}

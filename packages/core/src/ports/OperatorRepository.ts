@@ -1,0 +1,41 @@
+import { Context, type Effect } from "effect"
+import type { PersistenceError } from "../errors.js"
+import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
+import type { OperatorOperationQuery, OperatorWatchQuery } from "../operator/queries.js"
+import type { StoreStatus } from "../operator/status.js"
+import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
+import type { Millis, ProjectionWatch } from "../watch/ProjectionWatch.js"
+
+/** A page of relist runs for an operator: newest started first, then by run id. */
+export interface OperatorRelistQuery {
+  readonly states?: ReadonlyArray<RelistRunState> | undefined
+  readonly limit: number
+  /** Only runs strictly after this one in that order. */
+  readonly after?: { readonly startedAt: Millis; readonly runID: string } | undefined
+}
+
+/**
+ * The operator's reads across every table: no `visibleTo`, no scope. Reads
+ * only; every operator write goes through the other ports' transitions.
+ */
+export class OperatorRepository extends Context.Tag("@connector-store/core/OperatorRepository")<OperatorRepository, {
+  /** A page as `operatorOperationPage` defines it. */
+  readonly listOperations: (query: OperatorOperationQuery) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
+  /** A page as `operatorWatchPage` defines it. */
+  readonly listWatches: (query: OperatorWatchQuery) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
+  /** The status as `storeStatusOf` defines it, read at `now`. */
+  readonly status: (now: Millis) => Effect.Effect<StoreStatus, PersistenceError>
+  /** A page of relist runs as `relistRunPage` defines it. */
+  readonly listRelistRuns: (query: OperatorRelistQuery) => Effect.Effect<ReadonlyArray<RelistRun>, PersistenceError>
+}>() {}
+
+/** The reference answer to an `OperatorRelistQuery` over every run. */
+export const relistRunPage = (runs: ReadonlyArray<RelistRun>, query: OperatorRelistQuery): ReadonlyArray<RelistRun> => {
+  const newestFirst = (a: { startedAt: Millis; runID: string }, b: { startedAt: Millis; runID: string }) =>
+    b.startedAt - a.startedAt || (a.runID < b.runID ? -1 : a.runID > b.runID ? 1 : 0)
+  return runs
+    .filter((run) => query.states === undefined || query.states.includes(run.state))
+    .filter((run) => query.after === undefined || newestFirst(run, query.after) > 0)
+    .sort(newestFirst)
+    .slice(0, query.limit)
+}

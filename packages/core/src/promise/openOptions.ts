@@ -1,0 +1,53 @@
+import { Layer } from "effect"
+import { InvalidInput } from "../errors.js"
+import { operationPolicyProblem } from "../operation/policy.js"
+import { type Check, fieldOf, optional, type Rule, Rules } from "../validation.js"
+
+/** What every adapter's Promise store accepts besides where it lives. */
+export interface StoreObservability {
+  /**
+   * A layer provided to the store's runtime: a tracer (`Layer.setTracer`,
+   * `@effect/opentelemetry`'s `NodeSdk.layer`), a logger, a metric exporter.
+   * The store's spans and metrics go wherever it sends them.
+   */
+  readonly observability?: Layer.Layer<never, unknown, never> | undefined
+}
+
+const aFunction: Rule = (value) => typeof value === "function" ? undefined : "must be a function"
+const aLayer: Rule = (value) => Layer.isLayer(value) ? undefined : "must be an Effect Layer"
+
+/** The checks every adapter's open options share: the clock, the winner readers, the policy, observability. */
+export const commonOpenChecks = (options: unknown): ReadonlyArray<Check> => [
+  ["options.now", fieldOf(options, "now"), optional(aFunction)],
+  ["options.readWinner", fieldOf(options, "readWinner"), optional(aFunction)],
+  ["options.readWinners", fieldOf(options, "readWinners"), optional(aFunction)],
+  ["options.operationPolicy", fieldOf(options, "operationPolicy"), optional(Rules.record)],
+  ["options.observability", fieldOf(options, "observability"), optional(aLayer)]
+]
+
+/**
+ * The first problem of a store's open options as an `InvalidInput` naming the
+ * option (`options.tablePrefix`, `options.operationPolicy.leaseMs`), or
+ * `undefined` when they are all acceptable. Runs before anything opens.
+ */
+export const openOptionsProblem = (
+  method: string,
+  options: unknown,
+  checks: ReadonlyArray<Check>
+): InvalidInput | undefined => {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    return new InvalidInput({ method, field: "options", reason: "must be an object" })
+  }
+  for (const [field, value, rule] of [...checks, ...commonOpenChecks(options)]) {
+    const reason = rule(value)
+    if (reason !== undefined) return new InvalidInput({ method, field, reason })
+  }
+  const policy = fieldOf(options, "operationPolicy")
+  if (policy !== undefined) {
+    const problem = operationPolicyProblem(policy as never)
+    if (problem !== undefined) {
+      return new InvalidInput({ method, field: `options.operationPolicy.${problem.field}`, reason: problem.reason })
+    }
+  }
+  return undefined
+}

@@ -1,0 +1,278 @@
+import { Clock, Effect, Option } from "effect"
+import { type ConcurrentUpdateExhausted, InvalidInput, type PersistenceError, type WinnerReadFailed } from "../errors.js"
+import { asStoredJson, DEFAULT_TRACKED_PAGE, keyChecks } from "../operation/checks.js"
+import { type ConnectorOperation, formatOperationKey, type OperationKey, type OperationState } from "../operation/ConnectorOperation.js"
+import { armedByFinalize, supersededBy, watchIdentityOfCommit } from "../operation/finalize.js"
+import { decodeCursor, encodeCursor, positionOf } from "../operation/reads.js"
+import { decideRetry } from "../operation/retry.js"
+import { decideSettle, type SettleOperationInput } from "../operation/settle.js"
+import {
+  operationFilterChecks,
+  rearmChecks,
+  relistFilterChecks,
+  settleChecks,
+  watchFilterChecks
+} from "../operator/checks.js"
+import { decodeRunCursor, decodeWatchCursor, encodeRunCursor, encodeWatchCursor } from "../operator/cursors.js"
+import { OperatorActionRefused, OperatorTargetNotFound } from "../operator/errors.js"
+import type { StoreStatus } from "../operator/status.js"
+import { OperationRepository } from "../ports/OperationRepository.js"
+import { OperatorRepository } from "../ports/OperatorRepository.js"
+import { Transactor } from "../ports/Transactor.js"
+import { WatchRepository } from "../ports/WatchRepository.js"
+import { WinnerReader } from "../ports/WinnerReader.js"
+import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
+import { type Check, Rules, validate } from "../validation.js"
+import {
+  type Digest,
+  formatWatchIdentity,
+  type Millis,
+  type ProjectionWatch,
+  type VerificationStatus,
+  type WatchIdentity,
+  watchIdentityOf,
+  watchKey
+} from "../watch/ProjectionWatch.js"
+import { decideArm } from "../watch/transitions.js"
+import { requireWon, retryOnLostRace } from "./cas.js"
+import { singleWinnerReader } from "./winners.js"
+
+/** Paging of an operator list: page size (default 50, at most 500) and the previous page's `nextCursor`. */
+export interface OperatorPaging {
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+}
+
+/** The filter of `listOperations`: every field present narrows (see `OperatorOperationQuery`). */
+export interface OperatorOperationFilter extends OperatorPaging {
+  readonly ownerDID?: string | undefined
+  readonly connectorName?: string | undefined
+  readonly callerDID?: string | undefined
+  readonly states?: ReadonlyArray<OperationState> | undefined
+  readonly documentID?: string | undefined
+  readonly dueBy?: Millis | undefined
+  readonly inDoubt?: boolean | undefined
+}
+
+/** The filter of `listWatches` (see `OperatorWatchQuery`). */
+export interface OperatorWatchFilter extends OperatorPaging {
+  readonly ownerDID?: string | undefined
+  readonly connectorName?: string | undefined
+  readonly statuses?: ReadonlyArray<VerificationStatus> | undefined
+  readonly documentID?: string | undefined
+  readonly dueBy?: Millis | undefined
+}
+
+/** The filter of `listRelistRuns`. */
+export interface OperatorRelistFilter extends OperatorPaging {
+  readonly states?: ReadonlyArray<RelistRunState> | undefined
+}
+
+/** One page of an operator list; `nextCursor` is null on the last page. */
+export interface OperatorPage<A> {
+  readonly items: ReadonlyArray<A>
+  readonly nextCursor: string | null
+}
+
+/** What a settle did: the settled operation, and for `committed` the armed watch and the watches it superseded. */
+export interface SettleResult {
+  readonly operation: ConnectorOperation
+  readonly watch: ProjectionWatch | null
+  readonly superseded: ReadonlyArray<WatchIdentity>
+}
+
+type ActionErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted | OperatorTargetNotFound | OperatorActionRefused
+type ReadErrors = InvalidInput | PersistenceError
+
+/**
+ * The operator's half of the store's Effect API: reads across every row
+ * (no `visibleTo`), and the actions a person takes on a live store, each a
+ * pure decision run through the CAS loop like every other transition.
+ */
+export interface OperatorMethods {
+  /** A page of every operation that passes the filter, newest first. */
+  readonly listOperations: (filter?: OperatorOperationFilter) => Effect.Effect<OperatorPage<ConnectorOperation>, ReadErrors>
+  /** A page of every watch that passes the filter, by identity. */
+  readonly listWatches: (filter?: OperatorWatchFilter) => Effect.Effect<OperatorPage<ProjectionWatch>, ReadErrors>
+  /** A page of relist runs, newest first. */
+  readonly listRelistRuns: (filter?: OperatorRelistFilter) => Effect.Effect<OperatorPage<RelistRun>, ReadErrors>
+  /** The store's counts and what waits longest, now. */
+  readonly getStoreStatus: () => Effect.Effect<StoreStatus, PersistenceError>
+  /** The operation of a node key, whoever called or owns it. */
+  readonly findOperationByNodeKey: (nodeKey: string) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors>
+  /**
+   * Settles an operation whose outcome was unknown (see `decideSettle`).
+   * `committed` arms its watch in the same transaction as a finalize does;
+   * the observed winner is read when the store has a winner reader, and the
+   * watch's own (or none) is kept otherwise.
+   */
+  readonly settleOperation: (
+    key: OperationKey,
+    input: SettleOperationInput
+  ) => Effect.Effect<SettleResult, ActionErrors | WinnerReadFailed>
+  /** Makes a dead operation due again when that is safe (see `decideRetry`). */
+  readonly retryOperation: (key: OperationKey) => Effect.Effect<ConnectorOperation, ActionErrors>
+  /**
+   * Opens a new generation of a watch by hand (a manual arm), due at
+   * `dueAt`. The observed winner is read when the store has a winner reader;
+   * otherwise the watch's current one is kept.
+   */
+  readonly rearmWatch: (
+    identity: WatchIdentity,
+    options: { readonly dueAt: Millis }
+  ) => Effect.Effect<ProjectionWatch, Exclude<ActionErrors, OperatorActionRefused> | WinnerReadFailed>
+}
+
+const badCursor = (method: string) =>
+  new InvalidInput({ method, field: "filter.cursor", reason: "is not a cursor this store returned" })
+
+/** Decodes the cursor of a filter, or fails naming it. */
+const cursorOf = <P>(method: string, cursor: string | undefined, decode: (c: string) => P | undefined) =>
+  cursor === undefined
+    ? Effect.succeed(undefined)
+    : Effect.flatMap(Effect.sync(() => decode(cursor)), (after) => after === undefined ? Effect.fail(badCursor(method)) : Effect.succeed(after))
+
+/** Reads `limit + 1` rows to learn whether a next page exists. */
+const paged = <A, E>(
+  limit: number | undefined,
+  read: (limit: number) => Effect.Effect<ReadonlyArray<A>, E>,
+  cursorAfter: (last: A) => string
+): Effect.Effect<OperatorPage<A>, E> => {
+  const size = limit ?? DEFAULT_TRACKED_PAGE
+  return Effect.map(read(size + 1), (rows) => {
+    const items = rows.slice(0, size)
+    const last = items[items.length - 1]
+    return { items, nextCursor: rows.length > size && last !== undefined ? cursorAfter(last) : null }
+  })
+}
+
+const validated = <A, E, R>(method: string, checks: ReadonlyArray<Check>, effect: () => Effect.Effect<A, E, R>) =>
+  Effect.zipRight(validate(method, checks), Effect.suspend(effect))
+
+/** Builds the operator methods over the ports. */
+export const makeOperatorMethods = Effect.gen(function*() {
+  const operator = yield* OperatorRepository
+  const operations = yield* OperationRepository
+  const watches = yield* WatchRepository
+  const { withTransaction } = yield* Transactor
+  const readers = yield* WinnerReader
+  const hasReader = readers.readWinner !== undefined || readers.readWinners !== undefined
+
+  /** The winner a watch is opened against: read when a reader exists, else `fallback`. */
+  const winnerOf = (method: string, documentID: string, fallback: Digest | null) =>
+    hasReader
+      ? Effect.flatMap(Effect.orDie(singleWinnerReader(method, readers)), (read) => read(documentID))
+      : Effect.succeed(fallback)
+
+  const lockOperation = (method: string, key: OperationKey) =>
+    Effect.flatMap(operations.lockRead(key), Option.match({
+      onNone: () => Effect.fail(new OperatorTargetNotFound({ method, what: "operation", identity: formatOperationKey(key) })),
+      onSome: Effect.succeed
+    }))
+
+  /** Arms the watch of a settled commit, as a finalize arms it, inside the caller's transaction. */
+  const armCommitted = (row: ConnectorOperation, sourceID: string, documentID: string, dueAt: Millis, now: Millis) =>
+    Effect.gen(function*() {
+      const identity = watchIdentityOfCommit(row, sourceID)
+      yield* watches.lockDocument({ ownerDID: row.ownerDID, model: row.model, documentID })
+      const others = supersededBy(yield* watches.listByDocuments([documentID]), identity, documentID)
+      const lockOrder = [identity, ...others.map(watchIdentityOf)].sort((a, b) => watchKey(a) < watchKey(b) ? -1 : 1)
+      const locked = new Map<string, ProjectionWatch | undefined>()
+      for (const id of lockOrder) locked.set(watchKey(id), Option.getOrUndefined(yield* watches.lockRead(id)))
+      const existing = locked.get(watchKey(identity))
+      const winner = yield* winnerOf("settleOperation", documentID, existing?.observedWinnerDigest ?? null)
+      const superseded = supersededBy(others.flatMap((other) => locked.get(watchKey(other)) ?? []), identity, documentID)
+      for (const other of superseded) yield* requireWon(yield* watches.delete(watchIdentityOf(other), other.version))
+      const watch = armedByFinalize(existing, identity, documentID, winner, dueAt, now)
+      yield* requireWon(yield* (existing === undefined ? watches.insert(watch) : watches.update(watch, existing.version)))
+      return { watch, superseded: superseded.map(watchIdentityOf) }
+    })
+
+  const methods: OperatorMethods = {
+    listOperations: (filter = {}) =>
+      validated("listOperations", operationFilterChecks(filter), () =>
+        Effect.flatMap(cursorOf("listOperations", filter.cursor, decodeCursor), (after) =>
+          paged(filter.limit, (limit) =>
+            operator.listOperations({
+              ownerDID: filter.ownerDID,
+              connectorName: filter.connectorName,
+              callerDID: filter.callerDID,
+              states: filter.states,
+              documentID: filter.documentID,
+              dueBy: filter.dueBy,
+              inDoubt: filter.inDoubt,
+              limit,
+              after
+            }), (last) => encodeCursor(positionOf(last))))),
+
+    listWatches: (filter = {}) =>
+      validated("listWatches", watchFilterChecks(filter), () =>
+        Effect.flatMap(cursorOf("listWatches", filter.cursor, decodeWatchCursor), (after) =>
+          paged(filter.limit, (limit) =>
+            operator.listWatches({
+              ownerDID: filter.ownerDID,
+              connectorName: filter.connectorName,
+              statuses: filter.statuses,
+              documentID: filter.documentID,
+              dueBy: filter.dueBy,
+              limit,
+              after
+            }), encodeWatchCursor))),
+
+    listRelistRuns: (filter = {}) =>
+      validated("listRelistRuns", relistFilterChecks(filter), () =>
+        Effect.flatMap(cursorOf("listRelistRuns", filter.cursor, decodeRunCursor), (after) =>
+          paged(filter.limit, (limit) => operator.listRelistRuns({ states: filter.states, limit, after }), encodeRunCursor))),
+
+    getStoreStatus: () => Effect.flatMap(Clock.currentTimeMillis, operator.status),
+
+    findOperationByNodeKey: (nodeKey) =>
+      validated("findOperationByNodeKey", [["nodeKey", nodeKey, Rules.id]], () => operations.getByNodeKey(nodeKey)),
+
+    settleOperation: (key, input) =>
+      validated("settleOperation", [...keyChecks("key", key), ...settleChecks(input)], () => {
+        const stored: SettleOperationInput = input.outcome === "committed"
+          ? { ...input, resultEntity: asStoredJson(input.resultEntity) }
+          : { outcome: "dead" }
+        return retryOnLostRace("settleOperation", formatOperationKey(key), withTransaction(Effect.gen(function*() {
+          const row = yield* lockOperation("settleOperation", key)
+          const now = yield* Clock.currentTimeMillis
+          const decision = decideSettle(row, stored, now)
+          if (!decision.settled) {
+            return yield* new OperatorActionRefused({ method: "settleOperation", identity: formatOperationKey(key), reason: decision.reason })
+          }
+          yield* requireWon(yield* operations.update(decision.next, row.version))
+          if (stored.outcome === "dead") return { operation: decision.next, watch: null, superseded: [] }
+          const armed = yield* armCommitted(row, stored.sourceID, stored.documentID, stored.watchDueAt, now)
+          return { operation: decision.next, ...armed }
+        })))
+      }),
+
+    retryOperation: (key) =>
+      validated("retryOperation", keyChecks("key", key), () =>
+        retryOnLostRace("retryOperation", formatOperationKey(key), withTransaction(Effect.gen(function*() {
+          const row = yield* lockOperation("retryOperation", key)
+          const decision = decideRetry(row, yield* Clock.currentTimeMillis)
+          if (!decision.retried) {
+            return yield* new OperatorActionRefused({ method: "retryOperation", identity: formatOperationKey(key), reason: decision.reason })
+          }
+          yield* requireWon(yield* operations.update(decision.next, row.version))
+          return decision.next
+        })))),
+
+    rearmWatch: (identity, options) =>
+      validated("rearmWatch", rearmChecks(identity, options), () =>
+        retryOnLostRace("rearmWatch", formatWatchIdentity(identity), withTransaction(Effect.gen(function*() {
+          const row = Option.getOrUndefined(yield* watches.lockRead(identity))
+          if (row === undefined) {
+            return yield* new OperatorTargetNotFound({ method: "rearmWatch", what: "watch", identity: formatWatchIdentity(identity) })
+          }
+          const winner = yield* winnerOf("rearmWatch", row.documentID, row.observedWinnerDigest)
+          const decision = decideArm(row, { reason: "manual", dueAt: options.dueAt }, winner, yield* Clock.currentTimeMillis)
+          if (decision.next === undefined) return yield* Effect.dieMessage("a manual arm of an existing watch decided no write")
+          yield* requireWon(yield* watches.update(decision.next, row.version))
+          return decision.next
+        }))))
+  }
+  return methods
+})

@@ -1,0 +1,122 @@
+import type { ClaimOperationInput, ConnectorOperation, PromiseConnectorStore } from "@connector-store/core"
+import { claimInputOf, claimInputOfRow, operationIndexOf, type PlannedOperation, type SimulationPlan } from "./plan.js"
+import type { WorldClient } from "./world.js"
+import { driveWriteBack, type WriteBackContext } from "./writeBack.js"
+
+/** A set of runners sharing one store in one process. */
+export interface Fleet {
+  /** Stops taking work and waits for every runner to finish what it is doing. */
+  readonly stop: () => Promise<void>
+}
+
+/** How a fleet is set up. */
+export interface FleetOptions {
+  readonly store: PromiseConnectorStore<unknown>
+  readonly world: WorldClient
+  readonly plan: SimulationPlan
+  readonly runTag: string
+  /** The operations this fleet issues (the user's edits on this device); any fleet may re-drive any. */
+  readonly operations: ReadonlyArray<PlannedOperation>
+  readonly runners: number
+  readonly leaseMs: number
+  readonly watchDelayMs: number
+  /** Runners ignore `claim.reissue` (a deliberately broken runner; see `SimulationOptions.blindResend`). */
+  readonly blindResend?: boolean | undefined
+  /** Reports an unexpected error of a runner (the runner carries on). */
+  readonly onError: (error: unknown) => void
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+interface Job {
+  readonly op: PlannedOperation
+  readonly input: () => Promise<ClaimOperationInput>
+}
+
+/**
+ * Starts `runners` concurrent runners and one due sweeper. Runners take a
+ * re-drive the sweeper found first (an attempted operation whose lease
+ * lapsed or whose backoff or deferral is over), else the next edit of this
+ * fleet whose previous edit of the same document has finished. The sweeper
+ * lists due work every 50 ms, as a restarted engine would at boot and then
+ * periodically.
+ */
+export const startFleet = (options: FleetOptions): Fleet => {
+  const { store, world, plan } = options
+  let stopping = false
+  const fresh = [...options.operations]
+  const redrives = new Map<string, ConnectorOperation>()
+  const ctx: WriteBackContext = {
+    store,
+    world,
+    leaseMs: options.leaseMs,
+    watchDelayMs: options.watchDelayMs,
+    blindResend: options.blindResend
+  }
+
+  const isFinished = async (index: number): Promise<boolean> => {
+    const before = plan.operations[index]!
+    const row = await store.getOperation({ callerDID: before.callerDID, operationID: before.operationID })
+    return row !== null && row.state !== "attempted"
+  }
+
+  const nextJob = async (): Promise<Job | undefined> => {
+    for (const [id, row] of redrives) {
+      redrives.delete(id)
+      const index = operationIndexOf(row.operationID, options.runTag)
+      if (index === undefined) continue
+      return { op: plan.operations[index]!, input: async () => claimInputOfRow(row) }
+    }
+    for (const op of fresh.slice(0, 4)) {
+      if (op.after !== null && !(await isFinished(op.after))) continue
+      // Other runners take edits while this one waited: remove this edit by identity, if it is still here.
+      const at = fresh.indexOf(op)
+      if (at < 0) continue
+      fresh.splice(at, 1)
+      return { op, input: async () => claimInputOf(plan.scope, op, await world.knownEtag(op.document.documentID)) }
+    }
+    return undefined
+  }
+
+  const runner = async () => {
+    while (!stopping) {
+      const job = await nextJob().catch((error: unknown) => {
+        options.onError(error)
+        return undefined
+      })
+      if (job === undefined) {
+        await sleep(15)
+        continue
+      }
+      try {
+        await driveWriteBack(ctx, job.op, await job.input())
+      } catch (error) {
+        world.count("runner.error")
+        options.onError(error)
+        if (!redrives.has(job.op.operationID)) fresh.unshift(job.op)
+      }
+    }
+  }
+
+  const sweeper = async () => {
+    while (!stopping) {
+      try {
+        const due = await store.listDueOperations(Date.now(), {})
+        for (const row of due.operations) {
+          if (row.ownerDID === plan.scope.ownerDID) redrives.set(row.operationID, row)
+        }
+      } catch (error) {
+        options.onError(error)
+      }
+      await sleep(50)
+    }
+  }
+
+  const running = [sweeper(), ...Array.from({ length: options.runners }, runner)]
+  return {
+    stop: async () => {
+      stopping = true
+      await Promise.all(running)
+    }
+  }
+}

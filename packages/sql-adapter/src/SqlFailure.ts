@@ -1,0 +1,105 @@
+import { PersistenceError, type PersistenceReason } from "@connector-store/core"
+import { Effect } from "effect"
+
+/** What the driver said: its error code (SQLSTATE, `SQLITE_*`, a Node `E*` code), if any, and its message. */
+export interface DriverFailure {
+  readonly code: string | undefined
+  readonly message: string
+}
+
+// Codes scrubbed into a message (see the pending-auth repository) read back as `… [CODE]`.
+const BRACKETED_CODE = /\[([0-9A-Z]{5}|SQLITE_[A-Z_]+|E[A-Z_]+)\]/
+
+/**
+ * The driver's own failure inside `cause`: the innermost error of the chain
+ * that carries a code (else the innermost error at all).
+ */
+export const driverFailureOf = (cause: unknown): DriverFailure => {
+  let current: unknown = cause
+  let found: DriverFailure | undefined
+  for (let depth = 0; depth < 8 && current instanceof Error; depth++) {
+    const code = (current as { readonly code?: unknown }).code
+    if (typeof code === "string") found = { code, message: current.message }
+    else if (found === undefined || found.code === undefined) {
+      found = { code: BRACKETED_CODE.exec(current.message)?.[1], message: current.message }
+    }
+    current = current.cause
+  }
+  return found ?? { code: undefined, message: String(cause) }
+}
+
+const NODE_UNREACHABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EPIPE", "EAI_AGAIN"])
+
+const postgresReason = (code: string): PersistenceReason | undefined => {
+  if (code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03") return "unreachable"
+  if (code === "28P01" || code === "28000") return "authentication"
+  if (code === "3D000") return "database-missing"
+  if (code === "54000" || code === "54001" || code === "22001") return "value-too-large"
+  if (code === "22021" || code === "22P05") return "invalid-text"
+  if (code.startsWith("23")) return "constraint"
+  if (code === "40001") return "serialization"
+  if (code === "40P01") return "deadlock"
+  if (code === "55P03") return "lock-timeout"
+  if (code === "53100") return "disk-full"
+  return undefined
+}
+
+const sqliteReason = (code: string): PersistenceReason | undefined => {
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return "lock-timeout"
+  if (code === "SQLITE_FULL") return "disk-full"
+  if (code === "SQLITE_TOOBIG") return "value-too-large"
+  if (code.startsWith("SQLITE_CONSTRAINT")) return "constraint"
+  if (code.startsWith("SQLITE_CANTOPEN")) return "unreachable"
+  if (code === "SQLITE_AUTH") return "authentication"
+  return undefined
+}
+
+/** The reason of a driver failure, from its code (Postgres SQLSTATE, SQLite, Node) or, lacking one, its words. */
+export const classifyDriverFailure = (failure: DriverFailure): PersistenceReason => {
+  const { code, message } = failure
+  if (code !== undefined) {
+    if (NODE_UNREACHABLE.has(code)) return "unreachable"
+    const reason = code.startsWith("SQLITE_") ? sqliteReason(code) : /^[0-9A-Z]{5}$/.test(code) ? postgresReason(code) : undefined
+    if (reason !== undefined) return reason
+  }
+  // better-sqlite3 throws a plain TypeError, without a code, for a file in a missing directory.
+  if (/directory does not exist/i.test(message)) return "database-missing"
+  if (/connection terminated|connection ended|Connection refused/i.test(message)) return "unreachable"
+  return "unknown"
+}
+
+/**
+ * A `PersistenceError` with its `reason` and `driverMessage` filled in from
+ * its driver cause. Anything else, and an error already classified, is
+ * returned unchanged.
+ */
+export const classified = <E>(error: E): E => {
+  if (!(error instanceof PersistenceError) || error.reason !== undefined) return error
+  const failure = driverFailureOf(error.cause)
+  return new PersistenceError({
+    operation: error.operation,
+    cause: error.cause,
+    reason: classifyDriverFailure(failure),
+    driverMessage: failure.message,
+    method: error.method
+  }) as E
+}
+
+/**
+ * The port with the failure of every effect it returns classified (see
+ * `classified`): the one place where SQL driver errors get their reason.
+ */
+export const classifiedPort = <S extends object>(service: S): S => {
+  const out: Record<string, unknown> = {}
+  for (const [name, value] of Object.entries(service)) {
+    out[name] = typeof value === "function"
+      ? (...args: ReadonlyArray<unknown>) => {
+        const result: unknown = (value as (...a: ReadonlyArray<unknown>) => unknown)(...args)
+        return Effect.isEffect(result) ? Effect.mapError(result, classified) : result
+      }
+      : Effect.isEffect(value)
+      ? Effect.mapError(value, classified)
+      : value
+  }
+  return out as S
+}

@@ -1,0 +1,78 @@
+// The soak's database: a SQLite file in a fresh folder, or a fresh Postgres
+// database on 127.0.0.1:5432 (dropped after the run); and raw reads of the
+// operation table for the checks, independent of the store's own code.
+import { randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import Database from "better-sqlite3"
+import pg from "pg"
+
+const PG_ADMIN_URL = process.env.CONNECTOR_STORE_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const OPERATIONS = "kubun_connector_operation"
+
+const withAdmin = async (use) => {
+  const client = new pg.Client({ connectionString: PG_ADMIN_URL, connectionTimeoutMillis: 5_000 })
+  await client.connect()
+  try {
+    return await use(client)
+  } finally {
+    await client.end()
+  }
+}
+
+/** A scratch folder for the run's files (ledger, events, the SQLite file). */
+export const scratchFolder = () => {
+  const dir = mkdtempSync(join(tmpdir(), "connector-store-soak-"))
+  return { dir, path: (name) => join(dir, name), remove: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+/** Creates the run's database: `{ url, rows(), integrity(), drop() }`. */
+export const createDatabase = async (backend, folder) => {
+  if (backend === "sqlite") {
+    const url = folder.path("soak.sqlite")
+    const open = () => new Database(url, { readonly: true, fileMustExist: true })
+    return {
+      url,
+      rows: async () => {
+        const db = open()
+        try {
+          return db.prepare(`SELECT * FROM ${OPERATIONS}`).all()
+        } finally {
+          db.close()
+        }
+      },
+      integrity: async () => {
+        const db = open()
+        try {
+          return db.prepare("PRAGMA integrity_check").all().map((row) => row.integrity_check).join("; ")
+        } finally {
+          db.close()
+        }
+      },
+      drop: async () => {}
+    }
+  }
+  const name = `cs_soak_${process.pid}_${randomBytes(3).toString("hex")}`
+  await withAdmin((client) => client.query(`CREATE DATABASE ${name}`))
+  const url = new URL(PG_ADMIN_URL)
+  url.pathname = `/${name}`
+  const withDatabase = async (use) => {
+    const client = new pg.Client({ connectionString: url.toString() })
+    await client.connect()
+    try {
+      return await use(client)
+    } finally {
+      await client.end()
+    }
+  }
+  return {
+    url: url.toString(),
+    rows: () => withDatabase(async (client) => (await client.query(`SELECT * FROM ${OPERATIONS}`)).rows),
+    integrity: async () => null,
+    drop: () => withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+  }
+}
+
+/** A raw row's timestamps as numbers (Postgres returns bigint as text). */
+export const millisOf = (value) => value === null || value === undefined ? null : Number(value)

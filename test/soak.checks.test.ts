@@ -1,0 +1,147 @@
+// The soak's verdict and its runner rules, on hand-made facts: each check
+// finds what it must and nothing else, a re-drive never sends blind when the
+// claim names a reissue, and a rejection is classified by its tag.
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { describe, expect, it } from "vitest"
+import { failed, judge, type LedgerEntry, readLines, type RunFacts } from "../soak/checks.mjs"
+import { Aborted, requestFor, storeCall } from "../soak/drive.mjs"
+import { parseArgs } from "../soak/options.mjs"
+
+const request = (key: string, status: number, applied: boolean, extra: Partial<LedgerEntry> = {}): LedgerEntry => ({
+  t: 1_000, key, token: `tok-${key}`, status, applied, ...extra
+})
+const row = (key: string, state: string) => ({ operation_id: key, document_id: `doc-${key}`, state })
+
+const clean: RunFacts = {
+  ledger: [request("a", 200, true), request("b", 502, true), request("b", 412, false, { reissue: "conditional-update" })],
+  events: [{ type: "claim-intent", key: "a" }, { type: "claim-answer", key: "a" }, { type: "claim-answer", key: "b" }],
+  rows: [row("a", "committed"), row("b", "committed")],
+  missedBySweep: [],
+  unsettled: [],
+  writeStates: new Map([["doc-a", "committed"], ["doc-b", "committed"]]),
+  integrity: "ok"
+}
+
+describe("judge", () => {
+  it("finds nothing in a clean run: a refused conditional re-send (412) or a taken id (409) is no second application", () => {
+    const verdict = judge({ ...clean, ledger: [...clean.ledger, request("a", 409, false, { reissue: "deterministic-create" })] })
+    expect(verdict.violations).toEqual({ duplicates: [], lost: [], stuck: [], misreported: [], untyped: [], busy: [], integrity: [] })
+    expect(failed(verdict)).toBe(false)
+  })
+
+  it("counts a key the provider applied twice as a duplicate, with its requests", () => {
+    const verdict = judge({ ...clean, ledger: [...clean.ledger, request("a", 200, true, { reissue: null })] })
+    expect(verdict.violations.duplicates).toEqual(["a"])
+    expect(verdict.details["a"]).toHaveLength(2)
+    expect(failed(verdict)).toBe(true)
+  })
+
+  it("counts as lost a key a claim answered or the provider saw without a row, not one whose claim never answered", () => {
+    const verdict = judge({
+      ...clean,
+      ledger: [...clean.ledger, request("seen", 503, false)],
+      events: [...clean.events, { type: "claim-answer", key: "answered" }, { type: "claim-intent", key: "died-in-claim" }]
+    })
+    expect(verdict.violations.lost).toEqual(["answered", "seen"])
+  })
+
+  it("reports the keys the sweep missed and those recovery could not settle, once each", () => {
+    const verdict = judge({ ...clean, missedBySweep: ["x", "y"], unsettled: ["y", "z"] })
+    expect(verdict.violations.stuck).toEqual(["x", "y", "z"])
+  })
+
+  it("flags a write state that says failed though the write landed, or committed though it never did", () => {
+    const verdict = judge({
+      ...clean,
+      ledger: [request("a", 200, true), request("b", 503, false), request("c", 502, true)],
+      rows: [row("a", "dead"), row("b", "committed"), row("c", "reconcile_only")],
+      writeStates: new Map([["doc-a", "failed"], ["doc-b", "committed"], ["doc-c", "unconfirmed"]])
+    })
+    expect(verdict.violations.misreported).toEqual(["a (failed, but applied)", "b (committed, never applied)"])
+  })
+
+  it("collects untyped rejections and SQLITE_BUSY from the workers' events, and a failed integrity check", () => {
+    const verdict = judge({
+      ...clean,
+      events: [
+        ...clean.events,
+        { type: "violation", what: "untyped", worker: "w1", method: "claimOperation", text: "TypeError" },
+        { type: "violation", what: "busy", worker: "w2", method: "markOperationSent", text: "SQLITE_BUSY" },
+        { type: "typed-error", tag: "ConcurrentUpdateExhausted", method: "claimOperation" }
+      ],
+      integrity: "row 3 missing from index"
+    })
+    expect(verdict.violations.untyped).toEqual(["worker w1 claimOperation: TypeError"])
+    expect(verdict.violations.busy).toEqual(["worker w2 markOperationSent: SQLITE_BUSY"])
+    expect(verdict.violations.integrity).toEqual(["row 3 missing from index"])
+    expect(judge({ ...clean, integrity: null }).violations.integrity).toEqual([])
+  })
+})
+
+describe("readLines", () => {
+  it("skips the torn last line of a killed writer", () => {
+    const file = join(mkdtempSync(join(tmpdir(), "soak-lines-")), "events.jsonl")
+    writeFileSync(file, `{"type":"a"}\n{"type":"b"}\n{"type":"c`)
+    expect(readLines(file)).toEqual([{ type: "a" }, { type: "b" }])
+    expect(readLines(`${file}.absent`)).toEqual([])
+  })
+})
+
+describe("requestFor", () => {
+  const update = { operationID: "k", documentID: "d", op: "update", sourceID: "ent", reissueIntent: { kind: "conditional-update", ifMatch: "e1" } }
+  const detCreate = { operationID: "k", documentID: "d", op: "create", sourceID: null, reissueIntent: { kind: "deterministic-create", providerID: "p1" } }
+  const plainCreate = { operationID: "k", documentID: "d", op: "create", sourceID: null, reissueIntent: { kind: "reconcile" } }
+
+  it("sends a first attempt plainly (an update without ifMatch, a reconcile-only create without an id)", () => {
+    expect(requestFor(update, null)).toEqual({ key: "k", documentID: "d", reissue: null, op: "update", entityID: "ent" })
+    expect(requestFor(plainCreate, null)).toEqual({ key: "k", documentID: "d", reissue: null, op: "create" })
+    expect(requestFor(detCreate, null)).toEqual({ key: "k", documentID: "d", reissue: null, op: "create", providerID: "p1" })
+  })
+
+  it("re-sends exactly as the reissue says", () => {
+    expect(requestFor(update, { kind: "conditional-update", ifMatch: "e1" })).toEqual({
+      key: "k", documentID: "d", reissue: "conditional-update", op: "update", entityID: "ent", ifMatch: "e1"
+    })
+    expect(requestFor(detCreate, { kind: "deterministic-create", providerID: "p1" })).toEqual({
+      key: "k", documentID: "d", reissue: "deterministic-create", op: "create", providerID: "p1"
+    })
+  })
+})
+
+describe("storeCall", () => {
+  const rejecting = (error: unknown) => async () => {
+    const events: Array<Record<string, unknown>> = []
+    await expect(storeCall((event) => events.push(event), "claimOperation", () => Promise.reject(error))).rejects.toBeInstanceOf(Aborted)
+    return events
+  }
+
+  it("reports a rejection without a store tag as untyped", async () => {
+    expect(await rejecting(new TypeError("x is undefined"))()).toMatchObject([{ type: "violation", what: "untyped" }])
+    expect(await rejecting({ _tag: "SomethingElse" })()).toMatchObject([{ type: "violation", what: "untyped" }])
+  })
+
+  it("reports SQLITE_BUSY reaching the caller, and a typed error as typed", async () => {
+    const busy = { _tag: "PersistenceError", message: "claim", cause: { code: "SQLITE_BUSY", message: "database is locked" } }
+    expect(await rejecting(busy)()).toMatchObject([{ type: "violation", what: "busy" }])
+    expect(await rejecting({ _tag: "ConcurrentUpdateExhausted", message: "gave up" })()).toMatchObject([
+      { type: "typed-error", tag: "ConcurrentUpdateExhausted" }
+    ])
+  })
+
+  it("passes an answer through untouched", async () => {
+    expect(await storeCall(() => {}, "m", async () => 42)).toBe(42)
+  })
+})
+
+describe("parseArgs", () => {
+  it("reads the options and refuses a bad one by name", () => {
+    expect(parseArgs(["--backend", "postgres", "--minutes", "2", "--workers", "3", "--seed", "9"])).toEqual({
+      backend: "postgres", seconds: 120, workers: 3, seed: 9, keep: false
+    })
+    expect(() => parseArgs(["--backend", "mysql"])).toThrow("--backend")
+    expect(() => parseArgs(["--seconds", "-1"])).toThrow("--seconds")
+    expect(() => parseArgs(["--verbose"])).toThrow("--verbose")
+  })
+})
