@@ -25,8 +25,8 @@ const suiteOf = (file, module) => {
     throw new TypeError(`${file}: the default export must be { title, cases: [...] } (see bench/README.md)`)
   }
   for (const entry of suite.cases) {
-    if (typeof entry?.name !== "string" || typeof entry.open !== "function") {
-      throw new TypeError(`${file}: every case needs a name and an open(context) function (see bench/README.md)`)
+    if (typeof entry?.name !== "string" || (typeof entry.open !== "function" && typeof entry.run !== "function")) {
+      throw new TypeError(`${file}: every case needs a name and an open(context) or run(context) function (see bench/README.md)`)
     }
   }
   return suite
@@ -43,6 +43,12 @@ const runSuite = async (file, suite) => {
     for (const entry of cases) {
       let opened
       try {
+        if (entry.run !== undefined) {
+          // A case that measures itself (sizes, latencies): it returns the lines to print, or { skip }.
+          const lines = await entry.run(context)
+          console.log(lines.skip !== undefined ? formatSkip(entry.name, lines.skip) : [`  ${entry.name}`, ...lines].join("\n"))
+          continue
+        }
         opened = await entry.open(context)
         if (opened.skip !== undefined) {
           console.log(formatSkip(entry.name, opened.skip))

@@ -186,6 +186,36 @@ for (const adapter of adapters) {
     }, 60_000)
   })
 
+  describe(`the audit's pages on ${adapter.name}`, () => {
+    it.effect("one call audits at most a page of 1,000 settled watches; a full pass of 1,500 takes two calls and finds every diverged one; the third starts over", () => {
+      const winners = new Winners()
+      return onStore(winners.batch(), Effect.gen(function*() {
+        const rows = Array.from({ length: 1_500 }, (_, i) =>
+          watch(`p${i}`, { verificationStatus: i % 2 === 0 ? "verified" : "repair_failed", nextAttemptAt: null }))
+        rows.forEach((row, i) => winners.set(row.documentID, i % 3 === 0 ? "w-moved" : row.observedWinnerDigest))
+        yield* seedWatches(...rows)
+        const store = yield* ConnectorStore
+        const diverged = names(rows.filter((_, i) => i % 3 === 0))
+        const audited = () => {
+          const read = winners.batchReads.flat()
+          winners.batchReads.length = 0
+          return read
+        }
+        const first = yield* store.listDueOperations(NOW)
+        const firstRead = audited()
+        expect(firstRead.length).toBe(1_000)
+        const second = yield* store.listDueOperations(NOW)
+        const secondRead = audited()
+        expect(secondRead.length).toBe(500)
+        expect([...firstRead, ...secondRead].sort()).toEqual(rows.map((row) => row.documentID).sort())
+        expect([...names(first.watches), ...names(second.watches)].sort()).toEqual([...diverged].sort())
+        const third = yield* store.listDueOperations(NOW)
+        expect(audited().sort()).toEqual([...firstRead].sort())
+        expect(names(third.watches)).toEqual(names(first.watches))
+      }))
+    }, 180_000)
+  })
+
   describe(`retention on ${adapter.name}`, () => {
     const collect = (before: number, limit: number) =>
       Effect.flatMap(ConnectorStore, (store) => store.collectFinishedOperations({ before, limit }))

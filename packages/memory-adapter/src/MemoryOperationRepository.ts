@@ -7,9 +7,10 @@ import {
   trackedPage
 } from "@connector-store/core"
 import { Effect, Option } from "effect"
-import type { MemoryDatabase } from "./MemoryDatabase.js"
+import { indexed, indexTable, type MemoryDatabase, reindex } from "./MemoryDatabase.js"
 
 const TABLE = "operation"
+const BY_NODE_KEY = indexTable("operation.node_key")
 
 /** The operation table in memory. */
 export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepository["Type"] => {
@@ -21,28 +22,37 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
   return {
     lockRead: (key) => byKey(operationKey(key)),
     get: (key) => byKey(operationKey(key)),
-    getByNodeKey: (nodeKey) => Effect.map(rows, (all) => Option.fromNullable(all.find((row) => row.nodeKey === nodeKey))),
+    // By node key through an index, so the uniqueness check costs one lookup, not the table.
+    getByNodeKey: (nodeKey) =>
+      Effect.zipWith(db.read<ConnectorOperation>(TABLE), db.read<ReadonlyArray<string>>(BY_NODE_KEY), (table, index) =>
+        Option.fromNullable(indexed(index, nodeKey).map((key) => table.get(key)).find((row) => row !== undefined))),
     insert: (row) =>
-      db.write<ConnectorOperation, boolean>(TABLE, (table) => {
+      db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) => {
         const key = operationKey(row)
-        if (table.has(key) || Array.from(table.values()).some((other) => other.nodeKey === row.nodeKey)) return false
+        if (table.has(key) || indexed(index, row.nodeKey).length > 0) return false
         table.set(key, row)
+        reindex(index, key, undefined, row.nodeKey)
         return true
       }),
     update: (next, expectedVersion) =>
-      db.write<ConnectorOperation, boolean>(TABLE, (table) => {
+      db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) => {
         const key = operationKey(next)
-        if (table.get(key)?.version !== expectedVersion) return false
+        const stored = table.get(key)
+        if (stored?.version !== expectedVersion) return false
         table.set(key, next)
+        reindex(index, key, stored.nodeKey, next.nodeKey)
         return true
       }),
     listDue: (now) =>
       find((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now)),
     lockDeferred: (scope) => find((row) => row.state === "attempted" && resumeReaches(scope, row)),
     collectFinished: (params, now) =>
-      db.write<ConnectorOperation, number>(TABLE, (table) => {
+      db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, number>(TABLE, BY_NODE_KEY, (table, index) => {
         const doomed = collectableOperations(Array.from(table.values()), params, now)
-        for (const key of doomed) table.delete(operationKey(key))
+        for (const key of doomed) {
+          reindex(index, operationKey(key), table.get(operationKey(key))?.nodeKey, undefined)
+          table.delete(operationKey(key))
+        }
         return doomed.length
       }),
     listTracked: (query) => Effect.map(rows, (all) => trackedPage(all, query)),

@@ -4,17 +4,19 @@ import {
   isScheduleDue,
   type ProjectionWatch,
   resumeReaches,
+  type WatchIdentity,
   WatchRepository,
   watchKey
 } from "@connector-store/core"
 import { Effect, Option } from "effect"
-import type { MemoryDatabase } from "./MemoryDatabase.js"
+import { indexed, indexTable, type MemoryDatabase, reindex } from "./MemoryDatabase.js"
 
 const TABLE = "projection_watch"
+const BY_DOCUMENT = indexTable("projection_watch.document_id")
 
-const identityParts = (row: ProjectionWatch) => [row.ownerDID, row.connectorName, row.model, row.accountKey, row.sourceID]
+const identityParts = (row: WatchIdentity) => [row.ownerDID, row.connectorName, row.model, row.accountKey, row.sourceID]
 
-const compareIdentities = (a: ProjectionWatch, b: ProjectionWatch): number => {
+const compareIdentities = (a: WatchIdentity, b: WatchIdentity): number => {
   const left = identityParts(a)
   const right = identityParts(b)
   for (let i = 0; i < left.length; i++) {
@@ -29,51 +31,66 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
   const rows = Effect.map(db.read<ProjectionWatch>(TABLE), (table) => Array.from(table.values()))
   const find = (predicate: (row: ProjectionWatch) => boolean) => Effect.map(rows, (all) => all.filter(predicate))
   const byKey = (key: string) => Effect.map(db.read<ProjectionWatch>(TABLE), (table) => Option.fromNullable(table.get(key)))
+  // Watches by document, so lookups and the ingress check cost the document's watches, not the table.
+  const byDocument = (documentIDs: Iterable<string>) =>
+    Effect.zipWith(db.read<ProjectionWatch>(TABLE), db.read<ReadonlyArray<string>>(BY_DOCUMENT), (table, index) => {
+      const found: Array<ProjectionWatch> = []
+      for (const documentID of new Set(documentIDs)) {
+        for (const key of indexed(index, documentID)) {
+          const row = table.get(key)
+          if (row !== undefined) found.push(row)
+        }
+      }
+      return found
+    })
+  const clashes = (table: ReadonlyMap<string, ProjectionWatch>, index: ReadonlyMap<string, ReadonlyArray<string>>, row: ProjectionWatch) =>
+    indexed(index, row.documentID).some((key) => {
+      const other = table.get(key)
+      return key !== watchKey(row) && other !== undefined && other.ownerDID === row.ownerDID && other.model === row.model
+    })
 
   return {
     lockRead: (identity) => byKey(watchKey(identity)),
     get: (identity) => byKey(watchKey(identity)),
     // Several owners may watch one document: the first identity in byte order, as on SQL.
     getByDocument: (documentID) =>
-      Effect.map(find((row) => row.documentID === documentID), (rows) =>
-        Option.fromNullable(rows.sort((a, b) => compareIdentities(a, b))[0])),
-    listByDocuments: (documentIDs) => {
-      const wanted = new Set(documentIDs)
-      return find((row) => wanted.has(row.documentID))
-    },
+      Effect.map(byDocument([documentID]), (rows) => Option.fromNullable(rows.sort((a, b) => compareIdentities(a, b))[0])),
+    listByDocuments: (documentIDs) => byDocument(documentIDs),
     update: (next, expectedVersion) =>
-      db.write<ProjectionWatch, boolean>(TABLE, (table) => {
+      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
         const key = watchKey(next)
         const stored = table.get(key)
         if (stored === undefined || stored.version !== expectedVersion) return false
-        const clash = Array.from(table.values()).some((row) =>
-          watchKey(row) !== key && row.ownerDID === next.ownerDID && row.model === next.model &&
-          row.documentID === next.documentID
-        )
-        if (clash) return false
+        if (clashes(table, index, next)) return false
         table.set(key, next)
+        reindex(index, key, stored.documentID, next.documentID)
         return true
       }),
     insert: (row) =>
-      db.write<ProjectionWatch, boolean>(TABLE, (table) => {
+      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
         const key = watchKey(row)
-        const clash = table.has(key) || Array.from(table.values()).some((other) =>
-          other.ownerDID === row.ownerDID && other.model === row.model && other.documentID === row.documentID
-        )
-        if (clash) return false
+        if (table.has(key) || clashes(table, index, row)) return false
         table.set(key, row)
+        reindex(index, key, undefined, row.documentID)
         return true
       }),
     delete: (identity, expectedVersion) =>
-      db.write<ProjectionWatch, boolean>(TABLE, (table) => {
+      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
         const key = watchKey(identity)
-        if (table.get(key)?.version !== expectedVersion) return false
+        const stored = table.get(key)
+        if (stored?.version !== expectedVersion) return false
+        reindex(index, key, stored.documentID, undefined)
         return table.delete(key)
       }),
     // Memory transactions already run one at a time.
     lockDocument: () => Effect.void,
     listScheduleDue: (now) => find((row) => isScheduleDue(row, now)),
-    listAuditCandidates: find(isAuditCandidate),
+    listAuditPage: (after, limit) =>
+      Effect.map(find(isAuditCandidate), (rows) =>
+        rows
+          .filter((row) => after === undefined || compareIdentities(row, after) > 0)
+          .sort(compareIdentities)
+          .slice(0, limit)),
     lockDeferred: (scope) => find((row) => row.verificationStatus === "pending_verification" && resumeReaches(scope, row))
   }
 }

@@ -21,6 +21,7 @@ import {
 } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered } from "./internal/collation.js"
+import { collectFinishedStatement } from "./internal/retention.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
 import type { TableNames } from "./Tables.js"
 
@@ -85,14 +86,6 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   // The newest-row order is byte order on every adapter, as in the pure rule.
   const ordered = (column: string) => byteOrdered(sql, column)
 
-  const newerExists = (party: "caller_did" | "owner_did", states: ReadonlyArray<OperationState>) =>
-    sql`EXISTS (SELECT 1 FROM ${table} n
-      WHERE n.document_id = o.document_id AND n.${sql(party)} = o.${sql(party)} AND n.state IN ${sql.in(states)}
-        AND (n.created_at > o.created_at
-          OR (n.created_at = o.created_at AND ${ordered("n.caller_did")} > ${ordered("o.caller_did")})
-          OR (n.created_at = o.created_at AND n.caller_did = o.caller_did
-              AND ${ordered("n.operation_id")} > ${ordered("o.operation_id")})))`
-
   // Any number of document ids in one parameter, so a filtered page stays one
   // ordered query however long the list.
   const documentIn = (documentIDs: ReadonlyArray<string>) =>
@@ -144,8 +137,11 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     listDue: (now) =>
       many(
         "operation.listDue",
-        sql<RawRow>`SELECT * FROM ${table}
-          WHERE state = 'attempted' AND (next_attempt_at IS NULL OR next_attempt_at <= ${now})
+        // Two index ranges of (state, next_attempt_at), so the sweep reads
+        // the due rows only; the OR form read every attempted row.
+        sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
+          UNION ALL
+          SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
           ORDER BY next_attempt_at, caller_did, operation_id`
       ),
     lockDeferred: (scope) =>
@@ -157,33 +153,20 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
               WHERE state = 'attempted' AND defer_reason = 'auth'
                 AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
       ),
-    // One statement, so the keep rule and the delete see the same rows. The
-    // outer WHERE re-checks the lease and age on the row being deleted: on
-    // Postgres a lease taken between the candidate read and the delete is
-    // seen there (the row is re-evaluated at its newest version) and kept.
-    collectFinished: (params, now) => {
-      // A whole-number cutoff within bigint range selects the same integer
-      // updated_at values as `before` itself; Postgres refuses a fractional
-      // or out-of-range bigint parameter.
-      const before = Math.min(Math.max(Math.ceil(params.before), -(2 ** 53)), 2 ** 53)
-      return sql<RawRow>`DELETE FROM ${table}
-        WHERE (caller_did, operation_id) IN (
-          SELECT o.caller_did, o.operation_id FROM ${table} o
-          WHERE o.state IN ('committed', 'dead')
-            AND o.updated_at < ${before}
-            AND (o.lease_token IS NULL OR o.lease_expires_at < ${now})
-            AND (o.document_id IS NULL OR (
-              (o.state <> 'committed' OR (${newerExists("caller_did", ["committed"])} AND ${newerExists("owner_did", ["committed"])}))
-              AND ${newerExists("caller_did", ["committed", "dead"])}
-              AND ${newerExists("owner_did", ["committed", "dead"])}
-            ))
-          ORDER BY o.updated_at, ${ordered("o.caller_did")}, ${ordered("o.operation_id")}
-          LIMIT ${params.limit}
-        )
-        AND updated_at < ${before}
-        AND (lease_token IS NULL OR lease_expires_at < ${now})
-        RETURNING caller_did`.pipe(Effect.map((rows) => rows.length), PersistenceError.refail("operation.collectFinished"))
-    },
+    // On Postgres the planner's cost for the LIMITed probe loop crosses
+    // jit_above_cost, and compiling it takes longer than the batch itself
+    // (docs/performance.md): JIT is off for this one statement.
+    collectFinished: (params, now) =>
+      sql.onDialectOrElse({
+        pg: () =>
+          sql.withTransaction(
+            Effect.zipRight(sql`SET LOCAL jit = off`, collectFinishedStatement(sql, tables.operation, params, now))
+          ),
+        orElse: () => collectFinishedStatement(sql, tables.operation, params, now)
+      }).pipe(
+        Effect.map((rows) => rows.length),
+        PersistenceError.refail("operation.collectFinished")
+      ),
     listTracked: (query) =>
       many(
         "operation.listTracked",

@@ -112,10 +112,21 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
           WHERE verification_status IN ('pending_verification', 'repair_failed')
             AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}`
       ),
-    listAuditCandidates: many(
-      "watch.listAuditCandidates",
-      sql<RawRow>`SELECT * FROM ${table} WHERE verification_status IN ('verified', 'repair_failed')`
-    ),
+    // Keyset pages along the primary key, so a page reads `limit` settled
+    // rows (and the unsettled ones between them), never the whole table.
+    listAuditPage: (after, limit) =>
+      many(
+        "watch.listAuditPage",
+        // SQLite (no statistics) would rather search the status index and
+        // sort every settled row: `+` leaves it the primary key's order.
+        sql<RawRow>`SELECT * FROM ${table}
+          WHERE ${sql.onDialectOrElse({ pg: () => sql.literal("verification_status"), orElse: () => sql.literal("+verification_status") })}
+            IN ('verified', 'repair_failed')
+          ${after === undefined ? sql`` : sql`AND (owner_did, connector_name, model, account_key, source_id)
+            > (${after.ownerDID}, ${after.connectorName}, ${after.model}, ${after.accountKey}, ${after.sourceID})`}
+          ORDER BY owner_did, connector_name, model, account_key, source_id
+          LIMIT ${limit}`
+      ),
     lockDeferred: (scope) =>
       many(
         "watch.lockDeferred",

@@ -47,8 +47,16 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
   ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
   /** Unsettled watches whose next attempt is due at `now`. */
   readonly listScheduleDue: (now: Millis) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
-  /** Settled watches (verified or repair_failed): the audit branch's candidates. */
-  readonly listAuditCandidates: Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
+  /**
+   * One page of settled watches (verified or repair_failed), the audit
+   * branch's candidates: at most `limit`, in identity order, those after
+   * `after` (from the first when absent). A page shorter than `limit` ends
+   * the pass. The order is the adapter's own, stable for a given store.
+   */
+  readonly listAuditPage: (
+    after: WatchIdentity | undefined,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
   /** Locks and returns the pending watches deferred within `scope`. */
   readonly lockDeferred: (scope: ResumeScope) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
 }>() {}

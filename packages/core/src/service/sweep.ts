@@ -6,16 +6,29 @@ import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader, type WinnerReaders } from "../ports/WinnerReader.js"
 import { fieldOf, Rules, validate } from "../validation.js"
-import { type Millis, type ProjectionWatch, watchKey } from "../watch/ProjectionWatch.js"
+import {
+  type Millis,
+  type ProjectionWatch,
+  type WatchIdentity,
+  watchIdentityOf,
+  watchKey
+} from "../watch/ProjectionWatch.js"
 import { isAuditDiverged, isScheduleDue } from "../watch/transitions.js"
 import { StoreMetrics } from "./metrics.js"
 import { readableWinners } from "./winners.js"
+
+/**
+ * How many settled watches one `listDueOperations` call audits: a full pass
+ * over every settled watch takes ⌈settled / AUDIT_PAGE⌉ calls
+ * (docs/performance.md), so one call's time and memory stay bounded.
+ */
+export const AUDIT_PAGE = 1_000
 
 /** What the due sweep found. */
 export interface DueWork {
   /** Attempted operations whose re-drive is due. */
   readonly operations: ReadonlyArray<ConnectorOperation>
-  /** Watches due by schedule, and settled watches whose winner moved (each once). */
+  /** Watches due by schedule, and settled watches of this call's audit page whose winner moved (each once). */
   readonly watches: ReadonlyArray<ProjectionWatch>
 }
 
@@ -39,6 +52,9 @@ export const makeSweepMethods = Effect.gen(function*() {
   const watches = yield* WatchRepository
   const operations = yield* OperationRepository
   const configured = yield* WinnerReader
+  // Where the next call's audit page starts, per store instance. The audit
+  // is a re-check, so a lost or raced cursor only repeats or restarts a pass.
+  let auditAfter: WatchIdentity | undefined
 
   const methods: SweepMethods = {
     listDueOperations: (now, readers) =>
@@ -53,7 +69,9 @@ export const makeSweepMethods = Effect.gen(function*() {
         }
         const due = yield* operations.listDue(now)
         const scheduled = (yield* watches.listScheduleDue(now)).filter((row) => isScheduleDue(row, now))
-        const candidates = yield* watches.listAuditCandidates
+        const candidates = yield* watches.listAuditPage(auditAfter, AUDIT_PAGE)
+        const last = candidates.at(-1)
+        auditAfter = candidates.length < AUDIT_PAGE || last === undefined ? undefined : watchIdentityOf(last)
         const winners = yield* readableWinners(chosen, candidates.map((row) => row.documentID))
         const byIdentity = new Map<string, ProjectionWatch>()
         for (const row of scheduled) byIdentity.set(watchKey(row), row)
