@@ -2,7 +2,7 @@
 import { parseArgs } from "node:util"
 import { runSimulationCommand } from "./command.js"
 
-const HELP = `Usage: npm start -- [options]
+const HELP = `Usage: node packages/simulation/dist/main.js [options]   (npm start runs connector-store simulate, the same)
 
 Runs a connector simulation against a real store: concurrent runners write
 back the user's edits to a flaky fake provider while crashes are injected at
