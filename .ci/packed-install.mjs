@@ -187,6 +187,13 @@ try {
       console.warn(`\n*** Postgres at ${pgAdminUrl} did not answer: the packed app runs on SQLite and memory only ***\n`)
     }
     process.stdout.write(run(process.execPath, ["dist/sql.js", sqliteFile, ...(postgresUrl ? [postgresUrl] : [])], app))
+    if (published.some(({ manifest }) => manifest.name === "@connector-store/cli")) {
+      // The installed bin: the CLI's peers resolve at run time, and the simulation forks its child process from the tarball.
+      const simulated = run(join(app, "node_modules/.bin/connector-store"), ["simulate", "--operations", "6", "--runners", "2",
+        "--processes", "1", "--seed", "1", "--json", "--database", join(work, "simulate.sqlite")], app)
+      if (JSON.parse(simulated).ok !== true) fail(`connector-store simulate reported a failed invariant:\n${simulated}`)
+      console.log("connector-store simulate: ok")
+    }
   }
   console.log(`packed install ok: ${published.map(({ manifest }) => manifest.name).join(", ")}` +
     (olderEffect === undefined ? "" : ` on effect ${olderEffect}`))

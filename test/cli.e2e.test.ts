@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs"
 import { createServer, type Server, type Socket } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { failureOf, jsonOf, runCli } from "./support/cli/run.js"
@@ -322,5 +323,45 @@ describe("a database that does not answer", { timeout: 120_000 }, () => {
     expect(run.lines[0]).toMatch(
       /^connector-store: cannot open database \/no\/such\/folder\/store\.sqlite: .*database-missing: Cannot open database because the directory does not exist/
     )
+  })
+})
+
+describe("connector-store simulate", { timeout: 300_000 }, () => {
+  it("runs the simulation on a SQLite file: exit 0 and a JSON report whose invariants held", async () => {
+    const file = freshSqlitePath()
+    const run = await runCli(["simulate", "--operations", "8", "--runners", "2", "--seed", "1", "--json", "--database", file])
+    const report = jsonOf<{ ok: boolean; seed: string; runners: number; database: string }>(run)
+    expect([report.ok, report.seed, report.runners]).toEqual([true, "1", 2])
+    expect(report.database).toContain(file)
+    expect(existsSync(file)).toBe(true)
+  })
+
+  it("--file is --database (what .ci/run passes through npm start); the walkthrough with --explain", async () => {
+    const file = freshSqlitePath()
+    const run = await runCli(["simulate", "--explain", "--json", "--file", file])
+    expect(jsonOf<{ steps: Array<unknown> }>(run).steps.length).toBeGreaterThan(0)
+    expect(existsSync(file)).toBe(true)
+  })
+
+  it("bad options: one clear line, a non-zero exit, and no store created", async () => {
+    for (const [args, expected] of [
+      [["--operations", "abc"], /^connector-store: --operations must be a whole number, got "abc"$/],
+      [["--runners", "-1"], /^connector-store: --runners must be a whole number, got "-1"$/],
+      [["--duration", "soon"], /^connector-store: simulate: --duration must look like 90s, 2m or 500ms \(got "soon"\)$/],
+      [["--seeed", "1"], /seeed/]
+    ] as const) {
+      const file = freshSqlitePath()
+      const failed = failureOf(await runCli(["simulate", ...args, "--database", file]))
+      expect(failed.code, args.join(" ")).toBe(1)
+      expect(failed.lines, args.join(" ")).toHaveLength(1)
+      expect(failed.lines[0]).toMatch(expected)
+      expect(existsSync(file), args.join(" ")).toBe(false)
+    }
+  })
+
+  it("--blind-resend runs to a report either way (the invariant check may or may not catch it on a short run)", async () => {
+    const run = await runCli(["simulate", "--blind-resend", "--operations", "6", "--runners", "2", "--seed", "3", "--database", freshSqlitePath()])
+    expect([0, 1]).toContain(run.code)
+    expect(run.stdout).toMatch(run.code === 0 ? /✓/ : /AN INVARIANT FAILED/)
   })
 })

@@ -6,6 +6,7 @@ import { operationsCommand, watchesCommand } from "./commands/lists.js"
 import { migrateCommand } from "./commands/migrate.js"
 import { relistCommand } from "./commands/relist.js"
 import { showCommand } from "./commands/show.js"
+import { simulateCommand } from "./commands/simulate.js"
 import { statusCommand } from "./commands/status.js"
 import { describeError } from "./store.js"
 
@@ -22,7 +23,8 @@ export const rootCommand = Command.make("connector-store").pipe(
     retryCommand,
     rearmCommand,
     collectCommand,
-    relistCommand
+    relistCommand,
+    simulateCommand
   ])
 )
 

@@ -1,13 +1,8 @@
 #!/usr/bin/env node
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { explainWriteBack } from "./explain.js"
-import { formatReport } from "./format.js"
-import { runSimulation } from "./simulation.js"
+import { runSimulationCommand } from "./command.js"
 
-const HELP = `Usage: npm start -- [options]
+const HELP = `Usage: node packages/simulation/dist/main.js [options]   (npm start runs connector-store simulate, the same)
 
 Runs a connector simulation against a real store: concurrent runners write
 back the user's edits to a flaky fake provider while crashes are injected at
@@ -26,14 +21,6 @@ every step, then prints a report and checks the invariants (exit 1 if one fails)
   --json                            print the report as JSON
   --help                            this text
 `
-
-/** A duration like `90s`, `2m`, `500ms` or a plain number of seconds, in milliseconds. */
-const parseDuration = (text: string): number => {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim())
-  if (match === null) throw new RangeError(`--duration must look like 90s, 2m or 500ms (got "${text}")`)
-  const value = Number(match[1])
-  return Math.round(match[2] === "ms" ? value : match[2] === "m" ? value * 60_000 : value * 1_000)
-}
 
 const count = (name: string, text: string | undefined): number | undefined => {
   if (text === undefined) return undefined
@@ -62,28 +49,17 @@ const main = async (): Promise<number> => {
     process.stdout.write(HELP)
     return 0
   }
-  const database = values.database ?? values.file ?? process.env["CONNECTOR_STORE_DATABASE"] ?? process.env["CONNECTOR_STORE_URL"] ??
-    join(mkdtempSync(join(tmpdir(), "connector-store-sim-")), "connector-store-demo.sqlite")
-  if (values.explain === true) {
-    const walkthrough = await explainWriteBack({ database })
-    process.stdout.write(values.json === true ? JSON.stringify(walkthrough, null, 2) + "\n" : walkthrough.text + "\n")
-    return 0
-  }
-  const json = values.json === true
-  const out = json ? process.stderr : process.stdout
-  const report = await runSimulation({
-    database,
+  return runSimulationCommand({
+    database: values.database ?? values.file,
     seed: values.seed,
     operations: count("operations", values.operations),
     runners: count("runners", values.runners),
     processes: count("processes", values.processes),
-    blindResend: values["blind-resend"] === true,
-    durationMs: values.duration === undefined ? undefined : parseDuration(values.duration),
-    progress: out.isTTY === true ? "live" : json ? "none" : "lines",
-    write: (text) => void out.write(text)
-  })
-  process.stdout.write(json ? JSON.stringify(report, null, 2) + "\n" : formatReport(report) + "\n")
-  return report.ok ? 0 : 1
+    duration: values.duration,
+    explain: values.explain === true,
+    json: values.json === true,
+    blindResend: values["blind-resend"] === true
+  }, { stdout: process.stdout, stderr: process.stderr, env: process.env })
 }
 
 main().then(

@@ -1,0 +1,75 @@
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { explainWriteBack } from "./explain.js"
+import { formatReport } from "./format.js"
+import { runSimulation } from "./simulation.js"
+
+/** The options of a simulation run, as a command line gives them (already parsed). */
+export interface SimulationArgs {
+  /** A SQLite file path or a `postgres://` URL (default: `CONNECTOR_STORE_DATABASE`, else a new SQLite file in a temp folder). */
+  readonly database?: string | undefined
+  readonly seed?: string | undefined
+  readonly operations?: number | undefined
+  readonly runners?: number | undefined
+  readonly processes?: number | undefined
+  /** The longest the write-back phase may take: `90s`, `2m`, `500ms` or a plain number of seconds. */
+  readonly duration?: string | undefined
+  readonly explain?: boolean | undefined
+  readonly json?: boolean | undefined
+  readonly blindResend?: boolean | undefined
+}
+
+/** Where a simulation command prints: the report to `stdout`, progress to `stderr` with `--json`. */
+export interface SimulationIO {
+  readonly stdout: { readonly isTTY?: boolean | undefined; write(text: string): unknown }
+  readonly stderr: { readonly isTTY?: boolean | undefined; write(text: string): unknown }
+  readonly env: Readonly<Record<string, string | undefined>>
+}
+
+/**
+ * A duration like `90s`, `2m`, `500ms` or a plain number of seconds, in
+ * milliseconds; anything else is a `RangeError` naming `--duration`.
+ */
+export const parseDuration = (text: string): number => {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim())
+  if (match === null) throw new RangeError(`--duration must look like 90s, 2m or 500ms (got "${text}")`)
+  const value = Number(match[1])
+  return Math.round(match[2] === "ms" ? value : match[2] === "m" ? value * 60_000 : value * 1_000)
+}
+
+/** The database a run uses: the given one, the environment's, or a new SQLite file in a temp folder. */
+export const simulationDatabase = (database: string | undefined, env: SimulationIO["env"]): string =>
+  database ?? env["CONNECTOR_STORE_DATABASE"] ?? env["CONNECTOR_STORE_URL"] ??
+    join(mkdtempSync(join(tmpdir(), "connector-store-sim-")), "connector-store-demo.sqlite")
+
+/**
+ * Runs the simulation (or, with `explain`, the walkthrough of one write-back)
+ * and prints its report. Resolves to the exit code: 0 when every invariant
+ * held, 1 when one failed. Bad options and a database that cannot be opened
+ * reject, before anything is written to the store for a bad option.
+ */
+export const runSimulationCommand = async (args: SimulationArgs, io: SimulationIO): Promise<number> => {
+  const durationMs = args.duration === undefined ? undefined : parseDuration(args.duration)
+  const database = simulationDatabase(args.database, io.env)
+  const json = args.json === true
+  if (args.explain === true) {
+    const walkthrough = await explainWriteBack({ database })
+    io.stdout.write(json ? JSON.stringify(walkthrough, null, 2) + "\n" : walkthrough.text + "\n")
+    return 0
+  }
+  const out = json ? io.stderr : io.stdout
+  const report = await runSimulation({
+    database,
+    seed: args.seed,
+    operations: args.operations,
+    runners: args.runners,
+    processes: args.processes,
+    blindResend: args.blindResend === true,
+    durationMs,
+    progress: out.isTTY === true ? "live" : json ? "none" : "lines",
+    write: (text) => void out.write(text)
+  })
+  io.stdout.write(json ? JSON.stringify(report, null, 2) + "\n" : formatReport(report) + "\n")
+  return report.ok ? 0 : 1
+}
