@@ -1,10 +1,9 @@
 import {
-  compareCodePoints,
+  compareWatchIdentities,
   isAuditCandidate,
   isScheduleDue,
   type ProjectionWatch,
   resumeReaches,
-  type WatchIdentity,
   WatchRepository,
   watchKey
 } from "@connector-store/core"
@@ -14,17 +13,6 @@ import { indexed, indexTable, type MemoryDatabase, reindex } from "./MemoryDatab
 const TABLE = "projection_watch"
 const BY_DOCUMENT = indexTable("projection_watch.document_id")
 
-const identityParts = (row: WatchIdentity) => [row.ownerDID, row.connectorName, row.model, row.accountKey, row.sourceID]
-
-const compareIdentities = (a: WatchIdentity, b: WatchIdentity): number => {
-  const left = identityParts(a)
-  const right = identityParts(b)
-  for (let i = 0; i < left.length; i++) {
-    const order = compareCodePoints(left[i]!, right[i]!)
-    if (order !== 0) return order
-  }
-  return 0
-}
 
 /** The watch table in memory. */
 export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["Type"] => {
@@ -54,7 +42,7 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
     get: (identity) => byKey(watchKey(identity)),
     // Several owners may watch one document: the first identity in byte order, as on SQL.
     getByDocument: (documentID) =>
-      Effect.map(byDocument([documentID]), (rows) => Option.fromNullable(rows.sort((a, b) => compareIdentities(a, b))[0])),
+      Effect.map(byDocument([documentID]), (rows) => Option.fromNullable(rows.sort((a, b) => compareWatchIdentities(a, b))[0])),
     listByDocuments: (documentIDs) => byDocument(documentIDs),
     update: (next, expectedVersion) =>
       db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
@@ -88,8 +76,8 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
     listAuditPage: (after, limit) =>
       Effect.map(find(isAuditCandidate), (rows) =>
         rows
-          .filter((row) => after === undefined || compareIdentities(row, after) > 0)
-          .sort(compareIdentities)
+          .filter((row) => after === undefined || compareWatchIdentities(row, after) > 0)
+          .sort(compareWatchIdentities)
           .slice(0, limit)),
     lockDeferred: (scope) => find((row) => row.verificationStatus === "pending_verification" && resumeReaches(scope, row))
   }
