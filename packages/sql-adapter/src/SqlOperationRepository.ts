@@ -20,7 +20,7 @@ import {
   textOrNull
 } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
-import { byteOrdered } from "./internal/collation.js"
+import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { collectFinishedStatement } from "./internal/retention.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
 import type { TableNames } from "./Tables.js"
@@ -102,9 +102,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     if (query.connectorName !== undefined) clauses.push(sql`connector_name = ${query.connectorName}`)
     const after = query.after
     if (after !== undefined) {
-      clauses.push(sql`(created_at < ${after.createdAt}
-        OR (created_at = ${after.createdAt} AND ${ordered("caller_did")} < ${after.callerDID})
-        OR (created_at = ${after.createdAt} AND caller_did = ${after.callerDID} AND ${ordered("operation_id")} < ${after.operationID}))`)
+      clauses.push(olderThanPosition(sql, after))
     }
     return sql.and(clauses)
   }

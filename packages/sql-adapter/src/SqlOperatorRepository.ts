@@ -14,7 +14,7 @@ import {
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { epoch, type RawRow, text } from "./internal/columns.js"
-import { byteOrdered } from "./internal/collation.js"
+import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { rowReaders } from "./internal/queries.js"
 import { decodeOperation } from "./SqlOperationRepository.js"
 import { decodeRelistRun } from "./SqlRelistRepository.js"
@@ -58,9 +58,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
     if (query.inDoubt !== undefined) clauses.push(query.inDoubt ? inDoubt : sql`NOT ${inDoubt}`)
     const after = query.after
     if (after !== undefined) {
-      clauses.push(sql`(created_at < ${after.createdAt}
-        OR (created_at = ${after.createdAt} AND ${ordered("caller_did")} < ${after.callerDID})
-        OR (created_at = ${after.createdAt} AND caller_did = ${after.callerDID} AND ${ordered("operation_id")} < ${after.operationID}))`)
+      clauses.push(olderThanPosition(sql, after))
     }
     return sql.and(clauses)
   }
