@@ -1,4 +1,4 @@
-import { Effect, FiberRef } from "effect"
+import { Effect, type Fiber, FiberRef } from "effect"
 import { DraftTable } from "./DraftTable.js"
 
 type Table = Map<string, unknown>
@@ -31,6 +31,8 @@ export const reindex = (
 
 interface Transaction {
   readonly drafts: Map<string, DraftTable<unknown>>
+  /** False once committed or rolled back: a fiber still holding it is outside any transaction. */
+  open: boolean
 }
 
 /**
@@ -76,33 +78,47 @@ export class MemoryDatabase {
     for (const wake of woken) wake()
   }
 
-  /** Runs `effect` in a transaction, joining the caller's when there is one. */
+  /** The transaction `fiber` runs in, if any. */
+  private transactionOf(fiber: Fiber.RuntimeFiber<unknown, unknown>): Transaction | undefined {
+    const tx = fiber.getFiberRef(this.current)
+    return tx !== undefined && tx.open ? tx : undefined
+  }
+
+  /**
+   * Runs `effect` in a transaction, joining the caller's when there is one.
+   * The fiber's reference to the transaction is set once and left behind
+   * when it ends (closed, so it counts as none): one fiber-ref write per
+   * transaction instead of a set and a restore.
+   */
   withTransaction<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> {
     return Effect.withFiberRuntime((fiber) => {
-      if (fiber.getFiberRef(this.current) !== undefined) return effect
+      if (this.transactionOf(fiber) !== undefined) return effect
       return Effect.uninterruptibleMask((restore) => {
-        const tx: Transaction = { drafts: new Map() }
+        const tx: Transaction = { drafts: new Map(), open: true }
         const begin: Effect.Effect<void> = Effect.suspend(() => {
           if (this.locked) return Effect.zipRight(restore(this.released), begin)
           this.locked = true
           return FiberRef.set(this.current, tx)
         })
-        const end = (commit: boolean): Effect.Effect<void> =>
-          Effect.zipRight(
-            FiberRef.set(this.current, undefined),
-            Effect.sync(() => {
-              try {
-                if (commit) for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
-              } finally {
-                this.unlock()
-              }
-            })
-          )
+        const end = (commit: boolean): void => {
+          tx.open = false
+          try {
+            if (commit) for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
+          } finally {
+            this.unlock()
+          }
+        }
         return Effect.zipRight(
           begin,
           Effect.matchCauseEffect(restore(effect), {
-            onFailure: (cause) => Effect.zipRight(end(false), Effect.failCause(cause)),
-            onSuccess: (value) => Effect.as(end(true), value)
+            onFailure: (cause) => {
+              end(false)
+              return Effect.failCause(cause)
+            },
+            onSuccess: (value) => {
+              end(true)
+              return Effect.succeed(value)
+            }
           })
         )
       })
@@ -112,7 +128,7 @@ export class MemoryDatabase {
   /** The rows of `name` as the current transaction (or committed state) sees them. */
   read<V>(name: string): Effect.Effect<ReadonlyMap<string, V>> {
     return Effect.withFiberRuntime((fiber) => {
-      const draft = fiber.getFiberRef(this.current)?.drafts.get(name)
+      const draft = this.transactionOf(fiber)?.drafts.get(name)
       return Effect.succeed((draft ?? this.committed.get(name) ?? EMPTY) as ReadonlyMap<string, V>)
     })
   }
@@ -133,7 +149,7 @@ export class MemoryDatabase {
     change: (rows: Map<string, V>, index: Map<string, I>) => A
   ): Effect.Effect<A> {
     const step: Effect.Effect<A> = Effect.withFiberRuntime((fiber) => {
-      const tx = fiber.getFiberRef(this.current)
+      const tx = this.transactionOf(fiber)
       // Outside a transaction, the write is a transaction of its own.
       if (tx === undefined) return this.withTransaction(step)
       try {
