@@ -1,6 +1,6 @@
 import { Data, Effect, Metric } from "effect"
 import { ConcurrentUpdateExhausted } from "../errors.js"
-import { annotateSpanOf } from "./instrument.js"
+import { annotateSpanOf, nativeTracer } from "./instrument.js"
 import { storeSeries } from "./metrics.js"
 
 /** How many times a read-decide-write is tried before it gives up. */
@@ -30,25 +30,28 @@ export const retryOnLostRace = <A, E, R>(
   attempt: Effect.Effect<A, E | LostRace, R>
 ): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> => {
   type Out = Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R>
-  // The span learns the tries once, when the loop ends (and only when a tracer reads it: see `annotateSpanOf`).
-  const tries = (tried: number) =>
-    Effect.withFiberRuntime<void>((fiber) => {
-      annotateSpanOf(fiber, { "connector-store.attempts": tried, "connector-store.retries": tried - 1 })
-      return Effect.void
-    })
-  const loop = (tried: number): Out =>
-    Effect.catchIf(
-      Effect.tap(attempt, () => tries(tried + 1)),
-      (error): error is LostRace => error instanceof LostRace,
-      () =>
-        Effect.zipRight(
-          Metric.increment(lostRaceSeries(method)),
-          tried + 1 >= MAX_CAS_ATTEMPTS
-            ? Effect.zipRight(tries(tried + 1), Effect.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 })))
-            : loop(tried + 1)
-        )
-    ) as Out
-  return loop(0)
+  return Effect.withFiberRuntime((fiber) => {
+    // The span learns the tries when the loop ends, and only when a tracer reads it (see `annotateSpanOf`).
+    const traced = fiber.currentTracer !== nativeTracer
+    const tries = (tried: number) =>
+      Effect.sync(() => annotateSpanOf(fiber, { "connector-store.attempts": tried, "connector-store.retries": tried - 1 }))
+    const loop = (tried: number): Out =>
+      Effect.catchIf(
+        traced ? Effect.tap(attempt, () => tries(tried + 1)) : attempt,
+        (error): error is LostRace => error instanceof LostRace,
+        () =>
+          Effect.zipRight(
+            Metric.increment(lostRaceSeries(method)),
+            tried + 1 >= MAX_CAS_ATTEMPTS
+              ? Effect.zipRight(
+                tries(tried + 1),
+                Effect.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 }))
+              )
+              : loop(tried + 1)
+          )
+      ) as Out
+    return loop(0)
+  })
 }
 
 const lostRaceByMethod = new Map<string, Metric.Metric.Counter<number>>()
