@@ -34,7 +34,10 @@ export const lifecyclePlan = () => {
 
 /** The claim of one planned operation: an update from a local document, re-sendable as a conditional update. */
 export const claimInputOf = (planned) => ({
-  ...planned.key,
+  // The key's fields one by one, not `...planned.key`: on Node 20 a spread followed by new fields costs
+  // ~1.5 µs per field, which would put ~20 µs of the bench's own work into every lifecycle.
+  callerDID: planned.key.callerDID,
+  operationID: planned.key.operationID,
   ownerDID: "did:bench:owner",
   connectorName: "bench-connector",
   model: "Event",

@@ -1,7 +1,9 @@
-import { Effect, FiberRef, Option } from "effect"
+import { Effect, type Fiber, FiberRef } from "effect"
 import { DraftTable } from "./DraftTable.js"
 
 type Table = Map<string, unknown>
+
+const EMPTY: ReadonlyMap<string, unknown> = new Map()
 
 /** The name of a secondary index table: never a store table, never in a snapshot. */
 export const indexTable = (name: string) => `index:${name}`
@@ -29,6 +31,8 @@ export const reindex = (
 
 interface Transaction {
   readonly drafts: Map<string, DraftTable<unknown>>
+  /** False once committed or rolled back: a fiber still holding it is outside any transaction. */
+  open: boolean
 }
 
 /**
@@ -40,31 +44,92 @@ interface Transaction {
  * synchronous step, and a failure or defect drops them, so a failed
  * transaction leaves nothing behind. Reads outside a transaction see only committed
  * state; a write outside one runs in a transaction of its own.
+ *
+ * The lock is the database's own rather than Effect's semaphore, which
+ * always resumes its taker through an asynchronous callback and so sends
+ * every transaction through the scheduler: taking a free lock here is one
+ * synchronous step, so a transaction whose every step is synchronous runs
+ * start to finish on the caller's stack. A transaction that finds the lock
+ * held waits, interruptibly, for a release and then tries again; the lock
+ * itself is only taken uninterruptibly, together with the release's
+ * installation, so an interruption never leaves it held. A release wakes
+ * every waiter, so a waiter interrupted after its wake-up strands no one.
  */
 export class MemoryDatabase {
   private readonly committed = new Map<string, Table>()
-  private readonly lock = Effect.unsafeMakeSemaphore(1)
-  private readonly current = FiberRef.unsafeMake<Option.Option<Transaction>>(Option.none())
+  private readonly current = FiberRef.unsafeMake<Transaction | undefined>(undefined)
+  private locked = false
+  private readonly waiters = new Set<() => void>()
 
-  /** Runs `effect` in a transaction, joining the caller's when there is one. */
+  /** Completes when the lock is released (a waiter then tries to take it again). */
+  private readonly released: Effect.Effect<void> = Effect.async<void>((resume) => {
+    const wake = () => resume(Effect.void)
+    this.waiters.add(wake)
+    return Effect.sync(() => {
+      this.waiters.delete(wake)
+    })
+  })
+
+  private unlock(): void {
+    this.locked = false
+    if (this.waiters.size === 0) return
+    const woken = Array.from(this.waiters)
+    this.waiters.clear()
+    for (const wake of woken) wake()
+  }
+
+  /** The transaction `fiber` runs in, if any. */
+  private transactionOf(fiber: Fiber.RuntimeFiber<unknown, unknown>): Transaction | undefined {
+    const tx = fiber.getFiberRef(this.current)
+    return tx !== undefined && tx.open ? tx : undefined
+  }
+
+  /**
+   * Runs `effect` in a transaction, joining the caller's when there is one.
+   * The fiber's reference to the transaction is set once and left behind
+   * when it ends (closed, so it counts as none): one fiber-ref write per
+   * transaction instead of a set and a restore.
+   */
   withTransaction<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> {
-    return Effect.flatMap(FiberRef.get(this.current), (outer) => {
-      if (Option.isSome(outer)) return effect
-      const tx: Transaction = { drafts: new Map() }
-      return this.lock.withPermits(1)(
-        Effect.tap(Effect.locally(effect, this.current, Option.some(tx)), () =>
-          Effect.sync(() => {
-            for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
-          }))
-      )
+    return Effect.withFiberRuntime((fiber) => {
+      if (this.transactionOf(fiber) !== undefined) return effect
+      return Effect.uninterruptibleMask((restore) => {
+        const tx: Transaction = { drafts: new Map(), open: true }
+        const begin: Effect.Effect<void> = Effect.suspend(() => {
+          if (this.locked) return Effect.zipRight(restore(this.released), begin)
+          this.locked = true
+          return FiberRef.set(this.current, tx)
+        })
+        const end = (commit: boolean): void => {
+          tx.open = false
+          try {
+            if (commit) for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
+          } finally {
+            this.unlock()
+          }
+        }
+        return Effect.zipRight(
+          begin,
+          Effect.matchCauseEffect(restore(effect), {
+            onFailure: (cause) => {
+              end(false)
+              return Effect.failCause(cause)
+            },
+            onSuccess: (value) => {
+              end(true)
+              return Effect.succeed(value)
+            }
+          })
+        )
+      })
     })
   }
 
   /** The rows of `name` as the current transaction (or committed state) sees them. */
   read<V>(name: string): Effect.Effect<ReadonlyMap<string, V>> {
-    return Effect.map(FiberRef.get(this.current), (tx) => {
-      const draft = Option.isSome(tx) ? tx.value.drafts.get(name) : undefined
-      return (draft ?? this.committed.get(name) ?? new Map()) as ReadonlyMap<string, V>
+    return Effect.withFiberRuntime((fiber) => {
+      const draft = this.transactionOf(fiber)?.drafts.get(name)
+      return Effect.succeed((draft ?? this.committed.get(name) ?? EMPTY) as ReadonlyMap<string, V>)
     })
   }
 
@@ -83,22 +148,29 @@ export class MemoryDatabase {
     index: string | undefined,
     change: (rows: Map<string, V>, index: Map<string, I>) => A
   ): Effect.Effect<A> {
-    return this.withTransaction(Effect.flatMap(FiberRef.get(this.current), (tx) =>
-      Effect.sync(() => {
-        const drafts = Option.getOrThrow(tx).drafts
-        const draftOf = (table: string) => {
-          let draft = drafts.get(table)
-          if (draft === undefined) {
-            draft = new DraftTable(this.committed.get(table) ?? new Map())
-            drafts.set(table, draft)
-          }
-          return draft
-        }
-        return change(
-          draftOf(name) as Map<string, V>,
-          (index === undefined ? new Map() : draftOf(index)) as Map<string, I>
-        )
-      })))
+    const step: Effect.Effect<A> = Effect.withFiberRuntime((fiber) => {
+      const tx = this.transactionOf(fiber)
+      // Outside a transaction, the write is a transaction of its own.
+      if (tx === undefined) return this.withTransaction(step)
+      try {
+        return Effect.succeed(change(
+          this.draftOf(tx, name) as Map<string, V>,
+          (index === undefined ? new Map() : this.draftOf(tx, index)) as Map<string, I>
+        ))
+      } catch (defect) {
+        return Effect.die(defect)
+      }
+    })
+    return step
+  }
+
+  private draftOf(tx: Transaction, table: string): DraftTable<unknown> {
+    let draft = tx.drafts.get(table)
+    if (draft === undefined) {
+      draft = new DraftTable(this.committed.get(table) ?? new Map())
+      tx.drafts.set(table, draft)
+    }
+    return draft
   }
 
   /** The names of the tables any transaction has written. */

@@ -1,5 +1,5 @@
 import { PersistenceError, type PersistenceReason } from "@connector-store/core"
-import { Effect } from "effect"
+import { Cause, Effect, Option } from "effect"
 
 /** What the driver said: its error code (SQLSTATE, `SQLITE_*`, a Node `E*` code), if any, and its message. */
 export interface DriverFailure {
@@ -86,6 +86,21 @@ export const classified = <E>(error: E): E => {
 }
 
 /**
+ * `effect` with its failure classified (see `classified`). Only the failure
+ * path does anything: a success passes through untouched (no continuation
+ * is pushed for it), and a failure that needs no classification is passed
+ * on as it is. Like `Effect.mapError`, a classified failure replaces the
+ * cause with its first failure.
+ */
+const classifiedFailure = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.catchAllCause(effect, (cause) => {
+    const failure = Cause.failureOption(cause)
+    if (Option.isNone(failure)) return Effect.failCause(cause)
+    const refined = classified(failure.value)
+    return refined === failure.value ? Effect.failCause(cause) : Effect.fail(refined)
+  })
+
+/**
  * The port with the failure of every effect it returns classified (see
  * `classified`): the one place where SQL driver errors get their reason.
  */
@@ -95,10 +110,10 @@ export const classifiedPort = <S extends object>(service: S): S => {
     out[name] = typeof value === "function"
       ? (...args: ReadonlyArray<unknown>) => {
         const result: unknown = (value as (...a: ReadonlyArray<unknown>) => unknown)(...args)
-        return Effect.isEffect(result) ? Effect.mapError(result, classified) : result
+        return Effect.isEffect(result) ? classifiedFailure(result) : result
       }
       : Effect.isEffect(value)
-      ? Effect.mapError(value, classified)
+      ? classifiedFailure(value)
       : value
   }
   return out as S

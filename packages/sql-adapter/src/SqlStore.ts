@@ -169,13 +169,19 @@ export interface SqlTransaction {
   readonly query: <Row = Record<string, unknown>>(text: string, params?: ReadonlyArray<unknown>) => Promise<ReadonlyArray<Row>>
 }
 
-/** The transaction handle of the calling fiber. */
-const currentTransaction = (sql: SqlClient): Effect.Effect<SqlTransaction> =>
-  Effect.map(Effect.runtime<never>(), (runtime) => ({
-    dialect: sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const }),
+/**
+ * The transaction handle of the calling fiber. Its queries run on the
+ * fiber's runtime (so on its transaction's connection); the runtime is
+ * captured when the handle is made, and only used if the reader queries.
+ */
+const currentTransaction = (sql: SqlClient): Effect.Effect<SqlTransaction> => {
+  const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+  return Effect.map(Effect.runtime<never>(), (runtime) => ({
+    dialect,
     query: <Row>(text: string, params: ReadonlyArray<unknown> = []) =>
       Runtime.runPromise(runtime)(sql.unsafe<Row & object>(text, params)) as Promise<ReadonlyArray<Row>>
   }))
+}
 
 /** The options of `openConnectorStore`. */
 export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerReaders<SqlTransaction>, StoreObservability {

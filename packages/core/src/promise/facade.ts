@@ -1,4 +1,4 @@
-import { Cause, type Clock, Effect, Exit, type ManagedRuntime, Option } from "effect"
+import { Cause, Clock, Context, DefaultServices, Effect, Exit, FiberRefs, type ManagedRuntime, Option, Runtime } from "effect"
 import { StoreClosed } from "../errors.js"
 import type { CollectParams } from "../operation/retention.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
@@ -110,15 +110,74 @@ export interface PromiseStoreParts<H> {
 /** What an opened store's runtime provides: the service, every port, and the snapshot. */
 export type StoreContext = ConnectorStore | StorePorts | StoreSnapshot
 
-/** Builds the Promise facade over a store runtime. */
+/** The store's runtime once built: every call runs on it, with the service at hand. */
+interface Ready {
+  readonly runtime: Runtime.Runtime<StoreContext>
+  readonly store: ConnectorStore["Type"]
+}
+
+/**
+ * Runs `effect` on `runtime` as a Promise. The fiber starts at once, on the
+ * caller's stack; when it finishes there (a synchronous database client and
+ * winner reader), the Promise is settled without waiting on the fiber, else
+ * it settles when the fiber exits. Rejects with the failure (`Cause.squash`).
+ */
+const runOn = <A, E, R>(runtime: Runtime.Runtime<R>, effect: Effect.Effect<A, E, R>): Promise<A> => {
+  const fiber = Runtime.runFork(runtime)(effect)
+  const exit = fiber.unsafePoll()
+  if (exit !== null) return settled(exit)
+  return new Promise<A>((resolve, reject) => {
+    fiber.addObserver((exit) => Exit.isSuccess(exit) ? resolve(exit.value) : reject(Cause.squash(exit.cause)))
+  })
+}
+
+const settled = <A, E>(exit: Exit.Exit<A, E>): Promise<A> =>
+  Exit.isSuccess(exit) ? Promise.resolve(exit.value) : Promise.reject(Cause.squash(exit.cause))
+
+/**
+ * Builds the Promise facade over a store runtime. The runtime is built once
+ * (on the first call, unless the adapter built it already) and the
+ * `ConnectorStore` service taken from it then; the injected clock, if any,
+ * is set in the runtime itself, so a call is one fiber and nothing more.
+ */
 export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnectorStore<H> => {
   const clock: Clock.Clock | undefined = parts.now === undefined ? undefined : clockFrom(parts.now)
-  const run = async <A, E>(effect: Effect.Effect<A, E, ConnectorStore>): Promise<A> => {
-    const exit = await parts.runtime.runPromiseExit(clock === undefined ? effect : Effect.withClock(effect, clock))
-    if (Exit.isSuccess(exit)) return exit.value
-    throw Cause.squash(exit.cause)
+  let ready: Ready | Exit.Exit<never, unknown> | undefined
+  let building: Promise<Ready | Exit.Exit<never, unknown>> | undefined
+  const prepare = (exit: Exit.Exit<Runtime.Runtime<StoreContext>, unknown>): Ready | Exit.Exit<never, unknown> => {
+    if (Exit.isFailure(exit)) return exit as Exit.Exit<never, unknown>
+    const runtime = clock === undefined ? exit.value : Runtime.setFiberRef(
+      exit.value,
+      DefaultServices.currentServices,
+      Context.add(FiberRefs.getOrDefault(exit.value.fiberRefs, DefaultServices.currentServices), Clock.Clock, clock)
+    )
+    return { runtime, store: Context.get(runtime.context, ConnectorStore) }
   }
-  const call: PromiseCall = (use) => run(Effect.flatMap(ConnectorStore, use))
+  /** The runtime built on the spot when its layers build synchronously (the memory adapter's do); `undefined` when they do not. */
+  const builtAtOnce = (): Ready | Exit.Exit<never, unknown> | undefined => {
+    const exit = Effect.runSyncExit(parts.runtime.runtimeEffect)
+    if (Exit.isFailure(exit) && Option.exists(Cause.dieOption(exit.cause), Runtime.isAsyncFiberException)) return undefined
+    return prepare(exit)
+  }
+  /** The built runtime; a failure to build it rejects every call, as running on it would. */
+  const whenReady = <A>(use: (ready: Ready) => Promise<A>): Promise<A> => {
+    if (ready === undefined && building === undefined) ready = builtAtOnce()
+    if (ready !== undefined) return "runtime" in ready ? use(ready) : settled(ready)
+    building ??= Effect.runPromiseExit(parts.runtime.runtimeEffect).then((exit) => ready = prepare(exit))
+    return building.then((built) => "runtime" in built ? use(built) : settled(built))
+  }
+  const run = <A, E>(effect: Effect.Effect<A, E, StoreContext>): Promise<A> =>
+    whenReady((ready) => runOn(ready.runtime, effect))
+  const call: PromiseCall = (use) =>
+    whenReady((ready) => {
+      let effect: Effect.Effect<unknown, unknown>
+      try {
+        effect = use(ready.store)
+      } catch (defect) {
+        return Promise.reject(defect)
+      }
+      return runOn(ready.runtime, effect) as Promise<never>
+    })
   let closed = false
   const store: PromiseConnectorStore<H> = {
     ...promiseWatchMethods(call, parts.handle),

@@ -28,11 +28,44 @@ const toMap = (
   value: ReadonlyMap<string, string | null> | Readonly<Record<string, string | null>>
 ): ReadonlyMap<string, string | null> => value instanceof Map ? value : new Map(Object.entries(value ?? {}))
 
+const digestOf = (digest: unknown): string | null => {
+  if (digest !== null && typeof digest !== "string") throw new TypeError("readWinner returned a non-string digest")
+  return digest
+}
+
+const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+  (typeof value === "object" || typeof value === "function") && value !== null &&
+  typeof (value as { readonly then?: unknown }).then === "function"
+
+/**
+ * What a user's reader answered, as an Effect: `read()` is called at once;
+ * a plain value is checked (`check`) and answered without leaving the fiber,
+ * a thenable is awaited and then checked. A throw, a rejection or a failed
+ * check fails with `failed(cause)`.
+ */
+const answerOf = <A>(
+  read: () => unknown,
+  check: (value: never) => A,
+  failed: (cause: unknown) => WinnerReadFailed
+): Effect.Effect<A, WinnerReadFailed> => {
+  let answer: unknown
+  try {
+    answer = read()
+    if (!isThenable(answer)) return Effect.succeed(check(answer as never))
+  } catch (cause) {
+    return Effect.fail(failed(cause))
+  }
+  const pending = answer
+  return Effect.tryPromise({ try: () => Promise.resolve(pending).then((value) => check(value as never)), catch: failed })
+}
+
 /**
  * Adapts Promise-style readers to the `WinnerReader` port. `handle` yields
  * the adapter's handle on the transaction the read runs in. A reader that
  * throws, rejects or returns something other than a digest or null fails
- * with `WinnerReadFailed`.
+ * with `WinnerReadFailed`. A reader that answers synchronously (a value,
+ * not a Promise) is read synchronously: with a synchronous database client
+ * the whole transition then completes without leaving its fiber.
  */
 export const fromPromiseReaders = <H>(
   readers: PromiseWinnerReaders<H> | undefined,
@@ -43,19 +76,13 @@ export const fromPromiseReaders = <H>(
   return {
     readWinner: readWinner === undefined ? undefined : (documentID) =>
       Effect.flatMap(handle, (tx) =>
-        Effect.tryPromise({
-          try: async () => {
-            const digest = await readWinner(documentID, tx)
-            if (digest !== null && typeof digest !== "string") throw new TypeError("readWinner returned a non-string digest")
-            return digest
-          },
-          catch: (cause) => new WinnerReadFailed({ documentID, cause })
-        })),
+        answerOf(() => readWinner(documentID, tx), digestOf, (cause) => new WinnerReadFailed({ documentID, cause }))),
     readWinners: readWinners === undefined ? undefined : (documentIDs) =>
       Effect.flatMap(handle, (tx) =>
-        Effect.tryPromise({
-          try: async () => toMap(await readWinners(documentIDs, tx)),
-          catch: (cause) => new WinnerReadFailed({ documentID: documentIDs.join(","), cause })
-        }))
+        answerOf(
+          () => readWinners(documentIDs, tx),
+          toMap,
+          (cause) => new WinnerReadFailed({ documentID: documentIDs.join(","), cause })
+        ))
   }
 }

@@ -1,6 +1,7 @@
 import { Data, Effect, Metric } from "effect"
 import { ConcurrentUpdateExhausted } from "../errors.js"
-import { StoreMetrics } from "./metrics.js"
+import { annotateSpanOf, nativeTracer } from "./instrument.js"
+import { storeSeries } from "./metrics.js"
 
 /** How many times a read-decide-write is tried before it gives up. */
 export const MAX_CAS_ATTEMPTS = 6
@@ -28,19 +29,39 @@ export const retryOnLostRace = <A, E, R>(
   identity: string,
   attempt: Effect.Effect<A, E | LostRace, R>
 ): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> => {
-  const tries = (tried: number) =>
-    Effect.annotateCurrentSpan({ "connector-store.attempts": tried, "connector-store.retries": tried - 1 })
-  const loop = (tried: number): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> =>
-    Effect.catchIf(
-      Effect.tap(attempt, () => tries(tried + 1)),
-      (error): error is LostRace => error instanceof LostRace,
-      () =>
-        Effect.zipRight(
-          Metric.increment(Metric.tagged(StoreMetrics.lostRaceRetries, "method", method)),
-          tried + 1 >= MAX_CAS_ATTEMPTS
-            ? Effect.zipRight(tries(tried + 1), Effect.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 })))
-            : loop(tried + 1)
-        )
-    ) as Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R>
-  return loop(0)
+  type Out = Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R>
+  return Effect.withFiberRuntime((fiber) => {
+    // The span learns the tries when the loop ends, and only when a tracer reads it (see `annotateSpanOf`).
+    const traced = fiber.currentTracer !== nativeTracer
+    const tries = (tried: number) =>
+      Effect.sync(() => annotateSpanOf(fiber, { "connector-store.attempts": tried, "connector-store.retries": tried - 1 }))
+    const loop = (tried: number): Out =>
+      Effect.catchIf(
+        traced ? Effect.tap(attempt, () => tries(tried + 1)) : attempt,
+        (error): error is LostRace => error instanceof LostRace,
+        () =>
+          Effect.zipRight(
+            Metric.increment(lostRaceSeries(method)),
+            tried + 1 >= MAX_CAS_ATTEMPTS
+              ? Effect.zipRight(
+                tries(tried + 1),
+                Effect.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 }))
+              )
+              : loop(tried + 1)
+          )
+      ) as Out
+    return loop(0)
+  })
+}
+
+const lostRaceByMethod = new Map<string, Metric.Metric.Counter<number>>()
+
+/** The lost-race counter of `method`, built once per method (see `storeSeries`). */
+const lostRaceSeries = (method: string): Metric.Metric.Counter<number> => {
+  let series = lostRaceByMethod.get(method)
+  if (series === undefined) {
+    series = storeSeries("lostRaceRetries", [["method", method]])
+    lostRaceByMethod.set(method, series)
+  }
+  return series
 }

@@ -1,6 +1,6 @@
-import { Effect, Exit, Metric, Option } from "effect"
+import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, Option } from "effect"
 import { InvalidClockReading, StoreClosed } from "../errors.js"
-import { StoreMetrics } from "./metrics.js"
+import { storeSeries } from "./metrics.js"
 
 /** The span of a public method is named `connector-store.<method>`. */
 export const SPAN_PREFIX = "connector-store."
@@ -50,13 +50,8 @@ export const identityAttributes = (args: ReadonlyArray<unknown>): Record<string,
   return attributes
 }
 
-/** A short word for what a call returned: its outcome string, or `ok`. */
-export const outcomeOf = (exit: Exit.Exit<unknown, unknown>): string => {
-  if (Exit.isFailure(exit)) {
-    const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
-    return typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "defect"
-  }
-  const value = exit.value
+/** The outcome word of a successful call's value: its outcome string, or `ok`. */
+const successOutcome = (value: unknown): string => {
   if (typeof value === "string") return value
   if (typeof value === "boolean") return String(value)
   if (typeof value === "object" && value !== null) {
@@ -68,65 +63,128 @@ export const outcomeOf = (exit: Exit.Exit<unknown, unknown>): string => {
   return "ok"
 }
 
-/** The tracer Effect runs with when none is installed. */
-const nativeTracer = Effect.runSync(Effect.tracer)
+/** The outcome word of a call that failed with `error`: its `_tag`, or `defect`. */
+const failureOutcome = (error: unknown): string =>
+  typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "defect"
+
+/** A short word for what a call returned: its outcome string, or `ok`. */
+export const outcomeOf = (exit: Exit.Exit<unknown, unknown>): string => {
+  if (Exit.isFailure(exit)) return exit.cause._tag === "Fail" ? failureOutcome(exit.cause.error) : "defect"
+  return successOutcome(exit.value)
+}
+
+/** The tracer Effect runs with when none is installed: its spans go nowhere. */
+export const nativeTracer = Effect.runSync(Effect.tracer)
+
+/**
+ * Sets `attributes` on the span the fiber runs in, when a tracer is
+ * installed (with Effect's native tracer nothing reads them, so nothing is
+ * done). No span, nothing done (and no `NoSuchElementException` built, as
+ * `Effect.annotateCurrentSpan` does when there is none).
+ */
+export const annotateSpanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, attributes: Record<string, unknown>): void => {
+  if (fiber.currentTracer === nativeTracer) return
+  const span = fiber.currentSpan
+  if (span === undefined || span._tag !== "Span") return
+  for (const key in attributes) span.attribute(key, attributes[key])
+}
 
 type Method = (...args: ReadonlyArray<never>) => Effect.Effect<unknown, unknown, unknown>
 
-/** One method's metric series, tagged once (tagging builds a new metric key, so it is not done per call). */
-interface MethodMetrics {
+/** What one public method's calls share, built once when the API is instrumented. */
+interface MethodSpec {
+  readonly method: string
+  readonly spanName: string
+  readonly named: (error: unknown) => unknown
+  /** The method's call counter for `outcome` (a series per outcome, built on first use). */
   readonly calls: (outcome: string) => Metric.Metric.Counter<number>
   readonly duration: Metric.Metric.Histogram<number>
 }
 
-const methodMetrics = (method: string): MethodMetrics => {
-  const calls = Metric.tagged(StoreMetrics.calls, "method", method)
+const methodSpec = (method: string): MethodSpec => {
   const byOutcome = new Map<string, Metric.Metric.Counter<number>>()
   return {
+    method,
+    spanName: `${SPAN_PREFIX}${method}`,
+    named: nameMethod(method),
     calls: (outcome) => {
       let counter = byOutcome.get(outcome)
       if (counter === undefined) {
-        counter = Metric.tagged(calls, "outcome", outcome)
+        counter = storeSeries("calls", [["method", method], ["outcome", outcome]])
         byOutcome.set(outcome, counter)
       }
       return counter
     },
-    duration: Metric.tagged(StoreMetrics.duration, "method", method)
+    duration: storeSeries("duration", [["method", method]])
   }
 }
 
+/**
+ * One call of a public method. Everything per call happens in one fiber
+ * step and one exit handler (no chain of combinators): the closed check, the
+ * call, and on exit the error's refinement (see `refine`), the metric
+ * updates and the span's outcome. The span itself is only made when a
+ * tracer is installed.
+ */
 const instrumentCall = (
-  method: string,
-  metrics: MethodMetrics,
+  spec: MethodSpec,
   isClosed: () => boolean,
-  call: () => Effect.Effect<unknown, unknown, unknown>,
-  args: ReadonlyArray<unknown>
-) =>
-  Effect.suspend(() => {
+  call: Method,
+  args: ReadonlyArray<never>
+): Effect.Effect<unknown, unknown, unknown> =>
+  Effect.withFiberRuntime((fiber) => {
     const started = performance.now()
-    return Effect.suspend(() => isClosed() ? Effect.fail(new StoreClosed({ method })) : call()).pipe(
-      // A bad reading of an injected clock dies inside the clock; it is the caller's typed error here.
-      Effect.catchSomeDefect((defect) =>
-        defect instanceof InvalidClockReading ? Option.some(Effect.fail(defect)) : Option.none()
-      ),
-      Effect.mapError(nameMethod(method)),
-      Effect.onExit((exit) => {
-        const outcome = outcomeOf(exit)
-        return Effect.zipRight(
-          Effect.annotateCurrentSpan(`${SPAN_PREFIX}outcome`, outcome),
-          Effect.zipRight(
-            Metric.increment(metrics.calls(outcome)),
-            Metric.update(metrics.duration, performance.now() - started)
-          )
-        )
-      }),
-      (body) =>
-        Effect.tracerWith((tracer) =>
-          // Effect's own tracer exports nowhere: without an installed tracer the span is skipped, which keeps an uninstrumented store fast.
-          tracer === nativeTracer ? body : Effect.withSpan(body, `${SPAN_PREFIX}${method}`, { attributes: identityAttributes(args) })
-        )
+    const finish = (outcome: string): void => {
+      const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
+      spec.calls(outcome).unsafeUpdate(1, labels)
+      spec.duration.unsafeUpdate(performance.now() - started, labels)
+      annotateSpanOf(fiber, { [OUTCOME]: outcome })
+    }
+    let body: Effect.Effect<unknown, unknown, unknown>
+    try {
+      body = isClosed() ? Effect.fail(new StoreClosed({ method: spec.method })) : call(...args)
+    } catch (defect) {
+      body = Effect.die(defect)
+    }
+    const measured = Effect.uninterruptibleMask((restore) =>
+      Effect.matchCauseEffect(restore(body), {
+        onFailure: (cause) => {
+          const error = refine(spec, cause)
+          if (error === NOT_A_FAILURE) {
+            finish("defect")
+            return Effect.failCause(cause)
+          }
+          finish(failureOutcome(error))
+          return Effect.fail(error)
+        },
+        onSuccess: (value) => {
+          finish(successOutcome(value))
+          return Effect.succeed(value)
+        }
+      })
     )
+    // Effect's own tracer exports nowhere: without an installed tracer the span is skipped, which keeps an uninstrumented store fast.
+    return fiber.currentTracer === nativeTracer
+      ? measured
+      : Effect.withSpan(measured, spec.spanName, { attributes: identityAttributes(args) })
   })
+
+const OUTCOME = `${SPAN_PREFIX}outcome`
+const NOT_A_FAILURE: unique symbol = Symbol("not a failure")
+
+/**
+ * The error a failed call fails with: a bad reading of an injected clock
+ * (it dies inside the clock) becomes the caller's typed `InvalidClockReading`;
+ * the first failure of the cause is kept (as `Effect.mapError` would) with
+ * `method` naming the public method. `NOT_A_FAILURE` when the cause holds
+ * neither (a defect, an interruption): it is passed on as it is.
+ */
+const refine = (spec: MethodSpec, cause: Cause.Cause<unknown>): unknown => {
+  const defect = Cause.dieOption(cause)
+  if (Option.isSome(defect) && defect.value instanceof InvalidClockReading) return spec.named(defect.value)
+  const failure = Cause.failureOption(cause)
+  return Option.isSome(failure) ? spec.named(failure.value) : NOT_A_FAILURE
+}
 
 /**
  * The API with every method wrapped once, generically: a call after the
@@ -143,8 +201,8 @@ export const instrumentApi = <Api extends object>(api: Api, isClosed: () => bool
       out[method] = value
       continue
     }
-    const metrics = methodMetrics(method)
-    out[method] = (...args: ReadonlyArray<never>) => instrumentCall(method, metrics, isClosed, () => (value as Method)(...args), args)
+    const spec = methodSpec(method)
+    out[method] = (...args: ReadonlyArray<never>) => instrumentCall(spec, isClosed, value as Method, args)
   }
   return out as Api
 }

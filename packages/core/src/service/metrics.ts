@@ -1,4 +1,17 @@
-import { Metric, MetricBoundaries } from "effect"
+import { Metric, MetricBoundaries, MetricKey, MetricLabel } from "effect"
+
+const keys = {
+  calls: MetricKey.counter("connector_store_calls", { description: "calls of a public method, by method and outcome" }),
+  duration: MetricKey.histogram(
+    "connector_store_call_duration_ms",
+    MetricBoundaries.exponential({ start: 0.25, factor: 2, count: 16 }),
+    "wall time of a public method call in milliseconds"
+  ),
+  lostRaceRetries: MetricKey.counter("connector_store_lost_race_retries", {
+    description: "read-decide-write tries that lost their race and were rolled back",
+    incremental: true
+  })
+} as const
 
 /**
  * The store's Effect metrics. They are recorded whatever the metric backend
@@ -7,18 +20,11 @@ import { Metric, MetricBoundaries } from "effect"
  */
 export const StoreMetrics = {
   /** Calls per public method, tagged `outcome`: the success outcome or the error's `_tag`. */
-  calls: Metric.counter("connector_store_calls", { description: "calls of a public method, by method and outcome" }),
+  calls: Metric.fromMetricKey(keys.calls),
   /** Wall time of each call of a public method in milliseconds (a transition's latency, retries included). */
-  duration: Metric.histogram(
-    "connector_store_call_duration_ms",
-    MetricBoundaries.exponential({ start: 0.25, factor: 2, count: 16 }),
-    "wall time of a public method call in milliseconds"
-  ),
+  duration: Metric.fromMetricKey(keys.duration),
   /** Tries of a read-decide-write that lost their optimistic-concurrency race and were rolled back. */
-  lostRaceRetries: Metric.counter("connector_store_lost_race_retries", {
-    description: "read-decide-write tries that lost their race and were rolled back",
-    incremental: true
-  }),
+  lostRaceRetries: Metric.fromMetricKey(keys.lostRaceRetries),
   /** How many items one due sweep returned, tagged `kind` (`operations` or `watches`). */
   dueSweepSize: Metric.histogram(
     "connector_store_due_sweep_size",
@@ -26,3 +32,18 @@ export const StoreMetrics = {
     "items returned by one due sweep"
   )
 } as const
+
+/**
+ * One series of a `StoreMetrics` metric with its tags fixed (in this order),
+ * as the same series `Metric.tagged(StoreMetrics.x, …)` reads. Built once and
+ * kept: `Metric.tagged` composes a new key on every update (hashing it and
+ * looking it up in the registry each time), while a series built from its
+ * full key finds its registry entry once.
+ */
+export const storeSeries = <K extends keyof typeof keys>(
+  metric: K,
+  tags: ReadonlyArray<readonly [string, string]>
+): (typeof StoreMetrics)[K] =>
+  Metric.fromMetricKey(
+    MetricKey.taggedWithLabels(keys[metric] as MetricKey.MetricKey<any>, tags.map(([key, value]) => MetricLabel.make(key, value)))
+  ) as never
