@@ -1,0 +1,387 @@
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Client from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import Sqlite from "better-sqlite3"
+import { Context, Effect, Exit, FiberRef, Layer, type Scope } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+/**
+ * The project's own SQLite `SqlClient`: `@effect/sql`'s `Client.make` over
+ * one `better-sqlite3` connection, built for short read-decide-write
+ * transactions.
+ *
+ * - Statements are prepared once per SQL text and run synchronously: an
+ *   effect that completes without an asynchronous boundary, so a whole
+ *   transaction whose steps are synchronous (a synchronous winner reader)
+ *   runs in one step of the event loop.
+ * - A transaction begins `BEGIN IMMEDIATE` (it holds the write lock from its
+ *   first statement: no lock statement, no stale-snapshot failure) with
+ *   `BEGIN`, `COMMIT` and `ROLLBACK` prepared once.
+ * - One transaction at a time per connection, in a queue: a statement or a
+ *   transaction of another fiber waits asynchronously for the open one to
+ *   end (the open one may be suspended on an asynchronous winner read), and
+ *   never runs inside it. Within the transaction statements run with no
+ *   queue, scope or semaphore.
+ * - Stores on one file in one process share one connection and its queue
+ *   (ref-counted, closed with the last store; `:memory:` is never shared), so
+ *   a store never busy-waits inside the driver, blocking the event loop, for
+ *   a lock its own process holds. The busy timeout only serves other
+ *   processes.
+ *
+ * Statements run here open no `sql.execute` span, and transactions no
+ * `sql.transaction` span (the stock client opens both).
+ */
+export interface SqliteConnectionOptions {
+  /** A file path, or `:memory:`. */
+  readonly filename: string
+  /** How long a statement waits for another process's lock (default 10 s). */
+  readonly busyTimeoutMs?: number | undefined
+}
+
+const MARKER: unique symbol = Symbol.for("@connector-store/sql-adapter/SqliteConnection")
+
+/** True when `sql` is this module's client (it begins its transactions `IMMEDIATE`). */
+export const isProjectSqliteClient = (sql: Client.SqlClient): boolean =>
+  (sql as unknown as Record<symbol, unknown>)[MARKER] === true
+
+/** How many prepared statements a connection keeps (by SQL text); the oldest go first past it. */
+const STATEMENT_CACHE_SIZE = 500
+
+const failure = (message: string) => (cause: unknown) => new SqlError({ cause, message })
+
+/**
+ * One transaction at a time. `acquire` completes at once when the lock is
+ * free; otherwise the fiber waits (asynchronously, interruptibly) and tries
+ * again when the holder releases it.
+ */
+class TransactionQueue {
+  held = false
+  private readonly waiters = new Set<() => void>()
+
+  /** Completes once the lock is free (without taking it). */
+  readonly free: Effect.Effect<void> = Effect.suspend(() =>
+    this.held ? Effect.zipRight(this.released, this.free) : Effect.void
+  )
+
+  readonly acquire: Effect.Effect<void> = Effect.suspend(() => {
+    if (!this.held) {
+      this.held = true
+      return Effect.void
+    }
+    return Effect.zipRight(this.released, this.acquire)
+  })
+
+  private readonly released: Effect.Effect<void> = Effect.async<void>((resume) => {
+    const wake = () => resume(Effect.void)
+    this.waiters.add(wake)
+    return Effect.sync(() => {
+      this.waiters.delete(wake)
+    })
+  })
+
+  release(): void {
+    this.held = false
+    // Every waiter tries again: one takes the lock, the others wait anew. A
+    // waiter interrupted meanwhile then strands nobody.
+    const woken = [...this.waiters]
+    this.waiters.clear()
+    for (const wake of woken) wake()
+  }
+}
+
+/** One `better-sqlite3` connection, its statement cache and its transaction queue. */
+class SharedDatabase {
+  refs = 0
+  readonly queue = new TransactionQueue()
+  private readonly statements = new Map<string, Sqlite.Statement>()
+  private readonly begin: Sqlite.Statement
+  private readonly commitStatement: Sqlite.Statement
+  private readonly rollbackStatement: Sqlite.Statement
+  /** The connection statements inside a transaction of this database run on. */
+  readonly inTransaction: Connection
+  /** The connection of statements outside any transaction: each waits for the open one to end. */
+  readonly outside: Connection
+
+  constructor(readonly key: string | undefined, readonly db: Sqlite.Database) {
+    this.begin = db.prepare("BEGIN IMMEDIATE")
+    this.commitStatement = db.prepare("COMMIT")
+    this.rollbackStatement = db.prepare("ROLLBACK")
+    const run = (text: string, params: ReadonlyArray<unknown>, raw: boolean) =>
+      Effect.suspend(() => {
+        try {
+          return Effect.succeed(this.runNow(this.prepared(text), params, raw))
+        } catch (cause) {
+          return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+        }
+      })
+    const values = (text: string, params: ReadonlyArray<unknown>) =>
+      Effect.suspend(() => {
+        try {
+          const statement = this.prepared(text)
+          if (!statement.reader) {
+            statement.run(...params)
+            return Effect.succeed<ReadonlyArray<ReadonlyArray<unknown>>>([])
+          }
+          statement.raw(true)
+          try {
+            return Effect.succeed(statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>)
+          } finally {
+            statement.raw(false)
+          }
+        } catch (cause) {
+          return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+        }
+      })
+    const unprepared = (text: string, params: ReadonlyArray<unknown>) =>
+      Effect.suspend(() => {
+        try {
+          return Effect.succeed(this.runNow(db.prepare(text), params, false))
+        } catch (cause) {
+          return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+        }
+      })
+    const connection = (guard: <A>(effect: Effect.Effect<A, SqlError>) => Effect.Effect<A, SqlError>): Connection => ({
+      execute: (text, params, transformRows) =>
+        guard(transformRows === undefined ? run(text, params, false) : Effect.map(run(text, params, false), transformRows)),
+      executeRaw: (text, params) => guard(run(text, params, true)),
+      executeValues: (text, params) => guard(values(text, params)),
+      executeUnprepared: (text, params, transformRows) =>
+        guard(transformRows === undefined ? unprepared(text, params) : Effect.map(unprepared(text, params), transformRows)),
+      executeStream: () => Effect.dieMessage("executeStream is not implemented on this SQLite client")
+    })
+    this.inTransaction = connection((effect) => effect)
+    // Runs at once when no transaction is open; else after it ends. The
+    // check is made when the statement runs, not when the connection was
+    // handed out, so no other fiber's transaction can begin in between.
+    this.outside = connection((effect) => Effect.suspend(() => this.queue.held ? Effect.zipRight(this.queue.free, effect) : effect))
+  }
+
+  prepared(text: string): Sqlite.Statement {
+    const cached = this.statements.get(text)
+    if (cached !== undefined) return cached
+    const statement = this.db.prepare(text)
+    if (this.statements.size >= STATEMENT_CACHE_SIZE) {
+      const oldest = this.statements.keys().next()
+      if (oldest.done !== true) this.statements.delete(oldest.value)
+    }
+    this.statements.set(text, statement)
+    return statement
+  }
+
+  private runNow(statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean): ReadonlyArray<any> {
+    if (statement.reader) return statement.all(...params)
+    const result = statement.run(...params)
+    return raw ? result as unknown as ReadonlyArray<any> : []
+  }
+
+  /** Runs a prepared control statement synchronously, as an effect. */
+  control(statement: "begin" | "commit" | "rollback"): Effect.Effect<void, SqlError> {
+    return Effect.suspend(() => {
+      try {
+        if (statement === "begin") this.begin.run()
+        else if (statement === "commit") this.commitStatement.run()
+        // A failed statement may have rolled the transaction back already.
+        else if (this.db.inTransaction) this.rollbackStatement.run()
+        return Effect.void
+      } catch (cause) {
+        return Effect.fail(new SqlError({ cause, message: `Failed to ${statement} transaction` }))
+      }
+    })
+  }
+
+  savepoint(text: string): Effect.Effect<void, SqlError> {
+    return Effect.try({ try: () => void this.db.exec(text), catch: failure(`Failed to run ${text}`) })
+  }
+
+  clearStatements(): void {
+    this.statements.clear()
+  }
+}
+
+/** Open connections by file (its resolved real path): stores on one file in one process share one. */
+const openDatabases = new Map<string, SharedDatabase>()
+
+/** The registry key of `filename`, or undefined when it must not be shared (`:memory:`, a temporary database). */
+const shareKeyOf = (filename: string): string | undefined => {
+  if (filename === "" || filename === ":memory:" || filename.startsWith("file:")) return undefined
+  const absolute = path.resolve(filename)
+  try {
+    return fs.realpathSync(absolute)
+  } catch {
+    // Not created yet: its folder's real path and its name.
+    try {
+      return path.join(fs.realpathSync(path.dirname(absolute)), path.basename(absolute))
+    } catch {
+      return absolute
+    }
+  }
+}
+
+const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
+  const key = shareKeyOf(options.filename)
+  const existing = key === undefined ? undefined : openDatabases.get(key)
+  if (existing !== undefined) {
+    existing.refs++
+    return existing
+  }
+  const db = new Sqlite(options.filename)
+  try {
+    db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 10_000)}`)
+    db.pragma("journal_mode = WAL")
+  } catch (cause) {
+    db.close()
+    throw cause
+  }
+  const shared = new SharedDatabase(key, db)
+  shared.refs = 1
+  if (key !== undefined) openDatabases.set(key, shared)
+  return shared
+}
+
+const closeDatabase = (shared: SharedDatabase): void => {
+  shared.refs--
+  if (shared.refs > 0) return
+  if (shared.key !== undefined && openDatabases.get(shared.key) === shared) openDatabases.delete(shared.key)
+  shared.clearStatements()
+  shared.db.close()
+}
+
+/** How many stores share the connection to `filename` in this process (0 when none is open); for tests. */
+export const sharedSqliteConnections = (filename: string): number => {
+  const key = shareKeyOf(filename)
+  return key === undefined ? 0 : openDatabases.get(key)?.refs ?? 0
+}
+
+/**
+ * A transaction on `shared`: top-level ones wait their turn in its queue and
+ * begin IMMEDIATE; nested ones (inside a transaction on the same connection)
+ * run in a savepoint. A failed COMMIT is a failure (`SqlError`), after which
+ * the transaction is rolled back if still open.
+ */
+const makeWithTransaction = (shared: SharedDatabase) => {
+  let savepoints = 0
+  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.withFiberRuntime<A, E | SqlError, R>((fiber) => {
+        const context = fiber.currentContext
+        const outer = Context.getOption(context, Client.TransactionConnection)
+        if (outer._tag === "Some" && outer.value[0] === shared.inTransaction) {
+          const depth = outer.value[1] + 1
+          const name = `connector_store_sp_${++savepoints}`
+          return Effect.zipRight(
+            shared.savepoint(`SAVEPOINT ${name}`),
+            Effect.flatMap(
+              Effect.exit(Effect.locally(
+                restore(effect),
+                FiberRef.currentContext,
+                Context.add(context, Client.TransactionConnection, [shared.inTransaction, depth])
+              )),
+              (exit: Exit.Exit<A, E>): Effect.Effect<A, E | SqlError> =>
+                Effect.zipRight(
+                  Exit.isSuccess(exit)
+                    ? shared.savepoint(`RELEASE SAVEPOINT ${name}`)
+                    : Effect.orDie(shared.savepoint(`ROLLBACK TO SAVEPOINT ${name}; RELEASE SAVEPOINT ${name}`)),
+                  exit
+                )
+            )
+          )
+        }
+        const inside = Context.add(context, Client.TransactionConnection, [shared.inTransaction, 0] as const)
+        return Effect.zipRight(
+          restore(shared.queue.acquire),
+          Effect.flatMap(
+            Effect.exit(Effect.zipRight(
+              shared.control("begin"),
+              Effect.flatMap(
+                Effect.exit(Effect.locally(restore(effect), FiberRef.currentContext, inside)),
+                (exit: Exit.Exit<A, E>): Effect.Effect<A, E | SqlError> =>
+                  Exit.isSuccess(exit)
+                    ? Effect.as(
+                      Effect.tapError(shared.control("commit"), () => Effect.ignore(shared.control("rollback"))),
+                      exit.value
+                    )
+                    : Effect.zipRight(Effect.orDie(shared.control("rollback")), exit)
+              )
+            )),
+            (exit: Exit.Exit<A, E | SqlError>) => {
+              shared.queue.release()
+              return exit
+            }
+          )
+        )
+      })
+    )
+}
+
+/**
+ * The client on a connection to `options.filename` (shared with every other
+ * store of this process on that file), closed with the scope.
+ */
+export const make = (
+  options: SqliteConnectionOptions
+): Effect.Effect<Client.SqlClient, SqlError, Scope.Scope | Reactivity.Reactivity> =>
+  Effect.gen(function*() {
+    const shared = yield* Effect.acquireRelease(
+      Effect.try({ try: () => openDatabase(options), catch: failure(`Failed to open ${options.filename}`) }),
+      (shared) => Effect.sync(() => closeDatabase(shared))
+    )
+    const compiler = Statement.makeCompilerSqlite()
+    const base = yield* Client.make({
+      acquirer: Effect.succeed(shared.outside),
+      compiler,
+      spanAttributes: [["db.system.name", "sqlite"]]
+    })
+    return fastClient(base, shared)
+  })
+
+/**
+ * `base` with its statements run straight on the connection: the stock
+ * statement path opens a span and a scope per statement (Statement's
+ * `withConnection`); here a statement compiles and runs on the
+ * transaction's connection, or outside any transaction through the queue.
+ * A statement under a `Statement` transformer takes the stock path.
+ */
+const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlClient => {
+  const sample = base.unsafe("SELECT 1")
+  const Primitive = sample.constructor as new(...args: ReadonlyArray<never>) => Statement.Statement<unknown>
+  const stockCommit = Object.getPrototypeOf(sample).commit as (this: unknown) => Effect.Effect<unknown, SqlError>
+  type Compiled = Statement.Statement<object> & {
+    readonly transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+  }
+  function commit(this: Compiled) {
+    return Effect.withFiberRuntime<ReadonlyArray<object>, SqlError>((fiber) => {
+      if (fiber.getFiberRef(Statement.currentTransformer)._tag === "Some") {
+        return stockCommit.call(this) as Effect.Effect<ReadonlyArray<object>, SqlError>
+      }
+      const [text, params] = this.compile()
+      const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
+      const connection = transaction._tag === "Some" ? transaction.value[0] : shared.outside
+      return connection.execute(text, params, this.transformRows) as Effect.Effect<ReadonlyArray<object>, SqlError>
+    })
+  }
+  const fast = <S>(statement: S): S => {
+    if (statement instanceof Primitive) (statement as unknown as { commit: unknown }).commit = commit
+    return statement
+  }
+  const client: Client.SqlClient = Object.assign(
+    function sql(strings: unknown, ...args: Array<unknown>) {
+      return fast((base as unknown as (...a: Array<unknown>) => unknown)(strings, ...args))
+    } as unknown as Client.SqlClient,
+    base,
+    {
+      unsafe: (text: string, params?: ReadonlyArray<unknown>) => fast(base.unsafe(text, params)),
+      withTransaction: makeWithTransaction(shared),
+      withoutTransforms: () => client,
+      [MARKER]: true
+    }
+  )
+  ;(client as unknown as { safe: unknown }).safe = client
+  return client
+}
+
+/** The project's SQLite client as a layer (also see `layerClient`). */
+export const layer = (options: SqliteConnectionOptions): Layer.Layer<Client.SqlClient, SqlError> =>
+  Layer.scoped(Client.SqlClient, make(options)).pipe(Layer.provide(Reactivity.layer))
