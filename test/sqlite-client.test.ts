@@ -1,5 +1,6 @@
-import { PersistenceError } from "@connector-store/core"
+import { ConnectorStore, type PersistenceError } from "@connector-store/core"
 import {
+  layer,
   makeSqlTransactor,
   openConnectorStore,
   type SqlConnectorStore,
@@ -208,5 +209,32 @@ describe("stores on one SQLite file in one process", () => {
     expect(await a.claimOperation(claimInput())).toMatchObject({ outcome: "claimed" })
     expect(await b.getOperation(KEY)).toBeNull()
     expect(SqliteConnection.sharedSqliteConnections(":memory:")).toBe(0)
+  })
+})
+
+describe("a store on the project's SQLite client", () => {
+  it("runs a whole transition with a synchronous winner reader in one synchronous step (runSync succeeds)", async () => {
+    const runtime = ManagedRuntime.make(
+      layer({ url: freshSqlitePath() }, { readWinner: (documentID) => Effect.succeed(`winner-of-${documentID}`) })
+    )
+    try {
+      const claim = await runtime.runPromise(Effect.flatMap(ConnectorStore, (store) => store.claimOperation(claimInput())))
+      if (claim.outcome !== "claimed") throw new Error(`claim: ${claim.outcome}`)
+      const finalized = runtime.runSync(Effect.flatMap(ConnectorStore, (store) =>
+        Effect.zipRight(
+          store.markOperationSent(KEY, { leaseToken: claim.lease.token }),
+          store.finalizeOperationAndArmWatch(KEY, {
+            leaseToken: claim.lease.token,
+            sourceID: "src-1",
+            documentID: "doc-1",
+            providerEtag: "etag-1",
+            resultEntity: { id: "src-1" },
+            watchDueAt: NOW + 5_000
+          })
+        )))
+      expect(finalized).toMatchObject({ outcome: "committed", watch: { observedWinnerDigest: "winner-of-doc-1" } })
+    } finally {
+      await runtime.dispose()
+    }
   })
 })
