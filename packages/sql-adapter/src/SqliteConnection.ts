@@ -4,7 +4,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
-import { Context, Effect, Exit, FiberRef, Layer, type Scope } from "effect"
+import { Cause, Context, Effect, Exit, FiberRef, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -159,6 +159,21 @@ class SharedDatabase {
     this.outside = connection((effect) => Effect.suspend(() => this.queue.held ? Effect.zipRight(this.queue.free, effect) : effect))
   }
 
+  /** Runs `text` now, on whatever transaction is open: the caller has checked it may. */
+  executeNow(
+    text: string,
+    params: ReadonlyArray<unknown>,
+    transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+  ): Effect.Effect<ReadonlyArray<any>, SqlError> {
+    let rows: ReadonlyArray<any>
+    try {
+      rows = this.runNow(this.prepared(text), params, false)
+    } catch (cause) {
+      return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+    }
+    return Effect.succeed(transformRows === undefined ? rows : transformRows(rows))
+  }
+
   prepared(text: string): Sqlite.Statement {
     const cached = this.statements.get(text)
     if (cached !== undefined) return cached
@@ -177,19 +192,20 @@ class SharedDatabase {
     return raw ? result as unknown as ReadonlyArray<any> : []
   }
 
-  /** Runs a prepared control statement synchronously, as an effect. */
-  control(statement: "begin" | "commit" | "rollback"): Effect.Effect<void, SqlError> {
-    return Effect.suspend(() => {
-      try {
-        if (statement === "begin") this.begin.run()
-        else if (statement === "commit") this.commitStatement.run()
-        // A failed statement may have rolled the transaction back already.
-        else if (this.db.inTransaction) this.rollbackStatement.run()
-        return Effect.void
-      } catch (cause) {
-        return Effect.fail(new SqlError({ cause, message: `Failed to ${statement} transaction` }))
-      }
-    })
+  /**
+   * Runs a prepared control statement now: undefined when it succeeded, else
+   * its failure. A rollback when no transaction is open (a failed statement
+   * may have rolled it back already) does nothing.
+   */
+  control(statement: "begin" | "commit" | "rollback"): SqlError | undefined {
+    try {
+      if (statement === "begin") this.begin.run()
+      else if (statement === "commit") this.commitStatement.run()
+      else if (this.db.inTransaction) this.rollbackStatement.run()
+      return undefined
+    } catch (cause) {
+      return new SqlError({ cause, message: `Failed to ${statement} transaction` })
+    }
   }
 
   savepoint(text: string): Effect.Effect<void, SqlError> {
@@ -290,28 +306,42 @@ const makeWithTransaction = (shared: SharedDatabase) => {
           )
         }
         const inside = Context.add(context, Client.TransactionConnection, [shared.inTransaction, 0] as const)
-        return Effect.zipRight(
-          restore(shared.queue.acquire),
-          Effect.flatMap(
-            Effect.exit(Effect.zipRight(
-              shared.control("begin"),
-              Effect.flatMap(
-                Effect.exit(Effect.locally(restore(effect), FiberRef.currentContext, inside)),
-                (exit: Exit.Exit<A, E>): Effect.Effect<A, E | SqlError> =>
-                  Exit.isSuccess(exit)
-                    ? Effect.as(
-                      Effect.tapError(shared.control("commit"), () => Effect.ignore(shared.control("rollback"))),
-                      exit.value
-                    )
-                    : Effect.zipRight(Effect.orDie(shared.control("rollback")), exit)
+        // Once the lock is ours: begin, run the body with the transaction's
+        // connection in its context, then commit or roll back and hand the
+        // lock on. Everything but the body is synchronous and uninterruptible.
+        const transaction = Effect.suspend(() => {
+          const failedBegin = shared.control("begin")
+          if (failedBegin !== undefined) {
+            shared.queue.release()
+            return Effect.fail(failedBegin)
+          }
+          return Effect.matchCauseEffect(Effect.zipRight(FiberRef.set(FiberRef.currentContext, inside), restore(effect)), {
+            onSuccess: (value) =>
+              Effect.zipRight(
+                FiberRef.set(FiberRef.currentContext, context),
+                Effect.suspend(() => {
+                  const failedCommit = shared.control("commit")
+                  if (failedCommit !== undefined) shared.control("rollback")
+                  shared.queue.release()
+                  return failedCommit === undefined ? Effect.succeed(value) : Effect.fail(failedCommit)
+                })
+              ),
+            onFailure: (cause) =>
+              Effect.zipRight(
+                FiberRef.set(FiberRef.currentContext, context),
+                Effect.suspend(() => {
+                  const failedRollback = shared.control("rollback")
+                  shared.queue.release()
+                  return Effect.failCause(failedRollback === undefined ? cause : Cause.sequential(cause, Cause.die(failedRollback)))
+                })
               )
-            )),
-            (exit: Exit.Exit<A, E | SqlError>) => {
-              shared.queue.release()
-              return exit
-            }
-          )
-        )
+          })
+        })
+        if (!shared.queue.held) {
+          shared.queue.held = true
+          return transaction
+        }
+        return Effect.zipRight(restore(shared.queue.acquire), transaction)
       })
     )
 }
@@ -358,6 +388,12 @@ const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlC
       }
       const [text, params] = this.compile()
       const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
+      // Inside this connection's transaction, or outside any while none is
+      // open: run now. Otherwise the connection decides (waits its turn, or
+      // is another client's transaction).
+      if (transaction._tag === "Some" ? transaction.value[0] === shared.inTransaction : !shared.queue.held) {
+        return shared.executeNow(text, params, this.transformRows)
+      }
       const connection = transaction._tag === "Some" ? transaction.value[0] : shared.outside
       return connection.execute(text, params, this.transformRows) as Effect.Effect<ReadonlyArray<object>, SqlError>
     })
