@@ -7,7 +7,7 @@ import {
   SqliteConnection
 } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Effect, Exit, Fiber, ManagedRuntime } from "effect"
+import { Effect, Exit, Fiber, ManagedRuntime, Runtime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { claimInput, KEY, NOW } from "./operations.fixtures.js"
 import { freshSqlitePath } from "./support/databases.js"
@@ -72,6 +72,32 @@ describe("the project's SQLite client", () => {
     await Promise.all([plain, other])
     const rows = await runtime.runPromise(Effect.flatMap(SqlClient, (sql) => sql<{ v: string }>`SELECT v FROM t ORDER BY v`))
     expect(rows.map((row) => row.v)).toEqual(["other transaction", "plain"])
+  })
+
+  it("runs a statement of a transaction that has ended (a handle kept past it) outside any transaction, never inside another's", async () => {
+    const runtime = clientOn(freshSqlitePath())
+    await runtime.runPromise(Effect.flatMap(SqlClient, (sql) => sql`CREATE TABLE t (v TEXT)`))
+    // The first transaction's runtime, as a winner reader's handle captures it.
+    const kept = await runtime.runPromise(Effect.flatMap(SqlClient, (sql) =>
+      sql.withTransaction(Effect.zipLeft(Effect.runtime<SqlClient>(), sql`INSERT INTO t (v) VALUES ('first')`))
+    ))
+    const entered = deferred()
+    const release = deferred()
+    const failing = runtime.runPromiseExit(Effect.flatMap(SqlClient, (sql) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO t (v) VALUES ('rolled back')`
+        entered.resolve()
+        yield* Effect.promise(() => release.promise)
+        return yield* Effect.fail("abort")
+      }))
+    ))
+    await entered.promise
+    const late = Runtime.runPromise(kept)(Effect.flatMap(SqlClient, (sql) => sql`INSERT INTO t (v) VALUES ('late')`))
+    release.resolve()
+    expect(Exit.isFailure(await failing)).toBe(true)
+    await late
+    const rows = await runtime.runPromise(Effect.flatMap(SqlClient, (sql) => sql<{ v: string }>`SELECT v FROM t ORDER BY v`))
+    expect(rows.map((row) => row.v)).toEqual(["first", "late"])
   })
 
   it("joins an outer transaction: a failed nested one rolls back to its savepoint, the outer one commits", async () => {

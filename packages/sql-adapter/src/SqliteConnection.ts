@@ -100,10 +100,11 @@ class SharedDatabase {
   private readonly begin: Sqlite.Statement
   private readonly commitStatement: Sqlite.Statement
   private readonly rollbackStatement: Sqlite.Statement
-  /** The connection statements inside a transaction of this database run on. */
-  readonly inTransaction: Connection
+  /** The connection of the open transaction (each transaction has its own), if any. */
+  current: Connection | undefined
   /** The connection of statements outside any transaction: each waits for the open one to end. */
   readonly outside: Connection
+  private readonly connectionWith: (guard: <A>(effect: Effect.Effect<A, SqlError>) => Effect.Effect<A, SqlError>) => Connection
 
   constructor(readonly key: string | undefined, readonly db: Sqlite.Database) {
     this.begin = db.prepare("BEGIN IMMEDIATE")
@@ -143,7 +144,7 @@ class SharedDatabase {
           return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
         }
       })
-    const connection = (guard: <A>(effect: Effect.Effect<A, SqlError>) => Effect.Effect<A, SqlError>): Connection => ({
+    this.connectionWith = (guard) => ({
       execute: (text, params, transformRows) =>
         guard(transformRows === undefined ? run(text, params, false) : Effect.map(run(text, params, false), transformRows)),
       executeRaw: (text, params) => guard(run(text, params, true)),
@@ -152,11 +153,25 @@ class SharedDatabase {
         guard(transformRows === undefined ? unprepared(text, params) : Effect.map(unprepared(text, params), transformRows)),
       executeStream: () => Effect.dieMessage("executeStream is not implemented on this SQLite client")
     })
-    this.inTransaction = connection((effect) => effect)
     // Runs at once when no transaction is open; else after it ends. The
     // check is made when the statement runs, not when the connection was
     // handed out, so no other fiber's transaction can begin in between.
-    this.outside = connection((effect) => Effect.suspend(() => this.queue.held ? Effect.zipRight(this.queue.free, effect) : effect))
+    this.outside = this.connectionWith(this.whenFree)
+  }
+
+  private readonly whenFree = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> =>
+    Effect.suspend(() => this.queue.held ? Effect.zipRight(this.queue.free, effect) : effect)
+
+  /**
+   * A connection for one transaction: its statements run at once while that
+   * transaction is open. Once it has ended (a handle kept past it), they run
+   * as statements outside any transaction, never inside another's.
+   */
+  transactionConnection(): Connection {
+    const connection: Connection = this.connectionWith((effect) =>
+      Effect.suspend(() => this.current === connection ? effect : this.whenFree(effect))
+    )
+    return connection
   }
 
   /** Runs `text` now, on whatever transaction is open: the caller has checked it may. */
@@ -284,7 +299,7 @@ const makeWithTransaction = (shared: SharedDatabase) => {
       Effect.withFiberRuntime<A, E | SqlError, R>((fiber) => {
         const context = fiber.currentContext
         const outer = Context.getOption(context, Client.TransactionConnection)
-        if (outer._tag === "Some" && outer.value[0] === shared.inTransaction) {
+        if (outer._tag === "Some" && outer.value[0] === shared.current) {
           const depth = outer.value[1] + 1
           const name = `connector_store_sp_${++savepoints}`
           return Effect.zipRight(
@@ -293,7 +308,7 @@ const makeWithTransaction = (shared: SharedDatabase) => {
               Effect.exit(Effect.locally(
                 restore(effect),
                 FiberRef.currentContext,
-                Context.add(context, Client.TransactionConnection, [shared.inTransaction, depth])
+                Context.add(context, Client.TransactionConnection, [outer.value[0], depth])
               )),
               (exit: Exit.Exit<A, E>): Effect.Effect<A, E | SqlError> =>
                 Effect.zipRight(
@@ -305,16 +320,22 @@ const makeWithTransaction = (shared: SharedDatabase) => {
             )
           )
         }
-        const inside = Context.add(context, Client.TransactionConnection, [shared.inTransaction, 0] as const)
+        const connection = shared.transactionConnection()
+        const inside = Context.add(context, Client.TransactionConnection, [connection, 0] as const)
         // Once the lock is ours: begin, run the body with the transaction's
         // connection in its context, then commit or roll back and hand the
         // lock on. Everything but the body is synchronous and uninterruptible.
+        const end = () => {
+          shared.current = undefined
+          shared.queue.release()
+        }
         const transaction = Effect.suspend(() => {
           const failedBegin = shared.control("begin")
           if (failedBegin !== undefined) {
             shared.queue.release()
             return Effect.fail(failedBegin)
           }
+          shared.current = connection
           return Effect.matchCauseEffect(Effect.zipRight(FiberRef.set(FiberRef.currentContext, inside), restore(effect)), {
             onSuccess: (value) =>
               Effect.zipRight(
@@ -322,7 +343,7 @@ const makeWithTransaction = (shared: SharedDatabase) => {
                 Effect.suspend(() => {
                   const failedCommit = shared.control("commit")
                   if (failedCommit !== undefined) shared.control("rollback")
-                  shared.queue.release()
+                  end()
                   return failedCommit === undefined ? Effect.succeed(value) : Effect.fail(failedCommit)
                 })
               ),
@@ -331,7 +352,7 @@ const makeWithTransaction = (shared: SharedDatabase) => {
                 FiberRef.set(FiberRef.currentContext, context),
                 Effect.suspend(() => {
                   const failedRollback = shared.control("rollback")
-                  shared.queue.release()
+                  end()
                   return Effect.failCause(failedRollback === undefined ? cause : Cause.sequential(cause, Cause.die(failedRollback)))
                 })
               )
@@ -391,7 +412,7 @@ const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlC
       // Inside this connection's transaction, or outside any while none is
       // open: run now. Otherwise the connection decides (waits its turn, or
       // is another client's transaction).
-      if (transaction._tag === "Some" ? transaction.value[0] === shared.inTransaction : !shared.queue.held) {
+      if (transaction._tag === "Some" ? transaction.value[0] === shared.current : !shared.queue.held) {
         return shared.executeNow(text, params, this.transformRows)
       }
       const connection = transaction._tag === "Some" ? transaction.value[0] : shared.outside
