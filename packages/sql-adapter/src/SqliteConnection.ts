@@ -53,28 +53,17 @@ const STATEMENT_CACHE_SIZE = 500
 const failure = (message: string) => (cause: unknown) => new SqlError({ cause, message })
 
 /**
- * One transaction at a time. `acquire` completes at once when the lock is
- * free; otherwise the fiber waits (asynchronously, interruptibly) and tries
- * again when the holder releases it.
+ * One transaction at a time. The holder sets `held`; anyone else waits on
+ * `released` (asynchronously, interruptibly) and checks again when woken.
+ * Checking and taking are one synchronous step of the caller, outside any
+ * interruptible region, so an interruption can never leave the lock taken.
  */
 class TransactionQueue {
   held = false
   private readonly waiters = new Set<() => void>()
 
-  /** Completes once the lock is free (without taking it). */
-  readonly free: Effect.Effect<void> = Effect.suspend(() =>
-    this.held ? Effect.zipRight(this.released, this.free) : Effect.void
-  )
-
-  readonly acquire: Effect.Effect<void> = Effect.suspend(() => {
-    if (!this.held) {
-      this.held = true
-      return Effect.void
-    }
-    return Effect.zipRight(this.released, this.acquire)
-  })
-
-  private readonly released: Effect.Effect<void> = Effect.async<void>((resume) => {
+  /** Completes when the holder next releases the lock. */
+  readonly released: Effect.Effect<void> = Effect.async<void>((resume) => {
     const wake = () => resume(Effect.void)
     this.waiters.add(wake)
     return Effect.sync(() => {
@@ -84,11 +73,22 @@ class TransactionQueue {
 
   release(): void {
     this.held = false
-    // Every waiter tries again: one takes the lock, the others wait anew. A
+    // Every waiter checks again: one takes the lock, the others wait anew. A
     // waiter interrupted meanwhile then strands nobody.
     const woken = [...this.waiters]
     this.waiters.clear()
     for (const wake of woken) wake()
+  }
+}
+
+/** A statement run now, synchronously: its result, or its failure. */
+type RunNow<A> = () => Effect.Effect<A, SqlError>
+
+const attempt = <A>(body: () => A): Effect.Effect<A, SqlError> => {
+  try {
+    return Effect.succeed(body())
+  } catch (cause) {
+    return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
   }
 }
 
@@ -104,63 +104,51 @@ class SharedDatabase {
   current: Connection | undefined
   /** The connection of statements outside any transaction: each waits for the open one to end. */
   readonly outside: Connection
-  private readonly connectionWith: (guard: <A>(effect: Effect.Effect<A, SqlError>) => Effect.Effect<A, SqlError>) => Connection
+  private readonly connectionWith: (guard: <A>(now: RunNow<A>) => Effect.Effect<A, SqlError>) => Connection
 
   constructor(readonly key: string | undefined, readonly db: Sqlite.Database) {
     this.begin = db.prepare("BEGIN IMMEDIATE")
     this.commitStatement = db.prepare("COMMIT")
     this.rollbackStatement = db.prepare("ROLLBACK")
-    const run = (text: string, params: ReadonlyArray<unknown>, raw: boolean) =>
-      Effect.suspend(() => {
+    const run = (text: string, params: ReadonlyArray<unknown>, raw: boolean) => () =>
+      attempt(() => this.runNow(this.prepared(text), params, raw))
+    const values = (text: string, params: ReadonlyArray<unknown>) => () =>
+      attempt((): ReadonlyArray<ReadonlyArray<unknown>> => {
+        const statement = this.prepared(text)
+        if (!statement.reader) {
+          statement.run(...params)
+          return []
+        }
+        statement.raw(true)
         try {
-          return Effect.succeed(this.runNow(this.prepared(text), params, raw))
-        } catch (cause) {
-          return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+          return statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
+        } finally {
+          statement.raw(false)
         }
       })
-    const values = (text: string, params: ReadonlyArray<unknown>) =>
-      Effect.suspend(() => {
-        try {
-          const statement = this.prepared(text)
-          if (!statement.reader) {
-            statement.run(...params)
-            return Effect.succeed<ReadonlyArray<ReadonlyArray<unknown>>>([])
-          }
-          statement.raw(true)
-          try {
-            return Effect.succeed(statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>)
-          } finally {
-            statement.raw(false)
-          }
-        } catch (cause) {
-          return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
-        }
-      })
-    const unprepared = (text: string, params: ReadonlyArray<unknown>) =>
-      Effect.suspend(() => {
-        try {
-          return Effect.succeed(this.runNow(db.prepare(text), params, false))
-        } catch (cause) {
-          return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
-        }
-      })
+    const unprepared = (text: string, params: ReadonlyArray<unknown>) => () =>
+      attempt(() => this.runNow(db.prepare(text), params, false))
+    const transformed = <A extends object>(
+      now: RunNow<ReadonlyArray<A>>,
+      transformRows: (<B extends object>(rows: ReadonlyArray<B>) => ReadonlyArray<B>) | undefined
+    ): RunNow<ReadonlyArray<A>> => transformRows === undefined ? now : () => Effect.map(now(), transformRows)
     this.connectionWith = (guard) => ({
-      execute: (text, params, transformRows) =>
-        guard(transformRows === undefined ? run(text, params, false) : Effect.map(run(text, params, false), transformRows)),
+      execute: (text, params, transformRows) => guard(transformed(run(text, params, false), transformRows)),
       executeRaw: (text, params) => guard(run(text, params, true)),
       executeValues: (text, params) => guard(values(text, params)),
-      executeUnprepared: (text, params, transformRows) =>
-        guard(transformRows === undefined ? unprepared(text, params) : Effect.map(unprepared(text, params), transformRows)),
+      executeUnprepared: (text, params, transformRows) => guard(transformed(unprepared(text, params), transformRows)),
       executeStream: () => Effect.dieMessage("executeStream is not implemented on this SQLite client")
     })
-    // Runs at once when no transaction is open; else after it ends. The
-    // check is made when the statement runs, not when the connection was
-    // handed out, so no other fiber's transaction can begin in between.
     this.outside = this.connectionWith(this.whenFree)
   }
 
-  private readonly whenFree = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> =>
-    Effect.suspend(() => this.queue.held ? Effect.zipRight(this.queue.free, effect) : effect)
+  /**
+   * Runs `now` at once when no transaction is open, else once the open one
+   * has ended. The check and the run are one synchronous step, so no other
+   * fiber's transaction can begin in between.
+   */
+  private readonly whenFree = <A>(now: RunNow<A>): Effect.Effect<A, SqlError> =>
+    Effect.suspend(() => this.queue.held ? Effect.zipRight(this.queue.released, this.whenFree(now)) : now())
 
   /**
    * A connection for one transaction: its statements run at once while that
@@ -168,8 +156,8 @@ class SharedDatabase {
    * as statements outside any transaction, never inside another's.
    */
   transactionConnection(): Connection {
-    const connection: Connection = this.connectionWith((effect) =>
-      Effect.suspend(() => this.current === connection ? effect : this.whenFree(effect))
+    const connection: Connection = this.connectionWith((now) =>
+      Effect.suspend(() => this.current === connection ? now() : this.whenFree(now))
     )
     return connection
   }
@@ -358,11 +346,14 @@ const makeWithTransaction = (shared: SharedDatabase) => {
               )
           })
         })
-        if (!shared.queue.held) {
+        // Taken in the same synchronous step as the check, outside `restore`:
+        // only the wait is interruptible.
+        const takeTurn: Effect.Effect<A, E | SqlError, R> = Effect.suspend(() => {
+          if (shared.queue.held) return Effect.zipRight(restore(shared.queue.released), takeTurn)
           shared.queue.held = true
           return transaction
-        }
-        return Effect.zipRight(restore(shared.queue.acquire), transaction)
+        })
+        return takeTurn
       })
     )
 }
