@@ -141,7 +141,7 @@ const aimOf = ({ database, workers, reader = "sync" }) =>
 
 /** One case of the table: its name, aim and worker count all follow from its setup. */
 const watchCase = (setup) => ({
-  name: `${setup.database} · ${setup.api === "promise" ? "Promise" : "Effect"} API · ${setup.reader ?? "sync"} reader · ${setup.workers} worker${setup.workers === 1 ? "" : "s"}`,
+  name: `${setup.database} · ${setup.api === "promise" ? "Promise" : "Effect"} API · ${setup.database === "sqlite" ? `${setup.reader ?? "sync"} reader · ` : ""}${setup.workers} worker${setup.workers === 1 ? "" : "s"}`,
   aim: aimOf(setup),
   workers: setup.workers,
   open: (context) => openCase(setup, context)
