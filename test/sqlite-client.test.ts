@@ -11,6 +11,7 @@ import { Effect, Exit, Fiber, ManagedRuntime, Runtime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { claimInput, KEY, NOW } from "./operations.fixtures.js"
 import { freshSqlitePath } from "./support/databases.js"
+import { type RecordedSpan, recordingTracer } from "./support/secrecy.js"
 
 const open: Array<SqlConnectorStore> = []
 const runtimes: Array<ManagedRuntime.ManagedRuntime<SqlClient, unknown>> = []
@@ -98,6 +99,19 @@ describe("the project's SQLite client", () => {
     await late
     const rows = await runtime.runPromise(Effect.flatMap(SqlClient, (sql) => sql<{ v: string }>`SELECT v FROM t ORDER BY v`))
     expect(rows.map((row) => row.v)).toEqual(["first", "late"])
+  })
+
+  it("opens the stock client's spans (sql.transaction, sql.execute) when a tracer is installed, none otherwise", async () => {
+    const runtime = clientOn(freshSqlitePath())
+    const spans: Array<RecordedSpan> = []
+    const work = Effect.flatMap(SqlClient, (sql) =>
+      Effect.zipRight(sql`CREATE TABLE IF NOT EXISTS t (v TEXT)`, sql.withTransaction(sql`INSERT INTO t (v) VALUES ('x')`))
+    )
+    await runtime.runPromise(work)
+    expect(spans).toEqual([])
+    await runtime.runPromise(Effect.withTracer(work, recordingTracer(spans)))
+    expect(spans.map((span) => span.name)).toEqual(["sql.execute", "sql.transaction", "sql.execute"])
+    expect(spans[2]?.attributes.get("db.query.text")).toBe("INSERT INTO t (v) VALUES ('x')")
   })
 
   it("joins an outer transaction: a failed nested one rolls back to its savepoint, the outer one commits", async () => {

@@ -31,8 +31,9 @@ import * as path from "node:path"
  *   a lock its own process holds. The busy timeout only serves other
  *   processes.
  *
- * Statements run here open no `sql.execute` span, and transactions no
- * `sql.transaction` span (the stock client opens both).
+ * Without an installed tracer, statements open no `sql.execute` span and
+ * transactions no `sql.transaction` span (Effect's own tracer exports
+ * nowhere); with one, they get both, as on the stock client.
  */
 export interface SqliteConnectionOptions {
   /** A file path, or `:memory:`. */
@@ -379,14 +380,19 @@ export const make = (
     return fastClient(base, shared)
   })
 
+/** Effect's own tracer, which exports nowhere: with it, spans are skipped. */
+const nativeTracer = Effect.runSync(Effect.tracer)
+
 /**
  * `base` with its statements run straight on the connection: the stock
  * statement path opens a span and a scope per statement (Statement's
  * `withConnection`); here a statement compiles and runs on the
  * transaction's connection, or outside any transaction through the queue.
- * A statement under a `Statement` transformer takes the stock path.
+ * A statement under a `Statement` transformer, or run with a tracer
+ * installed (so it gets its `sql.execute` span), takes the stock path.
  */
 const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlClient => {
+  const withTransaction = makeWithTransaction(shared)
   const sample = base.unsafe("SELECT 1")
   const Primitive = sample.constructor as new(...args: ReadonlyArray<never>) => Statement.Statement<unknown>
   const stockCommit = Object.getPrototypeOf(sample).commit as (this: unknown) => Effect.Effect<unknown, SqlError>
@@ -395,7 +401,7 @@ const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlC
   }
   function commit(this: Compiled) {
     return Effect.withFiberRuntime<ReadonlyArray<object>, SqlError>((fiber) => {
-      if (fiber.getFiberRef(Statement.currentTransformer)._tag === "Some") {
+      if (fiber.currentTracer !== nativeTracer || fiber.getFiberRef(Statement.currentTransformer)._tag === "Some") {
         return stockCommit.call(this) as Effect.Effect<ReadonlyArray<object>, SqlError>
       }
       const [text, params] = this.compile()
@@ -421,7 +427,13 @@ const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlC
     base,
     {
       unsafe: (text: string, params?: ReadonlyArray<unknown>) => fast(base.unsafe(text, params)),
-      withTransaction: makeWithTransaction(shared),
+      // With a tracer installed, transactions get the stock client's span.
+      withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Effect.tracerWith((tracer) =>
+          tracer === nativeTracer
+            ? withTransaction(effect)
+            : Effect.withSpan(withTransaction(effect), "sql.transaction", { kind: "client", captureStackTrace: false })
+        ),
       withoutTransforms: () => client,
       [MARKER]: true
     }
