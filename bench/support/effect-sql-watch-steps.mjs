@@ -2,14 +2,15 @@
 // and decisions (raw-watch-steps.mjs) run through @effect/sql's own client
 // and transactions, with none of the project's code. Project vs this shows
 // what the project adds; this vs raw shows what @effect/sql itself costs.
+import { SqliteConnection } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { decisions, identityParams, lostRace, manualOnly, numbered, statements } from "./raw-watch-steps.mjs"
 
 /**
  * The watch steps on a `ManagedRuntime` providing `SqlClient`: one
- * `sql.withTransaction` per step (SQLite: the client's no-op-write lock
- * first, as the store does; Postgres: FOR UPDATE), one `runPromise` per step.
+ * `sql.withTransaction` per step (SQLite: on the stock client, the no-op-write
+ * lock first, as the store does; Postgres: FOR UPDATE), one `runPromise` per step.
  */
 export const effectSqlSteps = async (runtime, table, winners) => {
   const sql = await runtime.runPromise(SqlClient)
@@ -18,7 +19,10 @@ export const effectSqlSteps = async (runtime, table, winners) => {
     Object.entries(statements(table)).map(([name, text]) => [name, isPg ? numbered(text) : text])
   )
   const lockRead = isPg ? `${texts.select} FOR UPDATE` : texts.select
-  const takeLock = isPg ? Effect.void : sql.unsafe(`UPDATE ${table} SET version = version WHERE 0 = 1`)
+  // The project's SQLite client begins IMMEDIATE: no lock statement there.
+  const takeLock = isPg || SqliteConnection.isProjectSqliteClient(sql)
+    ? Effect.void
+    : sql.unsafe(`UPDATE ${table} SET version = version WHERE 0 = 1`)
   const decide = decisions(winners)
   const step = (name) => (identity, input) =>
     runtime.runPromise(sql.withTransaction(Effect.gen(function*() {

@@ -2,6 +2,7 @@
 // and decisions (operation-raw-steps.mjs) run through @effect/sql's own
 // client and transactions, with none of the project's code. Project vs this
 // shows what the project adds; this vs raw shows what @effect/sql costs.
+import { SqliteConnection } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { claimRow, identityOf, missed, numbered, statements } from "./operation-raw-steps.mjs"
@@ -16,7 +17,10 @@ export const effectSqlLifecycle = async (runtime, tables, winnerOf) => {
   const sql = await runtime.runPromise(SqlClient)
   const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
   const texts = Object.fromEntries(Object.entries(statements(tables)).map(([name, text]) => [name, isPg ? numbered(text) : text]))
-  const takeLock = isPg ? Effect.void : sql.unsafe(`UPDATE ${tables.operation} SET version = version WHERE 0 = 1`)
+  // The project's SQLite client begins IMMEDIATE: no lock statement there.
+  const takeLock = isPg || SqliteConnection.isProjectSqliteClient(sql)
+    ? Effect.void
+    : sql.unsafe(`UPDATE ${tables.operation} SET version = version WHERE 0 = 1`)
   const rows = (name, params, lock = false) => sql.unsafe(isPg && lock ? `${texts[name]} FOR UPDATE` : texts[name], params)
   const changes = (name, params) => Effect.map(sql.unsafe(texts[name], params).raw, (result) => isPg ? result.rowCount : result.changes)
   const expectOne = (step) => (n) => n === 1 ? Effect.void : Effect.die(missed(step))

@@ -67,7 +67,9 @@ export const claimRow = (input, now) => {
 /**
  * The lifecycle's steps over a `run(name, params)` → rows function that
  * executes inside the current transaction, with the same decisions on both
- * drivers. `tx(body)` runs `body` in one locked transaction.
+ * drivers. `tx(body)` runs `body` in one locked transaction. `winnerOf`
+ * answers a winner or a Promise of one (an asynchronous reader, awaited
+ * inside the transaction).
  */
 const lifecycleSteps = (run, tx, winnerOf) => ({
   claim: async (input) => {
@@ -95,7 +97,8 @@ const lifecycleSteps = (run, tx, winnerOf) => ({
       const others = (await run("watchesOfDocument", [input.documentID])).filter((w) =>
         w.owner_did === op.owner_did && w.model === op.model && w.source_id !== input.sourceID)
       const [existing] = await run("selectWatch", identity, true)
-      const winner = winnerOf(input.documentID)
+      const read = winnerOf(input.documentID)
+      const winner = read instanceof Promise ? await read : read
       const version = Number(op.version)
       const attempts = op.send_marker === input.leaseToken ? Number(op.attempts) : Number(op.attempts) + 1
       const committed = await run("commit", [

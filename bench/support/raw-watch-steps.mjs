@@ -101,11 +101,14 @@ export const manualOnly = (reason) => {
 
 /**
  * The steps on `better-sqlite3`: prepared statements, each step one
- * `BEGIN IMMEDIATE` transaction (the write lock before the read), fully
- * synchronous as one writes it by hand. Same journal mode (WAL) and busy
+ * `BEGIN IMMEDIATE` transaction (the write lock before the read). With a
+ * synchronous winner reader (`reader` "sync"), fully synchronous as one
+ * writes it by hand; with an asynchronous one ("async"), the steps that read
+ * a winner await it (a Promise) between the locked read and the write, the
+ * transaction held across the await. Same journal mode (WAL) and busy
  * timeout as the store's SQLite client.
  */
-export const rawSqliteSteps = (file, table, winners) => {
+export const rawSqliteSteps = (file, table, winners, reader = "sync") => {
   const db = new Database(file)
   db.pragma("journal_mode = WAL")
   db.pragma("busy_timeout = 10000")
@@ -113,15 +116,33 @@ export const rawSqliteSteps = (file, table, winners) => {
     Object.entries(statements(table)).map(([name, text]) => [name, db.prepare(text)])
   )
   const decide = decisions(winners)
-  const step = (name) =>
+  const syncStep = (name) =>
     db.transaction((identity, input) => {
       const { outcome, write } = decide[name](prepared.select.get(...identityParams(identity)), identity, input)
       if (write !== undefined && prepared[write[0]].run(...write[1]).changes !== 1) throw lostRace(name)
       return outcome
     }).immediate
-  const claim = step("claimWatchAttempt")
-  const verify = step("recordVerification")
-  const arm = step("armWatch")
+  const [begin, commit, rollback] = ["BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"].map((text) => db.prepare(text))
+  const readWinner = async (documentID) => winners.get(documentID) ?? null
+  const asyncStep = (name, readsWinner) => async (identity, input) => {
+    begin.run()
+    try {
+      const row = prepared.select.get(...identityParams(identity))
+      // The decision reads the same map; the await is the reader's cost.
+      if (readsWinner && row !== undefined) await readWinner(row.document_id)
+      const { outcome, write } = decide[name](row, identity, input)
+      if (write !== undefined && prepared[write[0]].run(...write[1]).changes !== 1) throw lostRace(name)
+      commit.run()
+      return outcome
+    } catch (error) {
+      if (db.inTransaction) rollback.run()
+      throw error
+    }
+  }
+  const step = (name, readsWinner) => reader === "async" ? asyncStep(name, readsWinner) : syncStep(name)
+  const claim = step("claimWatchAttempt", false)
+  const verify = step("recordVerification", true)
+  const arm = step("armWatch", true)
   return {
     claimWatchAttempt: claim,
     recordVerification: verify,

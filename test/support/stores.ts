@@ -1,4 +1,4 @@
-import type { ConnectorStore, PersistenceError, StorePorts, StoreSnapshot, WinnerReaders } from "@connector-store/core"
+import { ConnectorStore, type PersistenceError, type StorePorts, type StoreSnapshot, WinnerReader, type WinnerReaders } from "@connector-store/core"
 import * as Memory from "@connector-store/memory-adapter"
 import * as Sql from "@connector-store/sql-adapter"
 import { Layer } from "effect"
@@ -32,6 +32,35 @@ const sqlite: AdapterUnderTest = {
   connection: async () => ({ url: freshSqlitePath() })
 }
 
+/**
+ * SQLite over the stock `@effect/sql-sqlite-node` client, as a user who
+ * brings their own provides it (`layerPorts` over an ambient `SqlClient`).
+ * Only its Effect layer is on the stock client: `openConnectorStore`
+ * always opens the project's.
+ */
+export const stockSqliteAdapter: AdapterUnderTest = {
+  name: "sqlite",
+  layer: (readers) =>
+    ConnectorStore.layer.pipe(
+      Layer.provideMerge(Sql.layerPorts),
+      Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
+      Layer.provideMerge(Layer.orDie(Sql.Tables.layer())),
+      Layer.provideMerge(Sql.layerStockSqliteClient(freshSqlitePath()))
+    ),
+  connection: async () => ({ url: freshSqlitePath() })
+}
+
+let stockSqliteOnly = false
+
+/**
+ * From now on in this test file, `adaptersUnderTest` answers the stock-client
+ * SQLite adapter alone: a file calls it, then imports the suites it re-runs
+ * on that client (see sqlite-stock-client.test.ts).
+ */
+export const useStockSqliteOnly = (): void => {
+  stockSqliteOnly = true
+}
+
 /** Postgres: one database per test file, one table prefix per store. */
 export const postgresAdapter = async (): Promise<AdapterUnderTest> => {
   const url = await pgDatabaseForFile()
@@ -59,4 +88,4 @@ const absentPostgres: AdapterUnderTest = {
  * the run's summary when it is absent, an error in CI).
  */
 export const adaptersUnderTest = async (): Promise<ReadonlyArray<AdapterUnderTest>> =>
-  [memory, sqlite, pgAvailable ? await postgresAdapter() : absentPostgres]
+  stockSqliteOnly ? [stockSqliteAdapter] : [memory, sqlite, pgAvailable ? await postgresAdapter() : absentPostgres]

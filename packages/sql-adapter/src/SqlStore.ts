@@ -27,6 +27,7 @@ import {
 } from "@connector-store/core"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as SqliteConnection from "./SqliteConnection.js"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Context, Duration, Effect, Exit, Layer, ManagedRuntime, Redacted, Runtime } from "effect"
 import { migrate } from "./migrations.js"
@@ -107,8 +108,11 @@ export interface SqlConnection {
 export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//.test(url)
 
 /**
- * The `SqlClient` for `connection`. SQLite gets WAL (the client's default)
- * and a busy timeout, so several processes can share one file.
+ * The `SqlClient` for `connection`. SQLite gets the project's own client
+ * (see `SqliteConnection`): WAL, a busy timeout for other processes on the
+ * file, and one connection shared by every store of this process on it.
+ * The stock `@effect/sql-sqlite-node` client still works, provided to
+ * `layerPorts` by the caller (see `layerStockSqliteClient`).
  */
 export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, PersistenceError> => {
   // The Effect layer's error channel is PersistenceError; the bad option travels as its cause.
@@ -121,13 +125,29 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
       applicationName: connection.applicationName ?? DEFAULT_APPLICATION_NAME,
       idleTimeout: Duration.seconds(30)
     })
-    : Layer.effectDiscard(Effect.flatMap(SqlClient, (sql) =>
-      sql.unsafe(`PRAGMA busy_timeout = ${Math.trunc(connection.busyTimeoutMs ?? 10_000)}`)
-    )).pipe(Layer.provideMerge(SqliteClient.layer({ filename: connection.url })))
+    : SqliteConnection.layer({ filename: connection.url, busyTimeoutMs: connection.busyTimeoutMs })
   // The SQLite driver throws (a defect) when the file cannot be opened.
   return Layer.catchAllCause(client, (cause) =>
     Layer.fail(classified(new PersistenceError({ operation: "connect", cause: Cause.squash(cause) }))))
 }
+
+/**
+ * The stock `@effect/sql-sqlite-node` client on `filename`, with the busy
+ * timeout the store expects (WAL is its default): what a user who brings
+ * that client provides to `layerPorts`. Its transactions begin deferred, so
+ * the store takes the write lock as their first statement (`takeWriteLock`).
+ */
+export const layerStockSqliteClient = (
+  filename: string,
+  busyTimeoutMs = 10_000
+): Layer.Layer<SqlClient | SqliteClient.SqliteClient, PersistenceError> =>
+  Layer.effectDiscard(Effect.flatMap(SqlClient, (sql) => sql.unsafe(`PRAGMA busy_timeout = ${Math.trunc(busyTimeoutMs)}`)))
+    .pipe(
+      Layer.provideMerge(SqliteClient.layer({ filename })),
+      Layer.catchAllCause((cause) =>
+        Layer.fail(classified(new PersistenceError({ operation: "connect", cause: Cause.squash(cause) })))
+      )
+    )
 
 /** The checks of the SQL connection options (the shared ones are in `openOptionsProblem`). */
 const connectionChecks = (options: unknown) => [

@@ -1,0 +1,447 @@
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Client from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import Sqlite from "better-sqlite3"
+import { Cause, Context, Effect, Exit, FiberRef, Layer, type Scope } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+/**
+ * The project's own SQLite `SqlClient`: `@effect/sql`'s `Client.make` over
+ * one `better-sqlite3` connection, built for short read-decide-write
+ * transactions.
+ *
+ * - Statements are prepared once per SQL text and run synchronously: an
+ *   effect that completes without an asynchronous boundary, so a whole
+ *   transaction whose steps are synchronous (a synchronous winner reader)
+ *   runs in one step of the event loop.
+ * - A transaction begins `BEGIN IMMEDIATE` (it holds the write lock from its
+ *   first statement: no lock statement, no stale-snapshot failure) with
+ *   `BEGIN`, `COMMIT` and `ROLLBACK` prepared once.
+ * - One transaction at a time per connection, in a queue: a statement or a
+ *   transaction of another fiber waits asynchronously for the open one to
+ *   end (the open one may be suspended on an asynchronous winner read), and
+ *   never runs inside it. Within the transaction statements run with no
+ *   queue, scope or semaphore.
+ * - Stores on one file in one process share one connection and its queue
+ *   (ref-counted, closed with the last store; `:memory:` is never shared), so
+ *   a store never busy-waits inside the driver, blocking the event loop, for
+ *   a lock its own process holds. The busy timeout only serves other
+ *   processes.
+ *
+ * Without an installed tracer, statements open no `sql.execute` span and
+ * transactions no `sql.transaction` span (Effect's own tracer exports
+ * nowhere); with one, they get both, as on the stock client.
+ */
+export interface SqliteConnectionOptions {
+  /** A file path, or `:memory:`. */
+  readonly filename: string
+  /** How long a statement waits for another process's lock (default 10 s). */
+  readonly busyTimeoutMs?: number | undefined
+}
+
+const MARKER: unique symbol = Symbol.for("@connector-store/sql-adapter/SqliteConnection")
+
+/** True when `sql` is this module's client (it begins its transactions `IMMEDIATE`). */
+export const isProjectSqliteClient = (sql: Client.SqlClient): boolean =>
+  (sql as unknown as Record<symbol, unknown>)[MARKER] === true
+
+/** How many prepared statements a connection keeps (by SQL text); the oldest go first past it. */
+const STATEMENT_CACHE_SIZE = 500
+
+const failure = (message: string) => (cause: unknown) => new SqlError({ cause, message })
+
+/**
+ * One transaction at a time. The holder sets `held`; anyone else waits on
+ * `released` (asynchronously, interruptibly) and checks again when woken.
+ * Checking and taking are one synchronous step of the caller, outside any
+ * interruptible region, so an interruption can never leave the lock taken.
+ */
+class TransactionQueue {
+  held = false
+  private readonly waiters = new Set<() => void>()
+
+  /** Completes when the holder next releases the lock. */
+  readonly released: Effect.Effect<void> = Effect.async<void>((resume) => {
+    const wake = () => resume(Effect.void)
+    this.waiters.add(wake)
+    return Effect.sync(() => {
+      this.waiters.delete(wake)
+    })
+  })
+
+  release(): void {
+    this.held = false
+    // Every waiter checks again: one takes the lock, the others wait anew. A
+    // waiter interrupted meanwhile then strands nobody.
+    const woken = [...this.waiters]
+    this.waiters.clear()
+    for (const wake of woken) wake()
+  }
+}
+
+/** A statement run now, synchronously: its result, or its failure. */
+type RunNow<A> = () => Effect.Effect<A, SqlError>
+
+const attempt = <A>(body: () => A): Effect.Effect<A, SqlError> => {
+  try {
+    return Effect.succeed(body())
+  } catch (cause) {
+    return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+  }
+}
+
+/** One `better-sqlite3` connection, its statement cache and its transaction queue. */
+class SharedDatabase {
+  refs = 0
+  readonly queue = new TransactionQueue()
+  private readonly statements = new Map<string, Sqlite.Statement>()
+  private readonly begin: Sqlite.Statement
+  private readonly commitStatement: Sqlite.Statement
+  private readonly rollbackStatement: Sqlite.Statement
+  /** The connection of the open transaction (each transaction has its own), if any. */
+  current: Connection | undefined
+  /** The connection of statements outside any transaction: each waits for the open one to end. */
+  readonly outside: Connection
+  private readonly connectionWith: (guard: <A>(now: RunNow<A>) => Effect.Effect<A, SqlError>) => Connection
+
+  constructor(readonly key: string | undefined, readonly db: Sqlite.Database) {
+    this.begin = db.prepare("BEGIN IMMEDIATE")
+    this.commitStatement = db.prepare("COMMIT")
+    this.rollbackStatement = db.prepare("ROLLBACK")
+    const run = (text: string, params: ReadonlyArray<unknown>, raw: boolean) => () =>
+      attempt(() => this.runNow(this.prepared(text), params, raw))
+    const values = (text: string, params: ReadonlyArray<unknown>) => () =>
+      attempt((): ReadonlyArray<ReadonlyArray<unknown>> => {
+        const statement = this.prepared(text)
+        if (!statement.reader) {
+          statement.run(...params)
+          return []
+        }
+        statement.raw(true)
+        try {
+          return statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
+        } finally {
+          statement.raw(false)
+        }
+      })
+    const unprepared = (text: string, params: ReadonlyArray<unknown>) => () =>
+      attempt(() => this.runNow(db.prepare(text), params, false))
+    const transformed = <A extends object>(
+      now: RunNow<ReadonlyArray<A>>,
+      transformRows: (<B extends object>(rows: ReadonlyArray<B>) => ReadonlyArray<B>) | undefined
+    ): RunNow<ReadonlyArray<A>> => transformRows === undefined ? now : () => Effect.map(now(), transformRows)
+    this.connectionWith = (guard) => ({
+      execute: (text, params, transformRows) => guard(transformed(run(text, params, false), transformRows)),
+      executeRaw: (text, params) => guard(run(text, params, true)),
+      executeValues: (text, params) => guard(values(text, params)),
+      executeUnprepared: (text, params, transformRows) => guard(transformed(unprepared(text, params), transformRows)),
+      executeStream: () => Effect.dieMessage("executeStream is not implemented on this SQLite client")
+    })
+    this.outside = this.connectionWith(this.whenFree)
+  }
+
+  /**
+   * Runs `now` at once when no transaction is open, else once the open one
+   * has ended. The check and the run are one synchronous step, so no other
+   * fiber's transaction can begin in between.
+   */
+  private readonly whenFree = <A>(now: RunNow<A>): Effect.Effect<A, SqlError> =>
+    Effect.suspend(() => this.queue.held ? Effect.zipRight(this.queue.released, this.whenFree(now)) : now())
+
+  /**
+   * A connection for one transaction: its statements run at once while that
+   * transaction is open. Once it has ended (a handle kept past it), they run
+   * as statements outside any transaction, never inside another's.
+   */
+  transactionConnection(): Connection {
+    const connection: Connection = this.connectionWith((now) =>
+      Effect.suspend(() => this.current === connection ? now() : this.whenFree(now))
+    )
+    return connection
+  }
+
+  /** Runs `text` now, on whatever transaction is open: the caller has checked it may. */
+  executeNow(
+    text: string,
+    params: ReadonlyArray<unknown>,
+    transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+  ): Effect.Effect<ReadonlyArray<any>, SqlError> {
+    let rows: ReadonlyArray<any>
+    try {
+      rows = this.runNow(this.prepared(text), params, false)
+    } catch (cause) {
+      return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+    }
+    return Effect.succeed(transformRows === undefined ? rows : transformRows(rows))
+  }
+
+  prepared(text: string): Sqlite.Statement {
+    const cached = this.statements.get(text)
+    if (cached !== undefined) return cached
+    const statement = this.db.prepare(text)
+    if (this.statements.size >= STATEMENT_CACHE_SIZE) {
+      const oldest = this.statements.keys().next()
+      if (oldest.done !== true) this.statements.delete(oldest.value)
+    }
+    this.statements.set(text, statement)
+    return statement
+  }
+
+  private runNow(statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean): ReadonlyArray<any> {
+    if (statement.reader) return statement.all(...params)
+    const result = statement.run(...params)
+    return raw ? result as unknown as ReadonlyArray<any> : []
+  }
+
+  /**
+   * Runs a prepared control statement now: undefined when it succeeded, else
+   * its failure. A rollback when no transaction is open (a failed statement
+   * may have rolled it back already) does nothing.
+   */
+  control(statement: "begin" | "commit" | "rollback"): SqlError | undefined {
+    try {
+      if (statement === "begin") this.begin.run()
+      else if (statement === "commit") this.commitStatement.run()
+      else if (this.db.inTransaction) this.rollbackStatement.run()
+      return undefined
+    } catch (cause) {
+      return new SqlError({ cause, message: `Failed to ${statement} transaction` })
+    }
+  }
+
+  savepoint(text: string): Effect.Effect<void, SqlError> {
+    return Effect.try({ try: () => void this.db.exec(text), catch: failure(`Failed to run ${text}`) })
+  }
+
+  clearStatements(): void {
+    this.statements.clear()
+  }
+}
+
+/** Open connections by file (its resolved real path): stores on one file in one process share one. */
+const openDatabases = new Map<string, SharedDatabase>()
+
+/** The registry key of `filename`, or undefined when it must not be shared (`:memory:`, a temporary database). */
+const shareKeyOf = (filename: string): string | undefined => {
+  if (filename === "" || filename === ":memory:" || filename.startsWith("file:")) return undefined
+  const absolute = path.resolve(filename)
+  try {
+    return fs.realpathSync(absolute)
+  } catch {
+    // Not created yet: its folder's real path and its name.
+    try {
+      return path.join(fs.realpathSync(path.dirname(absolute)), path.basename(absolute))
+    } catch {
+      return absolute
+    }
+  }
+}
+
+const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
+  const key = shareKeyOf(options.filename)
+  const existing = key === undefined ? undefined : openDatabases.get(key)
+  if (existing !== undefined) {
+    existing.refs++
+    return existing
+  }
+  const db = new Sqlite(options.filename)
+  try {
+    db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 10_000)}`)
+    db.pragma("journal_mode = WAL")
+  } catch (cause) {
+    db.close()
+    throw cause
+  }
+  const shared = new SharedDatabase(key, db)
+  shared.refs = 1
+  if (key !== undefined) openDatabases.set(key, shared)
+  return shared
+}
+
+const closeDatabase = (shared: SharedDatabase): void => {
+  shared.refs--
+  if (shared.refs > 0) return
+  if (shared.key !== undefined && openDatabases.get(shared.key) === shared) openDatabases.delete(shared.key)
+  shared.clearStatements()
+  shared.db.close()
+}
+
+/** How many stores share the connection to `filename` in this process (0 when none is open); for tests. */
+export const sharedSqliteConnections = (filename: string): number => {
+  const key = shareKeyOf(filename)
+  return key === undefined ? 0 : openDatabases.get(key)?.refs ?? 0
+}
+
+/**
+ * A transaction on `shared`: top-level ones wait their turn in its queue and
+ * begin IMMEDIATE; nested ones (inside a transaction on the same connection)
+ * run in a savepoint. A failed COMMIT is a failure (`SqlError`), after which
+ * the transaction is rolled back if still open.
+ */
+const makeWithTransaction = (shared: SharedDatabase) => {
+  let savepoints = 0
+  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.withFiberRuntime<A, E | SqlError, R>((fiber) => {
+        const context = fiber.currentContext
+        const outer = Context.getOption(context, Client.TransactionConnection)
+        if (outer._tag === "Some" && outer.value[0] === shared.current) {
+          const depth = outer.value[1] + 1
+          const name = `connector_store_sp_${++savepoints}`
+          return Effect.zipRight(
+            shared.savepoint(`SAVEPOINT ${name}`),
+            Effect.flatMap(
+              Effect.exit(Effect.locally(
+                restore(effect),
+                FiberRef.currentContext,
+                Context.add(context, Client.TransactionConnection, [outer.value[0], depth])
+              )),
+              (exit: Exit.Exit<A, E>): Effect.Effect<A, E | SqlError> =>
+                Effect.zipRight(
+                  Exit.isSuccess(exit)
+                    ? shared.savepoint(`RELEASE SAVEPOINT ${name}`)
+                    : Effect.orDie(shared.savepoint(`ROLLBACK TO SAVEPOINT ${name}; RELEASE SAVEPOINT ${name}`)),
+                  exit
+                )
+            )
+          )
+        }
+        const connection = shared.transactionConnection()
+        const inside = Context.add(context, Client.TransactionConnection, [connection, 0] as const)
+        // Once the lock is ours: begin, run the body with the transaction's
+        // connection in its context, then commit or roll back and hand the
+        // lock on. Everything but the body is synchronous and uninterruptible.
+        const end = () => {
+          shared.current = undefined
+          shared.queue.release()
+        }
+        const transaction = Effect.suspend(() => {
+          const failedBegin = shared.control("begin")
+          if (failedBegin !== undefined) {
+            shared.queue.release()
+            return Effect.fail(failedBegin)
+          }
+          shared.current = connection
+          return Effect.matchCauseEffect(Effect.zipRight(FiberRef.set(FiberRef.currentContext, inside), restore(effect)), {
+            onSuccess: (value) =>
+              Effect.zipRight(
+                FiberRef.set(FiberRef.currentContext, context),
+                Effect.suspend(() => {
+                  const failedCommit = shared.control("commit")
+                  if (failedCommit !== undefined) shared.control("rollback")
+                  end()
+                  return failedCommit === undefined ? Effect.succeed(value) : Effect.fail(failedCommit)
+                })
+              ),
+            onFailure: (cause) =>
+              Effect.zipRight(
+                FiberRef.set(FiberRef.currentContext, context),
+                Effect.suspend(() => {
+                  const failedRollback = shared.control("rollback")
+                  end()
+                  return Effect.failCause(failedRollback === undefined ? cause : Cause.sequential(cause, Cause.die(failedRollback)))
+                })
+              )
+          })
+        })
+        // Taken in the same synchronous step as the check, outside `restore`:
+        // only the wait is interruptible.
+        const takeTurn: Effect.Effect<A, E | SqlError, R> = Effect.suspend(() => {
+          if (shared.queue.held) return Effect.zipRight(restore(shared.queue.released), takeTurn)
+          shared.queue.held = true
+          return transaction
+        })
+        return takeTurn
+      })
+    )
+}
+
+/**
+ * The client on a connection to `options.filename` (shared with every other
+ * store of this process on that file), closed with the scope.
+ */
+export const make = (
+  options: SqliteConnectionOptions
+): Effect.Effect<Client.SqlClient, SqlError, Scope.Scope | Reactivity.Reactivity> =>
+  Effect.gen(function*() {
+    const shared = yield* Effect.acquireRelease(
+      Effect.try({ try: () => openDatabase(options), catch: failure(`Failed to open ${options.filename}`) }),
+      (shared) => Effect.sync(() => closeDatabase(shared))
+    )
+    const compiler = Statement.makeCompilerSqlite()
+    const base = yield* Client.make({
+      acquirer: Effect.succeed(shared.outside),
+      compiler,
+      spanAttributes: [["db.system.name", "sqlite"]]
+    })
+    return fastClient(base, shared)
+  })
+
+/** Effect's own tracer, which exports nowhere: with it, spans are skipped. */
+const nativeTracer = Effect.runSync(Effect.tracer)
+
+/**
+ * `base` with its statements run straight on the connection: the stock
+ * statement path opens a span and a scope per statement (Statement's
+ * `withConnection`); here a statement compiles and runs on the
+ * transaction's connection, or outside any transaction through the queue.
+ * A statement under a `Statement` transformer, or run with a tracer
+ * installed (so it gets its `sql.execute` span), takes the stock path.
+ */
+const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlClient => {
+  const withTransaction = makeWithTransaction(shared)
+  const sample = base.unsafe("SELECT 1")
+  const Primitive = sample.constructor as new(...args: ReadonlyArray<never>) => Statement.Statement<unknown>
+  const stockCommit = Object.getPrototypeOf(sample).commit as (this: unknown) => Effect.Effect<unknown, SqlError>
+  type Compiled = Statement.Statement<object> & {
+    readonly transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+  }
+  function commit(this: Compiled) {
+    return Effect.withFiberRuntime<ReadonlyArray<object>, SqlError>((fiber) => {
+      if (fiber.currentTracer !== nativeTracer || fiber.getFiberRef(Statement.currentTransformer)._tag === "Some") {
+        return stockCommit.call(this) as Effect.Effect<ReadonlyArray<object>, SqlError>
+      }
+      const [text, params] = this.compile()
+      const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
+      // Inside this connection's transaction, or outside any while none is
+      // open: run now. Otherwise the connection decides (waits its turn, or
+      // is another client's transaction).
+      if (transaction._tag === "Some" ? transaction.value[0] === shared.current : !shared.queue.held) {
+        return shared.executeNow(text, params, this.transformRows)
+      }
+      const connection = transaction._tag === "Some" ? transaction.value[0] : shared.outside
+      return connection.execute(text, params, this.transformRows) as Effect.Effect<ReadonlyArray<object>, SqlError>
+    })
+  }
+  const fast = <S>(statement: S): S => {
+    if (statement instanceof Primitive) (statement as unknown as { commit: unknown }).commit = commit
+    return statement
+  }
+  const client: Client.SqlClient = Object.assign(
+    function sql(strings: unknown, ...args: Array<unknown>) {
+      return fast((base as unknown as (...a: Array<unknown>) => unknown)(strings, ...args))
+    } as unknown as Client.SqlClient,
+    base,
+    {
+      unsafe: (text: string, params?: ReadonlyArray<unknown>) => fast(base.unsafe(text, params)),
+      // With a tracer installed, transactions get the stock client's span.
+      withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Effect.tracerWith((tracer) =>
+          tracer === nativeTracer
+            ? withTransaction(effect)
+            : Effect.withSpan(withTransaction(effect), "sql.transaction", { kind: "client", captureStackTrace: false })
+        ),
+      withoutTransforms: () => client,
+      [MARKER]: true
+    }
+  )
+  ;(client as unknown as { safe: unknown }).safe = client
+  return client
+}
+
+/** The project's SQLite client as a layer (also see `layerClient`). */
+export const layer = (options: SqliteConnectionOptions): Layer.Layer<Client.SqlClient, SqlError> =>
+  Layer.scoped(Client.SqlClient, make(options)).pipe(Layer.provide(Reactivity.layer))
