@@ -34,11 +34,11 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
         reindex(index, key, undefined, row.nodeKey)
         return true
       }),
-    update: (next, expectedVersion) =>
+    update: (previous, next) =>
       db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) => {
         const key = operationKey(next)
         const stored = table.get(key)
-        if (stored?.version !== expectedVersion) return false
+        if (stored?.version !== previous.version) return false
         table.set(key, next)
         reindex(index, key, stored.nodeKey, next.nodeKey)
         return true

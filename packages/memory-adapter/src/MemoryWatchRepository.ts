@@ -44,11 +44,11 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
     getByDocument: (documentID) =>
       Effect.map(byDocument([documentID]), (rows) => Option.fromNullable(rows.sort((a, b) => compareWatchIdentities(a, b))[0])),
     listByDocuments: (documentIDs) => byDocument(documentIDs),
-    update: (next, expectedVersion) =>
+    update: (previous, next) =>
       db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
         const key = watchKey(next)
         const stored = table.get(key)
-        if (stored === undefined || stored.version !== expectedVersion) return false
+        if (stored === undefined || stored.version !== previous.version) return false
         if (clashes(table, index, next)) return false
         table.set(key, next)
         reindex(index, key, stored.documentID, next.documentID)
@@ -72,6 +72,9 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
       }),
     // Memory transactions already run one at a time.
     lockDocument: () => Effect.void,
+    lockArmTargets: (slot, identity) =>
+      Effect.zipWith(byDocument([slot.documentID]), byKey(watchKey(identity)), (rows, own) =>
+        [...rows, ...Option.toArray(own).filter((row) => row.documentID !== slot.documentID)].sort(compareWatchIdentities)),
     listScheduleDue: (now) => find((row) => isScheduleDue(row, now)),
     listAuditPage: (after, limit) =>
       Effect.map(find(isAuditCandidate), (rows) =>

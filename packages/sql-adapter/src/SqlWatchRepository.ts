@@ -1,5 +1,6 @@
 import {
   type DeferReason,
+  type DocumentSlot,
   PersistenceError,
   type ProjectionWatch,
   type VerificationStatus,
@@ -12,6 +13,7 @@ import { byteOrdered } from "./internal/collation.js"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
+import { type ColumnOf, versionedUpdate } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
 /** A watch row as read from the projection-watch table. */
@@ -35,6 +37,30 @@ export const decodeWatch = (row: RawRow): ProjectionWatch => ({
   updatedAt: epoch(row["updated_at"])
 })
 
+const column = (name: string, value: (row: ProjectionWatch) => unknown): ColumnOf<ProjectionWatch> => ({ name, value })
+
+/** The identity columns: the key a versioned write finds its row by. */
+const WATCH_KEY = [
+  column("owner_did", (w) => w.ownerDID),
+  column("connector_name", (w) => w.connectorName),
+  column("model", (w) => w.model),
+  column("account_key", (w) => w.accountKey),
+  column("source_id", (w) => w.sourceID)
+]
+
+/** The columns a transition may change (version and updated_at are always written). */
+const WATCH_COLUMNS = [
+  column("document_id", (w) => w.documentID),
+  column("verified_state_digest", (w) => w.verifiedStateDigest),
+  column("observed_winner_digest", (w) => w.observedWinnerDigest),
+  column("verification_status", (w) => w.verificationStatus),
+  column("verification_attempts", (w) => w.verificationAttempts),
+  column("repair_generation", (w) => w.repairGeneration),
+  column("next_attempt_at", (w) => w.nextAttemptAt),
+  column("claimed_until", (w) => w.claimedUntil),
+  column("defer_reason", (w) => w.deferReason)
+]
+
 /** The projection-watch table on a SQL client. */
 export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): WatchRepository["Type"] => {
   const table = sql(tables.projectionWatch)
@@ -42,6 +68,15 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     sql`owner_did = ${id.ownerDID} AND connector_name = ${id.connectorName} AND model = ${id.model} AND account_key = ${id.accountKey} AND source_id = ${id.sourceID}`
   const { many, one } = rowReaders(decodeWatch)
   const changed = returnedAny
+  const lockDocument = (slot: DocumentSlot) =>
+    sql.onDialectOrElse({
+      pg: () =>
+        sql`SELECT pg_advisory_xact_lock(hashtextextended(${
+          JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
+        }, 0))`.pipe(Effect.asVoid, PersistenceError.refail("watch.lockDocument")),
+      // The store's SQLite transactions hold the database write lock already.
+      orElse: () => Effect.void
+    })
 
   return {
     lockRead: (identity) =>
@@ -59,24 +94,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
       documentIDs.length === 0
         ? Effect.succeed([])
         : many("watch.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
-    update: (next, expectedVersion) =>
-      changed(
-        "watch.update",
-        sql<RawRow>`UPDATE ${table} SET
-          document_id = ${next.documentID},
-          verified_state_digest = ${next.verifiedStateDigest},
-          observed_winner_digest = ${next.observedWinnerDigest},
-          verification_status = ${next.verificationStatus},
-          verification_attempts = ${next.verificationAttempts},
-          repair_generation = ${next.repairGeneration},
-          next_attempt_at = ${next.nextAttemptAt},
-          claimed_until = ${next.claimedUntil},
-          defer_reason = ${next.deferReason},
-          version = ${next.version},
-          updated_at = ${next.updatedAt}
-        WHERE ${byIdentity(next)} AND version = ${expectedVersion}
-        RETURNING version`
-      ),
+    update: versionedUpdate(sql, "watch.update", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY),
     insert: (row) =>
       changed(
         "watch.insert",
@@ -96,15 +114,23 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         "watch.delete",
         sql<RawRow>`DELETE FROM ${table} WHERE ${byIdentity(identity)} AND version = ${expectedVersion} RETURNING version`
       ),
-    lockDocument: (slot) =>
-      sql.onDialectOrElse({
-        pg: () =>
-          sql`SELECT pg_advisory_xact_lock(hashtextextended(${
-            JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
-          }, 0))`.pipe(Effect.asVoid, PersistenceError.refail("watch.lockDocument")),
-        // The store's SQLite transactions hold the database write lock already.
-        orElse: () => Effect.void
-      }),
+    lockDocument,
+    // Two statements on Postgres (the slot's advisory lock, then every
+    // target locked in identity order, byte-wise), one on SQLite. The slot
+    // lock comes first, in a statement of its own: a statement that waited
+    // for it would still read with the snapshot taken before the wait, and
+    // miss the watch the previous holder just inserted.
+    lockArmTargets: (slot, identity) =>
+      Effect.zipRight(
+        lockDocument(slot),
+        many(
+          "watch.lockArmTargets",
+          sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${slot.documentID} OR (${byIdentity(identity)})
+            ORDER BY ${byteOrdered(sql, "owner_did")}, ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "model")},
+              ${byteOrdered(sql, "account_key")}, ${byteOrdered(sql, "source_id")}
+            ${forUpdate(sql)}`
+        )
+      ),
     listScheduleDue: (now) =>
       many(
         "watch.listScheduleDue",

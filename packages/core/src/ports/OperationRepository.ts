@@ -21,8 +21,14 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
    * same key waits for it, then answers `false` if it committed.
    */
   readonly insert: (row: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
-  /** Writes `next` only if the stored version is still `expectedVersion`. */
-  readonly update: (next: ConnectorOperation, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
+  /**
+   * Writes `next` over `previous` (the row as read) only if the stored
+   * version is still `previous.version`; `false` when the race was lost and
+   * nothing was written. Adapters may write only the columns that differ
+   * (plus `version` and `updatedAt`). Needs no transaction: one guarded
+   * statement on its own is a compare-and-set.
+   */
+  readonly update: (previous: ConnectorOperation, next: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
   /** Attempted operations whose re-drive is due at `now` (next unset or not later). */
   readonly listDue: (now: Millis) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
   /** Locks and returns the attempted operations deferred within `scope`. */

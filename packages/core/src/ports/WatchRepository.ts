@@ -23,10 +23,14 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
   /** Reads a watch and locks it until the transaction ends. */
   readonly lockRead: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
   /**
-   * Writes `next` over the stored row only if the stored version is still
-   * `expectedVersion`. `false` means the race was lost and nothing was written.
+   * Writes `next` over `previous` (the row as read) only if the stored
+   * version is still `previous.version`. `false` means the race was lost and
+   * nothing was written. Adapters may write only the columns in which `next`
+   * differs from `previous` (plus `version` and `updatedAt`): at that version
+   * the stored row is `previous`, so the result is `next` either way. Needs
+   * no transaction: one guarded statement on its own is a compare-and-set.
    */
-  readonly update: (next: ProjectionWatch, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
+  readonly update: (previous: ProjectionWatch, next: ProjectionWatch) => Effect.Effect<boolean, PersistenceError>
   /** Inserts a new row; `false` when its identity or its (owner, model, document) is taken. */
   readonly insert: (row: ProjectionWatch) => Effect.Effect<boolean, PersistenceError>
   /** Deletes a row only if its version is still `expectedVersion`. */
@@ -41,6 +45,18 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
    * every other writer.
    */
   readonly lockDocument: (slot: DocumentSlot) => Effect.Effect<void, PersistenceError>
+  /**
+   * What a finalize arms against, in as few statements as the adapter can:
+   * takes the slot's lock (as `lockDocument`), then reads and locks, until
+   * the transaction ends, the watch at `identity` (if any) and every watch of
+   * the slot's document. Rows are locked in one global order (identity, in
+   * byte order), the same for every caller, so two arms that touch the same
+   * watches cannot deadlock.
+   */
+  readonly lockArmTargets: (
+    slot: DocumentSlot,
+    identity: WatchIdentity
+  ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
   /** Every watch of the given documents; any number of ids (adapters chunk). */
   readonly listByDocuments: (
     documentIDs: ReadonlyArray<string>

@@ -46,7 +46,7 @@ import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import { type Check, Rules, validate } from "../validation.js"
-import { type Digest, type Millis, type ProjectionWatch, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
+import { type Digest, type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { LostRace, requireWon, retryOnLostRace } from "./cas.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 
@@ -129,20 +129,28 @@ export const makeOperationMethods = Effect.gen(function*() {
 
   const lockOperation = (key: OperationKey) => Effect.map(operations.lockRead(key), Option.getOrUndefined)
 
-  /** One runner write: lock-read the operation, decide, versioned write; retried on a lost race. */
+  /**
+   * One runner write (renew, mark sent, attempt failure): these read nothing
+   * but the operation's row, so the row is read with no lock and no
+   * transaction, the pure decision is made, and its versioned write runs as
+   * one statement of its own, a compare-and-set: two round trips on a SQL
+   * server instead of four. A lost write is retried from a fresh read, so a
+   * decision made on a stale row is never applied. Only the lease holder's
+   * calls write, so a loser re-reads the winner's row and stops.
+   */
   const runnerWrite = <R>(
     method: string,
     key: OperationKey,
     decide: (row: ConnectorOperation | undefined, now: Millis) => Effect.Effect<OperationDecision<R>>
   ) =>
-    retryOnLostRace(method, formatOperationKey(key), withTransaction(Effect.gen(function*() {
-      const row = yield* lockOperation(key)
+    retryOnLostRace(method, formatOperationKey(key), Effect.gen(function*() {
+      const row = Option.getOrUndefined(yield* operations.get(key))
       const decision = yield* decide(row, yield* Clock.currentTimeMillis)
       if (decision.next !== undefined && row !== undefined) {
-        yield* requireWon(yield* operations.update(decision.next, row.version))
+        yield* requireWon(yield* operations.update(row, decision.next))
       }
       return decision.result
-    })))
+    }))
 
   const claim = (input: ClaimOperationInput) =>
     retryOnLostRace("claimOperation", formatOperationKey(input), Effect.gen(function*() {
@@ -152,18 +160,18 @@ export const makeOperationMethods = Effect.gen(function*() {
       // Insert first, as one statement of its own: a new key needs no
       // transaction, and concurrent claims of one key all meet its unique
       // index (a racing insert waits for the other to commit), so exactly
-      // one of them inserts. Every other claim converges on the stored row.
+      // one of them inserts. Every other claim converges on the stored row,
+      // read and written as a runner write is (no lock, one versioned
+      // write): a claim reads nothing but that row.
       if (!created.conflict && created.next !== undefined && (yield* operations.insert(created.next))) return created.result
-      return yield* withTransaction(Effect.gen(function*() {
-        const row = yield* lockOperation(input)
-        if (row === undefined) return yield* new LostRace()
-        const decision = decideOperationClaim(row, input, fresh, policy, yield* Clock.currentTimeMillis)
-        if (decision.conflict) {
-          return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
-        }
-        if (decision.next !== undefined) yield* requireWon(yield* operations.update(decision.next, row.version))
-        return decision.result
-      }))
+      const row = Option.getOrUndefined(yield* operations.get(input))
+      if (row === undefined) return yield* new LostRace()
+      const decision = decideOperationClaim(row, input, fresh, policy, yield* Clock.currentTimeMillis)
+      if (decision.conflict) {
+        return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
+      }
+      if (decision.next !== undefined) yield* requireWon(yield* operations.update(row, decision.next))
+      return decision.result
     }))
 
   const finalize = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
@@ -174,26 +182,18 @@ export const makeOperationMethods = Effect.gen(function*() {
       if (commit.result.outcome !== "committed") return commit.result
       if (commit.next === undefined || row === undefined) return yield* Effect.dieMessage("a commit decided without a row")
       const identity = watchIdentityOfCommit(row, input.sourceID)
-      // Finalizes arming watches on one document take turns, so none of them
-      // loses the unique ingress index to another and has to start over.
-      yield* watches.lockDocument({ ownerDID: row.ownerDID, model: row.model, documentID: input.documentID })
-      const others = supersededBy(yield* watches.listByDocuments([input.documentID]), identity, input.documentID)
-      // Watch rows are locked in one global order, so two finalizes that
-      // touch the same watches cannot deadlock.
-      const lockOrder = [identity, ...others.map(watchIdentityOf)].sort((a, b) => watchKey(a) < watchKey(b) ? -1 : 1)
-      const locked = new Map<string, ProjectionWatch | undefined>()
-      for (const id of lockOrder) locked.set(watchKey(id), Option.getOrUndefined(yield* watches.lockRead(id)))
+      // Finalizes arming watches on one document take turns (the slot's
+      // lock), so none of them loses the unique ingress index to another and
+      // has to start over; the watches come back locked in one global order,
+      // so two finalizes that touch the same watches cannot deadlock.
+      const targets = yield* watches.lockArmTargets({ ownerDID: row.ownerDID, model: row.model, documentID: input.documentID }, identity)
       const winner = yield* readWinner(input.documentID)
-      yield* requireWon(yield* operations.update(commit.next, row.version))
-      const superseded = supersededBy(
-        others.flatMap((other) => locked.get(watchKey(other)) ?? []),
-        identity,
-        input.documentID
-      )
+      yield* requireWon(yield* operations.update(row, commit.next))
+      const superseded = supersededBy(targets, identity, input.documentID)
       for (const other of superseded) yield* requireWon(yield* watches.delete(watchIdentityOf(other), other.version))
-      const existing = locked.get(watchKey(identity))
+      const existing = targets.find((target) => watchKey(target) === watchKey(identity))
       const watch = armedByFinalize(existing, identity, input.documentID, winner, input.watchDueAt, now)
-      yield* requireWon(yield* (existing === undefined ? watches.insert(watch) : watches.update(watch, existing.version)))
+      yield* requireWon(yield* (existing === undefined ? watches.insert(watch) : watches.update(existing, watch)))
       return {
         outcome: "committed",
         operation: commit.result.operation,

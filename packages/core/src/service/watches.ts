@@ -125,10 +125,39 @@ export const makeWatchMethods = Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const decision = yield* decide(row, now)
         if (decision.next !== undefined && row !== undefined) {
-          yield* requireWon(yield* watches.update(decision.next, row.version))
+          yield* requireWon(yield* watches.update(row, decision.next))
         }
         return decision.outcome
       }))
+    )
+
+  /**
+   * One read-decide-write on a watch that reads nothing but the row: the row
+   * is read with no lock and no transaction, the pure decision is made, and
+   * its versioned write runs as one statement of its own, a compare-and-set.
+   * Two round trips on a SQL server instead of four (BEGIN, locked read,
+   * write, COMMIT). A lost write is retried from a fresh read, so no
+   * decision made on a stale row is ever applied; the decisions that use it
+   * write only for the single caller whose preconditions hold (the claim
+   * of an unclaimed attempt, the holder's deferral), so a loser re-reads,
+   * finds the winner's row, and stops without writing.
+   */
+  const optimistic = <O extends string>(
+    method: string,
+    identity: WatchIdentity,
+    decide: (row: ProjectionWatch | undefined, now: Millis) => Decision<O>
+  ) =>
+    retryOnLostRace(
+      method,
+      formatWatchIdentity(identity),
+      Effect.gen(function*() {
+        const row = Option.getOrUndefined(yield* watches.get(identity))
+        const decision = decide(row, yield* Clock.currentTimeMillis)
+        if (decision.next !== undefined && row !== undefined) {
+          yield* requireWon(yield* watches.update(row, decision.next))
+        }
+        return decision.outcome
+      })
     )
 
   const resume = (method: string, scope: ResumeScope, now: Millis) =>
@@ -138,11 +167,11 @@ export const makeWatchMethods = Effect.gen(function*() {
       withTransaction(Effect.gen(function*() {
         for (const row of yield* operations.lockDeferred(scope)) {
           const next = resumeDeferredOperation(row, scope, now)
-          if (next !== undefined) yield* requireWon(yield* operations.update(next, row.version))
+          if (next !== undefined) yield* requireWon(yield* operations.update(row, next))
         }
         for (const row of yield* watches.lockDeferred(scope)) {
           const next = resumeDeferredWatch(row, scope, now)
-          if (next !== undefined) yield* requireWon(yield* watches.update(next, row.version))
+          if (next !== undefined) yield* requireWon(yield* watches.update(row, next))
         }
       }))
     )
@@ -195,7 +224,7 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["options.now", fieldOf(options, "now"), Rules.millis]
         ]),
         Effect.suspend(() => Effect.map(
-          transition("claimWatchAttempt", identity, (row, now) => Effect.succeed(decideClaim(row, options, options.now, now))),
+          optimistic("claimWatchAttempt", identity, (row, now) => decideClaim(row, options, options.now, now)),
           (outcome) => outcome === "claimed"
         ))
       ),
@@ -211,7 +240,7 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
         ]),
         Effect.suspend(() => Effect.map(
-          transition("deferWatch", identity, (row, now) => Effect.succeed(decideDefer(row, options, now))),
+          optimistic("deferWatch", identity, (row, now) => decideDefer(row, options, now)),
           (outcome) => outcome === "deferred"
         ))
       ),
