@@ -143,25 +143,14 @@ for (const adapter of adapters) {
       }).pipe(Effect.provide(store.layer))
     })
 
-    // The locked transitions (they read the winner) lose after writing, and
-    // their transaction rolls the write back. Claims and deferrals write with
-    // one compare-and-set statement outside any transaction: a lost one is a
-    // statement that matched no row and wrote nothing.
-    const losesWithoutWriting: UpdatePlan = () => Effect.succeed(false)
+    // The transitions that can lose a race (the locked ones read the winner;
+    // their lost writes are rolled back). claimWatchAttempt and deferWatch
+    // are one guarded write each (WatchRepository.claimAttempt / deferAttempt):
+    // they have no race to lose, and never call update.
     const exhausting: ReadonlyArray<
       readonly [string, UpdatePlan, (store: ConnectorStore["Type"]) => Effect.Effect<unknown, unknown>]
     > = [
       ["armWatch", losesAfterWriting(Number.POSITIVE_INFINITY), (s) => s.armWatch(id, "manual", { dueAt: NOW })],
-      [
-        "claimWatchAttempt",
-        losesWithoutWriting,
-        (s) => s.claimWatchAttempt(id, { generation: 1, until: NOW + 10, now: NOW + 5 })
-      ],
-      [
-        "deferWatch",
-        losesWithoutWriting,
-        (s) => s.deferWatch(id, { generation: 1, claimedUntil: NOW + 5, nextAttemptAt: NOW + 9 })
-      ],
       [
         "recordVerification",
         losesAfterWriting(Number.POSITIVE_INFINITY),

@@ -17,11 +17,13 @@ import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./
  * (every statement better-sqlite3 runs, BEGIN and COMMIT included).
  *
  * Why each count is the minimum the method's guarantees need here:
- * - A claim of a new key is its insert alone.
- * - The transitions that read nothing but their own row (an existing key's
- *   claim, renew, mark sent, attempt failure, watch claim and deferral) are
- *   an unlocked read and one versioned write (a compare-and-set statement);
- *   a claim of an existing key first tries its insert.
+ * - A claim of a new key is its insert alone; a watch claim or deferral is
+ *   one guarded UPDATE (the pure decision's preconditions as its WHERE,
+ *   test/watch.guarded.property.test.ts).
+ * - The other transitions that read nothing but their own row (an existing
+ *   key's claim, renew, mark sent, attempt failure) are an unlocked read and
+ *   one versioned write (a compare-and-set statement); a claim of an
+ *   existing key first tries its insert.
  * - armWatch and recordVerification read the winner under the row's lock:
  *   BEGIN, locked read, write, COMMIT (SQLite takes its write lock with one
  *   statement of its own first).
@@ -40,8 +42,8 @@ const EXPECTED = {
     recordAttemptFailure: 2,
     finalizeOperationAndArmWatch: 7,
     armWatch: 4,
-    claimWatchAttempt: 2,
-    deferWatch: 2,
+    claimWatchAttempt: 1,
+    deferWatch: 1,
     recordVerification: 4,
     getWatch: 1,
     listDueOperations: 3
@@ -55,8 +57,8 @@ const EXPECTED = {
     recordAttemptFailure: 2,
     finalizeOperationAndArmWatch: 7,
     armWatch: 5,
-    claimWatchAttempt: 2,
-    deferWatch: 2,
+    claimWatchAttempt: 1,
+    deferWatch: 1,
     recordVerification: 5,
     getWatch: 1,
     listDueOperations: 3

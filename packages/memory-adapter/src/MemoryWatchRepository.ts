@@ -1,8 +1,11 @@
 import {
   compareWatchIdentities,
+  decideClaim,
+  decideDefer,
   isAuditCandidate,
   isScheduleDue,
   type ProjectionWatch,
+  type WatchIdentity,
   resumeReaches,
   WatchRepository,
   watchKey
@@ -37,6 +40,16 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
       return key !== watchKey(row) && other !== undefined && other.ownerDID === row.ownerDID && other.model === row.model
     })
 
+  const decideAndWrite = (identity: WatchIdentity, decide: (row: ProjectionWatch | undefined) => ProjectionWatch | undefined) =>
+    db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table) => {
+      const key = watchKey(identity)
+      const next = decide(table.get(key))
+      if (next === undefined) return false
+      // A claim or deferral changes no document: the index stays as it is.
+      table.set(key, next)
+      return true
+    })
+
   return {
     lockRead: (identity) => byKey(watchKey(identity)),
     get: (identity) => byKey(watchKey(identity)),
@@ -54,6 +67,10 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
         reindex(index, key, stored.documentID, next.documentID)
         return true
       }),
+    // The pure decisions themselves, read and written in one memory transaction.
+    claimAttempt: (identity, input, now, writtenAt) =>
+      decideAndWrite(identity, (row) => decideClaim(row, input, now, writtenAt).next),
+    deferAttempt: (identity, input, now) => decideAndWrite(identity, (row) => decideDefer(row, input, now).next),
     insert: (row) =>
       db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
         const key = watchKey(row)

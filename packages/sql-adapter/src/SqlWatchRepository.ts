@@ -13,7 +13,7 @@ import { byteOrdered } from "./internal/collation.js"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
-import { type ColumnOf, versionedUpdate } from "./internal/versionedUpdate.js"
+import { affectedRows, type ColumnOf, versionedUpdate } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
 /** A watch row as read from the projection-watch table. */
@@ -68,6 +68,9 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     sql`owner_did = ${id.ownerDID} AND connector_name = ${id.connectorName} AND model = ${id.model} AND account_key = ${id.accountKey} AND source_id = ${id.sourceID}`
   const { many, one } = rowReaders(decodeWatch)
   const changed = returnedAny
+  /** How many rows a write without RETURNING touched. */
+  const touched = (operation: string, statement: { readonly raw: Effect.Effect<unknown, unknown> }) =>
+    statement.raw.pipe(Effect.map(affectedRows), PersistenceError.refail(operation))
   const lockDocument = (slot: DocumentSlot) =>
     sql.onDialectOrElse({
       pg: () =>
@@ -95,6 +98,32 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         ? Effect.succeed([])
         : many("watch.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
     update: versionedUpdate(sql, "watch.update", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY),
+    // decideClaim's preconditions as the WHERE, its change as the SET: one
+    // statement, no RETURNING (the row count answers).
+    claimAttempt: (identity, input, now, writtenAt) =>
+      Effect.map(
+        touched(
+          "watch.claimAttempt",
+          sql`UPDATE ${table} SET claimed_until = ${input.until}, version = version + 1, updated_at = ${writtenAt}
+            WHERE ${byIdentity(identity)} AND verification_status = 'pending_verification'
+              AND repair_generation = ${input.generation}
+              AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}
+              AND (claimed_until IS NULL OR claimed_until <= ${now})`
+        ),
+        (rows) => rows > 0
+      ),
+    // decideDefer's: only the holder of the current claim of a pending row of that generation.
+    deferAttempt: (identity, input, now) =>
+      Effect.map(
+        touched(
+          "watch.deferAttempt",
+          sql`UPDATE ${table} SET next_attempt_at = ${input.nextAttemptAt}, defer_reason = ${input.reason ?? null},
+              claimed_until = NULL, version = version + 1, updated_at = ${now}
+            WHERE ${byIdentity(identity)} AND verification_status = 'pending_verification'
+              AND repair_generation = ${input.generation} AND claimed_until = ${input.claimedUntil}`
+        ),
+        (rows) => rows > 0
+      ),
     insert: (row) =>
       changed(
         "watch.insert",

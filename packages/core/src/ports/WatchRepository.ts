@@ -1,7 +1,7 @@
 import { Context, type Effect, type Option } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
-import type { ResumeScope } from "../watch/transitions.js"
+import type { ClaimInput, DeferInput, ResumeScope } from "../watch/transitions.js"
 
 /** Where the unique ingress index allows one watch: an owner's document of a model. */
 export interface DocumentSlot {
@@ -31,6 +31,22 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
    * no transaction: one guarded statement on its own is a compare-and-set.
    */
   readonly update: (previous: ProjectionWatch, next: ProjectionWatch) => Effect.Effect<boolean, PersistenceError>
+  /**
+   * `decideClaim(row, input, now, writtenAt)` applied to the stored row as
+   * one guarded write, with no read, lock or transaction: `true` when it
+   * claimed (the row is then exactly the decision's `next`), `false` when
+   * the row is absent or not claimable (nothing written). The guard is the
+   * decision's preconditions; test/watch.guarded.property.test.ts checks
+   * the two agree on every adapter.
+   */
+  readonly claimAttempt: (
+    identity: WatchIdentity,
+    input: ClaimInput,
+    now: Millis,
+    writtenAt: Millis
+  ) => Effect.Effect<boolean, PersistenceError>
+  /** `decideDefer(row, input, now)` as one guarded write, as `claimAttempt`: `true` when it deferred. */
+  readonly deferAttempt: (identity: WatchIdentity, input: DeferInput, now: Millis) => Effect.Effect<boolean, PersistenceError>
   /** Inserts a new row; `false` when its identity or its (owner, model, document) is taken. */
   readonly insert: (row: ProjectionWatch) => Effect.Effect<boolean, PersistenceError>
   /** Deletes a row only if its version is still `expectedVersion`. */

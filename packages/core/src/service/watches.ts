@@ -24,8 +24,6 @@ import {
   type ArmReason,
   type ClaimInput,
   decideArm,
-  decideClaim,
-  decideDefer,
   decideVerification,
   type Decision,
   type DeferInput,
@@ -131,35 +129,6 @@ export const makeWatchMethods = Effect.gen(function*() {
       }))
     )
 
-  /**
-   * One read-decide-write on a watch that reads nothing but the row: the row
-   * is read with no lock and no transaction, the pure decision is made, and
-   * its versioned write runs as one statement of its own, a compare-and-set.
-   * Two round trips on a SQL server instead of four (BEGIN, locked read,
-   * write, COMMIT). A lost write is retried from a fresh read, so no
-   * decision made on a stale row is ever applied; the decisions that use it
-   * write only for the single caller whose preconditions hold (the claim
-   * of an unclaimed attempt, the holder's deferral), so a loser re-reads,
-   * finds the winner's row, and stops without writing.
-   */
-  const optimistic = <O extends string>(
-    method: string,
-    identity: WatchIdentity,
-    decide: (row: ProjectionWatch | undefined, now: Millis) => Decision<O>
-  ) =>
-    retryOnLostRace(
-      method,
-      formatWatchIdentity(identity),
-      Effect.gen(function*() {
-        const row = Option.getOrUndefined(yield* watches.get(identity))
-        const decision = decide(row, yield* Clock.currentTimeMillis)
-        if (decision.next !== undefined && row !== undefined) {
-          yield* requireWon(yield* watches.update(row, decision.next))
-        }
-        return decision.outcome
-      })
-    )
-
   const resume = (method: string, scope: ResumeScope, now: Millis) =>
     retryOnLostRace(
       method,
@@ -223,9 +192,12 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["options.generation", fieldOf(options, "generation"), generation],
           ["options.now", fieldOf(options, "now"), Rules.millis]
         ]),
-        Effect.suspend(() => Effect.map(
-          optimistic("claimWatchAttempt", identity, (row, now) => decideClaim(row, options, options.now, now)),
-          (outcome) => outcome === "claimed"
+        Effect.suspend(() => Effect.flatMap(
+          // One guarded write (decideClaim's preconditions as its guard; see
+          // WatchRepository.claimAttempt): a claim that finds the attempt
+          // taken writes nothing and answers false, with no race to lose.
+          Clock.currentTimeMillis,
+          (now) => watches.claimAttempt(identity, options, options.now, now)
         ))
       ),
 
@@ -239,9 +211,9 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["options.generation", fieldOf(options, "generation"), generation],
           ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
         ]),
-        Effect.suspend(() => Effect.map(
-          optimistic("deferWatch", identity, (row, now) => decideDefer(row, options, now)),
-          (outcome) => outcome === "deferred"
+        Effect.suspend(() => Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now) => watches.deferAttempt(identity, options, now)
         ))
       ),
 
