@@ -19,7 +19,7 @@ import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./
  * Why each count is the minimum the method's guarantees need here:
  * - A claim of a new key is its insert alone; a watch claim or deferral is
  *   one guarded UPDATE (the pure decision's preconditions as its WHERE,
- *   test/watch.guarded.property.test.ts).
+ *   test/guarded-writes.property.test.ts).
  * - The other transitions that read nothing but their own row (an existing
  *   key's claim, renew, mark sent, attempt failure) are an unlocked read and
  *   one versioned write (a compare-and-set statement); a claim of an
@@ -38,7 +38,7 @@ const EXPECTED = {
     "claimOperation (busy)": 2,
     "claimOperation (takeover)": 3,
     renewOperationLease: 2,
-    markOperationSent: 2,
+    markOperationSent: 1,
     recordAttemptFailure: 2,
     finalizeOperationAndArmWatch: 7,
     armWatch: 4,
@@ -53,7 +53,7 @@ const EXPECTED = {
     "claimOperation (busy)": 2,
     "claimOperation (takeover)": 3,
     renewOperationLease: 2,
-    markOperationSent: 2,
+    markOperationSent: 1,
     recordAttemptFailure: 2,
     finalizeOperationAndArmWatch: 7,
     armWatch: 5,

@@ -1,6 +1,8 @@
 import {
   collectableOperations,
   type ConnectorOperation,
+  decideMarkSent,
+  DEFAULT_OPERATION_POLICY,
   operationKey,
   OperationRepository,
   resumeReaches,
@@ -42,6 +44,14 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
         table.set(key, next)
         reindex(index, key, stored.nodeKey, next.nodeKey)
         return true
+      }),
+    // The pure decision itself, read and written in one memory transaction.
+    markSent: (key, token, maxAttempts, now) =>
+      db.write<ConnectorOperation, Option.Option<ConnectorOperation>>(TABLE, (table) => {
+        const decision = decideMarkSent(table.get(operationKey(key)), token, { ...DEFAULT_OPERATION_POLICY, maxAttempts }, now)
+        if (decision.result.outcome !== "sent" || decision.next === undefined) return Option.none()
+        table.set(operationKey(key), decision.next)
+        return Option.some(decision.next)
       }),
     listDue: (now) =>
       find((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now)),

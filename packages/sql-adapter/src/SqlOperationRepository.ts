@@ -163,6 +163,18 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
         sql.unsafe<RawRow>(insertText, [row.callerDID, row.operationID, row.nodeKey, ...mutableValues(row), row.createdAt])
       ),
     update: versionedUpdate(sql, "operation.update", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY),
+    // decideMarkSent's "sent" preconditions as the WHERE and its change as
+    // the SET (the SET's right-hand sides see the row as it was).
+    markSent: (key, token, maxAttempts, now) =>
+      one(
+        "operation.markSent",
+        sql<RawRow>`UPDATE ${table} SET send_marker = ${token}, attempts = attempts + 1,
+            in_doubt_since = COALESCE(in_doubt_since, CASE WHEN send_marker IS NOT NULL THEN CAST(${now} AS BIGINT) END),
+            version = version + 1, updated_at = ${now}
+          WHERE ${byKey(key)} AND state = 'attempted' AND lease_token = ${token}
+            AND (send_marker IS NULL OR send_marker <> ${token}) AND attempts < ${maxAttempts}
+          RETURNING *`
+      ),
     listDue: (now) =>
       many(
         "operation.listDue",

@@ -29,6 +29,21 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
    * statement on its own is a compare-and-set.
    */
   readonly update: (previous: ConnectorOperation, next: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
+  /**
+   * The "sent" branch of `decideMarkSent(row, token, {maxAttempts}, now)` as
+   * one guarded write: when the row is attempted, held by `token`, not yet
+   * marked by it and has attempts left, writes exactly that branch's `next`
+   * (marker set, attempt counted, doubt folded, version bumped) and returns
+   * it; otherwise writes nothing and returns none, and the caller decides
+   * the other branches from a read. test/guarded-writes.property.test.ts
+   * checks the guard against the decision on every adapter.
+   */
+  readonly markSent: (
+    key: OperationKey,
+    token: string,
+    maxAttempts: number,
+    now: Millis
+  ) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
   /** Attempted operations whose re-drive is due at `now` (next unset or not later). */
   readonly listDue: (now: Millis) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
   /** Locks and returns the attempted operations deferred within `scope`. */

@@ -36,7 +36,7 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
    * one guarded write, with no read, lock or transaction: `true` when it
    * claimed (the row is then exactly the decision's `next`), `false` when
    * the row is absent or not claimable (nothing written). The guard is the
-   * decision's preconditions; test/watch.guarded.property.test.ts checks
+   * decision's preconditions; test/guarded-writes.property.test.ts checks
    * the two agree on every adapter.
    */
   readonly claimAttempt: (

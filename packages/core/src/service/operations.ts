@@ -214,7 +214,15 @@ export const makeOperationMethods = Effect.gen(function*() {
 
     markOperationSent: (key, options) =>
       validated("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)], () =>
-        runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))),
+        // The common case, the holder's first mark with attempts left, is one
+        // guarded write (OperationRepository.markSent); anything else is
+        // decided from a read, as every runner write is.
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.flatMap(operations.markSent(key, options.leaseToken, policy.maxAttempts, now), Option.match({
+            onSome: (operation): Effect.Effect<MarkSentResult, RunnerErrors> => Effect.succeed({ outcome: "sent", operation }),
+            onNone: () =>
+              runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
+          })))),
 
     recordAttemptFailure: (key, options) =>
       validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>

@@ -1,6 +1,11 @@
 import {
+  type ConnectorOperation,
   decideClaim,
   decideDefer,
+  decideMarkSent,
+  DEFAULT_OPERATION_POLICY,
+  OperationRepository,
+  type OperationState,
   type DeferReason,
   type PersistenceError,
   type ProjectionWatch,
@@ -10,7 +15,7 @@ import {
 import * as fc from "fast-check"
 import { Effect, Layer, ManagedRuntime, Option } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { identityOfRow, NOW, watchRow } from "./support/contract/fixtures.js"
+import { identityOfRow, NOW, operationRow, watchRow } from "./support/contract/fixtures.js"
 import { pgAvailable } from "./support/databases.js"
 import { adaptersUnderTest, type StoreServices } from "./support/stores.js"
 
@@ -22,6 +27,11 @@ import { adaptersUnderTest, type StoreServices } from "./support/stores.js"
  * input, the guarded write changes the row exactly when `decideClaim` /
  * `decideDefer` decides a write, and then leaves exactly the decision's
  * `next`; otherwise it answers false and leaves the row as it was.
+ *
+ * markOperationSent's common case is one guarded write as well
+ * (`OperationRepository.markSent`): it must write exactly when
+ * `decideMarkSent` decides "sent", and then exactly that decision's `next`;
+ * every other branch is decided from a read, so there it must write nothing.
  *
  * Times are drawn from a few ticks around one instant, so every boundary
  * (due exactly now, a claim expiring exactly now, equal claims) is hit often.
@@ -58,10 +68,27 @@ const deferCase = fc.record({
   now: tick
 })
 
+const states: ReadonlyArray<OperationState> = ["attempted", "committed", "dead", "reconcile_only"]
+const tokens = ["tok-a", "tok-b"]
+
+const markSentCase = fc.record({
+  stored: fc.option(fc.record({
+    state: fc.constantFrom(...states),
+    leaseToken: fc.constantFrom(null, ...tokens),
+    sendMarker: fc.constantFrom(null, "other", ...tokens),
+    attempts: fc.integer({ min: 0, max: 4 }),
+    inDoubtSince: fc.option(tick, { nil: null }),
+    version: fc.integer({ min: 0, max: 3 })
+  }), { nil: undefined }),
+  token: fc.constantFrom(...tokens),
+  maxAttempts: fc.integer({ min: 1, max: 4 }),
+  now: tick
+})
+
 for (const adapter of adapters) {
   const runs = 500
   describe.runIf(adapter.name !== "postgres" || pgAvailable)(
-    `guarded watch writes agree with the pure decisions on ${adapter.name}`,
+    `guarded writes agree with the pure decisions on ${adapter.name}`,
     () => {
       const runtime = ManagedRuntime.make(
         adapter.layer({}) as Layer.Layer<StoreServices, PersistenceError>
@@ -91,6 +118,32 @@ for (const adapter of adapters) {
               const after = Option.getOrUndefined(yield* repo.get(identity))
               expect(claimed).toBe(decision.outcome === "claimed")
               expect(after).toEqual(decision.next ?? row)
+            }))),
+          { numRuns: runs }
+        )
+      })
+
+      it("markSent writes exactly when decideMarkSent decides sent, and exactly its row", async () => {
+        await fc.assert(
+          fc.asyncProperty(markSentCase, (c) =>
+            runtime.runPromise(Effect.gen(function*() {
+              const repo = yield* OperationRepository
+              const n = ++serial
+              const key = { callerDID: "did:caller:prop", operationID: `op-${n}` }
+              const row: ConnectorOperation | undefined = c.stored === undefined
+                ? undefined
+                : operationRow({ ...key, nodeKey: `node-prop-${n}`, ...c.stored })
+              if (row !== undefined && !(yield* repo.insert(row))) return yield* Effect.dieMessage("seed refused")
+              const decision = decideMarkSent(row, c.token, { ...DEFAULT_OPERATION_POLICY, maxAttempts: c.maxAttempts }, c.now)
+              const written = Option.getOrUndefined(yield* repo.markSent(key, c.token, c.maxAttempts, c.now))
+              const after = Option.getOrUndefined(yield* repo.get(key))
+              if (decision.result.outcome === "sent") {
+                expect(written).toEqual(decision.next)
+                expect(after).toEqual(decision.next)
+              } else {
+                expect(written).toBeUndefined()
+                expect(after).toEqual(row)
+              }
             }))),
           { numRuns: runs }
         )
