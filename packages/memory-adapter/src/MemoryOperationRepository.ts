@@ -47,12 +47,15 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
       }),
     // The pure decision itself, read and written in one memory transaction.
     markSent: (key, token, maxAttempts, now) =>
-      db.write<ConnectorOperation, Option.Option<ConnectorOperation>>(TABLE, (table) => {
-        const decision = decideMarkSent(table.get(operationKey(key)), token, { ...DEFAULT_OPERATION_POLICY, maxAttempts }, now)
-        if (decision.result.outcome !== "sent" || decision.next === undefined) return Option.none()
-        table.set(operationKey(key), decision.next)
-        return Option.some(decision.next)
-      }),
+      db.withTransaction(Effect.flatMap(byKey(operationKey(key)), (row) => {
+        const decision = decideMarkSent(Option.getOrUndefined(row), token, { ...DEFAULT_OPERATION_POLICY, maxAttempts }, now)
+        const next = decision.result.outcome === "sent" ? decision.next : undefined
+        // Nothing is written (not even an empty table) unless the decision writes.
+        return next === undefined ? Effect.succeed(Option.none()) : db.write<ConnectorOperation, Option.Option<ConnectorOperation>>(TABLE, (table) => {
+          table.set(operationKey(key), next)
+          return Option.some(next)
+        })
+      })),
     listDue: (now) =>
       find((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now)),
     lockDeferred: (scope) => find((row) => row.state === "attempted" && resumeReaches(scope, row)),

@@ -41,14 +41,15 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
     })
 
   const decideAndWrite = (identity: WatchIdentity, decide: (row: ProjectionWatch | undefined) => ProjectionWatch | undefined) =>
-    db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table) => {
-      const key = watchKey(identity)
-      const next = decide(table.get(key))
-      if (next === undefined) return false
-      // A claim or deferral changes no document: the index stays as it is.
-      table.set(key, next)
-      return true
-    })
+    db.withTransaction(Effect.flatMap(byKey(watchKey(identity)), (row) => {
+      const next = decide(Option.getOrUndefined(row))
+      // Nothing is written (not even an empty table) unless the decision writes;
+      // a claim or deferral changes no document, so the index stays as it is.
+      return next === undefined ? Effect.succeed(false) : db.write<ProjectionWatch, boolean>(TABLE, (table) => {
+        table.set(watchKey(identity), next)
+        return true
+      })
+    }))
 
   return {
     lockRead: (identity) => byKey(watchKey(identity)),
