@@ -130,49 +130,70 @@ export const makeOperationMethods = Effect.gen(function*() {
   const lockOperation = (key: OperationKey) => Effect.map(operations.lockRead(key), Option.getOrUndefined)
 
   /**
-   * One runner write (renew, mark sent, attempt failure): these read nothing
-   * but the operation's row, so the row is read with no lock and no
-   * transaction, the pure decision is made, and its versioned write runs as
-   * one statement of its own, a compare-and-set: two round trips on a SQL
-   * server instead of four. A lost write is retried from a fresh read, so a
-   * decision made on a stale row is never applied. Only the lease holder's
-   * calls write, so a loser re-reads the winner's row and stops.
+   * Runs a read-decide-write of one operation row until it wins. The first
+   * try reads the row with no lock and no transaction and writes with one
+   * versioned statement, a compare-and-set of its own: two round trips on a
+   * SQL server instead of four. A lost write means another writer got there
+   * first, so every try after it runs the same steps in a transaction on the
+   * row locked (FOR UPDATE; SQLite's write lock), where the write cannot
+   * lose again. The uncontended case is cheap, and a hot row (runners
+   * cycling one key) never spends the retry budget. Every try decides
+   * afresh from the row it read, so no decision made on a stale row is
+   * ever applied.
    */
+  const optimisticThenLocked = <A, E>(
+    method: string,
+    key: OperationKey,
+    attempt: (read: Effect.Effect<ConnectorOperation | undefined, PersistenceError>) => Effect.Effect<A, E | LostRace>
+  ) =>
+    Effect.suspend(() => {
+      let tried = 0
+      return retryOnLostRace(method, formatOperationKey(key), Effect.suspend(() =>
+        tried++ === 0
+          ? attempt(Effect.map(operations.get(key), Option.getOrUndefined))
+          : withTransaction(attempt(lockOperation(key)))))
+    })
+
+  /** One runner write (renew, mark sent, attempt failure): it reads nothing but the operation's row. */
   const runnerWrite = <R>(
     method: string,
     key: OperationKey,
     decide: (row: ConnectorOperation | undefined, now: Millis) => Effect.Effect<OperationDecision<R>>
   ) =>
-    retryOnLostRace(method, formatOperationKey(key), Effect.gen(function*() {
-      const row = Option.getOrUndefined(yield* operations.get(key))
-      const decision = yield* decide(row, yield* Clock.currentTimeMillis)
-      if (decision.next !== undefined && row !== undefined) {
-        yield* requireWon(yield* operations.update(row, decision.next))
-      }
-      return decision.result
-    }))
+    optimisticThenLocked(method, key, (read) =>
+      Effect.gen(function*() {
+        const row = yield* read
+        const decision = yield* decide(row, yield* Clock.currentTimeMillis)
+        if (decision.next !== undefined && row !== undefined) {
+          yield* requireWon(yield* operations.update(row, decision.next))
+        }
+        return decision.result
+      }))
 
   const claim = (input: ClaimOperationInput) =>
-    retryOnLostRace("claimOperation", formatOperationKey(input), Effect.gen(function*() {
-      // Fresh values per try: a lost try may have lost on a node key clash.
-      const fresh = { nodeKey: yield* entropy.token, incarnation: yield* entropy.token, leaseToken: yield* entropy.token }
-      const created = decideOperationClaim(undefined, input, fresh, policy, yield* Clock.currentTimeMillis)
-      // Insert first, as one statement of its own: a new key needs no
-      // transaction, and concurrent claims of one key all meet its unique
-      // index (a racing insert waits for the other to commit), so exactly
-      // one of them inserts. Every other claim converges on the stored row,
-      // read and written as a runner write is (no lock, one versioned
-      // write): a claim reads nothing but that row.
-      if (!created.conflict && created.next !== undefined && (yield* operations.insert(created.next))) return created.result
-      const row = Option.getOrUndefined(yield* operations.get(input))
-      if (row === undefined) return yield* new LostRace()
-      const decision = decideOperationClaim(row, input, fresh, policy, yield* Clock.currentTimeMillis)
-      if (decision.conflict) {
-        return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
-      }
-      if (decision.next !== undefined) yield* requireWon(yield* operations.update(row, decision.next))
-      return decision.result
-    }))
+    optimisticThenLocked("claimOperation", input, (read) =>
+      Effect.gen(function*() {
+        // Fresh values per try: a lost try may have lost on a node key clash.
+        const fresh = { nodeKey: yield* entropy.token, incarnation: yield* entropy.token, leaseToken: yield* entropy.token }
+        const created = decideOperationClaim(undefined, input, fresh, policy, yield* Clock.currentTimeMillis)
+        // Insert first, as one statement of its own on the first try (no
+        // transaction): a new key needs no more, and concurrent claims of
+        // one key all meet its unique index (a racing insert waits for the
+        // other to commit), so exactly one of them inserts. Every other
+        // claim converges on the stored row, read and written as a runner
+        // write is: a claim reads nothing but that row.
+        if (!created.conflict && created.next !== undefined && (yield* operations.insert(created.next))) {
+          return created.result
+        }
+        const row = yield* read
+        if (row === undefined) return yield* new LostRace()
+        const decision = decideOperationClaim(row, input, fresh, policy, yield* Clock.currentTimeMillis)
+        if (decision.conflict) {
+          return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
+        }
+        if (decision.next !== undefined) yield* requireWon(yield* operations.update(row, decision.next))
+        return decision.result
+      }))
 
   const finalize = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
     retryOnLostRace("finalizeOperationAndArmWatch", formatOperationKey(key), withTransaction(Effect.gen(function*() {
