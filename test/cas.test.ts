@@ -143,19 +143,25 @@ for (const adapter of adapters) {
       }).pipe(Effect.provide(store.layer))
     })
 
+    // The transitions that can lose a race (the locked ones read the winner;
+    // their lost writes are rolled back). claimWatchAttempt and deferWatch
+    // are one guarded write each (WatchRepository.claimAttempt / deferAttempt):
+    // they have no race to lose, and never call update.
     const exhausting: ReadonlyArray<
-      readonly [string, (store: ConnectorStore["Type"]) => Effect.Effect<unknown, unknown>]
+      readonly [string, UpdatePlan, (store: ConnectorStore["Type"]) => Effect.Effect<unknown, unknown>]
     > = [
-      ["armWatch", (s) => s.armWatch(id, "manual", { dueAt: NOW })],
-      ["claimWatchAttempt", (s) => s.claimWatchAttempt(id, { generation: 1, until: NOW + 10, now: NOW + 5 })],
-      ["deferWatch", (s) => s.deferWatch(id, { generation: 1, claimedUntil: NOW + 5, nextAttemptAt: NOW + 9 })],
-      ["recordVerification", (s) => s.recordVerification(id, { generation: 1, fetchedDigest: "w", maxAttempts: 3, dueAt: NOW })]
+      ["armWatch", losesAfterWriting(Number.POSITIVE_INFINITY), (s) => s.armWatch(id, "manual", { dueAt: NOW })],
+      [
+        "recordVerification",
+        losesAfterWriting(Number.POSITIVE_INFINITY),
+        (s) => s.recordVerification(id, { generation: 1, fetchedDigest: "w", maxAttempts: 3, dueAt: NOW })
+      ]
     ]
-    for (const [method, call] of exhausting) {
+    for (const [method, plan, call] of exhausting) {
       it.effect(`${method} gives up after ${CAS_ATTEMPTS} lost tries with ConcurrentUpdateExhausted, applying nothing`, () => {
         const row = watchRow({ claimedUntil: NOW + 5, nextAttemptAt: NOW - 1 })
         const winners = new Winners({ "doc-1": "w" })
-        const store = interferedStore(losesAfterWriting(Number.POSITIVE_INFINITY), winners.single())
+        const store = interferedStore(plan, winners.single())
         return Effect.gen(function*() {
           yield* at(NOW + 5)
           yield* seedWatches(row)

@@ -149,15 +149,17 @@ describe.runIf(pgAvailable)("errors that say what happened, on Postgres", () => 
       const tablePrefix = freshPrefix()
       const store = await open("?options=-c%20lock_timeout%3D200", tablePrefix)
       const table = `${tablePrefix}operation`
-      await store.claimOperation(claimInput())
+      const claimed = await store.claimOperation(claimInput())
+      if (claimed.outcome !== "claimed") throw new Error(`expected claimed, got ${claimed.outcome}`)
       const other = new pg.Client({ connectionString: await pgDatabaseForFile() })
       await other.connect()
       try {
         await other.query("BEGIN")
         await other.query(`SELECT * FROM ${table} WHERE caller_did = $1 AND operation_id = $2 FOR UPDATE`, [KEY.callerDID, KEY.operationID])
         const before = await store.getOperation(KEY)
-        const error = await rejection(store.claimOperation(claimInput()))
-        expectPersistence(error, "claimOperation", "lock-timeout", /lock timeout/)
+        // A write waits for the row lock (a busy claim only reads, and reads take no lock).
+        const error = await rejection(store.markOperationSent(KEY, { leaseToken: claimed.lease.token }))
+        expectPersistence(error, "markOperationSent", "lock-timeout", /lock timeout/)
         await other.query("ROLLBACK")
         expect(await store.getOperation(KEY)).toEqual(before)
       } finally {
@@ -169,17 +171,19 @@ describe.runIf(pgAvailable)("errors that say what happened, on Postgres", () => 
     it("the Effect API names the method too", async () => {
       const tablePrefix = freshPrefix()
       const store = await open("?options=-c%20lock_timeout%3D200", tablePrefix)
-      await store.claimOperation(claimInput())
+      const claimed = await store.claimOperation(claimInput())
+      if (claimed.outcome !== "claimed") throw new Error(`expected claimed, got ${claimed.outcome}`)
       const other = new pg.Client({ connectionString: await pgDatabaseForFile() })
       await other.connect()
       try {
         await other.query("BEGIN")
         await other.query(`SELECT * FROM ${tablePrefix}operation WHERE caller_did = $1 AND operation_id = $2 FOR UPDATE`, [KEY.callerDID, KEY.operationID])
-        const exit = await store.runEffect(Effect.exit(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimInput()))))
+        const exit = await store.runEffect(Effect.exit(Effect.flatMap(ConnectorStore, (s) =>
+          s.markOperationSent(KEY, { leaseToken: claimed.lease.token }))))
         expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined).toMatchObject({
           _tag: "PersistenceError",
           reason: "lock-timeout",
-          method: "claimOperation"
+          method: "markOperationSent"
         })
         await other.query("ROLLBACK")
       } finally {

@@ -36,12 +36,13 @@ describe.runIf(pgAvailable)("a lost COMMIT acknowledgement, on Postgres through 
     await proxy?.close()
   })
 
-  it("a retried markOperationSent answers already-sent and counts the attempt once", async () => {
+  it("a retried markOperationSent answers already-sent and counts the attempt once (its UPDATE's acknowledgement lost)", async () => {
     const claim = await store.claimOperation(claimFor("mark"))
     if (claim.outcome !== "claimed") throw new Error(`expected claimed, got ${claim.outcome}`)
     const before = (await storedRows(direct, prefix)).operations.find((row) => row.operation_id === "mark")!
 
-    proxy.armCommitDrop()
+    // The mark is one autocommit UPDATE (no BEGIN/COMMIT): its acknowledgement is the UPDATE's.
+    proxy.armCommitDrop("UPDATE")
     const lost = await rejectionOf(store.markOperationSent(key("mark"), { leaseToken: claim.lease.token }))
     expectTyped(lost, "markOperationSent after a lost COMMIT acknowledgement")
     expect(proxy.dropped()).toBe(1)

@@ -47,14 +47,14 @@ for (const adapter of adapters) {
         yield* seedWatches(row)
         const next = { ...row, verificationStatus: "verified" as const, nextAttemptAt: null, version: 4 }
         for (const stale of [0, 2, 4, 5]) {
-          yield* loses(repo.update(next, stale), `update at ${stale}`)
+          yield* loses(repo.update({ ...row, version: stale }, next), `update at ${stale}`)
           yield* loses(repo.delete(id, stale), `delete at ${stale}`)
         }
         expect(yield* storedWatch(id)).toEqual(row)
-        expect(yield* repo.update(next, 3)).toBe(true)
+        expect(yield* repo.update(row, next)).toBe(true)
         expect(yield* storedWatch(id)).toEqual(next)
         // The version that was current a moment ago is now stale too.
-        yield* loses(repo.update({ ...next, version: 5, documentID: "doc-x" }, 3), "update at the replaced version")
+        yield* loses(repo.update(row, { ...next, version: 5, documentID: "doc-x" }), "update at the replaced version")
         yield* loses(repo.delete(id, 3), "delete at the replaced version")
         expect(yield* repo.delete(id, 4)).toBe(true)
         expect(Option.isNone(yield* repo.get(id))).toBe(true)
@@ -66,11 +66,11 @@ for (const adapter of adapters) {
         const row = operationRow({ state: "attempted", version: 2, leaseToken: "lease-a", leaseExpiresAt: NOW + 10 })
         yield* seedOperations(row)
         const next = { ...row, state: "committed" as const, leaseToken: null, leaseExpiresAt: null, version: 3 }
-        for (const stale of [0, 1, 3, 7]) yield* loses(repo.update(next, stale), `update at ${stale}`)
+        for (const stale of [0, 1, 3, 7]) yield* loses(repo.update({ ...row, version: stale }, next), `update at ${stale}`)
         expect(yield* storedOperation(row)).toEqual(row)
-        expect(yield* repo.update(next, 2)).toBe(true)
+        expect(yield* repo.update(row, next)).toBe(true)
         expect(yield* storedOperation(row)).toEqual(next)
-        yield* loses(repo.update({ ...next, attempts: 9, version: 4 }, 2), "update at the replaced version")
+        yield* loses(repo.update(row, { ...next, attempts: 9, version: 4 }), "update at the replaced version")
         expect(yield* storedOperation(row)).toEqual(next)
       })))
 

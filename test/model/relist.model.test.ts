@@ -264,7 +264,7 @@ class TouchWatch implements Cmd {
       createdAt: old?.createdAt ?? m.now
     }
     const row = watchRow(sourceID, watch)
-    expect(await r.ok(Effect.flatMap(WatchRepository, (w) => old === undefined ? w.insert(row) : w.update(row, old.version))))
+    expect(await r.ok(Effect.flatMap(WatchRepository, (w) => old === undefined ? w.insert(row) : w.update(watchRow(sourceID, old), row))))
       .toBe(true)
     m.watches.set(sourceID, watch)
   }

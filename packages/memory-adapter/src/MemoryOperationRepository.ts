@@ -1,6 +1,8 @@
 import {
   collectableOperations,
   type ConnectorOperation,
+  decideMarkSent,
+  DEFAULT_OPERATION_POLICY,
   operationKey,
   OperationRepository,
   resumeReaches,
@@ -34,15 +36,26 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
         reindex(index, key, undefined, row.nodeKey)
         return true
       }),
-    update: (next, expectedVersion) =>
+    update: (previous, next) =>
       db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) => {
         const key = operationKey(next)
         const stored = table.get(key)
-        if (stored?.version !== expectedVersion) return false
+        if (stored?.version !== previous.version) return false
         table.set(key, next)
         reindex(index, key, stored.nodeKey, next.nodeKey)
         return true
       }),
+    // The pure decision itself, read and written in one memory transaction.
+    markSent: (key, token, maxAttempts, now) =>
+      db.withTransaction(Effect.flatMap(byKey(operationKey(key)), (row) => {
+        const decision = decideMarkSent(Option.getOrUndefined(row), token, { ...DEFAULT_OPERATION_POLICY, maxAttempts }, now)
+        const next = decision.result.outcome === "sent" ? decision.next : undefined
+        // Nothing is written (not even an empty table) unless the decision writes.
+        return next === undefined ? Effect.succeed(Option.none()) : db.write<ConnectorOperation, Option.Option<ConnectorOperation>>(TABLE, (table) => {
+          table.set(operationKey(key), next)
+          return Option.some(next)
+        })
+      })),
     listDue: (now) =>
       find((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now)),
     lockDeferred: (scope) => find((row) => row.state === "attempted" && resumeReaches(scope, row)),

@@ -1,8 +1,11 @@
 import {
   compareWatchIdentities,
+  decideClaim,
+  decideDefer,
   isAuditCandidate,
   isScheduleDue,
   type ProjectionWatch,
+  type WatchIdentity,
   resumeReaches,
   WatchRepository,
   watchKey
@@ -37,6 +40,17 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
       return key !== watchKey(row) && other !== undefined && other.ownerDID === row.ownerDID && other.model === row.model
     })
 
+  const decideAndWrite = (identity: WatchIdentity, decide: (row: ProjectionWatch | undefined) => ProjectionWatch | undefined) =>
+    db.withTransaction(Effect.flatMap(byKey(watchKey(identity)), (row) => {
+      const next = decide(Option.getOrUndefined(row))
+      // Nothing is written (not even an empty table) unless the decision writes;
+      // a claim or deferral changes no document, so the index stays as it is.
+      return next === undefined ? Effect.succeed(false) : db.write<ProjectionWatch, boolean>(TABLE, (table) => {
+        table.set(watchKey(identity), next)
+        return true
+      })
+    }))
+
   return {
     lockRead: (identity) => byKey(watchKey(identity)),
     get: (identity) => byKey(watchKey(identity)),
@@ -44,16 +58,20 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
     getByDocument: (documentID) =>
       Effect.map(byDocument([documentID]), (rows) => Option.fromNullable(rows.sort((a, b) => compareWatchIdentities(a, b))[0])),
     listByDocuments: (documentIDs) => byDocument(documentIDs),
-    update: (next, expectedVersion) =>
+    update: (previous, next) =>
       db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
         const key = watchKey(next)
         const stored = table.get(key)
-        if (stored === undefined || stored.version !== expectedVersion) return false
+        if (stored === undefined || stored.version !== previous.version) return false
         if (clashes(table, index, next)) return false
         table.set(key, next)
         reindex(index, key, stored.documentID, next.documentID)
         return true
       }),
+    // The pure decisions themselves, read and written in one memory transaction.
+    claimAttempt: (identity, input, now, writtenAt) =>
+      decideAndWrite(identity, (row) => decideClaim(row, input, now, writtenAt).next),
+    deferAttempt: (identity, input, now) => decideAndWrite(identity, (row) => decideDefer(row, input, now).next),
     insert: (row) =>
       db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
         const key = watchKey(row)
@@ -72,6 +90,9 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
       }),
     // Memory transactions already run one at a time.
     lockDocument: () => Effect.void,
+    lockArmTargets: (slot, identity) =>
+      Effect.zipWith(byDocument([slot.documentID]), byKey(watchKey(identity)), (rows, own) =>
+        [...rows, ...Option.toArray(own).filter((row) => row.documentID !== slot.documentID)].sort(compareWatchIdentities)),
     listScheduleDue: (now) => find((row) => isScheduleDue(row, now)),
     listAuditPage: (after, limit) =>
       Effect.map(find(isAuditCandidate), (rows) =>

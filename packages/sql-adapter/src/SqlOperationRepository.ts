@@ -23,6 +23,7 @@ import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { collectFinishedStatement } from "./internal/retention.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
+import { type ColumnOf, versionedUpdate } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
 /** An operation row as read from the operation table. */
@@ -59,7 +60,7 @@ export const decodeOperation = (row: RawRow): ConnectorOperation => ({
   updatedAt: epoch(row["updated_at"])
 })
 
-/** The columns every write sets (all but the key, the node key and `created_at`), in `mutableValues` order. */
+/** The columns an insert sets besides the key, the node key and `created_at`, in `mutableValues` order. */
 const MUTABLE_COLUMNS = [
   "owner_did", "connector_name", "model", "op", "account_key", "target", "source_id", "deterministic_event_id",
   "payload_hash", "reissue_intent", "provider_etag", "document_id", "result_entity", "state", "attempts",
@@ -76,6 +77,43 @@ const mutableValues = (op: ConnectorOperation): ReadonlyArray<unknown> => [
 ]
 
 const INSERT_COLUMNS = ["caller_did", "operation_id", "node_key", ...MUTABLE_COLUMNS, "created_at"] as const
+
+const column = (name: string, value: (row: ConnectorOperation) => unknown): ColumnOf<ConnectorOperation> => ({ name, value })
+
+/** The key a versioned write finds its row by. */
+const OPERATION_KEY = [column("caller_did", (o) => o.callerDID), column("operation_id", (o) => o.operationID)]
+
+/**
+ * The columns a transition may change, as bound (JSON encoded, so a
+ * structurally equal value compares equal): all of `MUTABLE_COLUMNS` but
+ * version and updated_at, which every write sets.
+ */
+const CHANGEABLE_COLUMNS = [
+  column("owner_did", (o) => o.ownerDID),
+  column("connector_name", (o) => o.connectorName),
+  column("model", (o) => o.model),
+  column("op", (o) => o.op),
+  column("account_key", (o) => o.accountKey),
+  column("target", (o) => o.target),
+  column("source_id", (o) => o.sourceID),
+  column("deterministic_event_id", (o) => o.deterministicEventID),
+  column("payload_hash", (o) => o.payloadHash),
+  column("reissue_intent", (o) => encodeJson(o.reissueIntent) ?? "null"),
+  column("provider_etag", (o) => o.providerEtag),
+  column("document_id", (o) => o.documentID),
+  column("result_entity", (o) => encodeJson(o.resultEntity)),
+  column("state", (o) => o.state),
+  column("attempts", (o) => o.attempts),
+  column("next_attempt_at", (o) => o.nextAttemptAt),
+  column("defer_reason", (o) => o.deferReason),
+  column("send_marker", (o) => o.sendMarker),
+  column("in_doubt_since", (o) => o.inDoubtSince),
+  column("last_kind", (o) => o.lastKind),
+  column("last_http_status", (o) => o.lastHTTPStatus),
+  column("incarnation", (o) => o.incarnation),
+  column("lease_token", (o) => o.leaseToken),
+  column("lease_expires_at", (o) => o.leaseExpiresAt)
+]
 
 /** The operation table on a SQL client. */
 export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): OperationRepository["Type"] => {
@@ -107,14 +145,11 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     return sql.and(clauses)
   }
 
-  // The insert and the full-row update run on every claim and runner write:
-  // their text is built once, from the fixed column lists, not per call.
+  // The insert runs on every claim: its text is built once, from the fixed
+  // column list, not per call.
   const parameter = sql.onDialectOrElse({ pg: () => (n: number) => `$${n}`, orElse: () => (_: number) => "?" })
   const insertText = `INSERT INTO ${tables.operation} (${INSERT_COLUMNS.join(", ")})
     VALUES (${INSERT_COLUMNS.map((_, i) => parameter(i + 1)).join(", ")}) ON CONFLICT DO NOTHING RETURNING version`
-  const updateText = `UPDATE ${tables.operation} SET ${MUTABLE_COLUMNS.map((c, i) => `${c} = ${parameter(i + 1)}`).join(", ")}
-    WHERE caller_did = ${parameter(MUTABLE_COLUMNS.length + 1)} AND operation_id = ${parameter(MUTABLE_COLUMNS.length + 2)}
-      AND version = ${parameter(MUTABLE_COLUMNS.length + 3)} RETURNING version`
 
   return {
     // On SQLite the store's transactions take the write lock first (see makeSqlTransactor).
@@ -127,10 +162,18 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
         "operation.insert",
         sql.unsafe<RawRow>(insertText, [row.callerDID, row.operationID, row.nodeKey, ...mutableValues(row), row.createdAt])
       ),
-    update: (next, expectedVersion) =>
-      changed(
-        "operation.update",
-        sql.unsafe<RawRow>(updateText, [...mutableValues(next), next.callerDID, next.operationID, expectedVersion])
+    update: versionedUpdate(sql, "operation.update", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY),
+    // decideMarkSent's "sent" preconditions as the WHERE and its change as
+    // the SET (the SET's right-hand sides see the row as it was).
+    markSent: (key, token, maxAttempts, now) =>
+      one(
+        "operation.markSent",
+        sql<RawRow>`UPDATE ${table} SET send_marker = ${token}, attempts = attempts + 1,
+            in_doubt_since = COALESCE(in_doubt_since, CASE WHEN send_marker IS NOT NULL THEN CAST(${now} AS BIGINT) END),
+            version = version + 1, updated_at = ${now}
+          WHERE ${byKey(key)} AND state = 'attempted' AND lease_token = ${token}
+            AND (send_marker IS NULL OR send_marker <> ${token}) AND attempts < ${maxAttempts}
+          RETURNING *`
       ),
     listDue: (now) =>
       many(

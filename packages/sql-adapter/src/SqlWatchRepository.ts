@@ -1,5 +1,6 @@
 import {
   type DeferReason,
+  type DocumentSlot,
   PersistenceError,
   type ProjectionWatch,
   type VerificationStatus,
@@ -12,6 +13,7 @@ import { byteOrdered } from "./internal/collation.js"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
+import { affectedRows, type ColumnOf, versionedUpdate } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
 /** A watch row as read from the projection-watch table. */
@@ -35,6 +37,30 @@ export const decodeWatch = (row: RawRow): ProjectionWatch => ({
   updatedAt: epoch(row["updated_at"])
 })
 
+const column = (name: string, value: (row: ProjectionWatch) => unknown): ColumnOf<ProjectionWatch> => ({ name, value })
+
+/** The identity columns: the key a versioned write finds its row by. */
+const WATCH_KEY = [
+  column("owner_did", (w) => w.ownerDID),
+  column("connector_name", (w) => w.connectorName),
+  column("model", (w) => w.model),
+  column("account_key", (w) => w.accountKey),
+  column("source_id", (w) => w.sourceID)
+]
+
+/** The columns a transition may change (version and updated_at are always written). */
+const WATCH_COLUMNS = [
+  column("document_id", (w) => w.documentID),
+  column("verified_state_digest", (w) => w.verifiedStateDigest),
+  column("observed_winner_digest", (w) => w.observedWinnerDigest),
+  column("verification_status", (w) => w.verificationStatus),
+  column("verification_attempts", (w) => w.verificationAttempts),
+  column("repair_generation", (w) => w.repairGeneration),
+  column("next_attempt_at", (w) => w.nextAttemptAt),
+  column("claimed_until", (w) => w.claimedUntil),
+  column("defer_reason", (w) => w.deferReason)
+]
+
 /** The projection-watch table on a SQL client. */
 export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): WatchRepository["Type"] => {
   const table = sql(tables.projectionWatch)
@@ -42,6 +68,18 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     sql`owner_did = ${id.ownerDID} AND connector_name = ${id.connectorName} AND model = ${id.model} AND account_key = ${id.accountKey} AND source_id = ${id.sourceID}`
   const { many, one } = rowReaders(decodeWatch)
   const changed = returnedAny
+  /** How many rows a write without RETURNING touched. */
+  const touched = (operation: string, statement: { readonly raw: Effect.Effect<unknown, unknown> }) =>
+    statement.raw.pipe(Effect.map(affectedRows), PersistenceError.refail(operation))
+  const lockDocument = (slot: DocumentSlot) =>
+    sql.onDialectOrElse({
+      pg: () =>
+        sql`SELECT pg_advisory_xact_lock(hashtextextended(${
+          JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
+        }, 0))`.pipe(Effect.asVoid, PersistenceError.refail("watch.lockDocument")),
+      // The store's SQLite transactions hold the database write lock already.
+      orElse: () => Effect.void
+    })
 
   return {
     lockRead: (identity) =>
@@ -59,23 +97,32 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
       documentIDs.length === 0
         ? Effect.succeed([])
         : many("watch.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
-    update: (next, expectedVersion) =>
-      changed(
-        "watch.update",
-        sql<RawRow>`UPDATE ${table} SET
-          document_id = ${next.documentID},
-          verified_state_digest = ${next.verifiedStateDigest},
-          observed_winner_digest = ${next.observedWinnerDigest},
-          verification_status = ${next.verificationStatus},
-          verification_attempts = ${next.verificationAttempts},
-          repair_generation = ${next.repairGeneration},
-          next_attempt_at = ${next.nextAttemptAt},
-          claimed_until = ${next.claimedUntil},
-          defer_reason = ${next.deferReason},
-          version = ${next.version},
-          updated_at = ${next.updatedAt}
-        WHERE ${byIdentity(next)} AND version = ${expectedVersion}
-        RETURNING version`
+    update: versionedUpdate(sql, "watch.update", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY),
+    // decideClaim's preconditions as the WHERE, its change as the SET: one
+    // statement, no RETURNING (the row count answers).
+    claimAttempt: (identity, input, now, writtenAt) =>
+      Effect.map(
+        touched(
+          "watch.claimAttempt",
+          sql`UPDATE ${table} SET claimed_until = ${input.until}, version = version + 1, updated_at = ${writtenAt}
+            WHERE ${byIdentity(identity)} AND verification_status = 'pending_verification'
+              AND repair_generation = ${input.generation}
+              AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}
+              AND (claimed_until IS NULL OR claimed_until <= ${now})`
+        ),
+        (rows) => rows > 0
+      ),
+    // decideDefer's: only the holder of the current claim of a pending row of that generation.
+    deferAttempt: (identity, input, now) =>
+      Effect.map(
+        touched(
+          "watch.deferAttempt",
+          sql`UPDATE ${table} SET next_attempt_at = ${input.nextAttemptAt}, defer_reason = ${input.reason ?? null},
+              claimed_until = NULL, version = version + 1, updated_at = ${now}
+            WHERE ${byIdentity(identity)} AND verification_status = 'pending_verification'
+              AND repair_generation = ${input.generation} AND claimed_until = ${input.claimedUntil}`
+        ),
+        (rows) => rows > 0
       ),
     insert: (row) =>
       changed(
@@ -96,15 +143,23 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         "watch.delete",
         sql<RawRow>`DELETE FROM ${table} WHERE ${byIdentity(identity)} AND version = ${expectedVersion} RETURNING version`
       ),
-    lockDocument: (slot) =>
-      sql.onDialectOrElse({
-        pg: () =>
-          sql`SELECT pg_advisory_xact_lock(hashtextextended(${
-            JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
-          }, 0))`.pipe(Effect.asVoid, PersistenceError.refail("watch.lockDocument")),
-        // The store's SQLite transactions hold the database write lock already.
-        orElse: () => Effect.void
-      }),
+    lockDocument,
+    // Two statements on Postgres (the slot's advisory lock, then every
+    // target locked in identity order, byte-wise), one on SQLite. The slot
+    // lock comes first, in a statement of its own: a statement that waited
+    // for it would still read with the snapshot taken before the wait, and
+    // miss the watch the previous holder just inserted.
+    lockArmTargets: (slot, identity) =>
+      Effect.zipRight(
+        lockDocument(slot),
+        many(
+          "watch.lockArmTargets",
+          sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${slot.documentID} OR (${byIdentity(identity)})
+            ORDER BY ${byteOrdered(sql, "owner_did")}, ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "model")},
+              ${byteOrdered(sql, "account_key")}, ${byteOrdered(sql, "source_id")}
+            ${forUpdate(sql)}`
+        )
+      ),
     listScheduleDue: (now) =>
       many(
         "watch.listScheduleDue",

@@ -124,7 +124,7 @@ export const runStep = (
     if (row === undefined) return "absent"
     if (step.kind === "deleteWatch") return (yield* watches.delete(step.identity, row.version)) ? "deleted" : "lost"
     const next = { ...row, version: row.version + 1 }
-    return (yield* watches.update(next, row.version)) ? `v${next.version}` : "lost"
+    return (yield* watches.update(row, next)) ? `v${next.version}` : "lost"
   })
 
 /** Ends a transaction the way its plan says, failing it in one of three ways. */

@@ -8,7 +8,7 @@ import {
   type WinnerReaders
 } from "@connector-store/core"
 import * as Memory from "@connector-store/memory-adapter"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, FiberRef, Layer, Option } from "effect"
 import type { StoreServices } from "../stores.js"
 
 /** What an interfering `update` can do besides answering. */
@@ -40,6 +40,9 @@ export interface InterferedStore {
   readonly concurrentWrites: () => number
 }
 
+/** Whether the current fiber runs inside the decorated store's transaction. */
+const inTransaction = FiberRef.unsafeMake(false)
+
 const memoryStore = (readers: WinnerReaders): Layer.Layer<StoreServices, PersistenceError> => Memory.layer(readers)
 
 /**
@@ -63,7 +66,7 @@ export const interferedStore = (
     const concurrently: UpdateTools["concurrently"] = (identity, change) => {
       pending.push(transactor.withTransaction(Effect.gen(function*() {
         const row = Option.getOrThrow(yield* watches.lockRead(identity))
-        const written = yield* watches.update({ ...change(row), version: row.version + 1 }, row.version)
+        const written = yield* watches.update(row, { ...change(row), version: row.version + 1 })
         if (!written) return yield* Effect.dieMessage("the concurrent writer itself lost a race")
         committed++
       })))
@@ -72,11 +75,22 @@ export const interferedStore = (
     return Context.omit(ConnectorStore)(context).pipe(
       Context.add(WatchRepository, {
         ...watches,
-        update: (next, expectedVersion) =>
-          Effect.suspend(() => plan(++updates, next, expectedVersion, { write: watches.update, concurrently }))
+        update: (previous, next) => {
+          const write = (written: ProjectionWatch, expectedVersion: number) =>
+            watches.update({ ...previous, version: expectedVersion }, written)
+          const planned = Effect.suspend(() => plan(++updates, next, previous.version, { write, concurrently }))
+          // A write outside a transaction (a compare-and-set of its own): the
+          // other writers commit right after it, as after a transaction.
+          return Effect.flatMap(FiberRef.get(inTransaction), (inside) =>
+            inside ? planned : Effect.ensuring(planned, Effect.orDie(runConcurrentWriters)))
+        }
       }),
       Context.add(Transactor, {
-        withTransaction: (effect) => Effect.ensuring(transactor.withTransaction(effect), Effect.orDie(runConcurrentWriters))
+        withTransaction: (effect) =>
+          Effect.ensuring(
+            transactor.withTransaction(Effect.locally(effect, inTransaction, true)),
+            Effect.orDie(runConcurrentWriters)
+          )
       })
     )
   })).pipe(Layer.provide(base(readers)))

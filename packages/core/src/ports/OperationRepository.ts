@@ -21,8 +21,29 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
    * same key waits for it, then answers `false` if it committed.
    */
   readonly insert: (row: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
-  /** Writes `next` only if the stored version is still `expectedVersion`. */
-  readonly update: (next: ConnectorOperation, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
+  /**
+   * Writes `next` over `previous` (the row as read) only if the stored
+   * version is still `previous.version`; `false` when the race was lost and
+   * nothing was written. Adapters may write only the columns that differ
+   * (plus `version` and `updatedAt`). Needs no transaction: one guarded
+   * statement on its own is a compare-and-set.
+   */
+  readonly update: (previous: ConnectorOperation, next: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
+  /**
+   * The "sent" branch of `decideMarkSent(row, token, {maxAttempts}, now)` as
+   * one guarded write: when the row is attempted, held by `token`, not yet
+   * marked by it and has attempts left, writes exactly that branch's `next`
+   * (marker set, attempt counted, doubt folded, version bumped) and returns
+   * it; otherwise writes nothing and returns none, and the caller decides
+   * the other branches from a read. test/guarded-writes.property.test.ts
+   * checks the guard against the decision on every adapter.
+   */
+  readonly markSent: (
+    key: OperationKey,
+    token: string,
+    maxAttempts: number,
+    now: Millis
+  ) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
   /** Attempted operations whose re-drive is due at `now` (next unset or not later). */
   readonly listDue: (now: Millis) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
   /** Locks and returns the attempted operations deferred within `scope`. */

@@ -1,7 +1,7 @@
 import { Context, type Effect, type Option } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
-import type { ResumeScope } from "../watch/transitions.js"
+import type { ClaimInput, DeferInput, ResumeScope } from "../watch/transitions.js"
 
 /** Where the unique ingress index allows one watch: an owner's document of a model. */
 export interface DocumentSlot {
@@ -23,10 +23,30 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
   /** Reads a watch and locks it until the transaction ends. */
   readonly lockRead: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
   /**
-   * Writes `next` over the stored row only if the stored version is still
-   * `expectedVersion`. `false` means the race was lost and nothing was written.
+   * Writes `next` over `previous` (the row as read) only if the stored
+   * version is still `previous.version`. `false` means the race was lost and
+   * nothing was written. Adapters may write only the columns in which `next`
+   * differs from `previous` (plus `version` and `updatedAt`): at that version
+   * the stored row is `previous`, so the result is `next` either way. Needs
+   * no transaction: one guarded statement on its own is a compare-and-set.
    */
-  readonly update: (next: ProjectionWatch, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
+  readonly update: (previous: ProjectionWatch, next: ProjectionWatch) => Effect.Effect<boolean, PersistenceError>
+  /**
+   * `decideClaim(row, input, now, writtenAt)` applied to the stored row as
+   * one guarded write, with no read, lock or transaction: `true` when it
+   * claimed (the row is then exactly the decision's `next`), `false` when
+   * the row is absent or not claimable (nothing written). The guard is the
+   * decision's preconditions; test/guarded-writes.property.test.ts checks
+   * the two agree on every adapter.
+   */
+  readonly claimAttempt: (
+    identity: WatchIdentity,
+    input: ClaimInput,
+    now: Millis,
+    writtenAt: Millis
+  ) => Effect.Effect<boolean, PersistenceError>
+  /** `decideDefer(row, input, now)` as one guarded write, as `claimAttempt`: `true` when it deferred. */
+  readonly deferAttempt: (identity: WatchIdentity, input: DeferInput, now: Millis) => Effect.Effect<boolean, PersistenceError>
   /** Inserts a new row; `false` when its identity or its (owner, model, document) is taken. */
   readonly insert: (row: ProjectionWatch) => Effect.Effect<boolean, PersistenceError>
   /** Deletes a row only if its version is still `expectedVersion`. */
@@ -41,6 +61,18 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
    * every other writer.
    */
   readonly lockDocument: (slot: DocumentSlot) => Effect.Effect<void, PersistenceError>
+  /**
+   * What a finalize arms against, in as few statements as the adapter can:
+   * takes the slot's lock (as `lockDocument`), then reads and locks, until
+   * the transaction ends, the watch at `identity` (if any) and every watch of
+   * the slot's document. Rows are locked in one global order (identity, in
+   * byte order), the same for every caller, so two arms that touch the same
+   * watches cannot deadlock.
+   */
+  readonly lockArmTargets: (
+    slot: DocumentSlot,
+    identity: WatchIdentity
+  ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
   /** Every watch of the given documents; any number of ids (adapters chunk). */
   readonly listByDocuments: (
     documentIDs: ReadonlyArray<string>

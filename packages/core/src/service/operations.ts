@@ -46,7 +46,7 @@ import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import { type Check, Rules, validate } from "../validation.js"
-import { type Digest, type Millis, type ProjectionWatch, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
+import { type Digest, type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { LostRace, requireWon, retryOnLostRace } from "./cas.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 
@@ -129,42 +129,71 @@ export const makeOperationMethods = Effect.gen(function*() {
 
   const lockOperation = (key: OperationKey) => Effect.map(operations.lockRead(key), Option.getOrUndefined)
 
-  /** One runner write: lock-read the operation, decide, versioned write; retried on a lost race. */
+  /**
+   * Runs a read-decide-write of one operation row until it wins. The first
+   * try reads the row with no lock and no transaction and writes with one
+   * versioned statement, a compare-and-set of its own: two round trips on a
+   * SQL server instead of four. A lost write means another writer got there
+   * first, so every try after it runs the same steps in a transaction on the
+   * row locked (FOR UPDATE; SQLite's write lock), where the write cannot
+   * lose again. The uncontended case is cheap, and a hot row (runners
+   * cycling one key) never spends the retry budget. Every try decides
+   * afresh from the row it read, so no decision made on a stale row is
+   * ever applied.
+   */
+  const optimisticThenLocked = <A, E>(
+    method: string,
+    key: OperationKey,
+    attempt: (read: Effect.Effect<ConnectorOperation | undefined, PersistenceError>) => Effect.Effect<A, E | LostRace>
+  ) =>
+    Effect.suspend(() => {
+      let tried = 0
+      return retryOnLostRace(method, formatOperationKey(key), Effect.suspend(() =>
+        tried++ === 0
+          ? attempt(Effect.map(operations.get(key), Option.getOrUndefined))
+          : withTransaction(attempt(lockOperation(key)))))
+    })
+
+  /** One runner write (renew, mark sent, attempt failure): it reads nothing but the operation's row. */
   const runnerWrite = <R>(
     method: string,
     key: OperationKey,
     decide: (row: ConnectorOperation | undefined, now: Millis) => Effect.Effect<OperationDecision<R>>
   ) =>
-    retryOnLostRace(method, formatOperationKey(key), withTransaction(Effect.gen(function*() {
-      const row = yield* lockOperation(key)
-      const decision = yield* decide(row, yield* Clock.currentTimeMillis)
-      if (decision.next !== undefined && row !== undefined) {
-        yield* requireWon(yield* operations.update(decision.next, row.version))
-      }
-      return decision.result
-    })))
+    optimisticThenLocked(method, key, (read) =>
+      Effect.gen(function*() {
+        const row = yield* read
+        const decision = yield* decide(row, yield* Clock.currentTimeMillis)
+        if (decision.next !== undefined && row !== undefined) {
+          yield* requireWon(yield* operations.update(row, decision.next))
+        }
+        return decision.result
+      }))
 
   const claim = (input: ClaimOperationInput) =>
-    retryOnLostRace("claimOperation", formatOperationKey(input), Effect.gen(function*() {
-      // Fresh values per try: a lost try may have lost on a node key clash.
-      const fresh = { nodeKey: yield* entropy.token, incarnation: yield* entropy.token, leaseToken: yield* entropy.token }
-      const created = decideOperationClaim(undefined, input, fresh, policy, yield* Clock.currentTimeMillis)
-      // Insert first, as one statement of its own: a new key needs no
-      // transaction, and concurrent claims of one key all meet its unique
-      // index (a racing insert waits for the other to commit), so exactly
-      // one of them inserts. Every other claim converges on the stored row.
-      if (!created.conflict && created.next !== undefined && (yield* operations.insert(created.next))) return created.result
-      return yield* withTransaction(Effect.gen(function*() {
-        const row = yield* lockOperation(input)
+    optimisticThenLocked("claimOperation", input, (read) =>
+      Effect.gen(function*() {
+        // Fresh values per try: a lost try may have lost on a node key clash.
+        const fresh = { nodeKey: yield* entropy.token, incarnation: yield* entropy.token, leaseToken: yield* entropy.token }
+        const created = decideOperationClaim(undefined, input, fresh, policy, yield* Clock.currentTimeMillis)
+        // Insert first, as one statement of its own on the first try (no
+        // transaction): a new key needs no more, and concurrent claims of
+        // one key all meet its unique index (a racing insert waits for the
+        // other to commit), so exactly one of them inserts. Every other
+        // claim converges on the stored row, read and written as a runner
+        // write is: a claim reads nothing but that row.
+        if (!created.conflict && created.next !== undefined && (yield* operations.insert(created.next))) {
+          return created.result
+        }
+        const row = yield* read
         if (row === undefined) return yield* new LostRace()
         const decision = decideOperationClaim(row, input, fresh, policy, yield* Clock.currentTimeMillis)
         if (decision.conflict) {
           return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
         }
-        if (decision.next !== undefined) yield* requireWon(yield* operations.update(decision.next, row.version))
+        if (decision.next !== undefined) yield* requireWon(yield* operations.update(row, decision.next))
         return decision.result
       }))
-    }))
 
   const finalize = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
     retryOnLostRace("finalizeOperationAndArmWatch", formatOperationKey(key), withTransaction(Effect.gen(function*() {
@@ -174,26 +203,18 @@ export const makeOperationMethods = Effect.gen(function*() {
       if (commit.result.outcome !== "committed") return commit.result
       if (commit.next === undefined || row === undefined) return yield* Effect.dieMessage("a commit decided without a row")
       const identity = watchIdentityOfCommit(row, input.sourceID)
-      // Finalizes arming watches on one document take turns, so none of them
-      // loses the unique ingress index to another and has to start over.
-      yield* watches.lockDocument({ ownerDID: row.ownerDID, model: row.model, documentID: input.documentID })
-      const others = supersededBy(yield* watches.listByDocuments([input.documentID]), identity, input.documentID)
-      // Watch rows are locked in one global order, so two finalizes that
-      // touch the same watches cannot deadlock.
-      const lockOrder = [identity, ...others.map(watchIdentityOf)].sort((a, b) => watchKey(a) < watchKey(b) ? -1 : 1)
-      const locked = new Map<string, ProjectionWatch | undefined>()
-      for (const id of lockOrder) locked.set(watchKey(id), Option.getOrUndefined(yield* watches.lockRead(id)))
+      // Finalizes arming watches on one document take turns (the slot's
+      // lock), so none of them loses the unique ingress index to another and
+      // has to start over; the watches come back locked in one global order,
+      // so two finalizes that touch the same watches cannot deadlock.
+      const targets = yield* watches.lockArmTargets({ ownerDID: row.ownerDID, model: row.model, documentID: input.documentID }, identity)
       const winner = yield* readWinner(input.documentID)
-      yield* requireWon(yield* operations.update(commit.next, row.version))
-      const superseded = supersededBy(
-        others.flatMap((other) => locked.get(watchKey(other)) ?? []),
-        identity,
-        input.documentID
-      )
+      yield* requireWon(yield* operations.update(row, commit.next))
+      const superseded = supersededBy(targets, identity, input.documentID)
       for (const other of superseded) yield* requireWon(yield* watches.delete(watchIdentityOf(other), other.version))
-      const existing = locked.get(watchKey(identity))
+      const existing = targets.find((target) => watchKey(target) === watchKey(identity))
       const watch = armedByFinalize(existing, identity, input.documentID, winner, input.watchDueAt, now)
-      yield* requireWon(yield* (existing === undefined ? watches.insert(watch) : watches.update(watch, existing.version)))
+      yield* requireWon(yield* (existing === undefined ? watches.insert(watch) : watches.update(existing, watch)))
       return {
         outcome: "committed",
         operation: commit.result.operation,
@@ -214,7 +235,15 @@ export const makeOperationMethods = Effect.gen(function*() {
 
     markOperationSent: (key, options) =>
       validated("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)], () =>
-        runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))),
+        // The common case, the holder's first mark with attempts left, is one
+        // guarded write (OperationRepository.markSent); anything else is
+        // decided from a read, as every runner write is.
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.flatMap(operations.markSent(key, options.leaseToken, policy.maxAttempts, now), Option.match({
+            onSome: (operation): Effect.Effect<MarkSentResult, RunnerErrors> => Effect.succeed({ outcome: "sent", operation }),
+            onNone: () =>
+              runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
+          })))),
 
     recordAttemptFailure: (key, options) =>
       validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>

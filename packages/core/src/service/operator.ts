@@ -174,17 +174,14 @@ export const makeOperatorMethods = Effect.gen(function*() {
   const armCommitted = (row: ConnectorOperation, sourceID: string, documentID: string, dueAt: Millis, now: Millis) =>
     Effect.gen(function*() {
       const identity = watchIdentityOfCommit(row, sourceID)
-      yield* watches.lockDocument({ ownerDID: row.ownerDID, model: row.model, documentID })
-      const others = supersededBy(yield* watches.listByDocuments([documentID]), identity, documentID)
-      const lockOrder = [identity, ...others.map(watchIdentityOf)].sort((a, b) => watchKey(a) < watchKey(b) ? -1 : 1)
-      const locked = new Map<string, ProjectionWatch | undefined>()
-      for (const id of lockOrder) locked.set(watchKey(id), Option.getOrUndefined(yield* watches.lockRead(id)))
-      const existing = locked.get(watchKey(identity))
+      // As a finalize does (see lockArmTargets): the slot's lock, then the targets locked in one global order.
+      const targets = yield* watches.lockArmTargets({ ownerDID: row.ownerDID, model: row.model, documentID }, identity)
+      const existing = targets.find((target) => watchKey(target) === watchKey(identity))
       const winner = yield* winnerOf("settleOperation", documentID, existing?.observedWinnerDigest ?? null)
-      const superseded = supersededBy(others.flatMap((other) => locked.get(watchKey(other)) ?? []), identity, documentID)
+      const superseded = supersededBy(targets, identity, documentID)
       for (const other of superseded) yield* requireWon(yield* watches.delete(watchIdentityOf(other), other.version))
       const watch = armedByFinalize(existing, identity, documentID, winner, dueAt, now)
-      yield* requireWon(yield* (existing === undefined ? watches.insert(watch) : watches.update(watch, existing.version)))
+      yield* requireWon(yield* (existing === undefined ? watches.insert(watch) : watches.update(existing, watch)))
       return { watch, superseded: superseded.map(watchIdentityOf) }
     })
 
@@ -241,7 +238,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
           if (!decision.settled) {
             return yield* new OperatorActionRefused({ method: "settleOperation", identity: formatOperationKey(key), reason: decision.reason })
           }
-          yield* requireWon(yield* operations.update(decision.next, row.version))
+          yield* requireWon(yield* operations.update(row, decision.next))
           if (stored.outcome === "dead") return { operation: decision.next, watch: null, superseded: [] }
           const armed = yield* armCommitted(row, stored.sourceID, stored.documentID, stored.watchDueAt, now)
           return { operation: decision.next, ...armed }
@@ -256,7 +253,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
           if (!decision.retried) {
             return yield* new OperatorActionRefused({ method: "retryOperation", identity: formatOperationKey(key), reason: decision.reason })
           }
-          yield* requireWon(yield* operations.update(decision.next, row.version))
+          yield* requireWon(yield* operations.update(row, decision.next))
           return decision.next
         })))),
 
@@ -270,7 +267,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
           const winner = yield* winnerOf("rearmWatch", row.documentID, row.observedWinnerDigest)
           const decision = decideArm(row, { reason: "manual", dueAt: options.dueAt }, winner, yield* Clock.currentTimeMillis)
           if (decision.next === undefined) return yield* Effect.dieMessage("a manual arm of an existing watch decided no write")
-          yield* requireWon(yield* watches.update(decision.next, row.version))
+          yield* requireWon(yield* watches.update(row, decision.next))
           return decision.next
         }))))
   }

@@ -24,8 +24,6 @@ import {
   type ArmReason,
   type ClaimInput,
   decideArm,
-  decideClaim,
-  decideDefer,
   decideVerification,
   type Decision,
   type DeferInput,
@@ -125,7 +123,7 @@ export const makeWatchMethods = Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const decision = yield* decide(row, now)
         if (decision.next !== undefined && row !== undefined) {
-          yield* requireWon(yield* watches.update(decision.next, row.version))
+          yield* requireWon(yield* watches.update(row, decision.next))
         }
         return decision.outcome
       }))
@@ -138,11 +136,11 @@ export const makeWatchMethods = Effect.gen(function*() {
       withTransaction(Effect.gen(function*() {
         for (const row of yield* operations.lockDeferred(scope)) {
           const next = resumeDeferredOperation(row, scope, now)
-          if (next !== undefined) yield* requireWon(yield* operations.update(next, row.version))
+          if (next !== undefined) yield* requireWon(yield* operations.update(row, next))
         }
         for (const row of yield* watches.lockDeferred(scope)) {
           const next = resumeDeferredWatch(row, scope, now)
-          if (next !== undefined) yield* requireWon(yield* watches.update(next, row.version))
+          if (next !== undefined) yield* requireWon(yield* watches.update(row, next))
         }
       }))
     )
@@ -194,9 +192,12 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["options.generation", fieldOf(options, "generation"), generation],
           ["options.now", fieldOf(options, "now"), Rules.millis]
         ]),
-        Effect.suspend(() => Effect.map(
-          transition("claimWatchAttempt", identity, (row, now) => Effect.succeed(decideClaim(row, options, options.now, now))),
-          (outcome) => outcome === "claimed"
+        Effect.suspend(() => Effect.flatMap(
+          // One guarded write (decideClaim's preconditions as its guard; see
+          // WatchRepository.claimAttempt): a claim that finds the attempt
+          // taken writes nothing and answers false, with no race to lose.
+          Clock.currentTimeMillis,
+          (now) => watches.claimAttempt(identity, options, options.now, now)
         ))
       ),
 
@@ -210,9 +211,9 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["options.generation", fieldOf(options, "generation"), generation],
           ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
         ]),
-        Effect.suspend(() => Effect.map(
-          transition("deferWatch", identity, (row, now) => Effect.succeed(decideDefer(row, options, now))),
-          (outcome) => outcome === "deferred"
+        Effect.suspend(() => Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now) => watches.deferAttempt(identity, options, now)
         ))
       ),
 

@@ -1,0 +1,78 @@
+import { PersistenceError } from "@connector-store/core"
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+
+/** One column of a row: its name and how a row's value is written to it. */
+export interface ColumnOf<Row> {
+  readonly name: string
+  /** The value as bound to the statement (JSON already encoded), compared with `===`. */
+  readonly value: (row: Row) => unknown
+}
+
+/**
+ * How many rows a write touched, from the client's raw result: `rowCount`
+ * on Postgres (`pg`'s result), `changes` on SQLite (`better-sqlite3`'s
+ * run result). Anything else is a client this adapter does not know: a
+ * defect, never a silently "lost" race.
+ */
+export const affectedRows = (raw: unknown): number => {
+  if (raw !== null && typeof raw === "object") {
+    const result = raw as { readonly rowCount?: unknown; readonly changes?: unknown }
+    if (typeof result.rowCount === "number") return result.rowCount
+    if (typeof result.changes === "number") return result.changes
+  }
+  throw new TypeError(`the SQL client answered a write with no row count: ${String(raw)}`)
+}
+
+/** Statement texts kept per set of changed columns; past this many, texts are built per call. */
+const TEXTS_KEPT = 256
+
+/**
+ * The versioned write of a table, writing only what a decision changed:
+ * `UPDATE table SET <columns where next differs from previous>, version,
+ * updated_at WHERE <key of previous> AND version = <previous.version>`, one
+ * statement with no RETURNING (the row count says whether it matched).
+ * Outside a transaction it is a compare-and-set of its own. The text for
+ * each set of changed columns is built once and kept.
+ */
+export const versionedUpdate = <Row extends { readonly version: number; readonly updatedAt: number }>(
+  sql: SqlClient,
+  operation: string,
+  tableName: string,
+  columns: ReadonlyArray<ColumnOf<Row>>,
+  key: ReadonlyArray<ColumnOf<Row>>
+) => {
+  const parameter = sql.onDialectOrElse({ pg: () => (n: number) => `$${n}`, orElse: () => (_: number) => "?" })
+  const texts = new Map<string, string>()
+  const textFor = (names: ReadonlyArray<string>): string => {
+    const signature = names.join(",")
+    const kept = texts.get(signature)
+    if (kept !== undefined) return kept
+    const set = names.map((name, i) => `${name} = ${parameter(i + 1)}`).join(", ")
+    const where = [...key.map((column) => column.name), "version"]
+      .map((name, i) => `${name} = ${parameter(names.length + i + 1)}`)
+      .join(" AND ")
+    const text = `UPDATE ${tableName} SET ${set} WHERE ${where}`
+    if (texts.size < TEXTS_KEPT) texts.set(signature, text)
+    return text
+  }
+  return (previous: Row, next: Row): Effect.Effect<boolean, PersistenceError> => {
+    const names: Array<string> = []
+    const values: Array<unknown> = []
+    for (const column of columns) {
+      const value = column.value(next)
+      if (value !== column.value(previous)) {
+        names.push(column.name)
+        values.push(value)
+      }
+    }
+    names.push("version", "updated_at")
+    values.push(next.version, next.updatedAt)
+    for (const column of key) values.push(column.value(previous))
+    values.push(previous.version)
+    return sql.unsafe(textFor(names), values).raw.pipe(
+      Effect.map((raw) => affectedRows(raw) > 0),
+      PersistenceError.refail(operation)
+    )
+  }
+}
