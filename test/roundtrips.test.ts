@@ -25,10 +25,10 @@ import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./
  *   one versioned write (a compare-and-set statement); a claim of an
  *   existing key first tries its insert.
  * - armWatch and recordVerification read the winner under the row's lock:
- *   BEGIN, locked read, write, COMMIT (SQLite takes its write lock with one
- *   statement of its own first).
+ *   BEGIN, locked read, write, COMMIT (on SQLite the project's client begins
+ *   IMMEDIATE, so the write lock needs no statement of its own).
  * - finalize: BEGIN, the operation locked, the document slot's advisory lock
- *   (Postgres), the arm targets locked in one statement, the operation's
+ *   (Postgres only: on SQLite the write lock already serializes), the arm targets locked in one statement, the operation's
  *   write, the watch's write, COMMIT.
  * - listDueOperations: the due operations, the due watches, one audit page.
  */
@@ -55,11 +55,11 @@ const EXPECTED = {
     renewOperationLease: 2,
     markOperationSent: 1,
     recordAttemptFailure: 2,
-    finalizeOperationAndArmWatch: 7,
-    armWatch: 5,
+    finalizeOperationAndArmWatch: 6,
+    armWatch: 4,
     claimWatchAttempt: 1,
     deferWatch: 1,
-    recordVerification: 5,
+    recordVerification: 4,
     getWatch: 1,
     listDueOperations: 3
   }
