@@ -132,6 +132,7 @@ const aimOf = ({ database, workers, reader = "sync" }) =>
 const lifecycleCase = (setup) => ({
   name: `${setup.database} · ${setup.api === "promise" ? "Promise" : "Effect"} API · ${setup.database === "sqlite" ? `${setup.reader ?? "sync"} reader · ` : ""}${setup.workers} runner${setup.workers === 1 ? "" : "s"}`,
   aim: aimOf(setup),
+  cpu: setup.database === "postgres",
   workers: setup.workers,
   open: (context) => {
     if (setup.database === "postgres") context.postgresRan = true

@@ -143,6 +143,7 @@ const aimOf = ({ database, workers, reader = "sync" }) =>
 const watchCase = (setup) => ({
   name: `${setup.database} · ${setup.api === "promise" ? "Promise" : "Effect"} API · ${setup.database === "sqlite" ? `${setup.reader ?? "sync"} reader · ` : ""}${setup.workers} worker${setup.workers === 1 ? "" : "s"}`,
   aim: aimOf(setup),
+  cpu: setup.database === "postgres",
   workers: setup.workers,
   open: (context) => openCase(setup, context)
 })

@@ -23,6 +23,7 @@ export const measurementSettings = (env) => ({
  */
 const runFor = async (cycle, workers, ms) => {
   let cycles = 0
+  const cpu = process.cpuUsage()
   const start = performance.now()
   const deadline = start + ms
   const loop = async (worker) => {
@@ -32,7 +33,8 @@ const runFor = async (cycle, workers, ms) => {
     }
   }
   await Promise.all(Array.from({ length: workers }, (_, worker) => loop(worker)))
-  return { cycles, seconds: (performance.now() - start) / 1000 }
+  const used = process.cpuUsage(cpu)
+  return { cycles, seconds: (performance.now() - start) / 1000, cpuMicros: used.user + used.system }
 }
 
 const WARM_CYCLES = 200
@@ -54,7 +56,9 @@ const summarize = (samples) => {
   const cycles = samples.reduce((sum, s) => sum + s.cycles, 0)
   const seconds = samples.reduce((sum, s) => sum + s.seconds, 0)
   const rates = samples.map((s) => s.cycles / s.seconds)
-  return { cycles, seconds, rate: cycles / seconds, minRate: Math.min(...rates), maxRate: Math.max(...rates) }
+  // This process's CPU (user + system) per cycle: the client's cost, apart from waiting on the database.
+  const cpuPerCycle = samples.reduce((sum, s) => sum + s.cpuMicros, 0) / cycles
+  return { cycles, seconds, rate: cycles / seconds, minRate: Math.min(...rates), maxRate: Math.max(...rates), cpuPerCycle }
 }
 
 /**

@@ -13,8 +13,12 @@ export const formatHeader = (file, title, { rounds, roundMs, warmupMs }) =>
 
 const range = (min, max) => `(${times(min)}–${times(max)})`.padEnd(15)
 
+const micros = (n) => `${Math.round(n).toLocaleString("en-US")} µs`
+
 /**
  * One measured case; `aim` (a ratio) is compared when the case declares one.
+ * A case with `cpu: true` gets a line with this process's CPU per cycle on
+ * each side (on a server database, the client's cost apart from waiting).
  * Each baseline gets a line of its own under the case, its rate in the
  * project column and its ratio to raw.
  */
@@ -24,7 +28,11 @@ export const formatCaseResult = (entry, { project, raw, ratio, minRatio, maxRati
     `  ${entry.name.padEnd(46)} ${rate(project.rate)} ${rate(raw.rate)}  ${times(ratio)}  ${range(minRatio, maxRatio)} ${aim}`,
     ...baselines.map((b) =>
       `    ↳ ${b.name.padEnd(42)} ${rate(b.rate)} ${"".padStart(9)}  ${times(b.ratio)}  ${range(b.minRatio, b.maxRatio)}`
-    )
+    ),
+    ...(entry.cpu === true
+      ? [`    client CPU per cycle: project ${micros(project.cpuPerCycle)}, raw ${micros(raw.cpuPerCycle)} ` +
+        `(${times(project.cpuPerCycle / raw.cpuPerCycle)} raw's)`]
+      : [])
   ].join("\n")
 }
 
