@@ -5,7 +5,7 @@
 // their retry budget (must be none). The counts are pinned by
 // test/roundtrips.test.ts; this prints them as a table.
 import { performance } from "node:perf_hooks"
-import { StoreMetrics } from "@connector-store/core"
+import { StoreMetrics, watchIdentityOf } from "@connector-store/core"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { Effect, Metric } from "effect"
 import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
@@ -134,13 +134,7 @@ const hotRow = async (context) => {
     const finalized = await store.finalizeOperationAndArmWatch(key, {
       leaseToken: first.lease.token, sourceID: "hot-source", documentID: "hot-doc", watchDueAt: store.now() - 1
     })
-    const identity = {
-      ownerDID: finalized.watch.ownerDID,
-      connectorName: finalized.watch.connectorName,
-      model: finalized.watch.model,
-      accountKey: finalized.watch.accountKey,
-      sourceID: finalized.watch.sourceID
-    }
+    const identity = watchIdentityOf(finalized.watch)
     const generation = finalized.watch.repairGeneration
 
     // Watch: every runner claims the one watch's attempt; the winner defers it

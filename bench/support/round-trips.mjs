@@ -5,6 +5,7 @@
 // on SQLite at the engine, by counting every statement better-sqlite3 runs
 // (BEGIN and COMMIT included). Used by bench/roundtrips.bench.mjs and by
 // test/roundtrips.test.ts, which pins the counts.
+import { watchIdentityOf } from "@connector-store/core"
 import { createRequire } from "node:module"
 import { createConnection, createServer } from "node:net"
 
@@ -192,13 +193,7 @@ export const measureRoundTrips = async (store, count, advance, tag) => {
       watchDueAt: store.now()
     }))
   expect("finalizeOperationAndArmWatch", finalized, "committed")
-  const identity = {
-    ownerDID: finalized.watch.ownerDID,
-    connectorName: finalized.watch.connectorName,
-    model: finalized.watch.model,
-    accountKey: finalized.watch.accountKey,
-    sourceID: finalized.watch.sourceID
-  }
+  const identity = watchIdentityOf(finalized.watch)
   expect("armWatch", await measure("armWatch", () => store.armWatch(identity, "manual", { dueAt: store.now() - 1 })), "opened")
   const watch = await measure("getWatch", () => store.getWatch(identity))
   const generation = watch.repairGeneration

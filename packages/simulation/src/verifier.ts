@@ -1,4 +1,4 @@
-import type { ProjectionWatch, PromiseConnectorStore, WatchIdentity } from "@connector-store/core"
+import { type PromiseConnectorStore, watchIdentityOf } from "@connector-store/core"
 import { digestOf } from "./random.js"
 import type { World } from "./world.js"
 
@@ -10,14 +10,6 @@ const CLAIM_MS = 500
 
 /** How far a verification deferred for offline or auth is pushed, unless a resume comes first. */
 const DEFER_MS = 10_000
-
-const identityOf = (w: ProjectionWatch): WatchIdentity => ({
-  ownerDID: w.ownerDID,
-  connectorName: w.connectorName,
-  model: w.model,
-  accountKey: w.accountKey,
-  sourceID: w.sourceID
-})
 
 /**
  * One pass of the verifier over the due watches of the run's owner. A
@@ -38,7 +30,7 @@ export const verifyDueWatches = async (store: PromiseConnectorStore<unknown>, wo
   const writeStates = await store.getDocumentWriteStates([...new Set(watches.map((w) => w.documentID))])
   for (const watch of watches) {
     if (writeStates.get(watch.documentID) === "pending") continue
-    const id = identityOf(watch)
+    const id = watchIdentityOf(watch)
     if (watch.verificationStatus !== "pending_verification") {
       const armed = await store.armWatch(id, "ingress", {
         dueAt: now,

@@ -9,7 +9,8 @@ import {
   type RelistRunState,
   type StoreStatus,
   type VerificationStatus,
-  WATCH_STATUSES
+  WATCH_STATUSES,
+  watchIdentityOf
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
@@ -114,13 +115,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
           dueAt: epoch(oldestOperation["due_at"])
         },
         oldestDueWatch: watch === undefined ? null : {
-          identity: {
-            ownerDID: watch.ownerDID,
-            connectorName: watch.connectorName,
-            model: watch.model,
-            accountKey: watch.accountKey,
-            sourceID: watch.sourceID
-          },
+          identity: watchIdentityOf(watch),
           dueAt: watch.nextAttemptAt!
         }
       } satisfies StoreStatus

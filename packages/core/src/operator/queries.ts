@@ -5,11 +5,10 @@ import { compareCodePoints } from "../operation/retention.js"
 import type { Millis, ProjectionWatch, VerificationStatus, WatchIdentity } from "../watch/ProjectionWatch.js"
 
 /**
- * An operator's page request over every operation, as the repository sees
- * it (cursor decoded). Each filter present narrows; absent filters match
+ * An operator's filter over every operation. Each field present narrows; absent filters match
  * everything. Order: newest first by (createdAt, callerDID, operationID).
  */
-export interface OperatorOperationQuery {
+export interface OperatorOperationFields {
   readonly ownerDID?: string | undefined
   readonly connectorName?: string | undefined
   readonly callerDID?: string | undefined
@@ -19,6 +18,13 @@ export interface OperatorOperationQuery {
   readonly dueBy?: Millis | undefined
   /** Only operations in doubt (`true`) or not in doubt (`false`); see `isInDoubt`. */
   readonly inDoubt?: boolean | undefined
+}
+
+/**
+ * An operator's page request over every operation, as the repository sees it
+ * (cursor decoded): the filter, the page size and the position it starts after.
+ */
+export interface OperatorOperationQuery extends OperatorOperationFields {
   readonly limit: number
   /** Only rows strictly older than this position. */
   readonly after?: TrackedPosition | undefined
@@ -45,17 +51,22 @@ export const operatorOperationPage = (
     .sort(newestFirst)
     .slice(0, query.limit)
 
-/**
- * An operator's page request over every watch (cursor decoded). Order: by
- * identity (owner, connector, model, account, source) in byte order.
- */
-export interface OperatorWatchQuery {
+/** An operator's filter over every watch. Each field present narrows. */
+export interface OperatorWatchFields {
   readonly ownerDID?: string | undefined
   readonly connectorName?: string | undefined
   readonly statuses?: ReadonlyArray<VerificationStatus> | undefined
   readonly documentID?: string | undefined
   /** Only watches whose scheduled attempt is due at this time (not verified, next set and not later). */
   readonly dueBy?: Millis | undefined
+}
+
+/**
+ * An operator's page request over every watch (cursor decoded): the filter,
+ * the page size and the identity it starts after. Order: by identity (owner,
+ * connector, model, account, source) in byte order.
+ */
+export interface OperatorWatchQuery extends OperatorWatchFields {
   readonly limit: number
   /** Only watches strictly after this identity. */
   readonly after?: WatchIdentity | undefined

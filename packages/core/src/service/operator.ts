@@ -1,7 +1,8 @@
+import type { OperatorOperationFields, OperatorWatchFields } from "../operator/queries.js"
 import { Clock, Effect, Option } from "effect"
 import { type ConcurrentUpdateExhausted, InvalidInput, type PersistenceError, type WinnerReadFailed } from "../errors.js"
 import { asStoredJson, DEFAULT_TRACKED_PAGE, keyChecks } from "../operation/checks.js"
-import { type ConnectorOperation, formatOperationKey, type OperationKey, type OperationState } from "../operation/ConnectorOperation.js"
+import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
 import { armedByFinalize, supersededBy, watchIdentityOfCommit } from "../operation/finalize.js"
 import { decodeCursor, encodeCursor, positionOf } from "../operation/reads.js"
 import { decideRetry } from "../operation/retry.js"
@@ -28,7 +29,6 @@ import {
   formatWatchIdentity,
   type Millis,
   type ProjectionWatch,
-  type VerificationStatus,
   type WatchIdentity,
   watchIdentityOf,
   watchKey
@@ -43,25 +43,11 @@ export interface OperatorPaging {
   readonly cursor?: string | undefined
 }
 
-/** The filter of `listOperations`: every field present narrows (see `OperatorOperationQuery`). */
-export interface OperatorOperationFilter extends OperatorPaging {
-  readonly ownerDID?: string | undefined
-  readonly connectorName?: string | undefined
-  readonly callerDID?: string | undefined
-  readonly states?: ReadonlyArray<OperationState> | undefined
-  readonly documentID?: string | undefined
-  readonly dueBy?: Millis | undefined
-  readonly inDoubt?: boolean | undefined
-}
+/** The filter of `listOperations`: every field present narrows (see `OperatorOperationFields`). */
+export interface OperatorOperationFilter extends OperatorPaging, OperatorOperationFields {}
 
-/** The filter of `listWatches` (see `OperatorWatchQuery`). */
-export interface OperatorWatchFilter extends OperatorPaging {
-  readonly ownerDID?: string | undefined
-  readonly connectorName?: string | undefined
-  readonly statuses?: ReadonlyArray<VerificationStatus> | undefined
-  readonly documentID?: string | undefined
-  readonly dueBy?: Millis | undefined
-}
+/** The filter of `listWatches` (see `OperatorWatchFields`). */
+export interface OperatorWatchFilter extends OperatorPaging, OperatorWatchFields {}
 
 /** The filter of `listRelistRuns`. */
 export interface OperatorRelistFilter extends OperatorPaging {
