@@ -1,5 +1,6 @@
 import {
   type ConnectorOperation,
+  type Millis,
   type DeferReason,
   type OperationKey,
   type OperationOp,
@@ -23,7 +24,7 @@ import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { collectFinishedStatement } from "./internal/retention.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
-import { type ColumnOf, versionedUpdate } from "./internal/versionedUpdate.js"
+import { type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
 /** An operation row as read from the operation table. */
@@ -115,10 +116,43 @@ const CHANGEABLE_COLUMNS = [
   column("lease_expires_at", (o) => o.leaseExpiresAt)
 ]
 
-/** The operation table on a SQL client. */
-export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): OperationRepository["Type"] => {
+/**
+ * The statements of the operation table's hot methods, built (not run): the
+ * repository runs them on the client, `SqliteDirect` compiles and runs the
+ * very same ones on the connection.
+ */
+export const operationStatements = (sql: SqlClient, tables: TableNames) => {
   const table = sql(tables.operation)
   const byKey = (key: OperationKey) => sql`caller_did = ${key.callerDID} AND operation_id = ${key.operationID}`
+  // The insert runs on every claim: its text is built once, from the fixed
+  // column list, not per call.
+  const parameter = sql.onDialectOrElse({ pg: () => (n: number) => `$${n}`, orElse: () => (_: number) => "?" })
+  const insertText = `INSERT INTO ${tables.operation} (${INSERT_COLUMNS.join(", ")})
+    VALUES (${INSERT_COLUMNS.map((_, i) => parameter(i + 1)).join(", ")}) ON CONFLICT DO NOTHING RETURNING version`
+  return {
+    table,
+
+    get: (key: OperationKey) => sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`,
+    lockRead: (key: OperationKey) => sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`,
+    insert: (row: ConnectorOperation): readonly [text: string, params: ReadonlyArray<unknown>] =>
+      [insertText, [row.callerDID, row.operationID, row.nodeKey, ...mutableValues(row), row.createdAt]],
+    update: versionedUpdateStatement(sql, tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY),
+    // decideMarkSent's "sent" preconditions as the WHERE and its change as
+    // the SET (the SET's right-hand sides see the row as it was).
+    markSent: (key: OperationKey, token: string, maxAttempts: number, now: Millis) =>
+      sql<RawRow>`UPDATE ${table} SET send_marker = ${token}, attempts = attempts + 1,
+          in_doubt_since = COALESCE(in_doubt_since, CASE WHEN send_marker IS NOT NULL THEN CAST(${now} AS BIGINT) END),
+          version = version + 1, updated_at = ${now}
+        WHERE ${byKey(key)} AND state = 'attempted' AND lease_token = ${token}
+          AND (send_marker IS NULL OR send_marker <> ${token}) AND attempts < ${maxAttempts}
+        RETURNING *`
+  }
+}
+
+/** The operation table on a SQL client. */
+export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): OperationRepository["Type"] => {
+  const statements = operationStatements(sql, tables)
+  const { table } = statements
   const { many, one } = rowReaders(decodeOperation)
   const changed = returnedAny
   // The newest-row order is byte order on every adapter, as in the pure rule.
@@ -145,36 +179,16 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     return sql.and(clauses)
   }
 
-  // The insert runs on every claim: its text is built once, from the fixed
-  // column list, not per call.
-  const parameter = sql.onDialectOrElse({ pg: () => (n: number) => `$${n}`, orElse: () => (_: number) => "?" })
-  const insertText = `INSERT INTO ${tables.operation} (${INSERT_COLUMNS.join(", ")})
-    VALUES (${INSERT_COLUMNS.map((_, i) => parameter(i + 1)).join(", ")}) ON CONFLICT DO NOTHING RETURNING version`
-
   return {
     // On SQLite the store's transactions take the write lock first (see makeSqlTransactor).
-    lockRead: (key) => one("operation.lockRead", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`),
-    get: (key) => one("operation.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`),
+    lockRead: (key) => one("operation.lockRead", statements.lockRead(key)),
+    get: (key) => one("operation.get", statements.get(key)),
     getByNodeKey: (nodeKey) =>
       one("operation.getByNodeKey", sql<RawRow>`SELECT * FROM ${table} WHERE node_key = ${nodeKey}`),
-    insert: (row) =>
-      changed(
-        "operation.insert",
-        sql.unsafe<RawRow>(insertText, [row.callerDID, row.operationID, row.nodeKey, ...mutableValues(row), row.createdAt])
-      ),
+    insert: (row) => changed("operation.insert", sql.unsafe<RawRow>(...statements.insert(row))),
     update: versionedUpdate(sql, "operation.update", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY),
-    // decideMarkSent's "sent" preconditions as the WHERE and its change as
-    // the SET (the SET's right-hand sides see the row as it was).
     markSent: (key, token, maxAttempts, now) =>
-      one(
-        "operation.markSent",
-        sql<RawRow>`UPDATE ${table} SET send_marker = ${token}, attempts = attempts + 1,
-            in_doubt_since = COALESCE(in_doubt_since, CASE WHEN send_marker IS NOT NULL THEN CAST(${now} AS BIGINT) END),
-            version = version + 1, updated_at = ${now}
-          WHERE ${byKey(key)} AND state = 'attempted' AND lease_token = ${token}
-            AND (send_marker IS NULL OR send_marker <> ${token}) AND attempts < ${maxAttempts}
-          RETURNING *`
-      ),
+      one("operation.markSent", statements.markSent(key, token, maxAttempts, now)),
     listDue: (now) =>
       many(
         "operation.listDue",

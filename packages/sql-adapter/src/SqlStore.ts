@@ -1,5 +1,6 @@
 import {
   ConnectorStore,
+  DirectDatabase,
   fieldOf,
   fromPromiseReaders,
   InvalidInput,
@@ -35,6 +36,7 @@ import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
 import { makeSqlOperatorRepository } from "./SqlOperatorRepository.js"
 import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
+import { makeSqliteDirect } from "./SqliteDirect.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
@@ -65,7 +67,7 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
       relist_receipt: tables.relistReceipt,
       relist_candidate: tables.relistCandidate
     }
-    return Context.make(Transactor, classifiedPort(makeSqlTransactor(sql, tables.migrations))).pipe(
+    const ports = Context.make(Transactor, classifiedPort(makeSqlTransactor(sql, tables.migrations))).pipe(
       Context.add(WatchRepository, classifiedPort(makeSqlWatchRepository(sql, tables))),
       Context.add(OperationRepository, classifiedPort(makeSqlOperationRepository(sql, tables))),
       Context.add(SyncStateRepository, classifiedPort(makeSqlSyncStateRepository(sql, tables))),
@@ -83,6 +85,13 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
         }).pipe(PersistenceError.refail("snapshot"))
       })
     )
+    // On the project's SQLite client, hot transitions also run synchronously
+    // on the connection (see SqliteDirect). The service is optional, read by
+    // the store with serviceOption, so it is not in the layer's type.
+    const connection = SqliteConnection.connectionOf(sql)
+    return connection === undefined
+      ? ports
+      : Context.add(ports, DirectDatabase, makeSqliteDirect(sql, connection, tables)) as Context.Context<SqlPorts>
   })
 )
 

@@ -1,4 +1,7 @@
 import {
+  type ClaimInput,
+  type DeferInput,
+  type Millis,
   type DeferReason,
   type DocumentSlot,
   PersistenceError,
@@ -13,7 +16,7 @@ import { byteOrdered } from "./internal/collation.js"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
-import { affectedRows, type ColumnOf, versionedUpdate } from "./internal/versionedUpdate.js"
+import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
 /** A watch row as read from the projection-watch table. */
@@ -61,11 +64,60 @@ const WATCH_COLUMNS = [
   column("defer_reason", (w) => w.deferReason)
 ]
 
-/** The projection-watch table on a SQL client. */
-export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): WatchRepository["Type"] => {
+/**
+ * The statements of the projection-watch table's hot methods, built (not
+ * run): the repository runs them on the client, `SqliteDirect` compiles and
+ * runs the very same ones on the connection.
+ */
+export const watchStatements = (sql: SqlClient, tables: TableNames) => {
   const table = sql(tables.projectionWatch)
   const byIdentity = (id: WatchIdentity) =>
     sql`owner_did = ${id.ownerDID} AND connector_name = ${id.connectorName} AND model = ${id.model} AND account_key = ${id.accountKey} AND source_id = ${id.sourceID}`
+  return {
+    table,
+    byIdentity,
+    lockRead: (identity: WatchIdentity) => sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)} ${forUpdate(sql)}`,
+    update: versionedUpdateStatement(sql, tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY),
+    // decideClaim's preconditions as the WHERE, its change as the SET: one
+    // statement, no RETURNING (the row count answers).
+    claimAttempt: (identity: WatchIdentity, input: ClaimInput, now: Millis, writtenAt: Millis) =>
+      sql`UPDATE ${table} SET claimed_until = ${input.until}, version = version + 1, updated_at = ${writtenAt}
+        WHERE ${byIdentity(identity)} AND verification_status = 'pending_verification'
+          AND repair_generation = ${input.generation}
+          AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}
+          AND (claimed_until IS NULL OR claimed_until <= ${now})`,
+    // decideDefer's: only the holder of the current claim of a pending row of that generation.
+    deferAttempt: (identity: WatchIdentity, input: DeferInput, now: Millis) =>
+      sql`UPDATE ${table} SET next_attempt_at = ${input.nextAttemptAt}, defer_reason = ${input.reason ?? null},
+          claimed_until = NULL, version = version + 1, updated_at = ${now}
+        WHERE ${byIdentity(identity)} AND verification_status = 'pending_verification'
+          AND repair_generation = ${input.generation} AND claimed_until = ${input.claimedUntil}`,
+    insert: (row: ProjectionWatch) =>
+      sql<RawRow>`INSERT INTO ${table} (
+        owner_did, connector_name, model, account_key, source_id, document_id,
+        verified_state_digest, observed_winner_digest, verification_status, verification_attempts,
+        repair_generation, next_attempt_at, claimed_until, defer_reason, version, created_at, updated_at
+      ) VALUES (
+        ${row.ownerDID}, ${row.connectorName}, ${row.model}, ${row.accountKey}, ${row.sourceID}, ${row.documentID},
+        ${row.verifiedStateDigest}, ${row.observedWinnerDigest}, ${row.verificationStatus}, ${row.verificationAttempts},
+        ${row.repairGeneration}, ${row.nextAttemptAt}, ${row.claimedUntil}, ${row.deferReason}, ${row.version},
+        ${row.createdAt}, ${row.updatedAt}
+      ) ON CONFLICT DO NOTHING RETURNING version`,
+    delete: (identity: WatchIdentity, expectedVersion: number) =>
+      sql<RawRow>`DELETE FROM ${table} WHERE ${byIdentity(identity)} AND version = ${expectedVersion} RETURNING version`,
+    /** Every arm target of a finalize, locked, in identity order (byte-wise); after the slot's lock on Postgres. */
+    lockArmTargets: (slot: DocumentSlot, identity: WatchIdentity) =>
+      sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${slot.documentID} OR (${byIdentity(identity)})
+        ORDER BY ${byteOrdered(sql, "owner_did")}, ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "model")},
+          ${byteOrdered(sql, "account_key")}, ${byteOrdered(sql, "source_id")}
+        ${forUpdate(sql)}`
+  }
+}
+
+/** The projection-watch table on a SQL client. */
+export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): WatchRepository["Type"] => {
+  const statements = watchStatements(sql, tables)
+  const { table, byIdentity } = statements
   const { many, one } = rowReaders(decodeWatch)
   const changed = returnedAny
   /** How many rows a write without RETURNING touched. */
@@ -82,8 +134,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     })
 
   return {
-    lockRead: (identity) =>
-      one("watch.lockRead", sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)} ${forUpdate(sql)}`),
+    lockRead: (identity) => one("watch.lockRead", statements.lockRead(identity)),
     get: (identity) => one("watch.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)}`),
     getByDocument: (documentID) =>
       one(
@@ -98,51 +149,12 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         ? Effect.succeed([])
         : many("watch.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
     update: versionedUpdate(sql, "watch.update", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY),
-    // decideClaim's preconditions as the WHERE, its change as the SET: one
-    // statement, no RETURNING (the row count answers).
     claimAttempt: (identity, input, now, writtenAt) =>
-      Effect.map(
-        touched(
-          "watch.claimAttempt",
-          sql`UPDATE ${table} SET claimed_until = ${input.until}, version = version + 1, updated_at = ${writtenAt}
-            WHERE ${byIdentity(identity)} AND verification_status = 'pending_verification'
-              AND repair_generation = ${input.generation}
-              AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}
-              AND (claimed_until IS NULL OR claimed_until <= ${now})`
-        ),
-        (rows) => rows > 0
-      ),
-    // decideDefer's: only the holder of the current claim of a pending row of that generation.
+      Effect.map(touched("watch.claimAttempt", statements.claimAttempt(identity, input, now, writtenAt)), (rows) => rows > 0),
     deferAttempt: (identity, input, now) =>
-      Effect.map(
-        touched(
-          "watch.deferAttempt",
-          sql`UPDATE ${table} SET next_attempt_at = ${input.nextAttemptAt}, defer_reason = ${input.reason ?? null},
-              claimed_until = NULL, version = version + 1, updated_at = ${now}
-            WHERE ${byIdentity(identity)} AND verification_status = 'pending_verification'
-              AND repair_generation = ${input.generation} AND claimed_until = ${input.claimedUntil}`
-        ),
-        (rows) => rows > 0
-      ),
-    insert: (row) =>
-      changed(
-        "watch.insert",
-        sql<RawRow>`INSERT INTO ${table} (
-          owner_did, connector_name, model, account_key, source_id, document_id,
-          verified_state_digest, observed_winner_digest, verification_status, verification_attempts,
-          repair_generation, next_attempt_at, claimed_until, defer_reason, version, created_at, updated_at
-        ) VALUES (
-          ${row.ownerDID}, ${row.connectorName}, ${row.model}, ${row.accountKey}, ${row.sourceID}, ${row.documentID},
-          ${row.verifiedStateDigest}, ${row.observedWinnerDigest}, ${row.verificationStatus}, ${row.verificationAttempts},
-          ${row.repairGeneration}, ${row.nextAttemptAt}, ${row.claimedUntil}, ${row.deferReason}, ${row.version},
-          ${row.createdAt}, ${row.updatedAt}
-        ) ON CONFLICT DO NOTHING RETURNING version`
-      ),
-    delete: (identity, expectedVersion) =>
-      changed(
-        "watch.delete",
-        sql<RawRow>`DELETE FROM ${table} WHERE ${byIdentity(identity)} AND version = ${expectedVersion} RETURNING version`
-      ),
+      Effect.map(touched("watch.deferAttempt", statements.deferAttempt(identity, input, now)), (rows) => rows > 0),
+    insert: (row) => changed("watch.insert", statements.insert(row)),
+    delete: (identity, expectedVersion) => changed("watch.delete", statements.delete(identity, expectedVersion)),
     lockDocument,
     // Two statements on Postgres (the slot's advisory lock, then every
     // target locked in identity order, byte-wise), one on SQLite. The slot
@@ -150,16 +162,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     // for it would still read with the snapshot taken before the wait, and
     // miss the watch the previous holder just inserted.
     lockArmTargets: (slot, identity) =>
-      Effect.zipRight(
-        lockDocument(slot),
-        many(
-          "watch.lockArmTargets",
-          sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${slot.documentID} OR (${byIdentity(identity)})
-            ORDER BY ${byteOrdered(sql, "owner_did")}, ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "model")},
-              ${byteOrdered(sql, "account_key")}, ${byteOrdered(sql, "source_id")}
-            ${forUpdate(sql)}`
-        )
-      ),
+      Effect.zipRight(lockDocument(slot), many("watch.lockArmTargets", statements.lockArmTargets(slot, identity))),
     listScheduleDue: (now) =>
       many(
         "watch.listScheduleDue",

@@ -43,10 +43,17 @@ export interface SqliteConnectionOptions {
 }
 
 const MARKER: unique symbol = Symbol.for("@connector-store/sql-adapter/SqliteConnection")
+const SHARED: unique symbol = Symbol.for("@connector-store/sql-adapter/SqliteConnection/shared")
 
 /** True when `sql` is this module's client (it begins its transactions `IMMEDIATE`). */
 export const isProjectSqliteClient = (sql: Client.SqlClient): boolean =>
   (sql as unknown as Record<symbol, unknown>)[MARKER] === true
+
+/** The connection under this module's client `sql`, for running statements outside any fiber; undefined for any other client. */
+export const connectionOf = (sql: Client.SqlClient): SharedDatabase | undefined => {
+  const shared = (sql as unknown as Record<symbol, unknown>)[SHARED]
+  return shared instanceof SharedDatabase ? shared : undefined
+}
 
 /** How many prepared statements a connection keeps (by SQL text); the oldest go first past it. */
 const STATEMENT_CACHE_SIZE = 500
@@ -94,7 +101,7 @@ const attempt = <A>(body: () => A): Effect.Effect<A, SqlError> => {
 }
 
 /** One `better-sqlite3` connection, its statement cache and its transaction queue. */
-class SharedDatabase {
+export class SharedDatabase {
   refs = 0
   readonly queue = new TransactionQueue()
   private readonly statements = new Map<string, Sqlite.Statement>()
@@ -209,6 +216,40 @@ class SharedDatabase {
       return undefined
     } catch (cause) {
       return new SqlError({ cause, message: `Failed to ${statement} transaction` })
+    }
+  }
+
+  /**
+   * Begins a transaction now, outside any fiber (see `SqliteDirect`), when
+   * none is open: its connection, which statements of fibers joined to it
+   * run on. Undefined, changing nothing, when one is open. Throws the
+   * `SqlError` of a failed BEGIN.
+   */
+  beginNow(): Connection | undefined {
+    if (this.queue.held) return undefined
+    const failed = this.control("begin")
+    if (failed !== undefined) throw failed
+    this.queue.held = true
+    const connection = this.transactionConnection()
+    this.current = connection
+    return connection
+  }
+
+  /**
+   * Ends the transaction `beginNow` opened: commits it (`commit`), or rolls
+   * it back, and hands the lock on either way. Throws the `SqlError` of a
+   * failed COMMIT (after rolling back) or ROLLBACK.
+   */
+  endNow(commit: boolean): void {
+    try {
+      const failed = commit ? this.control("commit") : this.control("rollback")
+      if (failed !== undefined) {
+        if (commit) this.control("rollback")
+        throw failed
+      }
+    } finally {
+      this.current = undefined
+      this.queue.release()
     }
   }
 
@@ -435,7 +476,8 @@ const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlC
             : Effect.withSpan(withTransaction(effect), "sql.transaction", { kind: "client", captureStackTrace: false })
         ),
       withoutTransforms: () => client,
-      [MARKER]: true
+      [MARKER]: true,
+      [SHARED]: shared
     }
   )
   ;(client as unknown as { safe: unknown }).safe = client

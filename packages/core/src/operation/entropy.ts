@@ -1,13 +1,14 @@
-import { Context, Effect } from "effect"
+import { Context } from "effect"
 
 /**
  * Where operation tokens come from: node keys, incarnations and lease
  * tokens. Each must be unique and unguessable; the default draws random
  * UUIDs from the platform's cryptographic generator. Tests may provide a
- * deterministic source.
+ * deterministic source. `token` is synchronous, so a transition that runs
+ * outside a fiber (see `DirectDatabase`) draws from the same source.
  */
 export class OperationEntropy extends Context.Reference<OperationEntropy>()("@connector-store/core/OperationEntropy", {
-  defaultValue: (): { readonly token: Effect.Effect<string> } => ({
-    token: Effect.sync(() => globalThis.crypto.randomUUID())
+  defaultValue: (): { readonly token: () => string } => ({
+    token: () => globalThis.crypto.randomUUID()
   })
 }) {}

@@ -54,6 +54,9 @@ export const retryOnLostRace = <A, E, R>(
   })
 }
 
+/** Counts one lost try of `method` in `StoreMetrics.lostRaceRetries`. */
+export const countLostRace = (method: string): Effect.Effect<void> => Metric.increment(lostRaceSeries(method))
+
 const lostRaceByMethod = new Map<string, Metric.Metric.Counter<number>>()
 
 /** The lost-race counter of `method`, built once per method (see `storeSeries`). */

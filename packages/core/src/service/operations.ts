@@ -18,7 +18,7 @@ import {
   renewChecks,
   trackedChecks
 } from "../operation/checks.js"
-import { type ClaimOperationInput, type ClaimResult, decideOperationClaim } from "../operation/claim.js"
+import { type ClaimOperationInput, type ClaimResult, decideOperationClaim, type FreshClaimValues } from "../operation/claim.js"
 import { type ConnectorOperation, formatOperationKey, type OperationKey, type OperationState } from "../operation/ConnectorOperation.js"
 import type { OperationDecision } from "../operation/decision.js"
 import { OperationEntropy } from "../operation/entropy.js"
@@ -41,6 +41,7 @@ import {
   positionOf,
   writeStatesOf
 } from "../operation/reads.js"
+import { DirectDatabase, type DirectDatabaseApi } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -48,6 +49,16 @@ import { WinnerReader } from "../ports/WinnerReader.js"
 import { type Check, Rules, validate } from "../validation.js"
 import { type Digest, type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { LostRace, requireWon, retryOnLostRace } from "./cas.js"
+import {
+  done,
+  LOST_RACE,
+  runDirectOptimistic,
+  runDirectStatement,
+  runDirectTransaction,
+  type Step,
+  withWinner,
+  wonDirect
+} from "./direct.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 
 /** The options of `renewOperationLease`. */
@@ -126,6 +137,7 @@ export const makeOperationMethods = Effect.gen(function*() {
   const readers = yield* WinnerReader
   const policy = yield* OperationPolicy
   const entropy = yield* OperationEntropy
+  const direct = Option.getOrUndefined(yield* Effect.serviceOption(DirectDatabase))
 
   const lockOperation = (key: OperationKey) => Effect.map(operations.lockRead(key), Option.getOrUndefined)
 
@@ -170,11 +182,11 @@ export const makeOperationMethods = Effect.gen(function*() {
         return decision.result
       }))
 
-  const claim = (input: ClaimOperationInput) =>
+  const claimViaPorts = (input: ClaimOperationInput) =>
     optimisticThenLocked("claimOperation", input, (read) =>
       Effect.gen(function*() {
         // Fresh values per try: a lost try may have lost on a node key clash.
-        const fresh = { nodeKey: yield* entropy.token, incarnation: yield* entropy.token, leaseToken: yield* entropy.token }
+        const fresh = freshValues()
         const created = decideOperationClaim(undefined, input, fresh, policy, yield* Clock.currentTimeMillis)
         // Insert first, as one statement of its own on the first try (no
         // transaction): a new key needs no more, and concurrent claims of
@@ -195,7 +207,74 @@ export const makeOperationMethods = Effect.gen(function*() {
         return decision.result
       }))
 
+  /** Fresh tokens for one try of a claim: a lost try may have lost on a node key clash. */
+  const freshValues = (): FreshClaimValues => ({ nodeKey: entropy.token(), incarnation: entropy.token(), leaseToken: entropy.token() })
+
+  /** A claim on the direct rows: the same steps as on the ports (`claimViaPorts`), in the same order. */
+  const claim = (input: ClaimOperationInput) =>
+    direct === undefined ? claimViaPorts(input) : runDirectOptimistic<ClaimResult, RunnerErrors | IdempotencyConflict, never, IdempotencyConflict>(
+      direct,
+      "claimOperation",
+      formatOperationKey(input),
+      (now) => claimDirect(direct, input, now, "unlocked"),
+      (now) => done(claimDirect(direct, input, now, "locked")),
+      claimViaPorts(input)
+    )
+
+  /**
+   * One try of a claim on the direct rows: the insert first (a new key
+   * needs no more), then the stored row, read unlocked on the first try
+   * (no transaction) and locked on the others.
+   */
+  const claimDirect = (db: DirectDatabaseApi, input: ClaimOperationInput, now: Millis, read: "unlocked" | "locked"): ClaimResult => {
+    const fresh = freshValues()
+    const created = decideOperationClaim(undefined, input, fresh, policy, now)
+    if (!created.conflict && created.next !== undefined && db.operations.insert(created.next)) return created.result
+    const row = read === "unlocked" ? db.operations.get(input) : db.operations.lockRead(input)
+    if (row === undefined) throw LOST_RACE
+    const decision = decideOperationClaim(row, input, fresh, policy, now)
+    if (decision.conflict) throw new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
+    if (decision.next !== undefined) wonDirect(db.operations.update(row, decision.next))
+    return decision.result
+  }
+
+  /** Finalize on the direct rows: the same locks, reads, decisions and writes as on the ports, in the same order. */
+  const finalizeDirect = (
+    db: DirectDatabaseApi,
+    key: OperationKey,
+    input: FinalizeOperationInput,
+    now: Millis
+  ): Step<FinalizeResult> => {
+    const row = db.operations.lockRead(key)
+    const commit = decideCommit(row, input, policy, now)
+    if (commit.result.outcome !== "committed") return done(commit.result)
+    if (commit.next === undefined || row === undefined) throw new Error("a commit decided without a row")
+    const next = commit.next
+    const operation = commit.result.operation
+    const identity = watchIdentityOfCommit(row, input.sourceID)
+    const targets = db.watches.lockArmTargets({ ownerDID: row.ownerDID, model: row.model, documentID: input.documentID }, identity)
+    return withWinner(input.documentID, (winner) => {
+      wonDirect(db.operations.update(row, next))
+      const superseded = supersededBy(targets, identity, input.documentID)
+      for (const other of superseded) wonDirect(db.watches.delete(watchIdentityOf(other), other.version))
+      const existing = targets.find((target) => watchKey(target) === watchKey(identity))
+      const watch = armedByFinalize(existing, identity, input.documentID, winner, input.watchDueAt, now)
+      wonDirect(existing === undefined ? db.watches.insert(watch) : db.watches.update(existing, watch))
+      return done({ outcome: "committed", operation, watch, superseded: superseded.map(watchIdentityOf) } satisfies FinalizeResult)
+    })
+  }
+
   const finalize = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
+    direct === undefined ? finalizeViaPorts(key, input, readWinner) : runDirectTransaction(
+      direct,
+      "finalizeOperationAndArmWatch",
+      formatOperationKey(key),
+      (now) => finalizeDirect(direct, key, input, now),
+      readWinner,
+      finalizeViaPorts(key, input, readWinner)
+    )
+
+  const finalizeViaPorts = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
     retryOnLostRace("finalizeOperationAndArmWatch", formatOperationKey(key), withTransaction(Effect.gen(function*() {
       const row = yield* lockOperation(key)
       const now = yield* Clock.currentTimeMillis
@@ -223,6 +302,13 @@ export const makeOperationMethods = Effect.gen(function*() {
       } satisfies FinalizeResult
     })))
 
+  const markSentViaPorts = (key: OperationKey, leaseToken: string): Effect.Effect<MarkSentResult, RunnerErrors> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.flatMap(operations.markSent(key, leaseToken, policy.maxAttempts, now), Option.match({
+        onSome: (operation): Effect.Effect<MarkSentResult, RunnerErrors> => Effect.succeed({ outcome: "sent", operation }),
+        onNone: () => runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, leaseToken, policy, now)))
+      })))
+
   const methods: OperationMethods = {
     claimOperation: (input) =>
       validated("claimOperation", claimChecks(input), () =>
@@ -238,12 +324,32 @@ export const makeOperationMethods = Effect.gen(function*() {
         // The common case, the holder's first mark with attempts left, is one
         // guarded write (OperationRepository.markSent); anything else is
         // decided from a read, as every runner write is.
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.flatMap(operations.markSent(key, options.leaseToken, policy.maxAttempts, now), Option.match({
-            onSome: (operation): Effect.Effect<MarkSentResult, RunnerErrors> => Effect.succeed({ outcome: "sent", operation }),
-            onNone: () =>
-              runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
-          })))),
+        direct === undefined ? markSentViaPorts(key, options.leaseToken) : Effect.flatMap(
+          runDirectStatement(
+            direct,
+            (now) => direct.operations.markSent(key, options.leaseToken, policy.maxAttempts, now) ?? null,
+            Effect.as(markSentViaPorts(key, options.leaseToken), undefined)
+          ),
+          (sent): Effect.Effect<MarkSentResult, RunnerErrors> => {
+            if (sent === undefined) return markSentViaPorts(key, options.leaseToken)
+            if (sent !== null) return Effect.succeed({ outcome: "sent", operation: sent })
+            const viaPorts = runnerWrite("markOperationSent", key, (row, now) =>
+              Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
+            return runDirectTransaction(
+              direct,
+              "markOperationSent",
+              formatOperationKey(key),
+              (now) => {
+                const row = direct.operations.lockRead(key)
+                const decision = decideMarkSent(row, options.leaseToken, policy, now)
+                if (decision.next !== undefined && row !== undefined) wonDirect(direct.operations.update(row, decision.next))
+                return done(decision.result)
+              },
+              undefined,
+              viaPorts
+            )
+          }
+        )),
 
     recordAttemptFailure: (key, options) =>
       validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>

@@ -8,6 +8,7 @@ import {
   type WinnerReadFailed
 } from "../errors.js"
 import { resumeDeferredOperation } from "../operation/resume.js"
+import { DirectDatabase, type DirectDatabaseApi } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -26,6 +27,7 @@ import {
   decideArm,
   decideVerification,
   type Decision,
+  type ArmInput,
   type DeferInput,
   resumeDeferredWatch,
   type ResumeScope,
@@ -34,6 +36,7 @@ import {
   type VerificationOutcome
 } from "../watch/transitions.js"
 import { requireWon, retryOnLostRace } from "./cas.js"
+import { done, runDirectStatement, runDirectTransaction, type Step, withWinner, wonDirect } from "./direct.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 
 /** The options of `armWatch`. */
@@ -98,12 +101,40 @@ export interface WatchMethods {
 
 const generation = Rules.nonNegativeInt
 
+/** Writes a watch decision on the direct rows (a lost write abandons the try) and finishes with its outcome. */
+const applyDirect = <O extends string>(db: DirectDatabaseApi, row: ProjectionWatch | undefined, decision: Decision<O>): Step<O> => {
+  if (decision.next !== undefined && row !== undefined) wonDirect(db.watches.update(row, decision.next))
+  return done(decision.outcome)
+}
+
+/** `armWatch`'s transition on the direct rows: the same reads and decision as on the ports. */
+const armDirect = (db: DirectDatabaseApi, identity: WatchIdentity, input: ArmInput, now: Millis): Step<ArmOutcome> => {
+  const row = db.watches.lockRead(identity)
+  return row === undefined
+    ? applyDirect(db, row, decideArm(row, input, null, now))
+    : withWinner(row.documentID, (winner) => applyDirect(db, row, decideArm(row, input, winner, now)))
+}
+
+/** `recordVerification`'s transition on the direct rows (a stale result reads no winner, as on the ports). */
+const verificationDirect = (
+  db: DirectDatabaseApi,
+  identity: WatchIdentity,
+  input: VerificationInput,
+  now: Millis
+): Step<VerificationOutcome> => {
+  const row = db.watches.lockRead(identity)
+  return staleVerification(row, input) !== undefined || row === undefined
+    ? applyDirect(db, row, decideVerification(row, input, null, now))
+    : withWinner(row.documentID, (winner) => applyDirect(db, row, decideVerification(row, input, winner, now)))
+}
+
 /** Builds the watch methods over the ports. */
 export const makeWatchMethods = Effect.gen(function*() {
   const watches = yield* WatchRepository
   const operations = yield* OperationRepository
   const { withTransaction } = yield* Transactor
   const readers = yield* WinnerReader
+  const direct = Option.getOrUndefined(yield* Effect.serviceOption(DirectDatabase))
 
   /**
    * One read-decide-write on a watch, retried on a lost race. `decide` runs
@@ -177,10 +208,18 @@ export const makeWatchMethods = Effect.gen(function*() {
         ])
         const readWinner = yield* singleWinnerReader("armWatch", readers)
         const input = { reason: reason as "ingress" | "manual", dueAt: options.dueAt, triggeringWinner: options.triggeringWinner }
-        return yield* transition("armWatch", identity, (row, now) =>
+        const viaPorts = transition("armWatch", identity, (row, now) =>
           row === undefined
             ? Effect.succeed(decideArm(row, input, null, now))
             : Effect.map(readWinner(row.documentID), (winner) => decideArm(row, input, winner, now)))
+        return yield* direct === undefined ? viaPorts : runDirectTransaction(
+          direct,
+          "armWatch",
+          formatWatchIdentity(identity),
+          (now) => armDirect(direct, identity, input, now),
+          readWinner,
+          viaPorts
+        )
       }),
 
     claimWatchAttempt: (identity, options) =>
@@ -198,7 +237,11 @@ export const makeWatchMethods = Effect.gen(function*() {
           // taken writes nothing and answers false, with no race to lose.
           Clock.currentTimeMillis,
           (now) => watches.claimAttempt(identity, options, options.now, now)
-        ))
+        )).pipe((viaPorts) =>
+          direct === undefined
+            ? viaPorts
+            : runDirectStatement(direct, (now) => direct.watches.claimAttempt(identity, options, options.now, now), viaPorts)
+        )
       ),
 
     deferWatch: (identity, options) =>
@@ -214,7 +257,11 @@ export const makeWatchMethods = Effect.gen(function*() {
         Effect.suspend(() => Effect.flatMap(
           Clock.currentTimeMillis,
           (now) => watches.deferAttempt(identity, options, now)
-        ))
+        )).pipe((viaPorts) =>
+          direct === undefined
+            ? viaPorts
+            : runDirectStatement(direct, (now) => direct.watches.deferAttempt(identity, options, now), viaPorts)
+        )
       ),
 
     recordVerification: (identity, input) =>
@@ -229,11 +276,19 @@ export const makeWatchMethods = Effect.gen(function*() {
           ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
         ])
         const readWinner = yield* singleWinnerReader("recordVerification", readers)
-        return yield* transition("recordVerification", identity, (row, now) =>
+        const viaPorts = transition("recordVerification", identity, (row, now) =>
           // A stale result is refused before the winner is read at all.
           staleVerification(row, input) !== undefined || row === undefined
             ? Effect.succeed(decideVerification(row, input, null, now))
             : Effect.map(readWinner(row.documentID), (winner) => decideVerification(row, input, winner, now)))
+        return yield* direct === undefined ? viaPorts : runDirectTransaction(
+          direct,
+          "recordVerification",
+          formatWatchIdentity(identity),
+          (now) => verificationDirect(direct, identity, input, now),
+          readWinner,
+          viaPorts
+        )
       }),
 
     resumeOfflineDeferred: (now) =>

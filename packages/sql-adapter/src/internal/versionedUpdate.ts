@@ -32,12 +32,12 @@ const TEXTS_KEPT = 256
  * `UPDATE table SET <columns where next differs from previous>, version,
  * updated_at WHERE <key of previous> AND version = <previous.version>`, one
  * statement with no RETURNING (the row count says whether it matched).
- * Outside a transaction it is a compare-and-set of its own. The text for
- * each set of changed columns is built once and kept.
+ * Outside a transaction it is a compare-and-set of its own. Answers the
+ * statement's text and parameters; the text for each set of changed
+ * columns is built once and kept.
  */
-export const versionedUpdate = <Row extends { readonly version: number; readonly updatedAt: number }>(
+export const versionedUpdateStatement = <Row extends { readonly version: number; readonly updatedAt: number }>(
   sql: SqlClient,
-  operation: string,
   tableName: string,
   columns: ReadonlyArray<ColumnOf<Row>>,
   key: ReadonlyArray<ColumnOf<Row>>
@@ -56,7 +56,7 @@ export const versionedUpdate = <Row extends { readonly version: number; readonly
     if (texts.size < TEXTS_KEPT) texts.set(signature, text)
     return text
   }
-  return (previous: Row, next: Row): Effect.Effect<boolean, PersistenceError> => {
+  return (previous: Row, next: Row): readonly [text: string, params: ReadonlyArray<unknown>] => {
     const names: Array<string> = []
     const values: Array<unknown> = []
     for (const column of columns) {
@@ -70,7 +70,22 @@ export const versionedUpdate = <Row extends { readonly version: number; readonly
     values.push(next.version, next.updatedAt)
     for (const column of key) values.push(column.value(previous))
     values.push(previous.version)
-    return sql.unsafe(textFor(names), values).raw.pipe(
+    return [textFor(names), values]
+  }
+}
+
+/** `versionedUpdateStatement` run on the client: true when the row matched (its version was still `previous.version`). */
+export const versionedUpdate = <Row extends { readonly version: number; readonly updatedAt: number }>(
+  sql: SqlClient,
+  operation: string,
+  tableName: string,
+  columns: ReadonlyArray<ColumnOf<Row>>,
+  key: ReadonlyArray<ColumnOf<Row>>
+) => {
+  const statement = versionedUpdateStatement(sql, tableName, columns, key)
+  return (previous: Row, next: Row): Effect.Effect<boolean, PersistenceError> => {
+    const [text, values] = statement(previous, next)
+    return sql.unsafe(text, values).raw.pipe(
       Effect.map((raw) => affectedRows(raw) > 0),
       PersistenceError.refail(operation)
     )
