@@ -1,0 +1,207 @@
+import {
+  clockFrom,
+  ConcurrentUpdateExhausted,
+  ConnectorStore,
+  DirectDatabase,
+  type DirectDatabaseApi,
+  OperationPolicy,
+  PersistenceError,
+  WinnerReader,
+  type WinnerReaders,
+  WinnerReadFailed
+} from "@connector-store/core"
+import { layerClient, layerPorts, Tables } from "@connector-store/sql-adapter"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Deferred, Effect, Exit, Fiber, Layer, ManagedRuntime } from "effect"
+import { afterEach, describe, expect, it } from "vitest"
+import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
+import { seedWatches, storedWatch } from "./support/contract/store.js"
+import { claimInput, KEY } from "./operations.fixtures.js"
+import { freshSqlitePath } from "./support/databases.js"
+
+/**
+ * The direct path (DirectDatabase on the project's SQLite client): hot
+ * transitions run in one synchronous step when the database is free. These
+ * tests look at what only that path can get wrong: taking the Effect path
+ * when a transaction is open, rolling back and handing the connection on
+ * after every kind of failure, and the lost-race budget.
+ */
+
+/** What the test saw the direct database do. */
+interface Seen {
+  begun: number
+  busy: number
+}
+
+/** `db` counting its transactions, with its rows' writes optionally made to lose (`lose`: how many). */
+const watched = (db: DirectDatabaseApi, seen: Seen, lose: { watchUpdates: number; operationUpdates: number }): DirectDatabaseApi => ({
+  ...db,
+  begin: () => {
+    const transaction = db.begin()
+    if (transaction === undefined) seen.busy++
+    else seen.begun++
+    return transaction
+  },
+  watches: {
+    ...db.watches,
+    update: (previous, next) => lose.watchUpdates-- > 0 ? false : db.watches.update(previous, next)
+  },
+  operations: {
+    ...db.operations,
+    update: (previous, next) => lose.operationUpdates-- > 0 ? false : db.operations.update(previous, next)
+  }
+})
+
+const runtimes: Array<ManagedRuntime.ManagedRuntime<unknown, unknown>> = []
+afterEach(async () => {
+  await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()))
+})
+
+/** A store on a fresh SQLite file, its direct database watched, winners read by `readers`. */
+const storeOn = (readers: WinnerReaders, lose = { watchUpdates: 0, operationUpdates: 0 }) => {
+  const seen: Seen = { begun: 0, busy: 0 }
+  const ports = layerPorts.pipe(
+    Layer.provideMerge(Tables.layer(undefined)),
+    Layer.provideMerge(layerClient({ url: freshSqlitePath() }))
+  )
+  const direct = Layer.effect(DirectDatabase, Effect.map(DirectDatabase, (db) => watched(db, seen, lose)))
+  const runtime = ManagedRuntime.make(
+    ConnectorStore.layer.pipe(
+      Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
+      Layer.provideMerge(Layer.provideMerge(direct, ports)),
+      Layer.provide(OperationPolicy.layer(undefined))
+    )
+  )
+  runtimes.push(runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>)
+  return { runtime, seen }
+}
+
+const id = identityOf()
+const pending = watchRow({ verificationStatus: "pending_verification", nextAttemptAt: NOW - 1, claimedUntil: NOW + 30_000 })
+const verification = { generation: pending.repairGeneration, claimedUntil: NOW + 30_000, fetchedDigest: "stale", maxAttempts: 5, dueAt: NOW + 60_000 }
+
+describe("hot transitions on the project's SQLite client (the direct path)", () => {
+  it("runs on the direct rows while the database is free, and on the ports, waiting its turn, while another transaction is open", async () => {
+    const { runtime, seen } = storeOn({ readWinner: () => Effect.succeed("w-1") })
+    await runtime.runPromise(seedWatches(pending))
+    expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
+    expect(seen).toEqual({ begun: 1, busy: 0 })
+
+    // Another fiber's transaction holds the connection until `release`.
+    const release = await runtime.runPromise(Deferred.make<void>())
+    const holding = await runtime.runPromise(Deferred.make<void>())
+    const holder = runtime.runFork(Effect.flatMap(SqlClient, (sql) =>
+      sql.withTransaction(Effect.zipRight(Deferred.succeed(holding, undefined), Deferred.await(release)))))
+    await runtime.runPromise(Deferred.await(holding))
+    const arming = runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(seen.busy).toBe(1)
+    let settled = false
+    void arming.then(() => settled = true)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(settled).toBe(false)
+    await runtime.runPromise(Deferred.succeed(release, undefined))
+    await runtime.runPromise(Fiber.join(holder))
+    expect(await arming).toBe("opened")
+    expect(await runtime.runPromise(storedWatch(id))).toMatchObject({ repairGeneration: pending.repairGeneration + 2 })
+  })
+
+  it("never runs a write of its own inside another fiber's open transaction: it waits, and outlives that transaction's rollback", async () => {
+    const claimable = watchRow({ verificationStatus: "pending_verification", nextAttemptAt: 0, claimedUntil: null })
+    const { runtime } = storeOn({ readWinner: () => Effect.succeed("w-1") })
+    await runtime.runPromise(seedWatches(claimable))
+    const release = await runtime.runPromise(Deferred.make<void>())
+    const holding = await runtime.runPromise(Deferred.make<void>())
+    // This transaction ends in a rollback: anything run inside it is undone.
+    const holder = runtime.runFork(Effect.flatMap(SqlClient, (sql) =>
+      sql.withTransaction(Effect.zipRight(
+        Effect.zipRight(Deferred.succeed(holding, undefined), Deferred.await(release)),
+        Effect.fail("rolled back")
+      ))))
+    await runtime.runPromise(Deferred.await(holding))
+    const claiming = runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimInput())))
+    const watchClaim = runtime.runPromise(Effect.flatMap(ConnectorStore, (s) =>
+      s.claimWatchAttempt(id, { until: Date.now() + 30_000, generation: claimable.repairGeneration, now: Date.now() })))
+    await new Promise((resolve) => setTimeout(resolve, 30))
+    await runtime.runPromise(Deferred.succeed(release, undefined))
+    await runtime.runPromise(Effect.exit(Fiber.join(holder)))
+    expect(await claiming).toMatchObject({ outcome: "claimed" })
+    expect(await watchClaim).toBe(true)
+    expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.getOperation(KEY)))).toMatchObject({ _tag: "Some" })
+    expect(await runtime.runPromise(storedWatch(id))).toMatchObject({ version: claimable.version + 1 })
+  })
+
+  it("rolls back and hands the connection on when the winner read fails: typed WinnerReadFailed, nothing written", async () => {
+    const boom = new WinnerReadFailed({ documentID: pending.documentID, cause: new Error("document store down") })
+    let failing = true
+    const { runtime, seen } = storeOn({ readWinner: () => failing ? Effect.fail(boom) : Effect.succeed("w-1") })
+    await runtime.runPromise(seedWatches(pending))
+    const exit = await runtime.runPromiseExit(Effect.flatMap(ConnectorStore, (s) => s.recordVerification(id, verification)))
+    expect(exit).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "WinnerReadFailed", method: "recordVerification" } } })
+    expect(await runtime.runPromise(storedWatch(id))).toEqual(pending)
+    failing = false
+    expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.recordVerification(id, verification)))).toBe("pending")
+    expect(seen).toEqual({ begun: 2, busy: 0 })
+  })
+
+  it("rolls back and hands the connection on when interrupted during an asynchronous winner read", async () => {
+    const { runtime } = storeOn({ readWinner: () => Effect.never })
+    await runtime.runPromise(seedWatches(pending))
+    const reading = runtime.runFork(Effect.flatMap(ConnectorStore, (s) => s.recordVerification(id, verification)))
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    const exit = await runtime.runPromise(Fiber.interrupt(reading))
+    expect(Exit.isInterrupted(exit)).toBe(true)
+    // The connection is free again (a write outside any transaction runs), and nothing was written.
+    expect(await runtime.runPromise(storedWatch(id))).toEqual(pending)
+    expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) =>
+      s.deferWatch(id, { nextAttemptAt: NOW + 1, generation: pending.repairGeneration, claimedUntil: NOW + 30_000 })))).toBe(true)
+  })
+
+  it("turns a driver failure inside the transaction into a classified PersistenceError, rolled back, the connection handed on", async () => {
+    const { runtime } = storeOn({ readWinner: () => Effect.succeed("w-1") })
+    await runtime.runPromise(seedWatches(pending))
+    await runtime.runPromise(Effect.flatMap(SqlClient, (sql) =>
+      sql.unsafe(`CREATE TRIGGER refuse BEFORE UPDATE ON kubun_connector_projection_watch BEGIN SELECT RAISE(ABORT, 'refused'); END`)))
+    const exit = await runtime.runPromiseExit(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))
+    if (Exit.isSuccess(exit) || exit.cause._tag !== "Fail") throw new Error(`expected a failure, got ${String(exit)}`)
+    expect(exit.cause.error).toBeInstanceOf(PersistenceError)
+    expect(exit.cause.error).toMatchObject({ operation: "watch.update", method: "armWatch", reason: "constraint" })
+    await runtime.runPromise(Effect.flatMap(SqlClient, (sql) => sql.unsafe(`DROP TRIGGER refuse`)))
+    expect(await runtime.runPromise(storedWatch(id))).toEqual(pending)
+    expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
+  })
+
+  it("retries a lost write whole, and fails with ConcurrentUpdateExhausted after 6 tries, nothing written", async () => {
+    const lose = { watchUpdates: 5, operationUpdates: 0 }
+    const { runtime, seen } = storeOn({ readWinner: () => Effect.succeed("w-1") }, lose)
+    await runtime.runPromise(seedWatches(pending))
+    expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
+    expect(seen.begun).toBe(6)
+    lose.watchUpdates = 6
+    const exit = await runtime.runPromiseExit(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))
+    if (Exit.isSuccess(exit) || exit.cause._tag !== "Fail") throw new Error(`expected a failure, got ${String(exit)}`)
+    expect(exit.cause.error).toBeInstanceOf(ConcurrentUpdateExhausted)
+    expect(exit.cause.error).toMatchObject({ method: "armWatch", attempts: 6 })
+    expect(seen.begun).toBe(12)
+    expect(await runtime.runPromise(storedWatch(id))).toMatchObject({ repairGeneration: pending.repairGeneration + 1 })
+  })
+
+  it("runs a claim's first try with no transaction, and after it loses, the next under the lock", async () => {
+    const lose = { watchUpdates: 0, operationUpdates: 0 }
+    const { runtime, seen } = storeOn({}, lose)
+    const first = await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimInput())))
+    expect(first).toMatchObject({ outcome: "claimed" })
+    expect(seen.begun).toBe(0)
+    // The lease lapses; a takeover's unlocked write loses once, then the locked try wins.
+    lose.operationUpdates = 1
+    const later = claimInput()
+    const takeover = await runtime.runPromise(
+      Effect.withClock(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(later)), clockFrom(() => Date.now() + 10 * 60_000))
+    )
+    expect(takeover).toMatchObject({ outcome: "claimed" })
+    expect(seen.begun).toBe(1)
+    const row = await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.getOperation(KEY)))
+    expect(row).toMatchObject({ _tag: "Some", value: { state: "attempted" } })
+  })
+})
+
