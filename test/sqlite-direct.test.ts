@@ -60,10 +60,12 @@ afterEach(async () => {
 /** A store on a fresh SQLite file, its direct database watched, winners read by `readers`. */
 const storeOn = (readers: WinnerReaders, lose = { watchUpdates: 0, operationUpdates: 0 }) => {
   const seen: Seen = { begun: 0, busy: 0 }
-  const ports = layerPorts.pipe(
+  const base = layerPorts.pipe(
     Layer.provideMerge(Tables.layer(undefined)),
     Layer.provideMerge(layerClient({ url: freshSqlitePath() }))
   )
+  // layerPorts adds the DirectDatabase on the project's client, outside its type (the service is optional).
+  const ports = base as Layer.Layer<Layer.Layer.Success<typeof base> | DirectDatabase, Layer.Layer.Error<typeof base>>
   const direct = Layer.effect(DirectDatabase, Effect.map(DirectDatabase, (db) => watched(db, seen, lose)))
   const runtime = ManagedRuntime.make(
     ConnectorStore.layer.pipe(

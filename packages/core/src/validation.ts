@@ -95,17 +95,23 @@ export const optional = (rule: Rule): Rule => (value) => value === undefined ? u
 /** One check: the field's name, its value, and its rule. */
 export type Check = readonly [field: string, value: unknown, rule: Rule]
 
+/** The `InvalidInput` naming the first field that breaks its rule, or undefined when every check passes. */
+export const firstProblem = (method: string, checks: ReadonlyArray<Check>): InvalidInput | undefined => {
+  for (const [field, value, rule] of checks) {
+    const reason = rule(value)
+    if (reason !== undefined) return new InvalidInput({ method, field, reason })
+  }
+  return undefined
+}
+
 /**
  * Runs the checks in order and fails with an `InvalidInput` naming the first
  * field that breaks its rule.
  */
 export const validate = (method: string, checks: ReadonlyArray<Check>): Effect.Effect<void, InvalidInput> =>
   Effect.suspend(() => {
-    for (const [field, value, rule] of checks) {
-      const reason = rule(value)
-      if (reason !== undefined) return Effect.fail(new InvalidInput({ method, field, reason }))
-    }
-    return Effect.void
+    const problem = firstProblem(method, checks)
+    return problem === undefined ? Effect.void : Effect.fail(problem)
   })
 
 /** Checks that `value` is an object before its fields are read; a missing argument fails as `field`. */

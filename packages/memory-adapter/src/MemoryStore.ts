@@ -94,11 +94,13 @@ export interface MemoryConnectorStore extends PromiseConnectorStore<MemoryTransa
 export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): MemoryConnectorStore => {
   const problem = openOptionsProblem("openMemoryConnectorStore", options, [])
   if (problem !== undefined) throw problem
-  const layered = layer(fromPromiseReaders(options, handle)).pipe(Layer.provide(OperationPolicy.layer(options.operationPolicy)))
+  // The policy stays in the runtime's context, where a direct lane would find it.
+  const layered = layer(fromPromiseReaders(options, handle)).pipe(Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)))
   const store = makePromiseStore({
     runtime: ManagedRuntime.make(options.observability === undefined ? layered : Layer.provideMerge(layered, options.observability)),
     handle,
-    now: options.now
+    now: options.now,
+    readers: { readWinner: options.readWinner, readWinners: options.readWinners }
   })
   const local = options.now ?? Date.now
   return { ...store, now: () => local() }

@@ -1,6 +1,7 @@
 import {
   ConnectorStore,
   DirectDatabase,
+  type DirectTransaction,
   fieldOf,
   fromPromiseReaders,
   InvalidInput,
@@ -262,11 +263,21 @@ export const openConnectorStore = async (options: OpenConnectorStoreOptions): Pr
       storeNow = clock.now
     })
   ))
+  let directHandle: (transaction: DirectTransaction) => SqlTransaction = () => {
+    throw new Error("store not open")
+  }
+  // The policy stays in the runtime's context: the direct lane decides with it too.
   const store = layer(options, fromPromiseReaders(options, handleOf)).pipe(
-    Layer.provide(OperationPolicy.layer(options.operationPolicy)),
+    Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)),
     Layer.tap((context) =>
       Effect.sync(() => {
-        handle = currentTransaction(Context.get(context, SqlClient))
+        const sql = Context.get(context, SqlClient)
+        handle = currentTransaction(sql)
+        directHandle = (transaction) => ({
+          dialect: "sqlite",
+          query: <Row>(text: string, params: ReadonlyArray<unknown> = []) =>
+            Effect.runPromise(transaction.joined(sql.unsafe<Row & object>(text, params))) as Promise<ReadonlyArray<Row>>
+        })
       })
     )
   )
@@ -281,7 +292,9 @@ export const openConnectorStore = async (options: OpenConnectorStoreOptions): Pr
   const promiseStore = makePromiseStore({
     runtime,
     handle: handleOf,
-    now: followsDatabase || options.now !== undefined ? now : undefined
+    now: followsDatabase || options.now !== undefined ? now : undefined,
+    readers: { readWinner: options.readWinner, readWinners: options.readWinners },
+    directHandle: (transaction) => directHandle(transaction)
   })
   return { ...promiseStore, now }
 }

@@ -1,4 +1,9 @@
-import { Cause, Clock, Context, DefaultServices, Effect, Exit, FiberRefs, type ManagedRuntime, Option, Runtime } from "effect"
+import { Cause, Clock, Context, DefaultServices, Effect, Exit, FiberRef, FiberRefs, type ManagedRuntime, Option, Runtime } from "effect"
+import { OperationEntropy } from "../operation/entropy.js"
+import { OperationPolicy } from "../operation/policy.js"
+import { DirectDatabase, type DirectTransaction } from "../ports/DirectDatabase.js"
+import { nativeTracer } from "../service/instrument.js"
+import { type DirectLane, makeDirectLane } from "./direct.js"
 import { StoreClosed } from "../errors.js"
 import type { CollectParams } from "../operation/retention.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
@@ -105,6 +110,14 @@ export interface PromiseStoreParts<H> {
   readonly handle: Effect.Effect<H>
   /** An injected clock; the system clock when absent. */
   readonly now?: (() => number) | undefined
+  /**
+   * The user's winner readers as given. With them, and a `DirectDatabase`
+   * in the runtime, the hot methods run on the direct lane (see
+   * `makeDirectLane`) unless a tracer is installed.
+   */
+  readonly readers?: PromiseWinnerReaders<H> | undefined
+  /** The handle readers get inside a direct transaction; by default `handle` run joined to it. */
+  readonly directHandle?: ((transaction: DirectTransaction) => H) | undefined
 }
 
 /** What an opened store's runtime provides: the service, every port, and the snapshot. */
@@ -114,7 +127,20 @@ export type StoreContext = ConnectorStore | StorePorts | StoreSnapshot
 interface Ready {
   readonly runtime: Runtime.Runtime<StoreContext>
   readonly store: ConnectorStore["Type"]
+  /** The direct lane, when the adapter offers a `DirectDatabase` and no tracer is installed. */
+  readonly lane: DirectLane | undefined
 }
+
+/** The methods the direct lane answers. */
+const LANE_METHODS = [
+  "armWatch",
+  "claimWatchAttempt",
+  "deferWatch",
+  "recordVerification",
+  "claimOperation",
+  "markOperationSent",
+  "finalizeOperationAndArmWatch"
+] as const satisfies ReadonlyArray<keyof DirectLane>
 
 /**
  * Runs `effect` on `runtime` as a Promise. The fiber starts at once, on the
@@ -151,7 +177,22 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
       DefaultServices.currentServices,
       Context.add(FiberRefs.getOrDefault(exit.value.fiberRefs, DefaultServices.currentServices), Clock.Clock, clock)
     )
-    return { runtime, store: Context.get(runtime.context, ConnectorStore) }
+    return { runtime, store: Context.get(runtime.context, ConnectorStore), lane: laneOn(runtime) }
+  }
+  const laneOn = (runtime: Runtime.Runtime<StoreContext>): DirectLane | undefined => {
+    const direct = Context.getOption(runtime.context as Context.Context<StoreContext | DirectDatabase>, DirectDatabase)
+    if (direct._tag === "None" || parts.readers === undefined) return undefined
+    if (Runtime.runSync(runtime)(Effect.tracer) !== nativeTracer) return undefined
+    const handle = parts.handle
+    return makeDirectLane({
+      db: direct.value,
+      policy: Context.get(runtime.context as Context.Context<StoreContext | OperationPolicy>, OperationPolicy),
+      entropy: Context.get(runtime.context as Context.Context<StoreContext | OperationEntropy>, OperationEntropy),
+      readers: parts.readers,
+      handle: parts.directHandle ?? ((transaction) => Effect.runSync(transaction.joined(handle))),
+      now: parts.now ?? Date.now,
+      labels: FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMetricLabels)
+    })
   }
   /** The runtime built on the spot when its layers build synchronously (the memory adapter's do); `undefined` when they do not. */
   const builtAtOnce = (): Ready | Exit.Exit<never, unknown> | undefined => {
@@ -179,12 +220,26 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
       return runOn(ready.runtime, effect) as Promise<never>
     })
   let closed = false
-  const store: PromiseConnectorStore<H> = {
+  const viaEffect = {
     ...promiseWatchMethods(call, parts.handle),
     ...promiseSyncStateMethods(call),
     ...promiseRelistMethods(call),
     ...promiseOperationMethods(call),
-    ...promiseOperatorMethods(call),
+    ...promiseOperatorMethods(call)
+  }
+  const viaLane: Record<string, unknown> = {}
+  for (const method of LANE_METHODS) {
+    const slow = viaEffect[method] as (...args: ReadonlyArray<unknown>) => Promise<unknown>
+    viaLane[method] = (...args: ReadonlyArray<unknown>) =>
+      whenReady((ready) =>
+        ready.lane === undefined
+          ? slow(...args)
+          : (ready.lane[method] as (...a: ReadonlyArray<unknown>) => Promise<unknown>)(...args, () => slow(...args))
+      )
+  }
+  const store: PromiseConnectorStore<H> = {
+    ...viaEffect,
+    ...viaLane as Pick<PromiseConnectorStore<H>, (typeof LANE_METHODS)[number]>,
     runEffect: run,
     close: () => {
       if (closed) return Promise.resolve()

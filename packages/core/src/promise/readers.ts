@@ -24,16 +24,19 @@ export interface PromiseWinnerReaders<H> {
   readonly readWinners?: PromiseReadWinners<H> | undefined
 }
 
-const toMap = (
+/** A batch reader's answer as a map. */
+export const toMap = (
   value: ReadonlyMap<string, string | null> | Readonly<Record<string, string | null>>
 ): ReadonlyMap<string, string | null> => value instanceof Map ? value : new Map(Object.entries(value ?? {}))
 
-const digestOf = (digest: unknown): string | null => {
+/** A single reader's answer, checked: a digest or null, else a TypeError. */
+export const digestOf = (digest: unknown): string | null => {
   if (digest !== null && typeof digest !== "string") throw new TypeError("readWinner returned a non-string digest")
   return digest
 }
 
-const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+/** True when `value` is a Promise or anything else with a `then` method. */
+export const isThenable = (value: unknown): value is PromiseLike<unknown> =>
   (typeof value === "object" || typeof value === "function") && value !== null &&
   typeof (value as { readonly then?: unknown }).then === "function"
 

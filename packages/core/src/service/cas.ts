@@ -1,4 +1,4 @@
-import { Data, Effect, Metric } from "effect"
+import { Data, Effect, Metric, type MetricLabel } from "effect"
 import { ConcurrentUpdateExhausted } from "../errors.js"
 import { annotateSpanOf, nativeTracer } from "./instrument.js"
 import { storeSeries } from "./metrics.js"
@@ -56,6 +56,10 @@ export const retryOnLostRace = <A, E, R>(
 
 /** Counts one lost try of `method` in `StoreMetrics.lostRaceRetries`. */
 export const countLostRace = (method: string): Effect.Effect<void> => Metric.increment(lostRaceSeries(method))
+
+/** `countLostRace` outside a fiber, with the runtime's metric `labels`. */
+export const countLostRaceNow = (method: string, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
+  lostRaceSeries(method).unsafeUpdate(1, labels)
 
 const lostRaceByMethod = new Map<string, Metric.Metric.Counter<number>>()
 

@@ -1,4 +1,4 @@
-import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, Option } from "effect"
+import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
 import { InvalidClockReading, StoreClosed } from "../errors.js"
 import { storeSeries } from "./metrics.js"
 
@@ -168,6 +168,27 @@ const instrumentCall = (
       ? measured
       : Effect.withSpan(measured, spec.spanName, { attributes: identityAttributes(args) })
   })
+
+/**
+ * Counts calls of `method` made outside a fiber (the Promise facade's
+ * direct lane) in the same `StoreMetrics` series as instrumented calls:
+ * `succeeded` and `failed` take the call's start (`performance.now()`) and
+ * the runtime's metric labels. A failure that is not a tagged error counts
+ * as a defect, as it does on the Effect path.
+ */
+export const callMetrics = (method: string) => {
+  const spec = methodSpec(method)
+  const finish = (outcome: string, started: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void => {
+    spec.calls(outcome).unsafeUpdate(1, labels)
+    spec.duration.unsafeUpdate(performance.now() - started, labels)
+  }
+  return {
+    succeeded: (value: unknown, started: number, labels: ReadonlyArray<MetricLabel.MetricLabel>) =>
+      finish(successOutcome(value), started, labels),
+    failed: (error: unknown, started: number, labels: ReadonlyArray<MetricLabel.MetricLabel>) =>
+      finish(failureOutcome(error), started, labels)
+  }
+}
 
 const OUTCOME = `${SPAN_PREFIX}outcome`
 const NOT_A_FAILURE: unique symbol = Symbol("not a failure")

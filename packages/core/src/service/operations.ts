@@ -18,7 +18,7 @@ import {
   renewChecks,
   trackedChecks
 } from "../operation/checks.js"
-import { type ClaimOperationInput, type ClaimResult, decideOperationClaim, type FreshClaimValues } from "../operation/claim.js"
+import { type ClaimOperationInput, type ClaimResult, decideOperationClaim } from "../operation/claim.js"
 import { type ConnectorOperation, formatOperationKey, type OperationKey, type OperationState } from "../operation/ConnectorOperation.js"
 import type { OperationDecision } from "../operation/decision.js"
 import { OperationEntropy } from "../operation/entropy.js"
@@ -41,7 +41,7 @@ import {
   positionOf,
   writeStatesOf
 } from "../operation/reads.js"
-import { DirectDatabase, type DirectDatabaseApi } from "../ports/DirectDatabase.js"
+import { DirectDatabase } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -49,16 +49,8 @@ import { WinnerReader } from "../ports/WinnerReader.js"
 import { type Check, Rules, validate } from "../validation.js"
 import { type Digest, type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { LostRace, requireWon, retryOnLostRace } from "./cas.js"
-import {
-  done,
-  LOST_RACE,
-  runDirectOptimistic,
-  runDirectStatement,
-  runDirectTransaction,
-  type Step,
-  withWinner,
-  wonDirect
-} from "./direct.js"
+import { done, runDirectOptimistic, runDirectStatement, runDirectTransaction } from "./direct.js"
+import { operationPrograms } from "./directPrograms.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 
 /** The options of `renewOperationLease`. */
@@ -186,7 +178,7 @@ export const makeOperationMethods = Effect.gen(function*() {
     optimisticThenLocked("claimOperation", input, (read) =>
       Effect.gen(function*() {
         // Fresh values per try: a lost try may have lost on a node key clash.
-        const fresh = freshValues()
+        const fresh = { nodeKey: entropy.token(), incarnation: entropy.token(), leaseToken: entropy.token() }
         const created = decideOperationClaim(undefined, input, fresh, policy, yield* Clock.currentTimeMillis)
         // Insert first, as one statement of its own on the first try (no
         // transaction): a new key needs no more, and concurrent claims of
@@ -207,8 +199,7 @@ export const makeOperationMethods = Effect.gen(function*() {
         return decision.result
       }))
 
-  /** Fresh tokens for one try of a claim: a lost try may have lost on a node key clash. */
-  const freshValues = (): FreshClaimValues => ({ nodeKey: entropy.token(), incarnation: entropy.token(), leaseToken: entropy.token() })
+  const programs = operationPrograms(policy, entropy)
 
   /** A claim on the direct rows: the same steps as on the ports (`claimViaPorts`), in the same order. */
   const claim = (input: ClaimOperationInput) =>
@@ -216,60 +207,17 @@ export const makeOperationMethods = Effect.gen(function*() {
       direct,
       "claimOperation",
       formatOperationKey(input),
-      (now) => claimDirect(direct, input, now, "unlocked"),
-      (now) => done(claimDirect(direct, input, now, "locked")),
+      (now) => programs.claim(direct, input, now, "unlocked"),
+      (now) => done(programs.claim(direct, input, now, "locked")),
       claimViaPorts(input)
     )
-
-  /**
-   * One try of a claim on the direct rows: the insert first (a new key
-   * needs no more), then the stored row, read unlocked on the first try
-   * (no transaction) and locked on the others.
-   */
-  const claimDirect = (db: DirectDatabaseApi, input: ClaimOperationInput, now: Millis, read: "unlocked" | "locked"): ClaimResult => {
-    const fresh = freshValues()
-    const created = decideOperationClaim(undefined, input, fresh, policy, now)
-    if (!created.conflict && created.next !== undefined && db.operations.insert(created.next)) return created.result
-    const row = read === "unlocked" ? db.operations.get(input) : db.operations.lockRead(input)
-    if (row === undefined) throw LOST_RACE
-    const decision = decideOperationClaim(row, input, fresh, policy, now)
-    if (decision.conflict) throw new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
-    if (decision.next !== undefined) wonDirect(db.operations.update(row, decision.next))
-    return decision.result
-  }
-
-  /** Finalize on the direct rows: the same locks, reads, decisions and writes as on the ports, in the same order. */
-  const finalizeDirect = (
-    db: DirectDatabaseApi,
-    key: OperationKey,
-    input: FinalizeOperationInput,
-    now: Millis
-  ): Step<FinalizeResult> => {
-    const row = db.operations.lockRead(key)
-    const commit = decideCommit(row, input, policy, now)
-    if (commit.result.outcome !== "committed") return done(commit.result)
-    if (commit.next === undefined || row === undefined) throw new Error("a commit decided without a row")
-    const next = commit.next
-    const operation = commit.result.operation
-    const identity = watchIdentityOfCommit(row, input.sourceID)
-    const targets = db.watches.lockArmTargets({ ownerDID: row.ownerDID, model: row.model, documentID: input.documentID }, identity)
-    return withWinner(input.documentID, (winner) => {
-      wonDirect(db.operations.update(row, next))
-      const superseded = supersededBy(targets, identity, input.documentID)
-      for (const other of superseded) wonDirect(db.watches.delete(watchIdentityOf(other), other.version))
-      const existing = targets.find((target) => watchKey(target) === watchKey(identity))
-      const watch = armedByFinalize(existing, identity, input.documentID, winner, input.watchDueAt, now)
-      wonDirect(existing === undefined ? db.watches.insert(watch) : db.watches.update(existing, watch))
-      return done({ outcome: "committed", operation, watch, superseded: superseded.map(watchIdentityOf) } satisfies FinalizeResult)
-    })
-  }
 
   const finalize = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
     direct === undefined ? finalizeViaPorts(key, input, readWinner) : runDirectTransaction(
       direct,
       "finalizeOperationAndArmWatch",
       formatOperationKey(key),
-      (now) => finalizeDirect(direct, key, input, now),
+      (now) => programs.finalize(direct, key, input, now),
       readWinner,
       finalizeViaPorts(key, input, readWinner)
     )
@@ -327,7 +275,7 @@ export const makeOperationMethods = Effect.gen(function*() {
         direct === undefined ? markSentViaPorts(key, options.leaseToken) : Effect.flatMap(
           runDirectStatement(
             direct,
-            (now) => direct.operations.markSent(key, options.leaseToken, policy.maxAttempts, now) ?? null,
+            (now) => programs.markSentGuarded(direct, key, options.leaseToken, now) ?? null,
             Effect.as(markSentViaPorts(key, options.leaseToken), undefined)
           ),
           (sent): Effect.Effect<MarkSentResult, RunnerErrors> => {
@@ -339,12 +287,7 @@ export const makeOperationMethods = Effect.gen(function*() {
               direct,
               "markOperationSent",
               formatOperationKey(key),
-              (now) => {
-                const row = direct.operations.lockRead(key)
-                const decision = decideMarkSent(row, options.leaseToken, policy, now)
-                if (decision.next !== undefined && row !== undefined) wonDirect(direct.operations.update(row, decision.next))
-                return done(decision.result)
-              },
+              (now) => programs.markSentDecided(direct, key, options.leaseToken, now),
               undefined,
               viaPorts
             )

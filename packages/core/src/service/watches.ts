@@ -8,12 +8,12 @@ import {
   type WinnerReadFailed
 } from "../errors.js"
 import { resumeDeferredOperation } from "../operation/resume.js"
-import { DirectDatabase, type DirectDatabaseApi } from "../ports/DirectDatabase.js"
+import { DirectDatabase } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
-import { fieldOf, identityChecks, oneOf, optional, Rules, validate } from "../validation.js"
+import { type Check, fieldOf, identityChecks, oneOf, optional, Rules, validate } from "../validation.js"
 import {
   formatWatchIdentity,
   type Millis,
@@ -27,7 +27,6 @@ import {
   decideArm,
   decideVerification,
   type Decision,
-  type ArmInput,
   type DeferInput,
   resumeDeferredWatch,
   type ResumeScope,
@@ -36,7 +35,8 @@ import {
   type VerificationOutcome
 } from "../watch/transitions.js"
 import { requireWon, retryOnLostRace } from "./cas.js"
-import { done, runDirectStatement, runDirectTransaction, type Step, withWinner, wonDirect } from "./direct.js"
+import { runDirectStatement, runDirectTransaction } from "./direct.js"
+import { armDirect, verificationDirect } from "./directPrograms.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 
 /** The options of `armWatch`. */
@@ -101,32 +101,44 @@ export interface WatchMethods {
 
 const generation = Rules.nonNegativeInt
 
-/** Writes a watch decision on the direct rows (a lost write abandons the try) and finishes with its outcome. */
-const applyDirect = <O extends string>(db: DirectDatabaseApi, row: ProjectionWatch | undefined, decision: Decision<O>): Step<O> => {
-  if (decision.next !== undefined && row !== undefined) wonDirect(db.watches.update(row, decision.next))
-  return done(decision.outcome)
-}
+/** The checks of `armWatch`'s arguments. */
+export const armWatchChecks = (identity: unknown, reason: unknown, options: unknown): ReadonlyArray<Check> => [
+  ["reason", reason, oneOf("ingress", "manual")],
+  ...identityChecks("identity", identity),
+  ["options", options, Rules.record],
+  ["options.dueAt", fieldOf(options, "dueAt"), Rules.millis],
+  ["options.triggeringWinner", fieldOf(options, "triggeringWinner"), optional(Rules.digestOrNull)]
+]
 
-/** `armWatch`'s transition on the direct rows: the same reads and decision as on the ports. */
-const armDirect = (db: DirectDatabaseApi, identity: WatchIdentity, input: ArmInput, now: Millis): Step<ArmOutcome> => {
-  const row = db.watches.lockRead(identity)
-  return row === undefined
-    ? applyDirect(db, row, decideArm(row, input, null, now))
-    : withWinner(row.documentID, (winner) => applyDirect(db, row, decideArm(row, input, winner, now)))
-}
+/** The checks of `claimWatchAttempt`'s arguments. */
+export const claimWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> => [
+  ...identityChecks("identity", identity),
+  ["options", options, Rules.record],
+  ["options.until", fieldOf(options, "until"), Rules.millis],
+  ["options.generation", fieldOf(options, "generation"), generation],
+  ["options.now", fieldOf(options, "now"), Rules.millis]
+]
 
-/** `recordVerification`'s transition on the direct rows (a stale result reads no winner, as on the ports). */
-const verificationDirect = (
-  db: DirectDatabaseApi,
-  identity: WatchIdentity,
-  input: VerificationInput,
-  now: Millis
-): Step<VerificationOutcome> => {
-  const row = db.watches.lockRead(identity)
-  return staleVerification(row, input) !== undefined || row === undefined
-    ? applyDirect(db, row, decideVerification(row, input, null, now))
-    : withWinner(row.documentID, (winner) => applyDirect(db, row, decideVerification(row, input, winner, now)))
-}
+/** The checks of `deferWatch`'s arguments. */
+export const deferWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> => [
+  ...identityChecks("identity", identity),
+  ["options", options, Rules.record],
+  ["options.nextAttemptAt", fieldOf(options, "nextAttemptAt"), Rules.millis],
+  ["options.reason", fieldOf(options, "reason"), optional(oneOf("offline", "auth", null))],
+  ["options.generation", fieldOf(options, "generation"), generation],
+  ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
+]
+
+/** The checks of `recordVerification`'s arguments. */
+export const verificationChecks = (identity: unknown, input: unknown): ReadonlyArray<Check> => [
+  ...identityChecks("identity", identity),
+  ["input", input, Rules.record],
+  ["input.generation", fieldOf(input, "generation"), generation],
+  ["input.claimedUntil", fieldOf(input, "claimedUntil"), optional((v) => v === null ? undefined : Rules.millis(v))],
+  ["input.fetchedDigest", fieldOf(input, "fetchedDigest"), Rules.digestOrNull],
+  ["input.maxAttempts", fieldOf(input, "maxAttempts"), Rules.positiveInt],
+  ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
+]
 
 /** Builds the watch methods over the ports. */
 export const makeWatchMethods = Effect.gen(function*() {
@@ -199,13 +211,7 @@ export const makeWatchMethods = Effect.gen(function*() {
       Effect.gen(function*() {
         // Not in the type, but a JavaScript caller can still pass it.
         if ((reason as string) === "finalize") return yield* new ReservedArmReason({ reason: "finalize" })
-        yield* validate("armWatch", [
-          ["reason", reason, oneOf("ingress", "manual")],
-          ...identityChecks("identity", identity),
-          ["options", options, Rules.record],
-          ["options.dueAt", fieldOf(options, "dueAt"), Rules.millis],
-          ["options.triggeringWinner", fieldOf(options, "triggeringWinner"), optional(Rules.digestOrNull)]
-        ])
+        yield* validate("armWatch", armWatchChecks(identity, reason, options))
         const readWinner = yield* singleWinnerReader("armWatch", readers)
         const input = { reason: reason as "ingress" | "manual", dueAt: options.dueAt, triggeringWinner: options.triggeringWinner }
         const viaPorts = transition("armWatch", identity, (row, now) =>
@@ -224,13 +230,7 @@ export const makeWatchMethods = Effect.gen(function*() {
 
     claimWatchAttempt: (identity, options) =>
       Effect.zipRight(
-        validate("claimWatchAttempt", [
-          ...identityChecks("identity", identity),
-          ["options", options, Rules.record],
-          ["options.until", fieldOf(options, "until"), Rules.millis],
-          ["options.generation", fieldOf(options, "generation"), generation],
-          ["options.now", fieldOf(options, "now"), Rules.millis]
-        ]),
+        validate("claimWatchAttempt", claimWatchChecks(identity, options)),
         Effect.suspend(() => Effect.flatMap(
           // One guarded write (decideClaim's preconditions as its guard; see
           // WatchRepository.claimAttempt): a claim that finds the attempt
@@ -246,14 +246,7 @@ export const makeWatchMethods = Effect.gen(function*() {
 
     deferWatch: (identity, options) =>
       Effect.zipRight(
-        validate("deferWatch", [
-          ...identityChecks("identity", identity),
-          ["options", options, Rules.record],
-          ["options.nextAttemptAt", fieldOf(options, "nextAttemptAt"), Rules.millis],
-          ["options.reason", fieldOf(options, "reason"), optional(oneOf("offline", "auth", null))],
-          ["options.generation", fieldOf(options, "generation"), generation],
-          ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
-        ]),
+        validate("deferWatch", deferWatchChecks(identity, options)),
         Effect.suspend(() => Effect.flatMap(
           Clock.currentTimeMillis,
           (now) => watches.deferAttempt(identity, options, now)
@@ -266,15 +259,7 @@ export const makeWatchMethods = Effect.gen(function*() {
 
     recordVerification: (identity, input) =>
       Effect.gen(function*() {
-        yield* validate("recordVerification", [
-          ...identityChecks("identity", identity),
-          ["input", input, Rules.record],
-          ["input.generation", fieldOf(input, "generation"), generation],
-          ["input.claimedUntil", fieldOf(input, "claimedUntil"), optional((v) => v === null ? undefined : Rules.millis(v))],
-          ["input.fetchedDigest", fieldOf(input, "fetchedDigest"), Rules.digestOrNull],
-          ["input.maxAttempts", fieldOf(input, "maxAttempts"), Rules.positiveInt],
-          ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
-        ])
+        yield* validate("recordVerification", verificationChecks(identity, input))
         const readWinner = yield* singleWinnerReader("recordVerification", readers)
         const viaPorts = transition("recordVerification", identity, (row, now) =>
           // A stale result is refused before the winner is read at all.

@@ -1,0 +1,255 @@
+import {
+  ConnectorStore,
+  DirectDatabase,
+  type DirectDatabaseApi,
+  fromPromiseReaders,
+  makePromiseStore,
+  OperationPolicy,
+  type PromiseConnectorStore,
+  type PromiseWinnerReaders,
+  StoreMetrics,
+  StoreSnapshot,
+  WinnerReader
+} from "@connector-store/core"
+import { layerClient, layerPorts, layerStockSqliteClient, type SqlTransaction, Tables } from "@connector-store/sql-adapter"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Effect, Layer, ManagedRuntime, Metric, type MetricState } from "effect"
+import { afterEach, describe, expect, it } from "vitest"
+import { claimInput, KEY } from "./operations.fixtures.js"
+import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
+import { seedWatches } from "./support/contract/store.js"
+import { freshSqlitePath } from "./support/databases.js"
+
+/**
+ * The Promise API's direct lane on the project's SQLite client: the hot
+ * methods run on the DirectDatabase without a fiber. Every test compares
+ * with, or hands over to, the Effect path, which is what the lane must
+ * match.
+ */
+
+interface Seen {
+  begun: number
+  busy: number
+}
+
+const closing: Array<() => Promise<void>> = []
+afterEach(async () => {
+  await Promise.all(closing.splice(0).map((close) => close()))
+})
+
+/**
+ * A Promise store on a fresh SQLite file, built as `openConnectorStore`
+ * builds one, but with the direct database watched (and its watch writes
+ * made to lose `lose.watchUpdates` times). `lane: false` gives the store no
+ * readers for the lane, so every call takes the Effect path.
+ */
+const storeOn = async (
+  readers: PromiseWinnerReaders<SqlTransaction>,
+  options: { lane: boolean; lose?: { watchUpdates: number }; client?: "project" | "stock" }
+) => {
+  const seen: Seen = { begun: 0, busy: 0 }
+  const lose = options.lose ?? { watchUpdates: 0 }
+  const watched = (db: DirectDatabaseApi): DirectDatabaseApi => ({
+    ...db,
+    begin: () => {
+      const transaction = db.begin()
+      if (transaction === undefined) seen.busy++
+      else seen.begun++
+      return transaction
+    },
+    watches: { ...db.watches, update: (previous, next) => lose.watchUpdates-- > 0 ? false : db.watches.update(previous, next) }
+  })
+  const url = freshSqlitePath()
+  const base = layerPorts.pipe(Layer.provideMerge(Tables.layer(undefined)), Layer.provideMerge(layerClient({ url })))
+  const ports = base as Layer.Layer<Layer.Layer.Success<typeof base> | DirectDatabase, Layer.Layer.Error<typeof base>>
+  // The stock client has no DirectDatabase: every call there runs on the ports.
+  const stockPorts = layerPorts.pipe(Layer.provideMerge(Tables.layer(undefined)), Layer.provideMerge(layerStockSqliteClient(url)))
+  const handle = Effect.succeed<SqlTransaction>({ dialect: "sqlite", query: () => Promise.resolve([]) })
+  const runtime = ManagedRuntime.make(
+    ConnectorStore.layer.pipe(
+      Layer.provideMerge(Layer.succeed(WinnerReader, fromPromiseReaders(readers, handle))),
+      Layer.provideMerge(
+        options.client === "stock"
+          ? stockPorts as unknown as typeof ports
+          : Layer.provideMerge(Layer.effect(DirectDatabase, Effect.map(DirectDatabase, watched)), ports)
+      ),
+      Layer.provideMerge(OperationPolicy.layer(undefined))
+    )
+  )
+  const store = makePromiseStore<SqlTransaction>({
+    runtime: runtime as never,
+    handle,
+    now: () => clock.now,
+    readers: options.lane ? readers : undefined
+  })
+  closing.push(() => store.close())
+  return { store, seen, runtime }
+}
+
+const clock = { now: NOW }
+afterEach(() => {
+  clock.now = NOW
+})
+
+const id = identityOf()
+const seeded = watchRow({ verificationStatus: "pending_verification", nextAttemptAt: NOW - 1, claimedUntil: null })
+
+/** A script of hot calls (and their unhappy cases), its answers in order. */
+const script = async (store: PromiseConnectorStore<SqlTransaction>): Promise<ReadonlyArray<unknown>> => {
+  const answers: Array<unknown> = []
+  const record = async (call: () => Promise<unknown>) => {
+    try {
+      answers.push(await call())
+    } catch (error) {
+      answers.push({ rejected: error })
+    }
+  }
+  await store.runEffect(seedWatches(seeded))
+  // Before the row is due by the caller's `now` (the store's clock says it is due): not claimable.
+  await record(() => store.claimWatchAttempt(id, { until: NOW + 30_000, generation: seeded.repairGeneration, now: NOW - 5 }))
+  await record(() => store.claimWatchAttempt(id, { until: NOW + 30_000, generation: seeded.repairGeneration, now: NOW }))
+  await record(() => store.claimWatchAttempt(id, { until: NOW + 30_000, generation: seeded.repairGeneration, now: NOW }))
+  await record(() =>
+    store.recordVerification(id, { generation: seeded.repairGeneration, claimedUntil: NOW + 30_000, fetchedDigest: "stale", maxAttempts: 5, dueAt: NOW })
+  )
+  await record(() =>
+    store.recordVerification(id, { generation: 99, claimedUntil: null, fetchedDigest: "stale", maxAttempts: 5, dueAt: NOW })
+  )
+  await record(() => store.deferWatch(id, { nextAttemptAt: NOW + 5, generation: seeded.repairGeneration, claimedUntil: NOW + 30_000 }))
+  await record(() => store.armWatch(id, "manual", { dueAt: NOW + 10 }))
+  await record(() => store.armWatch(id, "ingress", { dueAt: NOW + 10, triggeringWinner: "w-doc-1" }))
+  await record(() => store.armWatch(identityOf({ sourceID: "nobody" }), "manual", { dueAt: NOW }))
+  await record(() => store.armWatch(id, "finalize" as never, { dueAt: NOW }))
+  await record(() => store.claimWatchAttempt({ ...id, ownerDID: "" }, { until: NOW, generation: 0, now: NOW }))
+  const claimed = await store.claimOperation(claimInput())
+  answers.push(claimed)
+  await record(() => store.claimOperation(claimInput()))
+  await record(() => store.claimOperation(claimInput({ payloadHash: "other" })))
+  if (claimed.outcome !== "claimed") throw new Error(`claim: ${claimed.outcome}`)
+  const token = claimed.lease.token
+  await record(() => store.markOperationSent(KEY, { leaseToken: "not-the-holder" }))
+  await record(() => store.markOperationSent(KEY, { leaseToken: token }))
+  await record(() => store.markOperationSent(KEY, { leaseToken: token }))
+  const finalize = { leaseToken: token, sourceID: "src-1", documentID: "doc-1", providerEtag: "e-1", resultEntity: { id: 1 }, watchDueAt: NOW + 5 }
+  await record(() => store.finalizeOperationAndArmWatch(KEY, { ...finalize, leaseToken: "stale" }))
+  await record(() => store.finalizeOperationAndArmWatch(KEY, finalize))
+  await record(() => store.finalizeOperationAndArmWatch(KEY, finalize))
+  // A lapsed lease taken over.
+  const other = claimInput({ operationID: "op-2", sourceID: "src-2", deterministicEventID: "event-2" })
+  await record(() => store.claimOperation(other))
+  clock.now = NOW + 10 * 60_000
+  await record(() => store.claimOperation(other))
+  answers.push(await store.runEffect(Effect.flatMap(StoreSnapshot, (s) => s.snapshot)))
+  return answers
+}
+
+/** `value` with every random token replaced by its first appearance's number, so two runs compare. */
+const normalized = (value: unknown): unknown => {
+  const seen = new Map<string, string>()
+  return JSON.parse(JSON.stringify(value, (_, v) => v instanceof Error ? { ...v, _tag: (v as { _tag?: string })._tag, message: v.message } : v), (_, v) => {
+    if (typeof v === "string" && /^[0-9a-f]{8}-[0-9a-f]{4}-/.test(v)) {
+      if (!seen.has(v)) seen.set(v, `token-${seen.size}`)
+      return seen.get(v)
+    }
+    return v
+  })
+}
+
+const readers = { readWinner: (documentID: string) => `w-${documentID}` }
+
+describe("the Promise API's direct lane on SQLite", () => {
+  it("answers every hot call, and leaves every row, exactly as the Effect methods do, on the direct rows and on the ports", async () => {
+    const lane = await storeOn(readers, { lane: true })
+    const laneAnswers = await script(lane.store)
+    // The Effect methods on the direct rows: the lane's begin count stays its own.
+    clock.now = NOW
+    const effect = await storeOn(readers, { lane: false })
+    const effectAnswers = await script(effect.store)
+    // The Effect methods on the ports (the stock client offers no direct rows).
+    clock.now = NOW
+    const ports = await storeOn(readers, { lane: false, client: "stock" })
+    const portAnswers = await script(ports.store)
+    expect(normalized(laneAnswers)).toEqual(normalized(portAnswers))
+    expect(normalized(effectAnswers)).toEqual(normalized(portAnswers))
+    expect(lane.seen.begun).toBeGreaterThan(0)
+  })
+
+  it("answers the same with an asynchronous reader, and meanwhile hands a second call to the Effect path, which waits its turn", async () => {
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => release = resolve)
+    const slowReader = { readWinner: async (documentID: string) => (await gate, `w-${documentID}`) }
+    const { store, seen } = await storeOn(slowReader, { lane: true })
+    await store.runEffect(seedWatches(seeded))
+    const arming = store.armWatch(id, "manual", { dueAt: NOW })
+    const claim = store.claimOperation(claimInput())
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(seen).toEqual({ begun: 1, busy: 0 })
+    release()
+    expect(await arming).toBe("opened")
+    expect(await claim).toMatchObject({ outcome: "claimed" })
+    expect(await store.getWatch(id)).toMatchObject({ repairGeneration: seeded.repairGeneration + 1, observedWinnerDigest: "w-doc-1" })
+  })
+
+  it("rejects with WinnerReadFailed naming the method when the reader throws or rejects, and writes nothing", async () => {
+    for (const readWinner of [() => { throw new Error("down") }, async () => { throw new Error("down") }, () => 42 as never]) {
+      const { store } = await storeOn({ readWinner }, { lane: true })
+      await store.runEffect(seedWatches(seeded))
+      await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({
+        _tag: "WinnerReadFailed",
+        method: "armWatch",
+        documentID: "doc-1"
+      })
+      expect(await store.getWatch(id)).toEqual(seeded)
+      // The connection was handed on.
+      expect(await store.claimOperation(claimInput())).toMatchObject({ outcome: "claimed" })
+    }
+  })
+
+  it("retries lost writes and gives up after 6 tries with ConcurrentUpdateExhausted, counted in the store's metrics", async () => {
+    const lose = { watchUpdates: 5 }
+    const { store, seen } = await storeOn(readers, { lane: true, lose })
+    await store.runEffect(seedWatches(seeded))
+    const lost = Metric.tagged(StoreMetrics.lostRaceRetries, "method", "armWatch")
+    const calls = Metric.tagged(Metric.tagged(StoreMetrics.calls, "method", "armWatch"), "outcome", "ConcurrentUpdateExhausted")
+    const count = (metric: Metric.Metric.Counter<number>) =>
+      Effect.runPromise(Effect.map(Metric.value(metric), (state: MetricState.MetricState.Counter<number>) => state.count))
+    const [lostBefore, callsBefore] = [await count(lost), await count(calls)]
+    expect(await store.armWatch(id, "manual", { dueAt: NOW })).toBe("opened")
+    expect(seen.begun).toBe(6)
+    lose.watchUpdates = 6
+    await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({
+      _tag: "ConcurrentUpdateExhausted",
+      method: "armWatch",
+      attempts: 6
+    })
+    expect(seen.begun).toBe(12)
+    expect(await count(lost)).toBe(lostBefore + 5 + 6)
+    expect(await count(calls)).toBe(callsBefore + 1)
+    expect(await store.getWatch(id)).toMatchObject({ repairGeneration: seeded.repairGeneration + 1 })
+  })
+
+  it("rejects with a classified PersistenceError naming the method on a driver failure, rolled back", async () => {
+    const { store, runtime } = await storeOn(readers, { lane: true })
+    await store.runEffect(seedWatches(seeded))
+    await runtime.runPromise(Effect.flatMap(SqlClient, (sql) =>
+      sql.unsafe(`CREATE TRIGGER refuse BEFORE UPDATE ON kubun_connector_projection_watch BEGIN SELECT RAISE(ABORT, 'refused'); END`)))
+    await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({
+      _tag: "PersistenceError",
+      method: "armWatch",
+      operation: "watch.update",
+      reason: "constraint"
+    })
+    await runtime.runPromise(Effect.flatMap(SqlClient, (sql) => sql.unsafe(`DROP TRIGGER refuse`)))
+    expect(await store.getWatch(id)).toEqual(seeded)
+    expect(await store.armWatch(id, "manual", { dueAt: NOW })).toBe("opened")
+  })
+
+  it("hands a clock reading that is not a time to the Effect path, which refuses it with InvalidClockReading", async () => {
+    const { store } = await storeOn(readers, { lane: true })
+    await store.runEffect(seedWatches(seeded))
+    clock.now = Number.NaN
+    await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({ _tag: "InvalidClockReading", method: "armWatch" })
+    clock.now = NOW
+    expect(await store.getWatch(id)).toEqual(seeded)
+  })
+})
