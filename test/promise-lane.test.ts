@@ -13,7 +13,8 @@ import {
 } from "@connector-store/core"
 import { layerClient, layerPorts, layerStockSqliteClient, type SqlTransaction, Tables } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Effect, Layer, ManagedRuntime, Metric, type MetricState } from "effect"
+import * as Memory from "@connector-store/memory-adapter"
+import { Context, Effect, Layer, ManagedRuntime, Metric, type MetricState } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { claimInput, KEY } from "./operations.fixtures.js"
 import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
@@ -156,6 +157,40 @@ const normalized = (value: unknown): unknown => {
 }
 
 const readers = { readWinner: (documentID: string) => `w-${documentID}` }
+
+/** A Promise store in memory: with the lane (the memory adapter's DirectDatabase), or on the ports alone. */
+const memoryStoreOn = (readers: PromiseWinnerReaders<Memory.MemoryTransaction>, lane: boolean) => {
+  const handle = Effect.succeed<Memory.MemoryTransaction>({ adapter: "memory" })
+  const db = new Memory.MemoryDatabase()
+  const ports = Layer.effectContext(Effect.sync(() => {
+    const all = Memory.portsOf(db) as Context.Context<Memory.MemoryPorts | DirectDatabase>
+    return lane ? all : Context.omit(DirectDatabase)(all)
+  }))
+  const runtime = ManagedRuntime.make(
+    ConnectorStore.layer.pipe(
+      Layer.provideMerge(Layer.succeed(WinnerReader, fromPromiseReaders(readers, handle))),
+      Layer.provideMerge(ports as Layer.Layer<Memory.MemoryPorts>),
+      Layer.provideMerge(OperationPolicy.layer(undefined))
+    )
+  )
+  const store = makePromiseStore<Memory.MemoryTransaction>({
+    runtime: runtime as never,
+    handle,
+    now: () => clock.now,
+    readers: lane ? readers : undefined
+  })
+  closing.push(() => store.close())
+  return store
+}
+
+describe("the Promise API's direct lane in memory", () => {
+  it("answers every hot call, and leaves every row, exactly as the Effect methods on the ports do", async () => {
+    const laneAnswers = await script(memoryStoreOn(readers, true) as never)
+    clock.now = NOW
+    const portAnswers = await script(memoryStoreOn(readers, false) as never)
+    expect(normalized(laneAnswers)).toEqual(normalized(portAnswers))
+  })
+})
 
 describe("the Promise API's direct lane on SQLite", () => {
   it("answers every hot call, and leaves every row, exactly as the Effect methods do, on the direct rows and on the ports", async () => {

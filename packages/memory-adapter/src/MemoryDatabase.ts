@@ -29,7 +29,8 @@ export const reindex = (
   if (after !== undefined) index.set(after, [...indexed(index, after), key])
 }
 
-interface Transaction {
+/** One transaction's drafts; `open` until it commits or rolls back. */
+export interface Transaction {
   readonly drafts: Map<string, DraftTable<unknown>>
   /** False once committed or rolled back: a fiber still holding it is outside any transaction. */
   open: boolean
@@ -127,10 +128,57 @@ export class MemoryDatabase {
 
   /** The rows of `name` as the current transaction (or committed state) sees them. */
   read<V>(name: string): Effect.Effect<ReadonlyMap<string, V>> {
-    return Effect.withFiberRuntime((fiber) => {
-      const draft = this.transactionOf(fiber)?.drafts.get(name)
-      return Effect.succeed((draft ?? this.committed.get(name) ?? EMPTY) as ReadonlyMap<string, V>)
-    })
+    return Effect.withFiberRuntime((fiber) => Effect.succeed(this.readNow<V>(this.transactionOf(fiber), name)))
+  }
+
+  /** The rows of `name` as `tx` sees them (its drafts over the committed rows), or as committed when `tx` is undefined. */
+  readNow<V>(tx: Transaction | undefined, name: string): ReadonlyMap<string, V> {
+    const draft = tx?.drafts.get(name)
+    return (draft ?? this.committed.get(name) ?? EMPTY) as ReadonlyMap<string, V>
+  }
+
+  /** `writeWithIndex`'s change, made now in `tx`. */
+  writeNow<V, I, A>(
+    tx: Transaction,
+    name: string,
+    index: string | undefined,
+    change: (rows: Map<string, V>, index: Map<string, I>) => A
+  ): A {
+    return change(
+      this.draftOf(tx, name) as Map<string, V>,
+      (index === undefined ? new Map() : this.draftOf(tx, index)) as Map<string, I>
+    )
+  }
+
+  /** True when no transaction holds the lock. */
+  isFree(): boolean {
+    return !this.locked
+  }
+
+  /**
+   * Takes the lock now, outside any fiber (see `MemoryDirect`), and opens a
+   * transaction; undefined, changing nothing, when the lock is held.
+   */
+  beginNow(): Transaction | undefined {
+    if (this.locked) return undefined
+    this.locked = true
+    return { drafts: new Map(), open: true }
+  }
+
+  /** Ends a transaction `beginNow` opened: its drafts committed (`commit`) or dropped, the lock handed on. Once only. */
+  endNow(tx: Transaction, commit: boolean): void {
+    if (!tx.open) return
+    tx.open = false
+    try {
+      if (commit) for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
+    } finally {
+      this.unlock()
+    }
+  }
+
+  /** `effect` run as part of `tx`: its reads and writes go to `tx`'s drafts. */
+  joined<A, E, R>(tx: Transaction, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> {
+    return Effect.locally(effect, this.current, tx)
   }
 
   /** Changes the rows of `name` inside a transaction and returns what `change` returns. */
@@ -153,10 +201,7 @@ export class MemoryDatabase {
       // Outside a transaction, the write is a transaction of its own.
       if (tx === undefined) return this.withTransaction(step)
       try {
-        return Effect.succeed(change(
-          this.draftOf(tx, name) as Map<string, V>,
-          (index === undefined ? new Map() : this.draftOf(tx, index)) as Map<string, I>
-        ))
+        return Effect.succeed(this.writeNow(tx, name, index, change))
       } catch (defect) {
         return Effect.die(defect)
       }

@@ -14,6 +14,39 @@ import { indexed, indexTable, type MemoryDatabase, reindex } from "./MemoryDatab
 const TABLE = "operation"
 const BY_NODE_KEY = indexTable("operation.node_key")
 
+type Rows = Map<string, ConnectorOperation>
+type ByNodeKey = Map<string, ReadonlyArray<string>>
+
+/**
+ * The operation table's changes over its rows and node-key index, shared by
+ * the repository and `MemoryDirect`. Each answers what the port method of
+ * the same name answers.
+ */
+export const operationChanges = {
+  table: TABLE,
+  index: BY_NODE_KEY,
+  insert: (table: Rows, index: ByNodeKey, row: ConnectorOperation): boolean => {
+    const key = operationKey(row)
+    if (table.has(key) || indexed(index, row.nodeKey).length > 0) return false
+    table.set(key, row)
+    reindex(index, key, undefined, row.nodeKey)
+    return true
+  },
+  update: (table: Rows, index: ByNodeKey, previous: ConnectorOperation, next: ConnectorOperation): boolean => {
+    const key = operationKey(next)
+    const stored = table.get(key)
+    if (stored?.version !== previous.version) return false
+    table.set(key, next)
+    reindex(index, key, stored.nodeKey, next.nodeKey)
+    return true
+  },
+  /** The row `markSent` writes: the pure decision's when it is the common "sent", else undefined (nothing written). */
+  marked: (row: ConnectorOperation | undefined, token: string, maxAttempts: number, now: number): ConnectorOperation | undefined => {
+    const decision = decideMarkSent(row, token, { ...DEFAULT_OPERATION_POLICY, maxAttempts }, now)
+    return decision.result.outcome === "sent" ? decision.next : undefined
+  }
+}
+
 /** The operation table in memory. */
 export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepository["Type"] => {
   const rows = Effect.map(db.read<ConnectorOperation>(TABLE), (table) => Array.from(table.values()))
@@ -29,27 +62,15 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
       Effect.zipWith(db.read<ConnectorOperation>(TABLE), db.read<ReadonlyArray<string>>(BY_NODE_KEY), (table, index) =>
         Option.fromNullable(indexed(index, nodeKey).map((key) => table.get(key)).find((row) => row !== undefined))),
     insert: (row) =>
-      db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) => {
-        const key = operationKey(row)
-        if (table.has(key) || indexed(index, row.nodeKey).length > 0) return false
-        table.set(key, row)
-        reindex(index, key, undefined, row.nodeKey)
-        return true
-      }),
+      db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) =>
+        operationChanges.insert(table, index, row)),
     update: (previous, next) =>
-      db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) => {
-        const key = operationKey(next)
-        const stored = table.get(key)
-        if (stored?.version !== previous.version) return false
-        table.set(key, next)
-        reindex(index, key, stored.nodeKey, next.nodeKey)
-        return true
-      }),
+      db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) =>
+        operationChanges.update(table, index, previous, next)),
     // The pure decision itself, read and written in one memory transaction.
     markSent: (key, token, maxAttempts, now) =>
       db.withTransaction(Effect.flatMap(byKey(operationKey(key)), (row) => {
-        const decision = decideMarkSent(Option.getOrUndefined(row), token, { ...DEFAULT_OPERATION_POLICY, maxAttempts }, now)
-        const next = decision.result.outcome === "sent" ? decision.next : undefined
+        const next = operationChanges.marked(Option.getOrUndefined(row), token, maxAttempts, now)
         // Nothing is written (not even an empty table) unless the decision writes.
         return next === undefined ? Effect.succeed(Option.none()) : db.write<ConnectorOperation, Option.Option<ConnectorOperation>>(TABLE, (table) => {
           table.set(operationKey(key), next)

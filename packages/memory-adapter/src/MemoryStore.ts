@@ -1,5 +1,6 @@
 import {
   ConnectorStore,
+  DirectDatabase,
   fromPromiseReaders,
   makePromiseStore,
   openOptionsProblem,
@@ -21,6 +22,7 @@ import {
 } from "@connector-store/core"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { MemoryDatabase } from "./MemoryDatabase.js"
+import { makeMemoryDirect } from "./MemoryDirect.js"
 import { makeMemoryOperationRepository } from "./MemoryOperationRepository.js"
 import { makeMemoryOperatorRepository } from "./MemoryOperatorRepository.js"
 import { makeMemoryRelistRepository } from "./MemoryRelistRepository.js"
@@ -39,7 +41,10 @@ export type MemoryPorts = Transactor | WatchRepository | OperationRepository | S
 
 /** The ports over an existing in-memory database. */
 export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
-  Context.make(Transactor, { withTransaction: (effect) => db.withTransaction(effect) }).pipe(
+  // Hot transitions also run synchronously on the database (see MemoryDirect). The
+  // service is optional, read by the store with serviceOption, so it is not in the type.
+  Context.make(DirectDatabase, makeMemoryDirect(db)).pipe(
+    Context.add(Transactor, { withTransaction: (effect) => db.withTransaction(effect) }),
     Context.add(WatchRepository, makeMemoryWatchRepository(db)),
     Context.add(OperationRepository, makeMemoryOperationRepository(db)),
     Context.add(SyncStateRepository, makeMemorySyncStateRepository(db)),
@@ -56,7 +61,7 @@ export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
         return tables
       })
     })
-  )
+  ) as Context.Context<MemoryPorts>
 
 /** The repository ports over a fresh, empty in-memory database (one per build). */
 export const layerPorts: Layer.Layer<MemoryPorts> = Layer.effectContext(Effect.sync(() => portsOf(new MemoryDatabase())))

@@ -1,5 +1,6 @@
 import {
   compareWatchIdentities,
+  type DocumentSlot,
   decideClaim,
   decideDefer,
   isAuditCandidate,
@@ -17,6 +18,65 @@ const TABLE = "projection_watch"
 const BY_DOCUMENT = indexTable("projection_watch.document_id")
 
 
+type Rows = Map<string, ProjectionWatch>
+type ByDocument = Map<string, ReadonlyArray<string>>
+
+/** A row on the same document, owner and model as `row` under another identity: the ingress index's unique key. */
+const clashes = (table: ReadonlyMap<string, ProjectionWatch>, index: ReadonlyMap<string, ReadonlyArray<string>>, row: ProjectionWatch) =>
+  indexed(index, row.documentID).some((key) => {
+    const other = table.get(key)
+    return key !== watchKey(row) && other !== undefined && other.ownerDID === row.ownerDID && other.model === row.model
+  })
+
+/**
+ * The watch table's changes over its rows and document index, shared by the
+ * repository (inside a fiber's transaction) and `MemoryDirect` (inside a
+ * direct one). Each answers what the port method of the same name answers.
+ */
+export const watchChanges = {
+  table: TABLE,
+  index: BY_DOCUMENT,
+  update: (table: Rows, index: ByDocument, previous: ProjectionWatch, next: ProjectionWatch): boolean => {
+    const key = watchKey(next)
+    const stored = table.get(key)
+    if (stored === undefined || stored.version !== previous.version) return false
+    if (clashes(table, index, next)) return false
+    table.set(key, next)
+    reindex(index, key, stored.documentID, next.documentID)
+    return true
+  },
+  insert: (table: Rows, index: ByDocument, row: ProjectionWatch): boolean => {
+    const key = watchKey(row)
+    if (table.has(key) || clashes(table, index, row)) return false
+    table.set(key, row)
+    reindex(index, key, undefined, row.documentID)
+    return true
+  },
+  delete: (table: Rows, index: ByDocument, identity: WatchIdentity, expectedVersion: number): boolean => {
+    const key = watchKey(identity)
+    const stored = table.get(key)
+    if (stored?.version !== expectedVersion) return false
+    reindex(index, key, stored.documentID, undefined)
+    return table.delete(key)
+  },
+  /** The document's watches and the identity's own row, in identity order. */
+  armTargets: (
+    table: ReadonlyMap<string, ProjectionWatch>,
+    index: ReadonlyMap<string, ReadonlyArray<string>>,
+    slot: DocumentSlot,
+    identity: WatchIdentity
+  ): ReadonlyArray<ProjectionWatch> => {
+    const rows: Array<ProjectionWatch> = []
+    for (const key of indexed(index, slot.documentID)) {
+      const row = table.get(key)
+      if (row !== undefined) rows.push(row)
+    }
+    const own = table.get(watchKey(identity))
+    if (own !== undefined && own.documentID !== slot.documentID) rows.push(own)
+    return rows.sort(compareWatchIdentities)
+  }
+}
+
 /** The watch table in memory. */
 export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["Type"] => {
   const rows = Effect.map(db.read<ProjectionWatch>(TABLE), (table) => Array.from(table.values()))
@@ -33,11 +93,6 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
         }
       }
       return found
-    })
-  const clashes = (table: ReadonlyMap<string, ProjectionWatch>, index: ReadonlyMap<string, ReadonlyArray<string>>, row: ProjectionWatch) =>
-    indexed(index, row.documentID).some((key) => {
-      const other = table.get(key)
-      return key !== watchKey(row) && other !== undefined && other.ownerDID === row.ownerDID && other.model === row.model
     })
 
   const decideAndWrite = (identity: WatchIdentity, decide: (row: ProjectionWatch | undefined) => ProjectionWatch | undefined) =>
@@ -59,40 +114,23 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
       Effect.map(byDocument([documentID]), (rows) => Option.fromNullable(rows.sort((a, b) => compareWatchIdentities(a, b))[0])),
     listByDocuments: (documentIDs) => byDocument(documentIDs),
     update: (previous, next) =>
-      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
-        const key = watchKey(next)
-        const stored = table.get(key)
-        if (stored === undefined || stored.version !== previous.version) return false
-        if (clashes(table, index, next)) return false
-        table.set(key, next)
-        reindex(index, key, stored.documentID, next.documentID)
-        return true
-      }),
+      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) =>
+        watchChanges.update(table, index, previous, next)),
     // The pure decisions themselves, read and written in one memory transaction.
     claimAttempt: (identity, input, now, writtenAt) =>
       decideAndWrite(identity, (row) => decideClaim(row, input, now, writtenAt).next),
     deferAttempt: (identity, input, now) => decideAndWrite(identity, (row) => decideDefer(row, input, now).next),
     insert: (row) =>
-      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
-        const key = watchKey(row)
-        if (table.has(key) || clashes(table, index, row)) return false
-        table.set(key, row)
-        reindex(index, key, undefined, row.documentID)
-        return true
-      }),
+      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) =>
+        watchChanges.insert(table, index, row)),
     delete: (identity, expectedVersion) =>
-      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) => {
-        const key = watchKey(identity)
-        const stored = table.get(key)
-        if (stored?.version !== expectedVersion) return false
-        reindex(index, key, stored.documentID, undefined)
-        return table.delete(key)
-      }),
+      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) =>
+        watchChanges.delete(table, index, identity, expectedVersion)),
     // Memory transactions already run one at a time.
     lockDocument: () => Effect.void,
     lockArmTargets: (slot, identity) =>
-      Effect.zipWith(byDocument([slot.documentID]), byKey(watchKey(identity)), (rows, own) =>
-        [...rows, ...Option.toArray(own).filter((row) => row.documentID !== slot.documentID)].sort(compareWatchIdentities)),
+      Effect.zipWith(db.read<ProjectionWatch>(TABLE), db.read<ReadonlyArray<string>>(BY_DOCUMENT), (table, index) =>
+        watchChanges.armTargets(table, index, slot, identity)),
     listScheduleDue: (now) => find((row) => isScheduleDue(row, now)),
     listAuditPage: (after, limit) =>
       Effect.map(find(isAuditCandidate), (rows) =>
