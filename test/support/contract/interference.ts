@@ -1,5 +1,7 @@
 import {
   ConnectorStore,
+  DirectDatabase,
+  type DirectDatabaseApi,
   type PersistenceError,
   type ProjectionWatch,
   Transactor,
@@ -8,7 +10,7 @@ import {
   type WinnerReaders
 } from "@connector-store/core"
 import * as Memory from "@connector-store/memory-adapter"
-import { Context, Effect, FiberRef, Layer, Option } from "effect"
+import { Cause, Context, Effect, Exit, FiberRef, Layer, Option } from "effect"
 import type { StoreServices } from "../stores.js"
 
 /** What an interfering `update` can do besides answering. */
@@ -72,7 +74,62 @@ export const interferedStore = (
       })))
     }
     const runConcurrentWriters = Effect.suspend(() => Effect.all(pending.splice(0), { discard: true }))
-    return Context.omit(ConnectorStore)(context).pipe(
+    // The direct rows (SQLite, memory), where hot transitions run: their watch
+    // writes follow the same plan, and the other writers commit right after
+    // the direct transaction ends, on the direct rows too.
+    const direct = Context.getOption(context as Context.Context<StoreServices | DirectDatabase>, DirectDatabase)
+    const directPending: Array<() => void> = []
+    const decoratedDirect = (db: DirectDatabaseApi): DirectDatabaseApi => {
+      const runDirectWriters = () => {
+        for (const writer of directPending.splice(0)) writer()
+      }
+      const directConcurrently: UpdateTools["concurrently"] = (identity, change) => {
+        directPending.push(() => {
+          const transaction = db.begin()
+          if (transaction === undefined) throw new Error("the concurrent writer found the database busy")
+          const row = db.watches.lockRead(identity)
+          if (row === undefined || !db.watches.update(row, { ...change(row), version: row.version + 1 })) {
+            transaction.rollback()
+            throw new Error("the concurrent writer itself lost a race")
+          }
+          transaction.commit()
+          committed++
+        })
+      }
+      return {
+        ...db,
+        begin: () => {
+          const transaction = db.begin()
+          if (transaction === undefined) return undefined
+          const ended = (end: () => void) => () => {
+            try {
+              end()
+            } finally {
+              runDirectWriters()
+            }
+          }
+          return { ...transaction, commit: ended(transaction.commit), rollback: ended(transaction.rollback) }
+        },
+        watches: {
+          ...db.watches,
+          update: (previous, next) => {
+            const write = (written: ProjectionWatch, expectedVersion: number) =>
+              Effect.sync(() => db.watches.update({ ...previous, version: expectedVersion }, written))
+            // Run now; a planned failure is thrown as the error itself, as the direct rows throw theirs.
+            const exit = Effect.runSyncExit(plan(++updates, next, previous.version, { write, concurrently: directConcurrently }))
+            if (Exit.isSuccess(exit)) return exit.value
+            throw Cause.squash(exit.cause)
+          }
+        }
+      }
+    }
+    const withDirect = (ports: Context.Context<StoreServices>) =>
+      direct._tag === "None"
+        ? ports
+        : Context.add(ports as Context.Context<StoreServices | DirectDatabase>, DirectDatabase, decoratedDirect(direct.value)) as Context.Context<
+          StoreServices
+        >
+    return withDirect(Context.omit(ConnectorStore)(context)).pipe(
       Context.add(WatchRepository, {
         ...watches,
         update: (previous, next) => {

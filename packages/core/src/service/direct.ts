@@ -58,7 +58,7 @@ export const runDirectTransaction = <A, E, R, W = never, F = never>(
   identity: string,
   program: DirectProgram<A>,
   readWinner: ((documentID: string) => Effect.Effect<Digest | null, W>) | undefined,
-  fallback: Effect.Effect<A, E, R>,
+  fallback: () => Effect.Effect<A, E, R>,
   triedBefore = 0
 ): Effect.Effect<A, E | W | F | PersistenceError | ConcurrentUpdateExhausted, R> => {
   type Out = Effect.Effect<A, E | W | F | PersistenceError | ConcurrentUpdateExhausted, R>
@@ -104,18 +104,21 @@ export const runDirectTransaction = <A, E, R, W = never, F = never>(
     if (readWinner === undefined) {
       return afterThrow(transaction, new Error(`${method}: a direct transition read a winner without a reader`), tried, false)
     }
-    return Effect.flatMap(
-      Effect.exit(restore(transaction.joined(readWinner(waiting.documentID)))),
-      (read): Out => {
-        if (Exit.isSuccess(read)) return proceed(restore, transaction, () => waiting.resume(read.value), tried)
-        try {
-          transaction.rollback()
-        } catch (failedRollback) {
-          return Effect.failCause(Cause.sequential(read.cause, Cause.die(failedRollback)))
-        }
-        return Effect.failCause(read.cause)
+    const afterRead = (read: Exit.Exit<Digest | null, W>): Out => {
+      if (Exit.isSuccess(read)) return proceed(restore, transaction, () => waiting.resume(read.value), tried)
+      try {
+        transaction.rollback()
+      } catch (failedRollback) {
+        return Effect.failCause(Cause.sequential(read.cause, Cause.die(failedRollback)))
       }
-    )
+      return Effect.failCause(read.cause)
+    }
+    const reading = readWinner(waiting.documentID)
+    // An answer already complete (`Effect.succeed`, `Effect.fail`) is used as
+    // it is: nothing to run, nothing that could query inside the transaction.
+    return Exit.isExit(reading)
+      ? afterRead(reading as Exit.Exit<Digest | null, W>)
+      : Effect.flatMap(Effect.exit(restore(transaction.joined(reading))), afterRead)
   }
   const attempt = (tried: number): Out =>
     Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -126,10 +129,10 @@ export const runDirectTransaction = <A, E, R, W = never, F = never>(
         } catch (thrown) {
           return thrown instanceof PersistenceError ? Effect.fail(thrown) : Effect.die(thrown)
         }
-        return transaction === undefined ? restore(fallback) : proceed(restore, transaction, () => program(now), tried)
+        return transaction === undefined ? restore(fallback()) : proceed(restore, transaction, () => program(now), tried)
       }))
   // With a tracer installed, the Effect path runs, so every statement and try gets its span.
-  return Effect.withFiberRuntime((fiber) => fiber.currentTracer === nativeTracer ? attempt(triedBefore) : fallback)
+  return Effect.withFiberRuntime((fiber) => fiber.currentTracer === nativeTracer ? attempt(triedBefore) : fallback())
 }
 
 /**
@@ -146,11 +149,11 @@ export const runDirectOptimistic = <A, E, R, F = never>(
   identity: string,
   unlocked: (now: Millis) => A,
   locked: DirectProgram<A>,
-  fallback: Effect.Effect<A, E, R>
+  fallback: () => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | F | PersistenceError | ConcurrentUpdateExhausted, R> =>
   Effect.withFiberRuntime((fiber) =>
-    fiber.currentTracer !== nativeTracer ? fallback : Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      if (!db.free()) return fallback
+    fiber.currentTracer !== nativeTracer ? fallback() : Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      if (!db.free()) return fallback()
       try {
         return Effect.succeed(unlocked(now))
       } catch (thrown) {
@@ -170,19 +173,19 @@ export const runDirectOptimistic = <A, E, R, F = never>(
 export const runDirectStatement = <A, E, R>(
   db: DirectDatabaseApi,
   statement: (now: Millis) => A,
-  fallback: Effect.Effect<A, E, R>
+  fallback: () => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | PersistenceError, R> =>
   Effect.withFiberRuntime<A, E | PersistenceError, R>((fiber) =>
-    fiber.currentTracer === nativeTracer ? statementNow(db, statement, fallback) : fallback
+    fiber.currentTracer === nativeTracer ? statementNow(db, statement, fallback) : fallback()
   )
 
 const statementNow = <A, E, R>(
   db: DirectDatabaseApi,
   statement: (now: Millis) => A,
-  fallback: Effect.Effect<A, E, R>
+  fallback: () => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | PersistenceError, R> =>
   Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<A, E | PersistenceError, R> => {
-    if (!db.free()) return fallback
+    if (!db.free()) return fallback()
     try {
       return Effect.succeed(statement(now))
     } catch (thrown) {

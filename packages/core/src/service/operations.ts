@@ -209,7 +209,7 @@ export const makeOperationMethods = Effect.gen(function*() {
       formatOperationKey(input),
       (now) => programs.claim(direct, input, now, "unlocked"),
       (now) => done(programs.claim(direct, input, now, "locked")),
-      claimViaPorts(input)
+      () => claimViaPorts(input)
     )
 
   const finalize = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
@@ -219,7 +219,7 @@ export const makeOperationMethods = Effect.gen(function*() {
       formatOperationKey(key),
       (now) => programs.finalize(direct, key, input, now),
       readWinner,
-      finalizeViaPorts(key, input, readWinner)
+      () => finalizeViaPorts(key, input, readWinner)
     )
 
   const finalizeViaPorts = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
@@ -276,13 +276,13 @@ export const makeOperationMethods = Effect.gen(function*() {
           runDirectStatement(
             direct,
             (now) => programs.markSentGuarded(direct, key, options.leaseToken, now) ?? null,
-            Effect.as(markSentViaPorts(key, options.leaseToken), undefined)
+            () => Effect.as(markSentViaPorts(key, options.leaseToken), undefined)
           ),
           (sent): Effect.Effect<MarkSentResult, RunnerErrors> => {
             if (sent === undefined) return markSentViaPorts(key, options.leaseToken)
             if (sent !== null) return Effect.succeed({ outcome: "sent", operation: sent })
-            const viaPorts = runnerWrite("markOperationSent", key, (row, now) =>
-              Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
+            const viaPorts = () =>
+              runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
             return runDirectTransaction(
               direct,
               "markOperationSent",

@@ -13,7 +13,7 @@ import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
-import { type Check, fieldOf, identityChecks, oneOf, optional, Rules, validate } from "../validation.js"
+import { type Check, fieldOf, firstProblem, identityChecks, oneOf, optional, Rules, validate } from "../validation.js"
 import {
   formatWatchIdentity,
   type Millis,
@@ -147,6 +147,9 @@ export const makeWatchMethods = Effect.gen(function*() {
   const { withTransaction } = yield* Transactor
   const readers = yield* WinnerReader
   const direct = Option.getOrUndefined(yield* Effect.serviceOption(DirectDatabase))
+  // The readers are fixed for the store's life: which one a method reads with is decided once.
+  const armReader = yield* Effect.either(singleWinnerReader("armWatch", readers))
+  const verificationReader = yield* Effect.either(singleWinnerReader("recordVerification", readers))
 
   /**
    * One read-decide-write on a watch, retried on a lost race. `decide` runs
@@ -208,17 +211,20 @@ export const makeWatchMethods = Effect.gen(function*() {
       ),
 
     armWatch: (identity, reason, options) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         // Not in the type, but a JavaScript caller can still pass it.
-        if ((reason as string) === "finalize") return yield* new ReservedArmReason({ reason: "finalize" })
-        yield* validate("armWatch", armWatchChecks(identity, reason, options))
-        const readWinner = yield* singleWinnerReader("armWatch", readers)
+        if ((reason as string) === "finalize") return Effect.fail(new ReservedArmReason({ reason: "finalize" }))
+        const problem = firstProblem("armWatch", armWatchChecks(identity, reason, options))
+        if (problem !== undefined) return Effect.fail(problem)
+        if (armReader._tag === "Left") return Effect.fail(armReader.left)
+        const readWinner = armReader.right
         const input = { reason: reason as "ingress" | "manual", dueAt: options.dueAt, triggeringWinner: options.triggeringWinner }
-        const viaPorts = transition("armWatch", identity, (row, now) =>
-          row === undefined
-            ? Effect.succeed(decideArm(row, input, null, now))
-            : Effect.map(readWinner(row.documentID), (winner) => decideArm(row, input, winner, now)))
-        return yield* direct === undefined ? viaPorts : runDirectTransaction(
+        const viaPorts = () =>
+          transition("armWatch", identity, (row, now) =>
+            row === undefined
+              ? Effect.succeed(decideArm(row, input, null, now))
+              : Effect.map(readWinner(row.documentID), (winner) => decideArm(row, input, winner, now)))
+        return direct === undefined ? viaPorts() : runDirectTransaction(
           direct,
           "armWatch",
           formatWatchIdentity(identity),
@@ -240,7 +246,7 @@ export const makeWatchMethods = Effect.gen(function*() {
         )).pipe((viaPorts) =>
           direct === undefined
             ? viaPorts
-            : runDirectStatement(direct, (now) => direct.watches.claimAttempt(identity, options, options.now, now), viaPorts)
+            : runDirectStatement(direct, (now) => direct.watches.claimAttempt(identity, options, options.now, now), () => viaPorts)
         )
       ),
 
@@ -253,20 +259,23 @@ export const makeWatchMethods = Effect.gen(function*() {
         )).pipe((viaPorts) =>
           direct === undefined
             ? viaPorts
-            : runDirectStatement(direct, (now) => direct.watches.deferAttempt(identity, options, now), viaPorts)
+            : runDirectStatement(direct, (now) => direct.watches.deferAttempt(identity, options, now), () => viaPorts)
         )
       ),
 
     recordVerification: (identity, input) =>
-      Effect.gen(function*() {
-        yield* validate("recordVerification", verificationChecks(identity, input))
-        const readWinner = yield* singleWinnerReader("recordVerification", readers)
-        const viaPorts = transition("recordVerification", identity, (row, now) =>
-          // A stale result is refused before the winner is read at all.
-          staleVerification(row, input) !== undefined || row === undefined
-            ? Effect.succeed(decideVerification(row, input, null, now))
-            : Effect.map(readWinner(row.documentID), (winner) => decideVerification(row, input, winner, now)))
-        return yield* direct === undefined ? viaPorts : runDirectTransaction(
+      Effect.suspend(() => {
+        const problem = firstProblem("recordVerification", verificationChecks(identity, input))
+        if (problem !== undefined) return Effect.fail(problem)
+        if (verificationReader._tag === "Left") return Effect.fail(verificationReader.left)
+        const readWinner = verificationReader.right
+        const viaPorts = () =>
+          transition("recordVerification", identity, (row, now) =>
+            // A stale result is refused before the winner is read at all.
+            staleVerification(row, input) !== undefined || row === undefined
+              ? Effect.succeed(decideVerification(row, input, null, now))
+              : Effect.map(readWinner(row.documentID), (winner) => decideVerification(row, input, winner, now)))
+        return direct === undefined ? viaPorts() : runDirectTransaction(
           direct,
           "recordVerification",
           formatWatchIdentity(identity),
