@@ -123,12 +123,10 @@ export const interferedStore = (
         }
       }
     }
-    const withDirect = (ports: Context.Context<StoreServices>) =>
+    const withDirect = <S>(ports: Context.Context<S>): Context.Context<S> =>
       direct._tag === "None"
         ? ports
-        : Context.add(ports as Context.Context<StoreServices | DirectDatabase>, DirectDatabase, decoratedDirect(direct.value)) as Context.Context<
-          StoreServices
-        >
+        : Context.add(ports as Context.Context<S | DirectDatabase>, DirectDatabase, decoratedDirect(direct.value)) as Context.Context<S>
     return withDirect(Context.omit(ConnectorStore)(context)).pipe(
       Context.add(WatchRepository, {
         ...watches,
