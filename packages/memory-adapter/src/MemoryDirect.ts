@@ -19,7 +19,7 @@ type Index = Map<string, ReadonlyArray<string>>
  * begun here holds the database's lock as one begun in a fiber does; a row
  * call outside one is a transaction of its own, as on the ports.
  */
-export const makeMemoryDirect = (db: MemoryDatabase): DirectDatabaseApi => {
+export const makeMemoryDirect = (db: MemoryDatabase, repositories: DirectDatabaseApi["repositories"]): DirectDatabaseApi => {
   /** The open direct transaction; the lock makes it the only one. */
   let open: Transaction | undefined
 
@@ -55,6 +55,7 @@ export const makeMemoryDirect = (db: MemoryDatabase): DirectDatabaseApi => {
   const operationRow = (key: string) => db.readNow<ConnectorOperation>(open, operationChanges.table).get(key)
 
   return {
+    repositories,
     free: () => db.isFree(),
     begin: () => {
       const tx = db.beginNow()

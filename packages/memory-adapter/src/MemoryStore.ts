@@ -40,13 +40,15 @@ export type MemoryPorts = Transactor | WatchRepository | OperationRepository | S
   | RelistRepository | OperatorRepository
 
 /** The ports over an existing in-memory database. */
-export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
+export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> => {
+  const watches = makeMemoryWatchRepository(db)
+  const operations = makeMemoryOperationRepository(db)
   // Hot transitions also run synchronously on the database (see MemoryDirect). The
   // service is optional, read by the store with serviceOption, so it is not in the type.
-  Context.make(DirectDatabase, makeMemoryDirect(db)).pipe(
+  return Context.make(DirectDatabase, makeMemoryDirect(db, { watches, operations })).pipe(
     Context.add(Transactor, { withTransaction: (effect) => db.withTransaction(effect) }),
-    Context.add(WatchRepository, makeMemoryWatchRepository(db)),
-    Context.add(OperationRepository, makeMemoryOperationRepository(db)),
+    Context.add(WatchRepository, watches),
+    Context.add(OperationRepository, operations),
     Context.add(SyncStateRepository, makeMemorySyncStateRepository(db)),
     Context.add(PendingAuthRepository, makeMemoryPendingAuthRepository(db)),
     Context.add(RelistRepository, makeMemoryRelistRepository(db)),
@@ -62,6 +64,7 @@ export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> =>
       })
     })
   ) as Context.Context<MemoryPorts>
+}
 
 /** The repository ports over a fresh, empty in-memory database (one per build). */
 export const layerPorts: Layer.Layer<MemoryPorts> = Layer.effectContext(Effect.sync(() => portsOf(new MemoryDatabase())))

@@ -68,9 +68,11 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
       relist_receipt: tables.relistReceipt,
       relist_candidate: tables.relistCandidate
     }
+    const watches = classifiedPort(makeSqlWatchRepository(sql, tables))
+    const operations = classifiedPort(makeSqlOperationRepository(sql, tables))
     const ports = Context.make(Transactor, classifiedPort(makeSqlTransactor(sql, tables.migrations))).pipe(
-      Context.add(WatchRepository, classifiedPort(makeSqlWatchRepository(sql, tables))),
-      Context.add(OperationRepository, classifiedPort(makeSqlOperationRepository(sql, tables))),
+      Context.add(WatchRepository, watches),
+      Context.add(OperationRepository, operations),
       Context.add(SyncStateRepository, classifiedPort(makeSqlSyncStateRepository(sql, tables))),
       Context.add(PendingAuthRepository, classifiedPort(makeSqlPendingAuthRepository(sql, tables))),
       Context.add(RelistRepository, classifiedPort(makeSqlRelistRepository(sql, tables))),
@@ -92,7 +94,7 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
     const connection = SqliteConnection.connectionOf(sql)
     return connection === undefined
       ? ports
-      : Context.add(ports, DirectDatabase, makeSqliteDirect(sql, connection, tables)) as Context.Context<SqlPorts>
+      : Context.add(ports, DirectDatabase, makeSqliteDirect(sql, connection, tables, { watches, operations })) as Context.Context<SqlPorts>
   })
 )
 

@@ -23,7 +23,12 @@ type Compiled = readonly [text: string, params: ReadonlyArray<unknown>]
  * Driver failures are classified `PersistenceError`s named as the
  * repositories name them.
  */
-export const makeSqliteDirect = (sql: Client.SqlClient, shared: SharedDatabase, tables: TableNames): DirectDatabaseApi => {
+export const makeSqliteDirect = (
+  sql: Client.SqlClient,
+  shared: SharedDatabase,
+  tables: TableNames,
+  repositories: DirectDatabaseApi["repositories"]
+): DirectDatabaseApi => {
   const watch = watchStatements(sql, tables)
   const operation = operationStatements(sql, tables)
 
@@ -56,6 +61,7 @@ export const makeSqliteDirect = (sql: Client.SqlClient, shared: SharedDatabase, 
     found.length === 0 ? undefined : decode(found[0]!)
 
   return {
+    repositories,
     free: () => !shared.queue.held,
     begin: () => {
       let connection: Connection | undefined

@@ -2,6 +2,7 @@ import {
   ConnectorStore,
   DirectDatabase,
   type DirectDatabaseApi,
+  OperationRepository,
   type PersistenceError,
   type ProjectionWatch,
   Transactor,
@@ -123,23 +124,30 @@ export const interferedStore = (
         }
       }
     }
+    const decoratedWatches: WatchRepository["Type"] = {
+      ...watches,
+      update: (previous, next) => {
+        const write = (written: ProjectionWatch, expectedVersion: number) =>
+          watches.update({ ...previous, version: expectedVersion }, written)
+        const planned = Effect.suspend(() => plan(++updates, next, previous.version, { write, concurrently }))
+        // A write outside a transaction (a compare-and-set of its own): the
+        // other writers commit right after it, as after a transaction.
+        return Effect.flatMap(FiberRef.get(inTransaction), (inside) =>
+          inside ? planned : Effect.ensuring(planned, Effect.orDie(runConcurrentWriters)))
+      }
+    }
+    // The decorated direct rows speak for the decorated watch port, so the store keeps taking them.
     const withDirect = <S>(ports: Context.Context<S>): Context.Context<S> =>
-      direct._tag === "None"
-        ? ports
-        : Context.add(ports as Context.Context<S | DirectDatabase>, DirectDatabase, decoratedDirect(direct.value)) as Context.Context<S>
-    return withDirect(Context.omit(ConnectorStore)(context)).pipe(
-      Context.add(WatchRepository, {
-        ...watches,
-        update: (previous, next) => {
-          const write = (written: ProjectionWatch, expectedVersion: number) =>
-            watches.update({ ...previous, version: expectedVersion }, written)
-          const planned = Effect.suspend(() => plan(++updates, next, previous.version, { write, concurrently }))
-          // A write outside a transaction (a compare-and-set of its own): the
-          // other writers commit right after it, as after a transaction.
-          return Effect.flatMap(FiberRef.get(inTransaction), (inside) =>
-            inside ? planned : Effect.ensuring(planned, Effect.orDie(runConcurrentWriters)))
+      direct._tag === "None" ? ports : Context.add(
+        ports as Context.Context<S | DirectDatabase>,
+        DirectDatabase,
+        {
+          ...decoratedDirect(direct.value),
+          repositories: { watches: decoratedWatches, operations: Context.get(context, OperationRepository) }
         }
-      }),
+      ) as Context.Context<S>
+    return withDirect(Context.omit(ConnectorStore)(context)).pipe(
+      Context.add(WatchRepository, decoratedWatches),
       Context.add(Transactor, {
         withTransaction: (effect) =>
           Effect.ensuring(

@@ -1,8 +1,9 @@
-import { Context, type Effect } from "effect"
+import { Context, type Effect, Option } from "effect"
 import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ClaimInput, DeferInput } from "../watch/transitions.js"
-import type { DocumentSlot } from "./WatchRepository.js"
+import type { OperationRepository } from "./OperationRepository.js"
+import type { DocumentSlot, WatchRepository } from "./WatchRepository.js"
 
 /**
  * The watch rows of a `DirectDatabase`: `WatchRepository`'s hot methods,
@@ -55,6 +56,16 @@ export interface DirectDatabaseApi {
   readonly begin: () => DirectTransaction | undefined
   readonly watches: DirectWatchRows
   readonly operations: DirectOperationRows
+  /**
+   * The repositories these rows are a synchronous view of. A store takes
+   * the direct path only while these are the very ports it runs on: a port
+   * replaced or decorated (a test injecting faults, say) turns it off, so
+   * the decoration is never bypassed.
+   */
+  readonly repositories: {
+    readonly watches: WatchRepository["Type"]
+    readonly operations: OperationRepository["Type"]
+  }
 }
 
 /** A transaction `DirectDatabaseApi.begin` opened; the rows' calls made while it is open run in it. */
@@ -72,3 +83,13 @@ export interface DirectTransaction {
 
 /** The adapter's synchronous access to its database, when it has one (see `DirectDatabaseApi`). */
 export class DirectDatabase extends Context.Tag("@connector-store/core/DirectDatabase")<DirectDatabase, DirectDatabaseApi>() {}
+
+/** `direct` when it is a view of exactly `watches` and `operations` (see `DirectDatabaseApi.repositories`), else undefined. */
+export const directFor = (
+  direct: Option.Option<DirectDatabaseApi>,
+  watches: WatchRepository["Type"],
+  operations: OperationRepository["Type"]
+): DirectDatabaseApi | undefined =>
+  Option.isSome(direct) && direct.value.repositories.watches === watches && direct.value.repositories.operations === operations
+    ? direct.value
+    : undefined

@@ -1,7 +1,9 @@
 import { Cause, Clock, Context, DefaultServices, Effect, Exit, FiberRef, FiberRefs, type ManagedRuntime, Option, Runtime } from "effect"
 import { OperationEntropy } from "../operation/entropy.js"
 import { OperationPolicy } from "../operation/policy.js"
-import { DirectDatabase, type DirectTransaction } from "../ports/DirectDatabase.js"
+import { DirectDatabase, directFor, type DirectTransaction } from "../ports/DirectDatabase.js"
+import { OperationRepository } from "../ports/OperationRepository.js"
+import { WatchRepository } from "../ports/WatchRepository.js"
 import { nativeTracer } from "../service/instrument.js"
 import { type DirectLane, makeDirectLane } from "./direct.js"
 import { StoreClosed } from "../errors.js"
@@ -180,12 +182,16 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     return { runtime, store: Context.get(runtime.context, ConnectorStore), lane: laneOn(runtime) }
   }
   const laneOn = (runtime: Runtime.Runtime<StoreContext>): DirectLane | undefined => {
-    const direct = Context.getOption(runtime.context as Context.Context<StoreContext | DirectDatabase>, DirectDatabase)
-    if (direct._tag === "None" || parts.readers === undefined) return undefined
+    const direct = directFor(
+      Context.getOption(runtime.context as Context.Context<StoreContext | DirectDatabase>, DirectDatabase),
+      Context.get(runtime.context, WatchRepository),
+      Context.get(runtime.context, OperationRepository)
+    )
+    if (direct === undefined || parts.readers === undefined) return undefined
     if (Runtime.runSync(runtime)(Effect.tracer) !== nativeTracer) return undefined
     const handle = parts.handle
     return makeDirectLane({
-      db: direct.value,
+      db: direct,
       policy: Context.get(runtime.context as Context.Context<StoreContext | OperationPolicy>, OperationPolicy),
       entropy: Context.get(runtime.context as Context.Context<StoreContext | OperationEntropy>, OperationEntropy),
       readers: parts.readers,

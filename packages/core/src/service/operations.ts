@@ -41,7 +41,7 @@ import {
   positionOf,
   writeStatesOf
 } from "../operation/reads.js"
-import { DirectDatabase } from "../ports/DirectDatabase.js"
+import { DirectDatabase, directFor } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -129,7 +129,7 @@ export const makeOperationMethods = Effect.gen(function*() {
   const readers = yield* WinnerReader
   const policy = yield* OperationPolicy
   const entropy = yield* OperationEntropy
-  const direct = Option.getOrUndefined(yield* Effect.serviceOption(DirectDatabase))
+  const direct = directFor(yield* Effect.serviceOption(DirectDatabase), watches, operations)
 
   const lockOperation = (key: OperationKey) => Effect.map(operations.lockRead(key), Option.getOrUndefined)
 

@@ -8,7 +8,7 @@ import {
   type WinnerReadFailed
 } from "../errors.js"
 import { resumeDeferredOperation } from "../operation/resume.js"
-import { DirectDatabase } from "../ports/DirectDatabase.js"
+import { DirectDatabase, directFor } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -146,7 +146,7 @@ export const makeWatchMethods = Effect.gen(function*() {
   const operations = yield* OperationRepository
   const { withTransaction } = yield* Transactor
   const readers = yield* WinnerReader
-  const direct = Option.getOrUndefined(yield* Effect.serviceOption(DirectDatabase))
+  const direct = directFor(yield* Effect.serviceOption(DirectDatabase), watches, operations)
   // The readers are fixed for the store's life: which one a method reads with is decided once.
   const armReader = yield* Effect.either(singleWinnerReader("armWatch", readers))
   const verificationReader = yield* Effect.either(singleWinnerReader("recordVerification", readers))
