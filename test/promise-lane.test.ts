@@ -225,6 +225,36 @@ describe("the Promise API's direct lane on SQLite", () => {
     expect(await store.getWatch(id)).toMatchObject({ repairGeneration: seeded.repairGeneration + 1, observedWinnerDigest: "w-doc-1" })
   })
 
+  it("calls that find the connection held by an asynchronous lane call wait on the Effect path, and all run in the order they came", async () => {
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => release = resolve)
+    const reads: Array<string> = []
+    const reader = {
+      readWinner: async (documentID: string) => {
+        reads.push(documentID)
+        if (documentID === "doc-1") await gate
+        return `w-${documentID}`
+      }
+    }
+    const { store, seen } = await storeOn(reader, { lane: true })
+    const rows = [1, 2, 3].map((n) =>
+      watchRow({ sourceID: `src-${n}`, documentID: `doc-${n}`, verificationStatus: "pending_verification", nextAttemptAt: NOW })
+    )
+    await store.runEffect(seedWatches(...rows))
+    const identity = (n: number) => identityOf({ sourceID: `src-${n}` })
+    const first = store.armWatch(identity(1), "manual", { dueAt: NOW })
+    const waiting = store.armWatch(identity(2), "manual", { dueAt: NOW })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    // Refused twice: by the lane, then by the Effect method's own direct try; it waits on the ports path.
+    expect(seen).toEqual({ begun: 1, busy: 2 })
+    release()
+    expect(await first).toBe("opened")
+    const later = store.armWatch(identity(3), "manual", { dueAt: NOW })
+    expect(seen.begun).toBe(1)
+    expect(await Promise.all([waiting, later])).toEqual(["opened", "opened"])
+    expect(reads).toEqual(["doc-1", "doc-2", "doc-3"])
+  })
+
   it("rejects with WinnerReadFailed naming the method when the reader throws or rejects, and writes nothing", async () => {
     for (const readWinner of [() => { throw new Error("down") }, async () => { throw new Error("down") }, () => 42 as never]) {
       const { store } = await storeOn({ readWinner }, { lane: true })

@@ -10,7 +10,8 @@ import {
   type WinnerReaders,
   WinnerReadFailed
 } from "@connector-store/core"
-import { layerClient, layerPorts, Tables } from "@connector-store/sql-adapter"
+import * as Memory from "@connector-store/memory-adapter"
+import { layerClient, layerPorts, SqliteConnection, Tables } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Deferred, Effect, Exit, Fiber, Layer, ManagedRuntime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
@@ -205,5 +206,56 @@ describe("hot transitions on the project's SQLite client (the direct path)", () 
     const row = await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.getOperation(KEY)))
     expect(row).toMatchObject({ _tag: "Some", value: { state: "attempted" } })
   })
+
+  it("never begins ahead of a fiber already waiting: right after a release, while the woken waiter has not run, the database is not free", async () => {
+    const { runtime } = storeOn({})
+    const observed = await runtime.runPromise(Effect.gen(function*() {
+      const sql = yield* SqlClient
+      const shared = SqliteConnection.connectionOf(sql)!
+      const gate = yield* Deferred.make<void>()
+      const holding = yield* Deferred.make<void>()
+      // The holder looks at the database in the same fiber step as its release.
+      const holder = yield* Effect.fork(Effect.zipRight(
+        sql.withTransaction(Effect.zipRight(Deferred.succeed(holding, undefined), Deferred.await(gate))),
+        Effect.sync(() => {
+          const connection = shared.beginNow()
+          if (connection !== undefined) shared.endNow(false)
+          return connection === undefined
+        })
+      ))
+      yield* Deferred.await(holding)
+      const waiter = yield* Effect.fork(sql.withTransaction(sql`SELECT 1`))
+      yield* Effect.yieldNow()
+      yield* Deferred.succeed(gate, undefined)
+      const refused = yield* Fiber.join(holder)
+      yield* Fiber.join(waiter)
+      // Once the waiter has had its turn, the database is free again.
+      const after = shared.beginNow()
+      if (after !== undefined) shared.endNow(false)
+      return { refused, freeAfter: after !== undefined }
+    }))
+    expect(observed).toEqual({ refused: true, freeAfter: true })
+  })
 })
 
+describe("the memory database's lock, for the direct path", () => {
+  it("is not free right after a release while the woken waiter has not run", async () => {
+    const db = new Memory.MemoryDatabase()
+    const observed = await Effect.runPromise(Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const holding = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(Effect.zipRight(
+        db.withTransaction(Effect.zipRight(Deferred.succeed(holding, undefined), Deferred.await(gate))),
+        Effect.sync(() => db.isFree())
+      ))
+      yield* Deferred.await(holding)
+      const waiter = yield* Effect.fork(db.withTransaction(Effect.void))
+      yield* Effect.yieldNow()
+      yield* Deferred.succeed(gate, undefined)
+      const free = yield* Fiber.join(holder)
+      yield* Fiber.join(waiter)
+      return { free, after: db.isFree() }
+    }))
+    expect(observed).toEqual({ free: false, after: true })
+  })
+})

@@ -63,19 +63,34 @@ export class MemoryDatabase {
   private readonly waiters = new Set<() => void>()
 
   /** Completes when the lock is released (a waiter then tries to take it again). */
-  private readonly released: Effect.Effect<void> = Effect.async<void>((resume) => {
-    const wake = () => resume(Effect.void)
-    this.waiters.add(wake)
-    return Effect.sync(() => {
-      this.waiters.delete(wake)
-    })
+  private readonly released: Effect.Effect<void> = Effect.suspend(() => {
+    let wokenUp = false
+    return Effect.ensuring(
+      Effect.async<void>((resume) => {
+        const wake = () => {
+          wokenUp = true
+          resume(Effect.void)
+        }
+        this.waiters.add(wake)
+        return Effect.sync(() => {
+          this.waiters.delete(wake)
+        })
+      }),
+      // Woken, then resumed or interrupted: either way no longer pending.
+      Effect.sync(() => {
+        if (wokenUp) this.woken--
+      })
+    )
   })
+  /** Waiters woken by an unlock that have not yet tried again. */
+  private woken = 0
 
   private unlock(): void {
     this.locked = false
     if (this.waiters.size === 0) return
     const woken = Array.from(this.waiters)
     this.waiters.clear()
+    this.woken += woken.length
     for (const wake of woken) wake()
   }
 
@@ -150,9 +165,13 @@ export class MemoryDatabase {
     )
   }
 
-  /** True when no transaction holds the lock. */
+  /**
+   * True when no transaction holds the lock and no fiber waits for it (woken
+   * or not): a caller that does not queue (the direct path) never takes the
+   * lock ahead of fibers already waiting.
+   */
   isFree(): boolean {
-    return !this.locked
+    return !this.locked && this.waiters.size === 0 && this.woken === 0
   }
 
   /**
@@ -160,7 +179,7 @@ export class MemoryDatabase {
    * transaction; undefined, changing nothing, when the lock is held.
    */
   beginNow(): Transaction | undefined {
-    if (this.locked) return undefined
+    if (!this.isFree()) return undefined
     this.locked = true
     return { drafts: new Map(), open: true }
   }

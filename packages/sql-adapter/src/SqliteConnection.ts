@@ -69,15 +69,38 @@ const failure = (message: string) => (cause: unknown) => new SqlError({ cause, m
 class TransactionQueue {
   held = false
   private readonly waiters = new Set<() => void>()
+  /** Waiters woken by a release that have not yet checked again. */
+  private woken = 0
 
   /** Completes when the holder next releases the lock. */
-  readonly released: Effect.Effect<void> = Effect.async<void>((resume) => {
-    const wake = () => resume(Effect.void)
-    this.waiters.add(wake)
-    return Effect.sync(() => {
-      this.waiters.delete(wake)
-    })
+  readonly released: Effect.Effect<void> = Effect.suspend(() => {
+    let wokenUp = false
+    return Effect.ensuring(
+      Effect.async<void>((resume) => {
+        const wake = () => {
+          wokenUp = true
+          resume(Effect.void)
+        }
+        this.waiters.add(wake)
+        return Effect.sync(() => {
+          this.waiters.delete(wake)
+        })
+      }),
+      // Woken, then resumed or interrupted: either way no longer pending.
+      Effect.sync(() => {
+        if (wokenUp) this.woken--
+      })
+    )
   })
+
+  /**
+   * True while the lock is held or anyone waits for it, woken or not: a
+   * caller that does not wait in the queue (the direct path) stays out, so
+   * it never takes the lock ahead of fibers already waiting.
+   */
+  get busy(): boolean {
+    return this.held || this.waiters.size > 0 || this.woken > 0
+  }
 
   release(): void {
     this.held = false
@@ -85,6 +108,7 @@ class TransactionQueue {
     // waiter interrupted meanwhile then strands nobody.
     const woken = [...this.waiters]
     this.waiters.clear()
+    this.woken += woken.length
     for (const wake of woken) wake()
   }
 }
@@ -221,12 +245,12 @@ export class SharedDatabase {
 
   /**
    * Begins a transaction now, outside any fiber (see `SqliteDirect`), when
-   * none is open: its connection, which statements of fibers joined to it
+   * none is open and no fiber waits for one: its connection, which statements of fibers joined to it
    * run on. Undefined, changing nothing, when one is open. Throws the
    * `SqlError` of a failed BEGIN.
    */
   beginNow(): Connection | undefined {
-    if (this.queue.held) return undefined
+    if (this.queue.busy) return undefined
     const failed = this.control("begin")
     if (failed !== undefined) throw failed
     this.queue.held = true

@@ -62,7 +62,7 @@ export const makeSqliteDirect = (
 
   return {
     repositories,
-    free: () => !shared.queue.held,
+    free: () => !shared.queue.busy,
     begin: () => {
       let connection: Connection | undefined
       try {
