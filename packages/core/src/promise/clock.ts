@@ -1,8 +1,23 @@
-import { Clock, Effect } from "effect"
+import { Clock, type Duration, Effect } from "effect"
 import { InvalidClockReading } from "../errors.js"
 
 const isTime = (reading: unknown): reading is number =>
   typeof reading === "number" && Number.isSafeInteger(reading) && reading >= 0
+
+const VALIDATED_READING: unique symbol = Symbol.for("@connector-store/core/clock/validatedReading")
+
+/**
+ * The time `clock` says now, read synchronously for a decision: an injected
+ * clock's (`clockFrom`) reading when it is a time, undefined when it is not
+ * (the caller then takes the Effect path, which refuses it with
+ * `InvalidClockReading`); any other clock's `unsafeCurrentTimeMillis`, which
+ * for Effect's clocks (the default one, `TestClock`) is what
+ * `currentTimeMillis` reads.
+ */
+export const clockReadingNow = (clock: Clock.Clock): number | undefined => {
+  const validated = (clock as unknown as { readonly [VALIDATED_READING]?: () => number | undefined })[VALIDATED_READING]
+  return validated === undefined ? clock.unsafeCurrentTimeMillis() : validated()
+}
 
 /**
  * A `Clock` whose time is `now()`, for stores opened with an injected clock.
@@ -24,8 +39,12 @@ export const clockFrom = (now: () => number): Clock.Clock => {
     const reading: unknown = now()
     return isTime(reading) ? BigInt(reading) * 1_000_000n : base.unsafeCurrentTimeNanos()
   }
-  return {
+  const clock = {
     [Clock.ClockTypeId]: Clock.ClockTypeId,
+    [VALIDATED_READING]: () => {
+      const reading: unknown = now()
+      return isTime(reading) ? reading : undefined
+    },
     unsafeCurrentTimeMillis: millis,
     unsafeCurrentTimeNanos: nanos,
     currentTimeMillis: Effect.sync(() => {
@@ -34,6 +53,7 @@ export const clockFrom = (now: () => number): Clock.Clock => {
       return reading
     }),
     currentTimeNanos: Effect.sync(nanos),
-    sleep: (duration) => base.sleep(duration)
+    sleep: (duration: Duration.Duration) => base.sleep(duration)
   }
+  return clock as Clock.Clock
 }

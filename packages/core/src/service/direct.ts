@@ -1,9 +1,10 @@
-import { Cause, Clock, Effect, Exit } from "effect"
+import { Cause, Clock, Context, DefaultServices, Effect, Exit, type Fiber, FiberRef, type MetricLabel } from "effect"
 import { ConcurrentUpdateExhausted, PersistenceError, WinnerReadFailed } from "../errors.js"
 import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
 import type { DirectDatabaseApi, DirectTransaction } from "../ports/DirectDatabase.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
-import { countLostRace, MAX_CAS_ATTEMPTS } from "./cas.js"
+import { clockReadingNow } from "../promise/clock.js"
+import { countLostRaceNow, MAX_CAS_ATTEMPTS } from "./cas.js"
 import { nativeTracer } from "./instrument.js"
 
 /**
@@ -39,56 +40,86 @@ const isTypedFailure = (error: unknown): error is PersistenceError | Idempotency
 /** A direct transition's try, given the time it decides at. */
 export type DirectProgram<A> = (now: Millis) => Step<A>
 
+/** Lets an effect be interrupted again inside an uninterruptible region (`Effect.uninterruptibleMask`'s `restore`). */
+export type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
+
 /**
- * Runs `program` as one transaction on `db`, retried whole on a lost race as
- * `retryOnLostRace` does (same budget, same metric, same error). The
- * transaction begins, reads, decides and writes in one synchronous step;
- * only a winner read (`readWinner`, joined to the transaction) may suspend,
- * and an interruption there rolls the transaction back. When `db` is busy
- * with another transaction at the start of a try, that try and the rest
- * run as `fallback` (the Effect path, which waits its turn).
+ * What a direct runner needs from the fiber it runs on: the time (the
+ * fiber's clock, read synchronously; undefined for a reading the Effect path
+ * must refuse), the metric labels, and `restore`, the runner being called in
+ * an uninterruptible region.
+ */
+export interface DirectContext {
+  readonly now: () => Millis | undefined
+  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
+  readonly restore: Restore
+}
+
+/** The direct context of `fiber`, inside the uninterruptible region `restore` belongs to. */
+export const directContextOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, restore: Restore): DirectContext => ({
+  now: () => clockReadingNow(Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)),
+  labels: fiber.getFiberRef(FiberRef.currentMetricLabels),
+  restore
+})
+
+/**
+ * Runs `program` as one transaction on `db` now, retried whole on a lost
+ * race as `retryOnLostRace` does (same budget, same metric, same error).
+ * The transaction begins, reads, decides, writes and commits synchronously,
+ * and the answer is then an `Exit`; only a winner read that does not answer
+ * at once (`readWinner` giving anything but an `Exit`, joined to the
+ * transaction) makes it an effect that continues after the read, where an
+ * interruption rolls the transaction back. Undefined, with nothing done,
+ * when the first try cannot begin (another transaction is open, or the
+ * clock reading is not a time): take the Effect path. A later try that
+ * cannot begin runs `fallback`.
  *
  * `F` is what the program throws as a typed failure besides
  * `PersistenceError` (`IdempotencyConflict`); anything else it throws is a
- * defect.
+ * defect. Must be called in an uninterruptible region (`context.restore`).
  */
-export const runDirectTransaction = <A, E, R, W = never, F = never>(
+export const directTransactionNow = <A, E, R, W = never, F = never>(
   db: DirectDatabaseApi,
   method: string,
   identity: string,
   program: DirectProgram<A>,
   readWinner: ((documentID: string) => Effect.Effect<Digest | null, W>) | undefined,
+  context: DirectContext,
   fallback: () => Effect.Effect<A, E, R>,
   triedBefore = 0
-): Effect.Effect<A, E | W | F | PersistenceError | ConcurrentUpdateExhausted, R> => {
+): Effect.Effect<A, E | W | F | PersistenceError | ConcurrentUpdateExhausted, R> | undefined => {
   type Out = Effect.Effect<A, E | W | F | PersistenceError | ConcurrentUpdateExhausted, R>
+  const { restore } = context
   const afterThrow = (transaction: DirectTransaction, thrown: unknown, tried: number, rolledBack: boolean): Out => {
     if (!rolledBack) {
       try {
         transaction.rollback()
       } catch (failedRollback) {
-        return Effect.failCause(Cause.sequential(Cause.die(thrown), Cause.die(failedRollback)))
+        return Exit.failCause(Cause.sequential(Cause.die(thrown), Cause.die(failedRollback)))
       }
     }
     if (thrown === LOST_RACE) {
-      return Effect.zipRight(
-        countLostRace(method),
-        tried + 1 >= MAX_CAS_ATTEMPTS
-          ? Effect.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 }))
-          : attempt(tried + 1)
-      )
+      countLostRaceNow(method, context.labels)
+      return tried + 1 >= MAX_CAS_ATTEMPTS
+        ? Exit.fail(new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 }))
+        : attempt(tried + 1) ?? restore(fallback())
     }
-    return isTypedFailure(thrown) ? Effect.fail(thrown as F | PersistenceError) : Effect.die(thrown)
+    return isTypedFailure(thrown) ? Exit.fail(thrown as F | PersistenceError) : Exit.die(thrown)
   }
-  const proceed = (
-    restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>,
-    transaction: DirectTransaction,
-    next: () => Step<A>,
-    tried: number
-  ): Out => {
+  const proceed = (transaction: DirectTransaction, next: () => Step<A>, tried: number): Out => {
     let step: Step<A>
     try {
       step = next()
+      // Winners that answer at once are used as they are: nothing to run,
+      // nothing that could query inside the transaction.
+      while (!step.done) {
+        if (readWinner === undefined) throw new Error(`${method}: a direct transition read a winner without a reader`)
+        const reading = readWinner(step.documentID)
+        if (!Exit.isExit(reading)) break
+        const read = reading as Exit.Exit<Digest | null, W>
+        if (Exit.isFailure(read)) return afterRead(transaction, read)
+        step = step.resume(read.value)
+      }
     } catch (thrown) {
       return afterThrow(transaction, thrown, tried, false)
     }
@@ -98,51 +129,91 @@ export const runDirectTransaction = <A, E, R, W = never, F = never>(
       } catch (thrown) {
         return afterThrow(transaction, thrown, tried, true)
       }
-      return Effect.succeed(step.value)
+      return Exit.succeed(step.value)
     }
     const waiting = step
-    if (readWinner === undefined) {
-      return afterThrow(transaction, new Error(`${method}: a direct transition read a winner without a reader`), tried, false)
-    }
-    const afterRead = (read: Exit.Exit<Digest | null, W>): Out => {
-      if (Exit.isSuccess(read)) return proceed(restore, transaction, () => waiting.resume(read.value), tried)
-      try {
-        transaction.rollback()
-      } catch (failedRollback) {
-        return Effect.failCause(Cause.sequential(read.cause, Cause.die(failedRollback)))
-      }
-      return Effect.failCause(read.cause)
-    }
-    const reading = readWinner(waiting.documentID)
-    // An answer already complete (`Effect.succeed`, `Effect.fail`) is used as
-    // it is: nothing to run, nothing that could query inside the transaction.
-    return Exit.isExit(reading)
-      ? afterRead(reading as Exit.Exit<Digest | null, W>)
-      : Effect.flatMap(Effect.exit(restore(transaction.joined(reading))), afterRead)
+    return Effect.flatMap(
+      Effect.exit(restore(transaction.joined(readWinner!(waiting.documentID)))),
+      (read): Out => Exit.isSuccess(read) ? proceed(transaction, () => waiting.resume(read.value), tried) : afterRead(transaction, read)
+    )
   }
-  const attempt = (tried: number): Out =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.uninterruptibleMask((restore) => {
-        let transaction: DirectTransaction | undefined
-        try {
-          transaction = db.begin()
-        } catch (thrown) {
-          return thrown instanceof PersistenceError ? Effect.fail(thrown) : Effect.die(thrown)
-        }
-        return transaction === undefined ? restore(fallback()) : proceed(restore, transaction, () => program(now), tried)
-      }))
-  // With a tracer installed, the Effect path runs, so every statement and try gets its span.
-  return Effect.withFiberRuntime((fiber) => fiber.currentTracer === nativeTracer ? attempt(triedBefore) : fallback())
+  const afterRead = (transaction: DirectTransaction, read: Exit.Failure<Digest | null, W>): Out => {
+    try {
+      transaction.rollback()
+    } catch (failedRollback) {
+      return Exit.failCause(Cause.sequential(read.cause, Cause.die(failedRollback)))
+    }
+    return Exit.failCause(read.cause)
+  }
+  const attempt = (tried: number): Out | undefined => {
+    const now = context.now()
+    if (now === undefined) return undefined
+    let transaction: DirectTransaction | undefined
+    try {
+      transaction = db.begin()
+    } catch (thrown) {
+      return thrown instanceof PersistenceError ? Exit.fail(thrown) : Exit.die(thrown)
+    }
+    if (transaction === undefined) return undefined
+    const open = transaction
+    return proceed(open, () => program(now), tried)
+  }
+  return attempt(triedBefore)
 }
+
+/**
+ * `directTransactionNow` as an effect of its own: on the fiber it runs on,
+ * with a tracer installed, when the database is busy or when the clock
+ * reading must be refused, `fallback` (the Effect path) runs instead.
+ */
+export const runDirectTransaction = <A, E, R, W = never, F = never>(
+  db: DirectDatabaseApi,
+  method: string,
+  identity: string,
+  program: DirectProgram<A>,
+  readWinner: ((documentID: string) => Effect.Effect<Digest | null, W>) | undefined,
+  fallback: () => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | W | F | PersistenceError | ConcurrentUpdateExhausted, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.withFiberRuntime((fiber) =>
+      // With a tracer installed, the Effect path runs, so every statement and try gets its span.
+      fiber.currentTracer !== nativeTracer
+        ? restore(fallback())
+        : directTransactionNow<A, E, R, W, F>(db, method, identity, program, readWinner, directContextOf(fiber, restore), fallback) ??
+          restore(fallback())
+    )
+  )
 
 /**
  * The direct form of an optimistic-then-locked write (see the operation
  * methods): the first try runs `unlocked` as single statements with no
  * transaction (a versioned write is a compare-and-set of its own); if its
  * write loses (it throws `LOST_RACE`), every further try runs `locked` as a
- * transaction (see `runDirectTransaction`), where the write cannot lose
- * again. When a transaction is open at the start, `fallback` runs instead.
+ * transaction (see `directTransactionNow`), where the write cannot lose
+ * again. Undefined when the database is busy or the clock unreadable at the start.
  */
+export const directOptimisticNow = <A, E, R, F = never>(
+  db: DirectDatabaseApi,
+  method: string,
+  identity: string,
+  unlocked: (now: Millis) => A,
+  locked: DirectProgram<A>,
+  context: DirectContext,
+  fallback: () => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | F | PersistenceError | ConcurrentUpdateExhausted, R> | undefined => {
+  const now = context.now()
+  if (now === undefined || !db.free()) return undefined
+  try {
+    return Exit.succeed(unlocked(now))
+  } catch (thrown) {
+    if (thrown !== LOST_RACE) return isTypedFailure(thrown) ? Exit.fail(thrown as F | PersistenceError) : Exit.die(thrown)
+  }
+  countLostRaceNow(method, context.labels)
+  return directTransactionNow<A, E, R, never, F>(db, method, identity, locked, undefined, context, fallback, 1) ??
+    context.restore(fallback())
+}
+
+/** `directOptimisticNow` as an effect of its own (see `runDirectTransaction`). */
 export const runDirectOptimistic = <A, E, R, F = never>(
   db: DirectDatabaseApi,
   method: string,
@@ -151,44 +222,44 @@ export const runDirectOptimistic = <A, E, R, F = never>(
   locked: DirectProgram<A>,
   fallback: () => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | F | PersistenceError | ConcurrentUpdateExhausted, R> =>
-  Effect.withFiberRuntime((fiber) =>
-    fiber.currentTracer !== nativeTracer ? fallback() : Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      if (!db.free()) return fallback()
-      try {
-        return Effect.succeed(unlocked(now))
-      } catch (thrown) {
-        if (thrown !== LOST_RACE) return isTypedFailure(thrown) ? Effect.fail(thrown as F | PersistenceError) : Effect.die(thrown)
-      }
-      return Effect.zipRight(
-        countLostRace(method),
-        runDirectTransaction<A, E, R, never, F>(db, method, identity, locked, undefined, fallback, 1)
-      )
-    })
+  Effect.uninterruptibleMask((restore) =>
+    Effect.withFiberRuntime((fiber) =>
+      fiber.currentTracer !== nativeTracer
+        ? restore(fallback())
+        : directOptimisticNow<A, E, R, F>(db, method, identity, unlocked, locked, directContextOf(fiber, restore), fallback) ??
+          restore(fallback())
+    )
   )
 
 /**
- * Runs `statement` (one guarded write, no transaction) on `db` now when no
- * transaction is open, else `fallback` (the Effect path, which waits its turn).
+ * Runs `statement` (one guarded write, no transaction) on `db` now: its
+ * `Exit`, or undefined when a transaction is open or the clock unreadable
+ * (take the Effect path, which waits its turn).
  */
+export const directStatementNow = <A>(
+  db: DirectDatabaseApi,
+  statement: (now: Millis) => A,
+  context: DirectContext
+): Exit.Exit<A, PersistenceError> | undefined => {
+  const now = context.now()
+  if (now === undefined || !db.free()) return undefined
+  try {
+    return Exit.succeed(statement(now))
+  } catch (thrown) {
+    return thrown instanceof PersistenceError ? Exit.fail(thrown) : Exit.die(thrown)
+  }
+}
+
+/** `directStatementNow` as an effect of its own (see `runDirectTransaction`). */
 export const runDirectStatement = <A, E, R>(
   db: DirectDatabaseApi,
   statement: (now: Millis) => A,
   fallback: () => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | PersistenceError, R> =>
   Effect.withFiberRuntime<A, E | PersistenceError, R>((fiber) =>
-    fiber.currentTracer === nativeTracer ? statementNow(db, statement, fallback) : fallback()
+    fiber.currentTracer !== nativeTracer
+      ? fallback()
+      : directStatementNow(db, statement, directContextOf(fiber, identityRestore)) ?? fallback()
   )
 
-const statementNow = <A, E, R>(
-  db: DirectDatabaseApi,
-  statement: (now: Millis) => A,
-  fallback: () => Effect.Effect<A, E, R>
-): Effect.Effect<A, E | PersistenceError, R> =>
-  Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<A, E | PersistenceError, R> => {
-    if (!db.free()) return fallback()
-    try {
-      return Effect.succeed(statement(now))
-    } catch (thrown) {
-      return thrown instanceof PersistenceError ? Effect.fail(thrown) : Effect.die(thrown)
-    }
-  })
+const identityRestore: Restore = (effect) => effect

@@ -1,4 +1,6 @@
-import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
+import { Cause, Clock, Context, DefaultServices, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
+import { clockReadingNow } from "../promise/clock.js"
+import type { DirectContext } from "./direct.js"
 import { InvalidClockReading, StoreClosed } from "../errors.js"
 import { storeSeries } from "./metrics.js"
 
@@ -133,41 +135,102 @@ const instrumentCall = (
   args: ReadonlyArray<never>
 ): Effect.Effect<unknown, unknown, unknown> =>
   Effect.withFiberRuntime((fiber) => {
-    const started = performance.now()
-    const finish = (outcome: string): void => {
-      const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
-      spec.calls(outcome).unsafeUpdate(1, labels)
-      spec.duration.unsafeUpdate(performance.now() - started, labels)
-      annotateSpanOf(fiber, { [OUTCOME]: outcome })
-    }
+    const outcomes = outcomesOf(spec, fiber, performance.now())
     let body: Effect.Effect<unknown, unknown, unknown>
     try {
       body = isClosed() ? Effect.fail(new StoreClosed({ method: spec.method })) : call(...args)
     } catch (defect) {
       body = Effect.die(defect)
     }
-    const measured = Effect.uninterruptibleMask((restore) =>
-      Effect.matchCauseEffect(restore(body), {
-        onFailure: (cause) => {
-          const error = refine(spec, cause)
-          if (error === NOT_A_FAILURE) {
-            finish("defect")
-            return Effect.failCause(cause)
-          }
-          finish(failureOutcome(error))
-          return Effect.fail(error)
-        },
-        onSuccess: (value) => {
-          finish(successOutcome(value))
-          return Effect.succeed(value)
-        }
-      })
-    )
+    const measured = Effect.uninterruptibleMask((restore) => Effect.matchCauseEffect(restore(body), outcomes))
     // Effect's own tracer exports nowhere: without an installed tracer the span is skipped, which keeps an uninstrumented store fast.
     return fiber.currentTracer === nativeTracer
       ? measured
       : Effect.withSpan(measured, spec.spanName, { attributes: identityAttributes(args) })
   })
+
+/** How a call of `spec` started at `started` on `fiber` ends: the error refined, metrics and the span's outcome recorded. */
+const outcomesOf = (spec: MethodSpec, fiber: Fiber.RuntimeFiber<unknown, unknown>, started: number) => {
+  const finish = (outcome: string): void => {
+    const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
+    spec.calls(outcome).unsafeUpdate(1, labels)
+    spec.duration.unsafeUpdate(performance.now() - started, labels)
+    annotateSpanOf(fiber, { [OUTCOME]: outcome })
+  }
+  return {
+    onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<never, unknown> => {
+      const error = refine(spec, cause)
+      if (error === NOT_A_FAILURE) {
+        finish("defect")
+        return Exit.failCause(cause)
+      }
+      finish(failureOutcome(error))
+      return Exit.fail(error)
+    },
+    onSuccess: (value: unknown): Effect.Effect<unknown> => {
+      finish(successOutcome(value))
+      return Exit.succeed(value)
+    }
+  }
+}
+
+const ATTEMPT_NOW: unique symbol = Symbol.for("@connector-store/core/attemptNow")
+
+/**
+ * A method's synchronous attempt (see `withAttemptNow`): called on the
+ * fiber, in an uninterruptible region, with what a direct runner needs; an
+ * `Exit` when it finished at once, an effect that goes on from what it
+ * began, or undefined when the method's own effect must run instead.
+ */
+export type AttemptNow<Args extends ReadonlyArray<unknown>, A, E> = (
+  context: DirectContext,
+  ...args: Args
+) => Effect.Effect<A, E> | undefined
+
+/**
+ * `method` with a synchronous attempt: an instrumented call tries it first
+ * (no span, no tracer, store open), inside the call's own fiber step, and
+ * runs `method`'s effect only when the attempt declines. The two must mean
+ * the same; the attempt only skips the runtime steps between them.
+ */
+export const withAttemptNow = <Args extends ReadonlyArray<unknown>, A, E>(
+  method: (...args: Args) => Effect.Effect<A, E>,
+  attempt: AttemptNow<Args, A, E>
+): (...args: Args) => Effect.Effect<A, E> => Object.assign(method, { [ATTEMPT_NOW]: attempt })
+
+/**
+ * An instrumented call of a method that has a synchronous attempt: when it
+ * answers, the call is this one fiber step (plus a continuation if a winner
+ * read suspends), with the same refinement and metrics as `instrumentCall`.
+ */
+const instrumentAttempt = (
+  spec: MethodSpec,
+  isClosed: () => boolean,
+  call: Method,
+  attempt: AttemptNow<ReadonlyArray<never>, unknown, unknown>,
+  args: ReadonlyArray<never>
+): Effect.Effect<unknown, unknown, unknown> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.withFiberRuntime((fiber) => {
+      if (fiber.currentTracer !== nativeTracer || isClosed()) return restore(instrumentCall(spec, isClosed, call, args))
+      const started = performance.now()
+      let body: Effect.Effect<unknown, unknown> | undefined
+      try {
+        body = attempt({
+          now: () => clockReadingNow(Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)),
+          labels: fiber.getFiberRef(FiberRef.currentMetricLabels),
+          restore
+        }, ...args)
+      } catch (defect) {
+        body = Exit.die(defect)
+      }
+      if (body === undefined) return restore(instrumentCall(spec, isClosed, call, args))
+      const outcomes = outcomesOf(spec, fiber, started)
+      if (!Exit.isExit(body)) return Effect.matchCauseEffect(body, outcomes)
+      const exit = body as Exit.Exit<unknown, unknown>
+      return Exit.isSuccess(exit) ? outcomes.onSuccess(exit.value) : outcomes.onFailure(exit.cause)
+    })
+  )
 
 /**
  * Counts calls of `method` made outside a fiber (the Promise facade's
@@ -223,7 +286,10 @@ export const instrumentApi = <Api extends object>(api: Api, isClosed: () => bool
       continue
     }
     const spec = methodSpec(method)
-    out[method] = (...args: ReadonlyArray<never>) => instrumentCall(spec, isClosed, value as Method, args)
+    const attempt = (value as { readonly [ATTEMPT_NOW]?: AttemptNow<ReadonlyArray<never>, unknown, unknown> })[ATTEMPT_NOW]
+    out[method] = attempt === undefined
+      ? (...args: ReadonlyArray<never>) => instrumentCall(spec, isClosed, value as Method, args)
+      : (...args: ReadonlyArray<never>) => instrumentAttempt(spec, isClosed, value as Method, attempt, args)
   }
   return out as Api
 }

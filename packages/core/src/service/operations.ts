@@ -1,4 +1,4 @@
-import { Clock, Effect, Option, Random } from "effect"
+import { Clock, Effect, Exit, Option, Random } from "effect"
 import {
   type ConcurrentUpdateExhausted,
   InvalidInput,
@@ -46,10 +46,19 @@ import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
-import { type Check, Rules, validate } from "../validation.js"
+import { type Check, firstProblem, Rules, validate } from "../validation.js"
 import { type Digest, type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { LostRace, requireWon, retryOnLostRace } from "./cas.js"
-import { done, runDirectOptimistic, runDirectStatement, runDirectTransaction } from "./direct.js"
+import {
+  directOptimisticNow,
+  directStatementNow,
+  directTransactionNow,
+  done,
+  runDirectOptimistic,
+  runDirectStatement,
+  runDirectTransaction
+} from "./direct.js"
+import { withAttemptNow } from "./instrument.js"
 import { operationPrograms } from "./directPrograms.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 
@@ -200,6 +209,13 @@ export const makeOperationMethods = Effect.gen(function*() {
       }))
 
   const programs = operationPrograms(policy, entropy)
+  // The readers are fixed for the store's life.
+  const finalizeReader = yield* Effect.either(singleWinnerReader("finalizeOperationAndArmWatch", readers))
+  /** A claim's input as stored: its reissue intent as JSON holds it. */
+  const storedClaim = (input: ClaimOperationInput): ClaimOperationInput => ({
+    ...input,
+    reissueIntent: asStoredJson(input.reissueIntent) as ClaimOperationInput["reissueIntent"]
+  })
 
   /** A claim on the direct rows: the same steps as on the ports (`claimViaPorts`), in the same order. */
   const claim = (input: ClaimOperationInput) =>
@@ -258,16 +274,30 @@ export const makeOperationMethods = Effect.gen(function*() {
       })))
 
   const methods: OperationMethods = {
-    claimOperation: (input) =>
-      validated("claimOperation", claimChecks(input), () =>
-        claim({ ...input, reissueIntent: asStoredJson(input.reissueIntent) as ClaimOperationInput["reissueIntent"] })),
+    claimOperation: withAttemptNow(
+      (input) => validated("claimOperation", claimChecks(input), () => claim(storedClaim(input))),
+      // The same, on the caller's fiber step; anything unusual declines to the effect above.
+      (context, input) => {
+        if (direct === undefined || firstProblem("claimOperation", claimChecks(input)) !== undefined) return undefined
+        const stored = storedClaim(input)
+        return directOptimisticNow<ClaimResult, RunnerErrors | IdempotencyConflict, never, IdempotencyConflict>(
+          direct,
+          "claimOperation",
+          formatOperationKey(stored),
+          (now) => programs.claim(direct, stored, now, "unlocked"),
+          (now) => done(programs.claim(direct, stored, now, "locked")),
+          context,
+          () => claimViaPorts(stored)
+        )
+      }
+    ),
 
     renewOperationLease: (key, options) =>
       validated("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))], () =>
         runnerWrite("renewOperationLease", key, (row, now) =>
           Effect.succeed(decideRenew(row, options.leaseToken, options.leaseMs ?? policy.leaseMs, now)))),
 
-    markOperationSent: (key, options) =>
+    markOperationSent: withAttemptNow((key, options) =>
       validated("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)], () =>
         // The common case, the holder's first mark with attempts left, is one
         // guarded write (OperationRepository.markSent); anything else is
@@ -292,19 +322,54 @@ export const makeOperationMethods = Effect.gen(function*() {
               viaPorts
             )
           }
-        )),
+        )), (context, key, options) => {
+      if (direct === undefined || firstProblem("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)]) !== undefined) {
+        return undefined
+      }
+      const sent = directStatementNow(direct, (now) => programs.markSentGuarded(direct, key, options.leaseToken, now), context)
+      if (sent === undefined) return undefined
+      if (Exit.isFailure(sent)) return Exit.failCause(sent.cause)
+      if (sent.value !== undefined) return Exit.succeed({ outcome: "sent", operation: sent.value } satisfies MarkSentResult)
+      return directTransactionNow(
+        direct,
+        "markOperationSent",
+        formatOperationKey(key),
+        (now) => programs.markSentDecided(direct, key, options.leaseToken, now),
+        undefined,
+        context,
+        () => runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
+      )
+    }),
 
     recordAttemptFailure: (key, options) =>
       validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>
         runnerWrite("recordAttemptFailure", key, (row, now) =>
           Effect.map(Random.next, (random) => decideAttemptFailure(row, options, policy, random, now)))),
 
-    finalizeOperationAndArmWatch: (key, options) =>
-      Effect.gen(function*() {
-        yield* validate("finalizeOperationAndArmWatch", [...keyChecks("key", key), ...runnerChecks(options, finalizeChecks(options))])
-        const readWinner = yield* singleWinnerReader("finalizeOperationAndArmWatch", readers)
-        return yield* finalize(key, { ...options, resultEntity: asStoredJson(options.resultEntity) }, readWinner)
-      }),
+    finalizeOperationAndArmWatch: withAttemptNow(
+      (key, options) =>
+        Effect.gen(function*() {
+          yield* validate("finalizeOperationAndArmWatch", [...keyChecks("key", key), ...runnerChecks(options, finalizeChecks(options))])
+          const readWinner = yield* singleWinnerReader("finalizeOperationAndArmWatch", readers)
+          return yield* finalize(key, { ...options, resultEntity: asStoredJson(options.resultEntity) }, readWinner)
+        }),
+      (context, key, options) => {
+        if (direct === undefined || finalizeReader._tag === "Left") return undefined
+        const checks = [...keyChecks("key", key), ...runnerChecks(options, finalizeChecks(options))]
+        if (firstProblem("finalizeOperationAndArmWatch", checks) !== undefined) return undefined
+        const input = { ...options, resultEntity: asStoredJson(options.resultEntity) }
+        const readWinner = finalizeReader.right
+        return directTransactionNow(
+          direct,
+          "finalizeOperationAndArmWatch",
+          formatOperationKey(key),
+          (now) => programs.finalize(direct, key, input, now),
+          readWinner,
+          context,
+          () => finalizeViaPorts(key, input, readWinner)
+        )
+      }
+    ),
 
     getOperation: (key) => validated("getOperation", keyChecks("key", key), () => operations.get(key)),
 

@@ -12,7 +12,7 @@ import { DirectDatabase, directFor } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
-import { WinnerReader } from "../ports/WinnerReader.js"
+import { type ReadWinner, WinnerReader } from "../ports/WinnerReader.js"
 import { type Check, fieldOf, firstProblem, identityChecks, oneOf, optional, Rules, validate } from "../validation.js"
 import {
   formatWatchIdentity,
@@ -27,6 +27,7 @@ import {
   decideArm,
   decideVerification,
   type Decision,
+  type ArmInput,
   type DeferInput,
   resumeDeferredWatch,
   type ResumeScope,
@@ -35,7 +36,8 @@ import {
   type VerificationOutcome
 } from "../watch/transitions.js"
 import { requireWon, retryOnLostRace } from "./cas.js"
-import { runDirectStatement, runDirectTransaction } from "./direct.js"
+import { directStatementNow, directTransactionNow, runDirectStatement, runDirectTransaction } from "./direct.js"
+import { withAttemptNow } from "./instrument.js"
 import { armDirect, verificationDirect } from "./directPrograms.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 
@@ -140,6 +142,13 @@ export const verificationChecks = (identity: unknown, input: unknown): ReadonlyA
   ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
 ]
 
+/** `armWatch`'s input from its arguments (checked already). */
+const armInputOf = (reason: ArmReason, options: ArmWatchOptions): ArmInput => ({
+  reason: reason as "ingress" | "manual",
+  dueAt: options.dueAt,
+  triggeringWinner: options.triggeringWinner
+})
+
 /** Builds the watch methods over the ports. */
 export const makeWatchMethods = Effect.gen(function*() {
   const watches = yield* WatchRepository
@@ -174,6 +183,19 @@ export const makeWatchMethods = Effect.gen(function*() {
         return decision.outcome
       }))
     )
+
+  const armViaPorts = (identity: WatchIdentity, input: ArmInput, readWinner: ReadWinner) =>
+    transition("armWatch", identity, (row, now) =>
+      row === undefined
+        ? Effect.succeed(decideArm(row, input, null, now))
+        : Effect.map(readWinner(row.documentID), (winner) => decideArm(row, input, winner, now)))
+
+  const verificationViaPorts = (identity: WatchIdentity, input: VerificationInput, readWinner: ReadWinner) =>
+    transition("recordVerification", identity, (row, now) =>
+      // A stale result is refused before the winner is read at all.
+      staleVerification(row, input) !== undefined || row === undefined
+        ? Effect.succeed(decideVerification(row, input, null, now))
+        : Effect.map(readWinner(row.documentID), (winner) => decideVerification(row, input, winner, now)))
 
   const resume = (method: string, scope: ResumeScope, now: Millis) =>
     retryOnLostRace(
@@ -210,31 +232,42 @@ export const makeWatchMethods = Effect.gen(function*() {
         ))
       ),
 
-    armWatch: (identity, reason, options) =>
-      Effect.suspend(() => {
-        // Not in the type, but a JavaScript caller can still pass it.
-        if ((reason as string) === "finalize") return Effect.fail(new ReservedArmReason({ reason: "finalize" }))
-        const problem = firstProblem("armWatch", armWatchChecks(identity, reason, options))
-        if (problem !== undefined) return Effect.fail(problem)
-        if (armReader._tag === "Left") return Effect.fail(armReader.left)
-        const readWinner = armReader.right
-        const input = { reason: reason as "ingress" | "manual", dueAt: options.dueAt, triggeringWinner: options.triggeringWinner }
-        const viaPorts = () =>
-          transition("armWatch", identity, (row, now) =>
-            row === undefined
-              ? Effect.succeed(decideArm(row, input, null, now))
-              : Effect.map(readWinner(row.documentID), (winner) => decideArm(row, input, winner, now)))
-        return direct === undefined ? viaPorts() : runDirectTransaction(
+    armWatch: withAttemptNow(
+      (identity, reason, options) =>
+        Effect.suspend(() => {
+          // Not in the type, but a JavaScript caller can still pass it.
+          if ((reason as string) === "finalize") return Effect.fail(new ReservedArmReason({ reason: "finalize" }))
+          const problem = firstProblem("armWatch", armWatchChecks(identity, reason, options))
+          if (problem !== undefined) return Effect.fail(problem)
+          if (armReader._tag === "Left") return Effect.fail(armReader.left)
+          const input = armInputOf(reason, options)
+          return direct === undefined ? armViaPorts(identity, input, armReader.right) : runDirectTransaction(
+            direct,
+            "armWatch",
+            formatWatchIdentity(identity),
+            (now) => armDirect(direct, identity, input, now),
+            armReader.right,
+            () => armViaPorts(identity, input, armReader.right)
+          )
+        }),
+      // The same, on the caller's fiber step; anything unusual declines to the effect above.
+      (context, identity, reason, options) => {
+        if (direct === undefined || armReader._tag === "Left") return undefined
+        if (firstProblem("armWatch", armWatchChecks(identity, reason, options)) !== undefined) return undefined
+        const input = armInputOf(reason, options)
+        return directTransactionNow(
           direct,
           "armWatch",
           formatWatchIdentity(identity),
           (now) => armDirect(direct, identity, input, now),
-          readWinner,
-          viaPorts
+          armReader.right,
+          context,
+          () => armViaPorts(identity, input, armReader.right)
         )
-      }),
+      }
+    ),
 
-    claimWatchAttempt: (identity, options) =>
+    claimWatchAttempt: withAttemptNow((identity, options) =>
       Effect.zipRight(
         validate("claimWatchAttempt", claimWatchChecks(identity, options)),
         Effect.suspend(() => Effect.flatMap(
@@ -248,9 +281,12 @@ export const makeWatchMethods = Effect.gen(function*() {
             ? viaPorts
             : runDirectStatement(direct, (now) => direct.watches.claimAttempt(identity, options, options.now, now), () => viaPorts)
         )
-      ),
+      ), (context, identity, options) =>
+      direct === undefined || firstProblem("claimWatchAttempt", claimWatchChecks(identity, options)) !== undefined
+        ? undefined
+        : directStatementNow(direct, (now) => direct.watches.claimAttempt(identity, options, options.now, now), context)),
 
-    deferWatch: (identity, options) =>
+    deferWatch: withAttemptNow((identity, options) =>
       Effect.zipRight(
         validate("deferWatch", deferWatchChecks(identity, options)),
         Effect.suspend(() => Effect.flatMap(
@@ -261,29 +297,42 @@ export const makeWatchMethods = Effect.gen(function*() {
             ? viaPorts
             : runDirectStatement(direct, (now) => direct.watches.deferAttempt(identity, options, now), () => viaPorts)
         )
-      ),
+      ), (context, identity, options) =>
+      direct === undefined || firstProblem("deferWatch", deferWatchChecks(identity, options)) !== undefined
+        ? undefined
+        : directStatementNow(direct, (now) => direct.watches.deferAttempt(identity, options, now), context)),
 
-    recordVerification: (identity, input) =>
-      Effect.suspend(() => {
-        const problem = firstProblem("recordVerification", verificationChecks(identity, input))
-        if (problem !== undefined) return Effect.fail(problem)
-        if (verificationReader._tag === "Left") return Effect.fail(verificationReader.left)
+    recordVerification: withAttemptNow(
+      (identity, input) =>
+        Effect.suspend(() => {
+          const problem = firstProblem("recordVerification", verificationChecks(identity, input))
+          if (problem !== undefined) return Effect.fail(problem)
+          if (verificationReader._tag === "Left") return Effect.fail(verificationReader.left)
+          const readWinner = verificationReader.right
+          return direct === undefined ? verificationViaPorts(identity, input, readWinner) : runDirectTransaction(
+            direct,
+            "recordVerification",
+            formatWatchIdentity(identity),
+            (now) => verificationDirect(direct, identity, input, now),
+            readWinner,
+            () => verificationViaPorts(identity, input, readWinner)
+          )
+        }),
+      (context, identity, input) => {
+        if (direct === undefined || verificationReader._tag === "Left") return undefined
+        if (firstProblem("recordVerification", verificationChecks(identity, input)) !== undefined) return undefined
         const readWinner = verificationReader.right
-        const viaPorts = () =>
-          transition("recordVerification", identity, (row, now) =>
-            // A stale result is refused before the winner is read at all.
-            staleVerification(row, input) !== undefined || row === undefined
-              ? Effect.succeed(decideVerification(row, input, null, now))
-              : Effect.map(readWinner(row.documentID), (winner) => decideVerification(row, input, winner, now)))
-        return direct === undefined ? viaPorts() : runDirectTransaction(
+        return directTransactionNow(
           direct,
           "recordVerification",
           formatWatchIdentity(identity),
           (now) => verificationDirect(direct, identity, input, now),
           readWinner,
-          viaPorts
+          context,
+          () => verificationViaPorts(identity, input, readWinner)
         )
-      }),
+      }
+    ),
 
     resumeOfflineDeferred: (now) =>
       Effect.zipRight(
