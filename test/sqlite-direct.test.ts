@@ -6,6 +6,7 @@ import {
   type DirectDatabaseApi,
   OperationPolicy,
   PersistenceError,
+  StoreMetrics,
   WinnerReader,
   type WinnerReaders,
   WinnerReadFailed
@@ -13,7 +14,7 @@ import {
 import * as Memory from "@connector-store/memory-adapter"
 import { layerClient, layerPorts, SqliteConnection, Tables } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Deferred, Effect, Exit, Fiber, Layer, ManagedRuntime } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, ManagedRuntime, Metric, Scope } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches, storedWatch } from "./support/contract/store.js"
@@ -206,6 +207,28 @@ describe("hot transitions on the project's SQLite client (the direct path)", () 
     expect(seen.begun).toBe(1)
     const row = await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.getOperation(KEY)))
     expect(row).toMatchObject({ _tag: "Some", value: { state: "attempted" } })
+  })
+
+  it("counts a call its synchronous attempt answered in the store's metrics, with its outcome", async () => {
+    const { runtime } = storeOn({ readWinner: () => Effect.succeed("w-1") })
+    await runtime.runPromise(seedWatches(pending))
+    const opened = Metric.tagged(Metric.tagged(StoreMetrics.calls, "method", "armWatch"), "outcome", "opened")
+    const count = () => runtime.runPromise(Effect.map(Metric.value(opened), (state) => state.count))
+    const before = await count()
+    expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
+    expect(await count()).toBe(before + 1)
+  })
+
+  it("fails a hot call with StoreClosed once the store's layer has closed, touching nothing", async () => {
+    const { runtime } = storeOn({ readWinner: () => Effect.succeed("w-1") })
+    await runtime.runPromise(seedWatches(pending))
+    const scope = await runtime.runPromise(Scope.make())
+    const context = await runtime.runPromise(Layer.buildWithScope(Layer.fresh(ConnectorStore.layer), scope))
+    const store = Context.get(context, ConnectorStore)
+    await runtime.runPromise(Scope.close(scope, Exit.void))
+    const exit = await runtime.runPromiseExit(store.armWatch(id, "manual", { dueAt: NOW }))
+    expect(exit).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "StoreClosed", method: "armWatch" } } })
+    expect(await runtime.runPromise(storedWatch(id))).toEqual(pending)
   })
 
   it("never begins ahead of a fiber already waiting: right after a release, while the woken waiter has not run, the database is not free", async () => {
