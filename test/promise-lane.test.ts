@@ -1,7 +1,6 @@
 import {
   ConnectorStore,
   DirectDatabase,
-  type DirectDatabaseApi,
   fromPromiseReaders,
   makePromiseStore,
   OperationPolicy,
@@ -11,7 +10,7 @@ import {
   StoreSnapshot,
   WinnerReader
 } from "@connector-store/core"
-import { layerClient, layerPorts, layerStockSqliteClient, type SqlTransaction, Tables } from "@connector-store/sql-adapter"
+import { layerPorts, layerStockSqliteClient, type SqlTransaction, Tables } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import * as Memory from "@connector-store/memory-adapter"
 import { Context, Effect, Layer, ManagedRuntime, Metric, type MetricState } from "effect"
@@ -20,6 +19,7 @@ import { claimInput, KEY } from "./operations.fixtures.js"
 import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { freshSqlitePath } from "./support/databases.js"
+import { type Seen, sqlitePortsWithDirect, watchedDirect } from "./support/direct.js"
 
 /**
  * The Promise API's direct lane on the project's SQLite client: the hot
@@ -27,11 +27,6 @@ import { freshSqlitePath } from "./support/databases.js"
  * with, or hands over to, the Effect path, which is what the lane must
  * match.
  */
-
-interface Seen {
-  begun: number
-  busy: number
-}
 
 const closing: Array<() => Promise<void>> = []
 afterEach(async () => {
@@ -50,19 +45,8 @@ const storeOn = async (
 ) => {
   const seen: Seen = { begun: 0, busy: 0 }
   const lose = options.lose ?? { watchUpdates: 0 }
-  const watched = (db: DirectDatabaseApi): DirectDatabaseApi => ({
-    ...db,
-    begin: () => {
-      const transaction = db.begin()
-      if (transaction === undefined) seen.busy++
-      else seen.begun++
-      return transaction
-    },
-    watches: { ...db.watches, update: (previous, next) => lose.watchUpdates-- > 0 ? false : db.watches.update(previous, next) }
-  })
   const url = freshSqlitePath()
-  const base = layerPorts.pipe(Layer.provideMerge(Tables.layer(undefined)), Layer.provideMerge(layerClient({ url })))
-  const ports = base as Layer.Layer<Layer.Layer.Success<typeof base> | DirectDatabase, Layer.Layer.Error<typeof base>>
+  const ports = sqlitePortsWithDirect(url)
   // The stock client has no DirectDatabase: every call there runs on the ports.
   const stockPorts = layerPorts.pipe(Layer.provideMerge(Tables.layer(undefined)), Layer.provideMerge(layerStockSqliteClient(url)))
   const handle = Effect.succeed<SqlTransaction>({ dialect: "sqlite", query: () => Promise.resolve([]) })
@@ -72,7 +56,7 @@ const storeOn = async (
       Layer.provideMerge(
         options.client === "stock"
           ? stockPorts as unknown as typeof ports
-          : Layer.provideMerge(Layer.effect(DirectDatabase, Effect.map(DirectDatabase, watched)), ports)
+          : Layer.provideMerge(Layer.effect(DirectDatabase, Effect.map(DirectDatabase, (db) => watchedDirect(db, seen, lose))), ports)
       ),
       Layer.provideMerge(OperationPolicy.layer(undefined))
     )

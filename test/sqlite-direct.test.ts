@@ -3,7 +3,6 @@ import {
   ConcurrentUpdateExhausted,
   ConnectorStore,
   DirectDatabase,
-  type DirectDatabaseApi,
   OperationPolicy,
   PersistenceError,
   StoreMetrics,
@@ -12,7 +11,7 @@ import {
   WinnerReadFailed
 } from "@connector-store/core"
 import * as Memory from "@connector-store/memory-adapter"
-import { layerClient, layerPorts, SqliteConnection, Tables } from "@connector-store/sql-adapter"
+import { SqliteConnection } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, ManagedRuntime, Metric, Scope } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
@@ -20,6 +19,7 @@ import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches, storedWatch } from "./support/contract/store.js"
 import { claimInput, KEY } from "./operations.fixtures.js"
 import { freshSqlitePath } from "./support/databases.js"
+import { type Seen, sqlitePortsWithDirect, watchedDirect } from "./support/direct.js"
 
 /**
  * The direct path (DirectDatabase on the project's SQLite client): hot
@@ -29,31 +29,6 @@ import { freshSqlitePath } from "./support/databases.js"
  * after every kind of failure, and the lost-race budget.
  */
 
-/** What the test saw the direct database do. */
-interface Seen {
-  begun: number
-  busy: number
-}
-
-/** `db` counting its transactions, with its rows' writes optionally made to lose (`lose`: how many). */
-const watched = (db: DirectDatabaseApi, seen: Seen, lose: { watchUpdates: number; operationUpdates: number }): DirectDatabaseApi => ({
-  ...db,
-  begin: () => {
-    const transaction = db.begin()
-    if (transaction === undefined) seen.busy++
-    else seen.begun++
-    return transaction
-  },
-  watches: {
-    ...db.watches,
-    update: (previous, next) => lose.watchUpdates-- > 0 ? false : db.watches.update(previous, next)
-  },
-  operations: {
-    ...db.operations,
-    update: (previous, next) => lose.operationUpdates-- > 0 ? false : db.operations.update(previous, next)
-  }
-})
-
 const runtimes: Array<ManagedRuntime.ManagedRuntime<unknown, unknown>> = []
 afterEach(async () => {
   await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()))
@@ -62,13 +37,8 @@ afterEach(async () => {
 /** A store on a fresh SQLite file, its direct database watched, winners read by `readers`. */
 const storeOn = (readers: WinnerReaders, lose = { watchUpdates: 0, operationUpdates: 0 }) => {
   const seen: Seen = { begun: 0, busy: 0 }
-  const base = layerPorts.pipe(
-    Layer.provideMerge(Tables.layer(undefined)),
-    Layer.provideMerge(layerClient({ url: freshSqlitePath() }))
-  )
-  // layerPorts adds the DirectDatabase on the project's client, outside its type (the service is optional).
-  const ports = base as Layer.Layer<Layer.Layer.Success<typeof base> | DirectDatabase, Layer.Layer.Error<typeof base>>
-  const direct = Layer.effect(DirectDatabase, Effect.map(DirectDatabase, (db) => watched(db, seen, lose)))
+  const ports = sqlitePortsWithDirect(freshSqlitePath())
+  const direct = Layer.effect(DirectDatabase, Effect.map(DirectDatabase, (db) => watchedDirect(db, seen, lose)))
   const runtime = ManagedRuntime.make(
     ConnectorStore.layer.pipe(
       Layer.provideMerge(Layer.succeed(WinnerReader, readers)),

@@ -1,3 +1,4 @@
+import { TurnQueue } from "@connector-store/core"
 import { Effect, type Fiber, FiberRef } from "effect"
 import { DraftTable } from "./DraftTable.js"
 
@@ -59,42 +60,9 @@ export interface Transaction {
 export class MemoryDatabase {
   private readonly committed = new Map<string, Table>()
   private readonly current = FiberRef.unsafeMake<Transaction | undefined>(undefined)
-  private locked = false
-  private readonly waiters = new Set<() => void>()
+  /** One transaction at a time. */
+  private readonly turns = new TurnQueue()
 
-  /** Completes when the lock is released (a waiter then tries to take it again). */
-  private readonly released: Effect.Effect<void> = Effect.suspend(() => {
-    let wokenUp = false
-    return Effect.ensuring(
-      Effect.async<void>((resume) => {
-        const wake = () => {
-          wokenUp = true
-          resume(Effect.void)
-        }
-        this.waiters.add(wake)
-        return Effect.sync(() => {
-          this.waiters.delete(wake)
-        })
-      }),
-      // Woken, then resumed or interrupted: either way no longer pending.
-      Effect.sync(() => {
-        if (wokenUp) this.woken--
-      })
-    )
-  })
-  /** Waiters woken by an unlock that have not yet tried again. */
-  private woken = 0
-
-  private unlock(): void {
-    this.locked = false
-    if (this.waiters.size === 0) return
-    const woken = Array.from(this.waiters)
-    this.waiters.clear()
-    this.woken += woken.length
-    for (const wake of woken) wake()
-  }
-
-  /** The transaction `fiber` runs in, if any. */
   private transactionOf(fiber: Fiber.RuntimeFiber<unknown, unknown>): Transaction | undefined {
     const tx = fiber.getFiberRef(this.current)
     return tx !== undefined && tx.open ? tx : undefined
@@ -112,8 +80,8 @@ export class MemoryDatabase {
       return Effect.uninterruptibleMask((restore) => {
         const tx: Transaction = { drafts: new Map(), open: true }
         const begin: Effect.Effect<void> = Effect.suspend(() => {
-          if (this.locked) return Effect.zipRight(restore(this.released), begin)
-          this.locked = true
+          if (this.turns.held) return Effect.zipRight(restore(this.turns.released), begin)
+          this.turns.held = true
           return FiberRef.set(this.current, tx)
         })
         const end = (commit: boolean): void => {
@@ -121,7 +89,7 @@ export class MemoryDatabase {
           try {
             if (commit) for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
           } finally {
-            this.unlock()
+            this.turns.release()
           }
         }
         return Effect.zipRight(
@@ -171,7 +139,7 @@ export class MemoryDatabase {
    * lock ahead of fibers already waiting.
    */
   isFree(): boolean {
-    return !this.locked && this.waiters.size === 0 && this.woken === 0
+    return !this.turns.busy
   }
 
   /**
@@ -180,7 +148,7 @@ export class MemoryDatabase {
    */
   beginNow(): Transaction | undefined {
     if (!this.isFree()) return undefined
-    this.locked = true
+    this.turns.held = true
     return { drafts: new Map(), open: true }
   }
 
@@ -191,7 +159,7 @@ export class MemoryDatabase {
     try {
       if (commit) for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
     } finally {
-      this.unlock()
+      this.turns.release()
     }
   }
 

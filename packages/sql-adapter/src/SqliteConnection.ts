@@ -3,6 +3,7 @@ import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
+import { TurnQueue } from "@connector-store/core"
 import Sqlite from "better-sqlite3"
 import { Cause, Context, Effect, Exit, FiberRef, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
@@ -60,59 +61,6 @@ const STATEMENT_CACHE_SIZE = 500
 
 const failure = (message: string) => (cause: unknown) => new SqlError({ cause, message })
 
-/**
- * One transaction at a time. The holder sets `held`; anyone else waits on
- * `released` (asynchronously, interruptibly) and checks again when woken.
- * Checking and taking are one synchronous step of the caller, outside any
- * interruptible region, so an interruption can never leave the lock taken.
- */
-class TransactionQueue {
-  held = false
-  private readonly waiters = new Set<() => void>()
-  /** Waiters woken by a release that have not yet checked again. */
-  private woken = 0
-
-  /** Completes when the holder next releases the lock. */
-  readonly released: Effect.Effect<void> = Effect.suspend(() => {
-    let wokenUp = false
-    return Effect.ensuring(
-      Effect.async<void>((resume) => {
-        const wake = () => {
-          wokenUp = true
-          resume(Effect.void)
-        }
-        this.waiters.add(wake)
-        return Effect.sync(() => {
-          this.waiters.delete(wake)
-        })
-      }),
-      // Woken, then resumed or interrupted: either way no longer pending.
-      Effect.sync(() => {
-        if (wokenUp) this.woken--
-      })
-    )
-  })
-
-  /**
-   * True while the lock is held or anyone waits for it, woken or not: a
-   * caller that does not wait in the queue (the direct path) stays out, so
-   * it never takes the lock ahead of fibers already waiting.
-   */
-  get busy(): boolean {
-    return this.held || this.waiters.size > 0 || this.woken > 0
-  }
-
-  release(): void {
-    this.held = false
-    // Every waiter checks again: one takes the lock, the others wait anew. A
-    // waiter interrupted meanwhile then strands nobody.
-    const woken = [...this.waiters]
-    this.waiters.clear()
-    this.woken += woken.length
-    for (const wake of woken) wake()
-  }
-}
-
 /** A statement run now, synchronously: its result, or its failure. */
 type RunNow<A> = () => Effect.Effect<A, SqlError>
 
@@ -127,7 +75,8 @@ const attempt = <A>(body: () => A): Effect.Effect<A, SqlError> => {
 /** One `better-sqlite3` connection, its statement cache and its transaction queue. */
 export class SharedDatabase {
   refs = 0
-  readonly queue = new TransactionQueue()
+  /** One transaction at a time on the connection. */
+  readonly queue = new TurnQueue()
   private readonly statements = new Map<string, Sqlite.Statement>()
   private readonly begin: Sqlite.Statement
   private readonly commitStatement: Sqlite.Statement

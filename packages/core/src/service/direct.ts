@@ -162,25 +162,20 @@ export const directTransactionNow = <A, E, R, W = never, F = never>(
 }
 
 /**
- * `directTransactionNow` as an effect of its own: on the fiber it runs on,
- * with a tracer installed, when the database is busy or when the clock
- * reading must be refused, `fallback` (the Effect path) runs instead.
+ * A direct attempt (one of the `direct…Now` runners, with its arguments) as
+ * an effect of its own, for a method's effect: on the fiber it runs on, in
+ * an uninterruptible region; with a tracer installed, or when the attempt
+ * declines (a busy database, a clock reading to refuse), `fallback` (the
+ * Effect path) runs instead, interruptibly.
  */
-export const runDirectTransaction = <A, E, R, W = never, F = never>(
-  db: DirectDatabaseApi,
-  method: string,
-  identity: string,
-  program: DirectProgram<A>,
-  readWinner: ((documentID: string) => Effect.Effect<Digest | null, W>) | undefined,
-  fallback: () => Effect.Effect<A, E, R>
-): Effect.Effect<A, E | W | F | PersistenceError | ConcurrentUpdateExhausted, R> =>
+export const runAttempt = <A, E1, E2, R>(
+  attempt: (context: DirectContext) => Effect.Effect<A, E1, R> | undefined,
+  fallback: () => Effect.Effect<A, E2, R>
+): Effect.Effect<A, E1 | E2, R> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.withFiberRuntime((fiber) =>
+    Effect.withFiberRuntime<A, E1 | E2, R>((fiber) =>
       // With a tracer installed, the Effect path runs, so every statement and try gets its span.
-      fiber.currentTracer !== nativeTracer
-        ? restore(fallback())
-        : directTransactionNow<A, E, R, W, F>(db, method, identity, program, readWinner, directContextOf(fiber, restore), fallback) ??
-          restore(fallback())
+      fiber.currentTracer !== nativeTracer ? restore(fallback()) : attempt(directContextOf(fiber, restore)) ?? restore(fallback())
     )
   )
 
@@ -213,24 +208,6 @@ export const directOptimisticNow = <A, E, R, F = never>(
     context.restore(fallback())
 }
 
-/** `directOptimisticNow` as an effect of its own (see `runDirectTransaction`). */
-export const runDirectOptimistic = <A, E, R, F = never>(
-  db: DirectDatabaseApi,
-  method: string,
-  identity: string,
-  unlocked: (now: Millis) => A,
-  locked: DirectProgram<A>,
-  fallback: () => Effect.Effect<A, E, R>
-): Effect.Effect<A, E | F | PersistenceError | ConcurrentUpdateExhausted, R> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.withFiberRuntime((fiber) =>
-      fiber.currentTracer !== nativeTracer
-        ? restore(fallback())
-        : directOptimisticNow<A, E, R, F>(db, method, identity, unlocked, locked, directContextOf(fiber, restore), fallback) ??
-          restore(fallback())
-    )
-  )
-
 /**
  * Runs `statement` (one guarded write, no transaction) on `db` now: its
  * `Exit`, or undefined when a transaction is open or the clock unreadable
@@ -249,17 +226,3 @@ export const directStatementNow = <A>(
     return thrown instanceof PersistenceError ? Exit.fail(thrown) : Exit.die(thrown)
   }
 }
-
-/** `directStatementNow` as an effect of its own (see `runDirectTransaction`). */
-export const runDirectStatement = <A, E, R>(
-  db: DirectDatabaseApi,
-  statement: (now: Millis) => A,
-  fallback: () => Effect.Effect<A, E, R>
-): Effect.Effect<A, E | PersistenceError, R> =>
-  Effect.withFiberRuntime<A, E | PersistenceError, R>((fiber) =>
-    fiber.currentTracer !== nativeTracer
-      ? fallback()
-      : directStatementNow(db, statement, directContextOf(fiber, identityRestore)) ?? fallback()
-  )
-
-const identityRestore: Restore = (effect) => effect

@@ -49,15 +49,7 @@ import { WinnerReader } from "../ports/WinnerReader.js"
 import { type Check, firstProblem, Rules, validate } from "../validation.js"
 import { type Digest, type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { LostRace, requireWon, retryOnLostRace } from "./cas.js"
-import {
-  directOptimisticNow,
-  directStatementNow,
-  directTransactionNow,
-  done,
-  runDirectOptimistic,
-  runDirectStatement,
-  runDirectTransaction
-} from "./direct.js"
+import { type DirectContext, directOptimisticNow, directStatementNow, directTransactionNow, done, runAttempt } from "./direct.js"
 import { withAttemptNow } from "./instrument.js"
 import { operationPrograms } from "./directPrograms.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
@@ -125,6 +117,15 @@ export interface OperationMethods {
     documentIDs: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyMap<string, DocumentWriteState>, ReadErrors>
 }
+
+/** The checks of `markOperationSent`'s arguments. */
+const markSentChecks = (key: OperationKey, options: unknown): ReadonlyArray<Check> => [...keyChecks("key", key), ...runnerChecks(options)]
+
+/** The checks of `finalizeOperationAndArmWatch`'s arguments. */
+const finalizeOperationChecks = (key: OperationKey, options: FinalizeOperationInput): ReadonlyArray<Check> => [
+  ...keyChecks("key", key),
+  ...runnerChecks(options, finalizeChecks(options))
+]
 
 /** Runs `effect` only once every check passed: nothing about the input is touched before. */
 const validated = <A, E, R>(method: string, checks: ReadonlyArray<Check>, effect: () => Effect.Effect<A, E, R>) =>
@@ -211,6 +212,11 @@ export const makeOperationMethods = Effect.gen(function*() {
   const programs = operationPrograms(policy, entropy)
   // The readers are fixed for the store's life.
   const finalizeReader = yield* Effect.either(singleWinnerReader("finalizeOperationAndArmWatch", readers))
+  /** A finalize's input as stored: its result entity as JSON holds it. */
+  const storedFinalize = (options: FinalizeOperationInput): FinalizeOperationInput => ({
+    ...options,
+    resultEntity: asStoredJson(options.resultEntity)
+  })
   /** A claim's input as stored: its reissue intent as JSON holds it. */
   const storedClaim = (input: ClaimOperationInput): ClaimOperationInput => ({
     ...input,
@@ -218,25 +224,58 @@ export const makeOperationMethods = Effect.gen(function*() {
   })
 
   /** A claim on the direct rows: the same steps as on the ports (`claimViaPorts`), in the same order. */
-  const claim = (input: ClaimOperationInput) =>
-    direct === undefined ? claimViaPorts(input) : runDirectOptimistic<ClaimResult, RunnerErrors | IdempotencyConflict, never, IdempotencyConflict>(
+  // The hot methods on the direct rows, in the caller's fiber step (see
+  // withAttemptNow): undefined, for the method's effect to run, when there
+  // are none or the call is anything but a plain one.
+
+  const claimNow = (context: DirectContext, input: ClaimOperationInput) => {
+    if (direct === undefined || firstProblem("claimOperation", claimChecks(input)) !== undefined) return undefined
+    const stored = storedClaim(input)
+    return directOptimisticNow<ClaimResult, RunnerErrors | IdempotencyConflict, never, IdempotencyConflict>(
       direct,
       "claimOperation",
-      formatOperationKey(input),
-      (now) => programs.claim(direct, input, now, "unlocked"),
-      (now) => done(programs.claim(direct, input, now, "locked")),
-      () => claimViaPorts(input)
+      formatOperationKey(stored),
+      (now) => programs.claim(direct, stored, now, "unlocked"),
+      (now) => done(programs.claim(direct, stored, now, "locked")),
+      context,
+      () => claimViaPorts(stored)
     )
+  }
 
-  const finalize = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
-    direct === undefined ? finalizeViaPorts(key, input, readWinner) : runDirectTransaction(
+  // The common mark, the holder's first with attempts left, is one guarded
+  // write; anything else is decided from the locked row.
+  const markSentNow = (context: DirectContext, key: OperationKey, options: { readonly leaseToken: string }) => {
+    if (direct === undefined || firstProblem("markOperationSent", markSentChecks(key, options)) !== undefined) return undefined
+    const sent = directStatementNow(direct, (now) => programs.markSentGuarded(direct, key, options.leaseToken, now), context)
+    if (sent === undefined) return undefined
+    if (Exit.isFailure(sent)) return Exit.failCause(sent.cause)
+    if (sent.value !== undefined) return Exit.succeed({ outcome: "sent", operation: sent.value } satisfies MarkSentResult)
+    return directTransactionNow(
+      direct,
+      "markOperationSent",
+      formatOperationKey(key),
+      (now) => programs.markSentDecided(direct, key, options.leaseToken, now),
+      undefined,
+      context,
+      () => runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
+    )
+  }
+
+  const finalizeNow = (context: DirectContext, key: OperationKey, options: FinalizeOperationInput) => {
+    if (direct === undefined || finalizeReader._tag === "Left") return undefined
+    if (firstProblem("finalizeOperationAndArmWatch", finalizeOperationChecks(key, options)) !== undefined) return undefined
+    const input = storedFinalize(options)
+    const readWinner = finalizeReader.right
+    return directTransactionNow(
       direct,
       "finalizeOperationAndArmWatch",
       formatOperationKey(key),
       (now) => programs.finalize(direct, key, input, now),
       readWinner,
+      context,
       () => finalizeViaPorts(key, input, readWinner)
     )
+  }
 
   const finalizeViaPorts = (key: OperationKey, input: FinalizeOperationInput, readWinner: (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>) =>
     retryOnLostRace("finalizeOperationAndArmWatch", formatOperationKey(key), withTransaction(Effect.gen(function*() {
@@ -275,21 +314,12 @@ export const makeOperationMethods = Effect.gen(function*() {
 
   const methods: OperationMethods = {
     claimOperation: withAttemptNow(
-      (input) => validated("claimOperation", claimChecks(input), () => claim(storedClaim(input))),
-      // The same, on the caller's fiber step; anything unusual declines to the effect above.
-      (context, input) => {
-        if (direct === undefined || firstProblem("claimOperation", claimChecks(input)) !== undefined) return undefined
-        const stored = storedClaim(input)
-        return directOptimisticNow<ClaimResult, RunnerErrors | IdempotencyConflict, never, IdempotencyConflict>(
-          direct,
-          "claimOperation",
-          formatOperationKey(stored),
-          (now) => programs.claim(direct, stored, now, "unlocked"),
-          (now) => done(programs.claim(direct, stored, now, "locked")),
-          context,
-          () => claimViaPorts(stored)
-        )
-      }
+      (input) =>
+        validated("claimOperation", claimChecks(input), () =>
+          direct === undefined
+            ? claimViaPorts(storedClaim(input))
+            : runAttempt((context) => claimNow(context, input), () => claimViaPorts(storedClaim(input)))),
+      claimNow
     ),
 
     renewOperationLease: (key, options) =>
@@ -297,49 +327,14 @@ export const makeOperationMethods = Effect.gen(function*() {
         runnerWrite("renewOperationLease", key, (row, now) =>
           Effect.succeed(decideRenew(row, options.leaseToken, options.leaseMs ?? policy.leaseMs, now)))),
 
-    markOperationSent: withAttemptNow((key, options) =>
-      validated("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)], () =>
-        // The common case, the holder's first mark with attempts left, is one
-        // guarded write (OperationRepository.markSent); anything else is
-        // decided from a read, as every runner write is.
-        direct === undefined ? markSentViaPorts(key, options.leaseToken) : Effect.flatMap(
-          runDirectStatement(
-            direct,
-            (now) => programs.markSentGuarded(direct, key, options.leaseToken, now) ?? null,
-            () => Effect.as(markSentViaPorts(key, options.leaseToken), undefined)
-          ),
-          (sent): Effect.Effect<MarkSentResult, RunnerErrors> => {
-            if (sent === undefined) return markSentViaPorts(key, options.leaseToken)
-            if (sent !== null) return Effect.succeed({ outcome: "sent", operation: sent })
-            const viaPorts = () =>
-              runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
-            return runDirectTransaction(
-              direct,
-              "markOperationSent",
-              formatOperationKey(key),
-              (now) => programs.markSentDecided(direct, key, options.leaseToken, now),
-              undefined,
-              viaPorts
-            )
-          }
-        )), (context, key, options) => {
-      if (direct === undefined || firstProblem("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)]) !== undefined) {
-        return undefined
-      }
-      const sent = directStatementNow(direct, (now) => programs.markSentGuarded(direct, key, options.leaseToken, now), context)
-      if (sent === undefined) return undefined
-      if (Exit.isFailure(sent)) return Exit.failCause(sent.cause)
-      if (sent.value !== undefined) return Exit.succeed({ outcome: "sent", operation: sent.value } satisfies MarkSentResult)
-      return directTransactionNow(
-        direct,
-        "markOperationSent",
-        formatOperationKey(key),
-        (now) => programs.markSentDecided(direct, key, options.leaseToken, now),
-        undefined,
-        context,
-        () => runnerWrite("markOperationSent", key, (row, now) => Effect.succeed(decideMarkSent(row, options.leaseToken, policy, now)))
-      )
-    }),
+    markOperationSent: withAttemptNow(
+      (key, options) =>
+        validated("markOperationSent", markSentChecks(key, options), () =>
+          direct === undefined
+            ? markSentViaPorts(key, options.leaseToken)
+            : runAttempt((context) => markSentNow(context, key, options), () => markSentViaPorts(key, options.leaseToken))),
+      markSentNow
+    ),
 
     recordAttemptFailure: (key, options) =>
       validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>
@@ -349,26 +344,12 @@ export const makeOperationMethods = Effect.gen(function*() {
     finalizeOperationAndArmWatch: withAttemptNow(
       (key, options) =>
         Effect.gen(function*() {
-          yield* validate("finalizeOperationAndArmWatch", [...keyChecks("key", key), ...runnerChecks(options, finalizeChecks(options))])
+          yield* validate("finalizeOperationAndArmWatch", finalizeOperationChecks(key, options))
           const readWinner = yield* singleWinnerReader("finalizeOperationAndArmWatch", readers)
-          return yield* finalize(key, { ...options, resultEntity: asStoredJson(options.resultEntity) }, readWinner)
+          const viaPorts = () => finalizeViaPorts(key, storedFinalize(options), readWinner)
+          return yield* direct === undefined ? viaPorts() : runAttempt((context) => finalizeNow(context, key, options), viaPorts)
         }),
-      (context, key, options) => {
-        if (direct === undefined || finalizeReader._tag === "Left") return undefined
-        const checks = [...keyChecks("key", key), ...runnerChecks(options, finalizeChecks(options))]
-        if (firstProblem("finalizeOperationAndArmWatch", checks) !== undefined) return undefined
-        const input = { ...options, resultEntity: asStoredJson(options.resultEntity) }
-        const readWinner = finalizeReader.right
-        return directTransactionNow(
-          direct,
-          "finalizeOperationAndArmWatch",
-          formatOperationKey(key),
-          (now) => programs.finalize(direct, key, input, now),
-          readWinner,
-          context,
-          () => finalizeViaPorts(key, input, readWinner)
-        )
-      }
+      finalizeNow
     ),
 
     getOperation: (key) => validated("getOperation", keyChecks("key", key), () => operations.get(key)),

@@ -36,7 +36,7 @@ import {
   type VerificationOutcome
 } from "../watch/transitions.js"
 import { requireWon, retryOnLostRace } from "./cas.js"
-import { directStatementNow, directTransactionNow, runDirectStatement, runDirectTransaction } from "./direct.js"
+import { type DirectContext, directStatementNow, directTransactionNow, runAttempt } from "./direct.js"
 import { withAttemptNow } from "./instrument.js"
 import { armDirect, verificationDirect } from "./directPrograms.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
@@ -149,6 +149,10 @@ const armInputOf = (reason: ArmReason, options: ArmWatchOptions): ArmInput => ({
   triggeringWinner: options.triggeringWinner
 })
 
+type TransitionErrors = InvalidInput | WinnerReaderMissing | WinnerReadFailed | PersistenceError | ConcurrentUpdateExhausted
+type ArmErrors = TransitionErrors | ReservedArmReason
+type VerificationErrors = TransitionErrors
+
 /** Builds the watch methods over the ports. */
 export const makeWatchMethods = Effect.gen(function*() {
   const watches = yield* WatchRepository
@@ -197,6 +201,50 @@ export const makeWatchMethods = Effect.gen(function*() {
         ? Effect.succeed(decideVerification(row, input, null, now))
         : Effect.map(readWinner(row.documentID), (winner) => decideVerification(row, input, winner, now)))
 
+  // The hot methods on the direct rows, in the caller's fiber step (see
+  // withAttemptNow): undefined, for the method's effect to run, when there
+  // are none or the call is anything but a plain one.
+
+  const armNow = (context: DirectContext, identity: WatchIdentity, reason: ArmReason, options: ArmWatchOptions) => {
+    if (direct === undefined || armReader._tag === "Left") return undefined
+    if (firstProblem("armWatch", armWatchChecks(identity, reason, options)) !== undefined) return undefined
+    const input = armInputOf(reason, options)
+    return directTransactionNow(
+      direct,
+      "armWatch",
+      formatWatchIdentity(identity),
+      (now) => armDirect(direct, identity, input, now),
+      armReader.right,
+      context,
+      () => armViaPorts(identity, input, armReader.right)
+    )
+  }
+
+  const claimNow = (context: DirectContext, identity: WatchIdentity, options: ClaimWatchOptions) =>
+    direct === undefined || firstProblem("claimWatchAttempt", claimWatchChecks(identity, options)) !== undefined
+      ? undefined
+      : directStatementNow(direct, (now) => direct.watches.claimAttempt(identity, options, options.now, now), context)
+
+  const deferNow = (context: DirectContext, identity: WatchIdentity, options: DeferInput) =>
+    direct === undefined || firstProblem("deferWatch", deferWatchChecks(identity, options)) !== undefined
+      ? undefined
+      : directStatementNow(direct, (now) => direct.watches.deferAttempt(identity, options, now), context)
+
+  const verificationNow = (context: DirectContext, identity: WatchIdentity, input: VerificationInput) => {
+    if (direct === undefined || verificationReader._tag === "Left") return undefined
+    if (firstProblem("recordVerification", verificationChecks(identity, input)) !== undefined) return undefined
+    const readWinner = verificationReader.right
+    return directTransactionNow(
+      direct,
+      "recordVerification",
+      formatWatchIdentity(identity),
+      (now) => verificationDirect(direct, identity, input, now),
+      readWinner,
+      context,
+      () => verificationViaPorts(identity, input, readWinner)
+    )
+  }
+
   const resume = (method: string, scope: ResumeScope, now: Millis) =>
     retryOnLostRace(
       method,
@@ -234,104 +282,55 @@ export const makeWatchMethods = Effect.gen(function*() {
 
     armWatch: withAttemptNow(
       (identity, reason, options) =>
-        Effect.suspend(() => {
+        Effect.suspend((): Effect.Effect<ArmOutcome, ArmErrors> => {
           // Not in the type, but a JavaScript caller can still pass it.
           if ((reason as string) === "finalize") return Effect.fail(new ReservedArmReason({ reason: "finalize" }))
           const problem = firstProblem("armWatch", armWatchChecks(identity, reason, options))
           if (problem !== undefined) return Effect.fail(problem)
           if (armReader._tag === "Left") return Effect.fail(armReader.left)
-          const input = armInputOf(reason, options)
-          return direct === undefined ? armViaPorts(identity, input, armReader.right) : runDirectTransaction(
-            direct,
-            "armWatch",
-            formatWatchIdentity(identity),
-            (now) => armDirect(direct, identity, input, now),
-            armReader.right,
-            () => armViaPorts(identity, input, armReader.right)
-          )
+          const viaPorts = () => armViaPorts(identity, armInputOf(reason, options), armReader.right)
+          return direct === undefined ? viaPorts() : runAttempt((context) => armNow(context, identity, reason, options), viaPorts)
         }),
-      // The same, on the caller's fiber step; anything unusual declines to the effect above.
-      (context, identity, reason, options) => {
-        if (direct === undefined || armReader._tag === "Left") return undefined
-        if (firstProblem("armWatch", armWatchChecks(identity, reason, options)) !== undefined) return undefined
-        const input = armInputOf(reason, options)
-        return directTransactionNow(
-          direct,
-          "armWatch",
-          formatWatchIdentity(identity),
-          (now) => armDirect(direct, identity, input, now),
-          armReader.right,
-          context,
-          () => armViaPorts(identity, input, armReader.right)
-        )
-      }
+      armNow
     ),
 
-    claimWatchAttempt: withAttemptNow((identity, options) =>
-      Effect.zipRight(
-        validate("claimWatchAttempt", claimWatchChecks(identity, options)),
-        Effect.suspend(() => Effect.flatMap(
-          // One guarded write (decideClaim's preconditions as its guard; see
-          // WatchRepository.claimAttempt): a claim that finds the attempt
-          // taken writes nothing and answers false, with no race to lose.
-          Clock.currentTimeMillis,
-          (now) => watches.claimAttempt(identity, options, options.now, now)
-        )).pipe((viaPorts) =>
-          direct === undefined
-            ? viaPorts
-            : runDirectStatement(direct, (now) => direct.watches.claimAttempt(identity, options, options.now, now), () => viaPorts)
-        )
-      ), (context, identity, options) =>
-      direct === undefined || firstProblem("claimWatchAttempt", claimWatchChecks(identity, options)) !== undefined
-        ? undefined
-        : directStatementNow(direct, (now) => direct.watches.claimAttempt(identity, options, options.now, now), context)),
+    claimWatchAttempt: withAttemptNow(
+      (identity, options) =>
+        Effect.zipRight(
+          validate("claimWatchAttempt", claimWatchChecks(identity, options)),
+          Effect.suspend(() => {
+            // One guarded write (decideClaim's preconditions as its guard; see
+            // WatchRepository.claimAttempt): a claim that finds the attempt
+            // taken writes nothing and answers false, with no race to lose.
+            const viaPorts = () => Effect.flatMap(Clock.currentTimeMillis, (now) => watches.claimAttempt(identity, options, options.now, now))
+            return direct === undefined ? viaPorts() : runAttempt((context) => claimNow(context, identity, options), viaPorts)
+          })
+        ),
+      claimNow
+    ),
 
-    deferWatch: withAttemptNow((identity, options) =>
-      Effect.zipRight(
-        validate("deferWatch", deferWatchChecks(identity, options)),
-        Effect.suspend(() => Effect.flatMap(
-          Clock.currentTimeMillis,
-          (now) => watches.deferAttempt(identity, options, now)
-        )).pipe((viaPorts) =>
-          direct === undefined
-            ? viaPorts
-            : runDirectStatement(direct, (now) => direct.watches.deferAttempt(identity, options, now), () => viaPorts)
-        )
-      ), (context, identity, options) =>
-      direct === undefined || firstProblem("deferWatch", deferWatchChecks(identity, options)) !== undefined
-        ? undefined
-        : directStatementNow(direct, (now) => direct.watches.deferAttempt(identity, options, now), context)),
+    deferWatch: withAttemptNow(
+      (identity, options) =>
+        Effect.zipRight(
+          validate("deferWatch", deferWatchChecks(identity, options)),
+          Effect.suspend(() => {
+            const viaPorts = () => Effect.flatMap(Clock.currentTimeMillis, (now) => watches.deferAttempt(identity, options, now))
+            return direct === undefined ? viaPorts() : runAttempt((context) => deferNow(context, identity, options), viaPorts)
+          })
+        ),
+      deferNow
+    ),
 
     recordVerification: withAttemptNow(
       (identity, input) =>
-        Effect.suspend(() => {
+        Effect.suspend((): Effect.Effect<VerificationOutcome, VerificationErrors> => {
           const problem = firstProblem("recordVerification", verificationChecks(identity, input))
           if (problem !== undefined) return Effect.fail(problem)
           if (verificationReader._tag === "Left") return Effect.fail(verificationReader.left)
-          const readWinner = verificationReader.right
-          return direct === undefined ? verificationViaPorts(identity, input, readWinner) : runDirectTransaction(
-            direct,
-            "recordVerification",
-            formatWatchIdentity(identity),
-            (now) => verificationDirect(direct, identity, input, now),
-            readWinner,
-            () => verificationViaPorts(identity, input, readWinner)
-          )
+          const viaPorts = () => verificationViaPorts(identity, input, verificationReader.right)
+          return direct === undefined ? viaPorts() : runAttempt((context) => verificationNow(context, identity, input), viaPorts)
         }),
-      (context, identity, input) => {
-        if (direct === undefined || verificationReader._tag === "Left") return undefined
-        if (firstProblem("recordVerification", verificationChecks(identity, input)) !== undefined) return undefined
-        const readWinner = verificationReader.right
-        return directTransactionNow(
-          direct,
-          "recordVerification",
-          formatWatchIdentity(identity),
-          (now) => verificationDirect(direct, identity, input, now),
-          readWinner,
-          context,
-          () => verificationViaPorts(identity, input, readWinner)
-        )
-      }
+      verificationNow
     ),
 
     resumeOfflineDeferred: (now) =>
