@@ -19,13 +19,13 @@ const run = (sql: SqlClient, statements: ReadonlyArray<string>) =>
  * one statement; SQLite has no ADD COLUMN IF NOT EXISTS, so it looks first
  * (safe under `migrate`'s lock, which a second process waits for).
  */
-const addColumn = (sql: SqlClient, table: string, column: string, type: string) =>
+const addColumn = (sql: SqlClient, table: string, column: string, type: string): Effect.Effect<void, SqlError> =>
   sql.onDialectOrElse({
-    pg: () => sql.unsafe(`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS ${column} ${type}`),
+    pg: () => Effect.asVoid(sql.unsafe(`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS ${column} ${type}`)),
     orElse: () =>
       Effect.flatMap(
         sql`SELECT 1 FROM pragma_table_info(${table}) WHERE name = ${column}`,
-        (found) => found.length > 0 ? Effect.void : sql.unsafe(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`)
+        (found) => found.length > 0 ? Effect.void : Effect.asVoid(sql.unsafe(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`))
       )
   })
 
