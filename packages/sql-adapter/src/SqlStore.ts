@@ -27,11 +27,11 @@ import {
   WinnerReader,
   type WinnerReaders
 } from "@connector-store/core"
-import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as PgConnection from "./PgConnection.js"
 import * as SqliteConnection from "./SqliteConnection.js"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Context, Duration, Effect, Exit, Layer, ManagedRuntime, Redacted, Runtime } from "effect"
+import { Cause, Context, Effect, Exit, Layer, ManagedRuntime, Runtime } from "effect"
 import { migrate } from "./migrations.js"
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
 import { makeSqlOperatorRepository } from "./SqlOperatorRepository.js"
@@ -131,11 +131,10 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
   const problem = connectionOptionsProblem("layerClient", connection)
   if (problem !== undefined) return Layer.fail(new PersistenceError({ operation: "connect", cause: problem }))
   const client: Layer.Layer<SqlClient, unknown> = isPostgresUrl(connection.url)
-    ? PgClient.layer({
-      url: Redacted.make(connection.url),
+    ? PgConnection.layer({
+      url: connection.url,
       maxConnections: connection.maxConnections ?? 10,
-      applicationName: connection.applicationName ?? DEFAULT_APPLICATION_NAME,
-      idleTimeout: Duration.seconds(30)
+      applicationName: connection.applicationName ?? DEFAULT_APPLICATION_NAME
     })
     : SqliteConnection.layer({ filename: connection.url, busyTimeoutMs: connection.busyTimeoutMs })
   // The SQLite driver throws (a defect) when the file cannot be opened.

@@ -1,0 +1,123 @@
+import { layerClient } from "@connector-store/sql-adapter"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import { Duration, Effect, Exit, ManagedRuntime } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { freshPrefix, pgDatabaseForFile } from "./support/databases.js"
+import { type RecordedSpan, recordingTracer } from "./support/secrecy.js"
+
+/**
+ * The store's Postgres client runs statements straight on a connection
+ * (packages/sql-adapter/src/PgConnection.ts): these pin what that must not
+ * change against `@effect/sql-pg`'s own statement path.
+ */
+describe("the store's Postgres client", () => {
+  let runtime: ManagedRuntime.ManagedRuntime<SqlClient, unknown>
+  const table = `${freshPrefix()}client`
+  const run = <A, E>(effect: Effect.Effect<A, E, SqlClient>) => runtime.runPromise(effect)
+  const runExit = <A, E>(effect: Effect.Effect<A, E, SqlClient>) => runtime.runPromiseExit(effect)
+  const withSql = <A, E>(f: (sql: SqlClient) => Effect.Effect<A, E, SqlClient>) => Effect.flatMap(SqlClient, f)
+
+  beforeAll(async () => {
+    runtime = ManagedRuntime.make(layerClient({ url: await pgDatabaseForFile(), maxConnections: 4 }))
+    await run(withSql((sql) => sql.unsafe(`CREATE TABLE ${table} (v TEXT NOT NULL)`)))
+  })
+  afterAll(async () => {
+    await runtime?.dispose()
+  })
+
+  const values = () =>
+    run(withSql((sql) => sql.unsafe<{ v: string }>(`SELECT v FROM ${table} ORDER BY v`))).then((rows) => rows.map((row) => row.v))
+
+  it("runs a transaction's statements in that transaction: one backend transaction, and a failure rolls them all back", async () => {
+    const ids = await run(withSql((sql) =>
+      sql.withTransaction(Effect.all([
+        sql<{ id: string }>`SELECT txid_current()::text AS id`,
+        sql.unsafe(`INSERT INTO ${table} (v) VALUES ('kept')`).raw,
+        sql<{ id: string }>`SELECT txid_current()::text AS id`
+      ]))
+    ))
+    expect(ids[0][0]!.id).toBe(ids[2][0]!.id)
+    const failed = await runExit(withSql((sql) =>
+      sql.withTransaction(Effect.zipRight(
+        sql.unsafe(`INSERT INTO ${table} (v) VALUES ('rolled back')`).raw,
+        Effect.fail("abort" as const)
+      ))
+    ))
+    expect(Exit.isFailure(failed)).toBe(true)
+    expect(await values()).toEqual(["kept"])
+    // Outside a transaction every statement is a transaction of its own.
+    const [first, second] = await run(withSql((sql) =>
+      Effect.all([sql<{ id: string }>`SELECT txid_current()::text AS id`, sql<{ id: string }>`SELECT txid_current()::text AS id`])
+    ))
+    expect(first[0]!.id).not.toBe(second[0]!.id)
+  })
+
+  it("answers a write's raw result (the row count) inside and outside a transaction", async () => {
+    const outside = await run(withSql((sql) => sql.unsafe(`UPDATE ${table} SET v = v WHERE v = 'kept'`).raw))
+    const inside = await run(withSql((sql) => sql.withTransaction(sql.unsafe(`UPDATE ${table} SET v = v WHERE v = 'none'`).raw)))
+    expect((outside as { rowCount: number }).rowCount).toBe(1)
+    expect((inside as { rowCount: number }).rowCount).toBe(0)
+  })
+
+  it("fails a bad statement with the driver's SqlError, inside and outside a transaction, and stays usable", async () => {
+    for (const wrap of [(e: Effect.Effect<unknown, SqlError, SqlClient>) => e, (e: Effect.Effect<unknown, SqlError, SqlClient>) => withSql((sql) => sql.withTransaction(e))]) {
+      const exit = await runExit(wrap(withSql((sql) => sql.unsafe(`INSERT INTO ${table} (v) VALUES (NULL)`))))
+      expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error instanceof SqlError).toBe(true)
+    }
+    expect(await values()).toEqual(["kept"])
+  })
+
+  it("cancels an interrupted statement on the server, inside and outside a transaction", async () => {
+    for (const inTransaction of [false, true]) {
+      const started = performance.now()
+      const exit = await runExit(withSql((sql) => {
+        const sleep = sql`SELECT pg_sleep(30)`
+        return Effect.timeout(inTransaction ? sql.withTransaction(sleep) : sleep, Duration.millis(200))
+      }))
+      expect(Exit.isFailure(exit)).toBe(true)
+      expect(performance.now() - started).toBeLessThan(10_000)
+    }
+    // The server ends a cancelled statement at once; give it a moment to say so.
+    const running = () =>
+      run(withSql((sql) =>
+        sql<{ running: number }>`SELECT count(*)::int AS running FROM pg_stat_activity
+          WHERE query LIKE 'SELECT pg_sleep(30)%' AND state = 'active'`
+      )).then((rows) => rows[0]?.running)
+    let left = await running()
+    for (let tries = 0; left !== 0 && tries < 50; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      left = await running()
+    }
+    expect(left).toBe(0)
+  })
+
+  it("gives every statement its sql.execute span when a tracer is installed, none otherwise", async () => {
+    const spans: Array<RecordedSpan> = []
+    const work = withSql((sql) =>
+      Effect.zipRight(sql`SELECT 1 AS one`, sql.withTransaction(sql.unsafe(`UPDATE ${table} SET v = v WHERE v = 'kept'`).raw))
+    )
+    await run(work)
+    expect(spans).toEqual([])
+    await run(Effect.withTracer(work, recordingTracer(spans)))
+    expect(spans.map((span) => span.name)).toEqual(["sql.execute", "sql.transaction", "sql.execute"])
+    expect(spans[2]?.attributes.get("db.query.text")).toBe(`UPDATE ${table} SET v = v WHERE v = 'kept'`)
+  })
+
+  it("shows every statement to a Statement transformer, inside and outside a transaction", async () => {
+    const seen: Array<string> = []
+    const capture: Statement.Statement.Transformer = (self) =>
+      Effect.sync(() => {
+        seen.push(self.compile()[0])
+        return self
+      })
+    await run(withSql((sql) =>
+      Statement.withTransformer(
+        Effect.zipRight(sql`SELECT 1 AS one`, sql.withTransaction(sql.unsafe(`UPDATE ${table} SET v = v WHERE v = 'kept'`).raw)),
+        capture
+      )
+    ))
+    expect(seen).toEqual(["SELECT 1 AS one", `UPDATE ${table} SET v = v WHERE v = 'kept'`])
+  })
+})
