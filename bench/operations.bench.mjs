@@ -7,14 +7,14 @@
 // the cases, the Postgres scaling aim (8 runners ≥ 3× one runner, through the
 // project) is measured on its own, in alternating rounds.
 import { performance } from "node:perf_hooks"
-import { ConnectorStore, WinnerReader } from "@connector-store/core"
-import { layer, layerClient, layerPorts, layerStockSqliteClient, openConnectorStore, tableNames, Tables } from "@connector-store/sql-adapter"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { layer, layerClient, openConnectorStore, tableNames } from "@connector-store/sql-adapter"
+import { Effect, ManagedRuntime } from "effect"
 import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
 import { measurementSettings } from "./support/measure.mjs"
 import { effectSqlLifecycle } from "./support/operation-effect-sql-steps.mjs"
 import { effectLifecycleOver, lifecycleOver, lifecyclePlan, winnerOf } from "./support/operation-lifecycle.mjs"
 import { rawPgLifecycle, rawSqliteLifecycle } from "./support/operation-raw-steps.mjs"
+import { stockClientLabel, stockClientRuntime } from "./support/stock-client.mjs"
 
 const PG_POOL = 10
 let opened = 0
@@ -49,16 +49,10 @@ const openProject = async (api, connection, reader = "sync") => {
   return { cycle: effectLifecycleOver(runtime, lifecyclePlan()), close: () => runtime.dispose() }
 }
 
-/** The project's Effect API over the stock `@effect/sql-sqlite-node` client (a diagnostic line). */
-const openStockClient = async (connection, reader) => {
-  const runtime = ManagedRuntime.make(
-    ConnectorStore.layer.pipe(
-      Layer.provideMerge(layerPorts),
-      Layer.provideMerge(Layer.succeed(WinnerReader, { readWinner: readersOf(reader).effect })),
-      Layer.provideMerge(Tables.layer(connection.tablePrefix)),
-      Layer.provideMerge(layerStockSqliteClient(connection.url))
-    )
-  )
+/** The project's Effect API over the stock client (see support/stock-client.mjs). */
+const openStockClient = async (database, connection, reader) => {
+  if (database === "postgres") await migrated(connection)
+  const runtime = stockClientRuntime(database, connection, readersOf(reader).effect)
   await runtime.runtime()
   return { cycle: effectLifecycleOver(runtime, lifecyclePlan()), close: () => runtime.dispose() }
 }
@@ -100,12 +94,10 @@ const openCase = async ({ database, api, reader = "sync", baseline = false }, co
     if (baseline) {
       const effectSql = await openEffectSql(connections.effectSql)
       closers.push(effectSql.close)
-      baselines[database === "sqlite" ? "@effect/sql alone on the project's client" : "@effect/sql alone, same statements"] = effectSql.cycle
-      if (database === "sqlite") {
-        const stock = await openStockClient(connections.stock, reader)
-        closers.push(stock.close)
-        baselines["project, Effect API, on the stock sqlite-node client"] = stock.cycle
-      }
+      baselines["@effect/sql alone on the project's client"] = effectSql.cycle
+      const stock = await openStockClient(database, connections.stock, reader)
+      closers.push(stock.close)
+      baselines[stockClientLabel(database)] = stock.cycle
     }
     return {
       project: project.cycle,

@@ -5,11 +5,12 @@
 // and seeded tables; winners come from the same in-process map on both sides,
 // read synchronously, or asynchronously (a Promise, awaited inside the
 // transaction on both sides).
-import { ConnectorStore, WinnerReader } from "@connector-store/core"
-import { layer, layerClient, layerPorts, layerStockSqliteClient, openConnectorStore, tableNames, Tables } from "@connector-store/sql-adapter"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { ConnectorStore } from "@connector-store/core"
+import { layer, layerClient, openConnectorStore, tableNames } from "@connector-store/sql-adapter"
+import { Effect, ManagedRuntime } from "effect"
 import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
 import { effectSqlSteps } from "./support/effect-sql-watch-steps.mjs"
+import { stockClientLabel, stockClientRuntime } from "./support/stock-client.mjs"
 import { rawPgSteps, rawSqliteSteps } from "./support/raw-watch-steps.mjs"
 import { cycleOver, effectCycleOver, insertFleet, watchFleet } from "./support/watch-fleet.mjs"
 
@@ -48,19 +49,9 @@ const openProject = async (api, connection, fleet, reader) => {
   return { cycle: effectCycleOver(runtime, ConnectorStore, fleet), close: () => runtime.dispose() }
 }
 
-/**
- * The project's Effect API over the stock `@effect/sql-sqlite-node` client
- * (a diagnostic line: what the project's own SQLite client gains).
- */
-const openStockClient = async (connection, fleet, reader) => {
-  const runtime = ManagedRuntime.make(
-    ConnectorStore.layer.pipe(
-      Layer.provideMerge(layerPorts),
-      Layer.provideMerge(Layer.succeed(WinnerReader, { readWinner: readersOf(fleet, reader).effect })),
-      Layer.provideMerge(Tables.layer(connection.tablePrefix)),
-      Layer.provideMerge(layerStockSqliteClient(connection.url))
-    )
-  )
+/** The project's Effect API over the stock client (see support/stock-client.mjs). */
+const openStockClient = async (database, connection, fleet, reader) => {
+  const runtime = stockClientRuntime(database, connection, readersOf(fleet, reader).effect)
   await runtime.runPromise(insertFleet(fleet))
   return { cycle: effectCycleOver(runtime, ConnectorStore, fleet), close: () => runtime.dispose() }
 }
@@ -88,7 +79,7 @@ const openEffectSqlBaseline = async (connection, fleet) => {
 /**
  * Opens one case: fresh, identically migrated and seeded tables for each
  * side. With `baseline`, also the same statements through @effect/sql alone
- * and, on SQLite, the project over the stock client.
+ * and the project over the stock client.
  */
 const openCase = async ({ database, api, workers, reader = "sync", baseline = false }, context) => {
   if (database === "postgres" && context.postgres.skip !== undefined) return { skip: context.postgres.skip }
@@ -110,12 +101,10 @@ const openCase = async ({ database, api, workers, reader = "sync", baseline = fa
     if (baseline) {
       const effectSql = await openEffectSqlBaseline(connections.effectSql, fleets.effectSql)
       closers.push(effectSql.close)
-      baselines[database === "sqlite" ? "@effect/sql alone on the project's client" : "@effect/sql alone, same statements"] = effectSql.cycle
-      if (database === "sqlite") {
-        const stock = await openStockClient(connections.stock, fleets.stock, reader)
-        closers.push(stock.close)
-        baselines["project, Effect API, on the stock sqlite-node client"] = stock.cycle
-      }
+      baselines["@effect/sql alone on the project's client"] = effectSql.cycle
+      const stock = await openStockClient(database, connections.stock, fleets.stock, reader)
+      closers.push(stock.close)
+      baselines[stockClientLabel(database)] = stock.cycle
     }
     return {
       project: project.cycle,

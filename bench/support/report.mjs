@@ -18,7 +18,8 @@ const micros = (n) => `${Math.round(n).toLocaleString("en-US")} µs`
 /**
  * One measured case; `aim` (a ratio) is compared when the case declares one.
  * A case with `cpu: true` gets a line with this process's CPU per cycle on
- * each side (on a server database, the client's cost apart from waiting).
+ * each side, baselines included (on a server database, the client's cost
+ * apart from waiting).
  * Each baseline gets a line of its own under the case, its rate in the
  * project column and its ratio to raw.
  */
@@ -30,8 +31,11 @@ export const formatCaseResult = (entry, { project, raw, ratio, minRatio, maxRati
       `    ↳ ${b.name.padEnd(42)} ${rate(b.rate)} ${"".padStart(9)}  ${times(b.ratio)}  ${range(b.minRatio, b.maxRatio)}`
     ),
     ...(entry.cpu === true
-      ? [`    client CPU per cycle: project ${micros(project.cpuPerCycle)}, raw ${micros(raw.cpuPerCycle)} ` +
-        `(${times(project.cpuPerCycle / raw.cpuPerCycle)} raw's)`]
+      ? [
+        `    client CPU per cycle: project ${micros(project.cpuPerCycle)}, raw ${micros(raw.cpuPerCycle)} ` +
+        `(${times(project.cpuPerCycle / raw.cpuPerCycle)} raw's)`,
+        ...baselines.map((b) => `      ↳ ${b.name}: ${micros(b.cpuPerCycle)} (${times(b.cpuPerCycle / raw.cpuPerCycle)} raw's)`)
+      ]
       : [])
   ].join("\n")
 }
