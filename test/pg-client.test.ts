@@ -54,6 +54,16 @@ describe("the store's Postgres client", () => {
     expect(first[0]!.id).not.toBe(second[0]!.id)
   })
 
+  it("runs statements outside a transaction on pooled clients of their own: concurrent ones on different backends", async () => {
+    const pids = await run(withSql((sql) =>
+      Effect.all(
+        Array.from({ length: 3 }, () => sql<{ pid: number }>`SELECT pg_backend_pid() AS pid, pg_sleep(0.3)`),
+        { concurrency: "unbounded" }
+      )
+    ))
+    expect(new Set(pids.map((rows) => rows[0]!.pid)).size).toBe(3)
+  })
+
   it("answers a write's raw result (the row count) inside and outside a transaction", async () => {
     const outside = await run(withSql((sql) => sql.unsafe(`UPDATE ${table} SET v = v WHERE v = 'kept'`).raw))
     const inside = await run(withSql((sql) => sql.withTransaction(sql.unsafe(`UPDATE ${table} SET v = v WHERE v = 'none'`).raw)))

@@ -100,7 +100,11 @@ export const layer = (options: PgConnectionOptions): Layer.Layer<Client.SqlClien
     Client.SqlClient,
     Effect.gen(function*() {
       const base = yield* Client.SqlClient
-      const outside = yield* (base.unsafe("SELECT 1") as unknown as { readonly acquirer: Effect.Effect<Connection, SqlError, Scope.Scope> }).acquirer
+      const { acquirer } = base.unsafe("SELECT 1") as unknown as { readonly acquirer?: unknown }
+      // A client that does not hand out its connection this way keeps the stock path outside transactions.
+      const outside = Effect.isEffect(acquirer)
+        ? yield* (acquirer as Effect.Effect<Connection, SqlError, Scope.Scope>)
+        : undefined
       return withDirectStatements(base, outside)
     })
   ).pipe(
