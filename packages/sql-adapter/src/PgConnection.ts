@@ -4,6 +4,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, type Fiber, Layer, Redacted, type Scope } from "effect"
+import { nativeTracer } from "./internal/tracer.js"
 
 /** What `layer` needs to reach a Postgres server. */
 export interface PgConnectionOptions {
@@ -11,9 +12,6 @@ export interface PgConnectionOptions {
   readonly maxConnections: number
   readonly applicationName: string
 }
-
-/** Effect's own tracer, which exports nowhere: with it, spans are skipped. */
-const nativeTracer = Effect.runSync(Effect.tracer)
 
 type RowTransform = (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
 

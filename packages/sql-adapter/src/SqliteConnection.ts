@@ -8,6 +8,7 @@ import Sqlite from "better-sqlite3"
 import { Cause, Context, Effect, Exit, FiberRef, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { nativeTracer } from "./internal/tracer.js"
 
 /**
  * The project's own SQLite `SqlClient`: `@effect/sql`'s `Client.make` over
@@ -393,9 +394,6 @@ export const make = (
     })
     return fastClient(base, shared)
   })
-
-/** Effect's own tracer, which exports nowhere: with it, spans are skipped. */
-const nativeTracer = Effect.runSync(Effect.tracer)
 
 /**
  * `base` with its statements run straight on the connection: the stock
