@@ -51,7 +51,6 @@ const openProject = async (api, connection, reader = "sync") => {
 
 /** The project's Effect API over the stock client (see support/stock-client.mjs). */
 const openStockClient = async (database, connection, reader) => {
-  if (database === "postgres") await migrated(connection)
   const runtime = stockClientRuntime(database, connection, readersOf(reader).effect)
   await runtime.runtime()
   return { cycle: effectLifecycleOver(runtime, lifecyclePlan()), close: () => runtime.dispose() }

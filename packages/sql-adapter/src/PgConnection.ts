@@ -1,10 +1,9 @@
 import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Statement from "@effect/sql/Statement"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, type Fiber, Layer, Redacted, type Scope } from "effect"
-import { nativeTracer } from "./internal/tracer.js"
+import { routeStatements } from "./internal/statementRoutes.js"
 
 /** What `layer` needs to reach a Postgres server. */
 export interface PgConnectionOptions {
@@ -13,77 +12,18 @@ export interface PgConnectionOptions {
   readonly applicationName: string
 }
 
-type RowTransform = (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
-
-type CompiledStatement = Statement.Statement<object> & { readonly transformRows: RowTransform }
-
 /**
- * The connection a statement may run straight on, on `fiber`: the open
- * transaction's, else `outside`; undefined (the stock statement path runs)
- * with a tracer installed (the statement gets its `sql.execute` span) or
- * under a `Statement` transformer.
- */
-const connectionOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, outside: Connection | undefined): Connection | undefined => {
-  if (fiber.currentTracer !== nativeTracer || fiber.getFiberRef(Statement.currentTransformer)._tag === "Some") {
-    return undefined
-  }
-  const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
-  return transaction._tag === "Some" ? transaction.value[0] : outside
-}
-
-/**
- * `base` with the statements it makes run straight on a connection. The
- * stock path (Statement's `withConnection`) opens a span and a scope and
- * acquires a connection for every statement; here a statement run as rows
- * or `.raw` compiles and executes at once on the open transaction's
- * connection, or outside a transaction on `outside` (when given), with the
- * same compilation, row transform and errors. With a tracer installed,
- * under a `Statement` transformer, or outside a transaction without
- * `outside`, the stock path runs.
+ * `base` with the statements it makes run straight on a connection (see
+ * `routeStatements`), as rows or `.raw`: on the open transaction's
+ * connection, or outside a transaction on `outside` when given (else the
+ * stock path runs there).
  */
 export const withDirectStatements = (base: Client.SqlClient, outside?: Connection): Client.SqlClient => {
-  const sample = base.unsafe("SELECT 1")
-  const stock = Object.getPrototypeOf(sample) as object
-  const stockCommit = (stock as { commit: (this: unknown) => Effect.Effect<unknown, SqlError> }).commit
-  const stockRaw = Object.getOwnPropertyDescriptor(stock, "raw")?.get
-  if (typeof stockCommit !== "function" || stockRaw === undefined) return base
-  const fast = Object.create(stock, {
-    commit: {
-      value: function commit(this: CompiledStatement) {
-        return Effect.withFiberRuntime<ReadonlyArray<object>, SqlError>((fiber) => {
-          const connection = connectionOf(fiber, outside)
-          if (connection === undefined) return stockCommit.call(this) as Effect.Effect<ReadonlyArray<object>, SqlError>
-          const [text, params] = this.compile()
-          return connection.execute(text, params, this.transformRows)
-        })
-      }
-    },
-    raw: {
-      get(this: CompiledStatement) {
-        return Effect.withFiberRuntime<unknown, SqlError>((fiber) => {
-          const connection = connectionOf(fiber, outside)
-          if (connection === undefined) return stockRaw.call(this) as Effect.Effect<unknown, SqlError>
-          const [text, params] = this.compile(true)
-          return connection.executeRaw(text, params)
-        })
-      }
-    }
-  }) as object
-  const faster = <S>(statement: S): S => {
-    if (Object.getPrototypeOf(statement) === stock) Object.setPrototypeOf(statement, fast)
-    return statement
+  const connectionOn = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Connection | undefined => {
+    const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
+    return transaction._tag === "Some" ? transaction.value[0] : outside
   }
-  const client: Client.SqlClient = Object.assign(
-    function sql(strings: unknown, ...args: Array<unknown>) {
-      return faster((base as unknown as (...a: Array<unknown>) => unknown)(strings, ...args))
-    } as unknown as Client.SqlClient,
-    base,
-    {
-      unsafe: (text: string, params?: ReadonlyArray<unknown>) => faster(base.unsafe(text, params))
-    }
-  )
-  ;(client as unknown as { safe: unknown }).safe = client
-  return client
+  return routeStatements(base, { execute: connectionOn, executeRaw: connectionOn }) ?? base
 }
 
 /**

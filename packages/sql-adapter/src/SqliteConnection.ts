@@ -8,6 +8,7 @@ import Sqlite from "better-sqlite3"
 import { Cause, Context, Effect, Exit, FiberRef, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { routeStatements } from "./internal/statementRoutes.js"
 import { nativeTracer } from "./internal/tracer.js"
 
 /**
@@ -396,62 +397,38 @@ export const make = (
   })
 
 /**
- * `base` with its statements run straight on the connection: the stock
- * statement path opens a span and a scope per statement (Statement's
- * `withConnection`); here a statement compiles and runs on the
- * transaction's connection, or outside any transaction through the queue.
- * A statement under a `Statement` transformer, or run with a tracer
- * installed (so it gets its `sql.execute` span), takes the stock path.
+ * `base` with its statements run straight on the connection (see
+ * `routeStatements`): the stock statement path opens a span and a scope per
+ * statement; here a statement inside this connection's transaction, or
+ * outside any while none is open, runs now, and any other goes to the
+ * connection that decides (waits its turn, or is another client's
+ * transaction).
  */
 const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlClient => {
   const withTransaction = makeWithTransaction(shared)
-  const sample = base.unsafe("SELECT 1")
-  const Primitive = sample.constructor as new(...args: ReadonlyArray<never>) => Statement.Statement<unknown>
-  const stockCommit = Object.getPrototypeOf(sample).commit as (this: unknown) => Effect.Effect<unknown, SqlError>
-  type Compiled = Statement.Statement<object> & {
-    readonly transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+  const now: Pick<Connection, "execute"> = {
+    execute: (text, params, transformRows) => shared.executeNow(text, params, transformRows)
   }
-  function commit(this: Compiled) {
-    return Effect.withFiberRuntime<ReadonlyArray<object>, SqlError>((fiber) => {
-      if (fiber.currentTracer !== nativeTracer || fiber.getFiberRef(Statement.currentTransformer)._tag === "Some") {
-        return stockCommit.call(this) as Effect.Effect<ReadonlyArray<object>, SqlError>
-      }
-      const [text, params] = this.compile()
+  const routed = routeStatements(base, {
+    execute: (fiber) => {
       const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
-      // Inside this connection's transaction, or outside any while none is
-      // open: run now. Otherwise the connection decides (waits its turn, or
-      // is another client's transaction).
-      if (transaction._tag === "Some" ? transaction.value[0] === shared.current : !shared.queue.held) {
-        return shared.executeNow(text, params, this.transformRows)
-      }
-      const connection = transaction._tag === "Some" ? transaction.value[0] : shared.outside
-      return connection.execute(text, params, this.transformRows) as Effect.Effect<ReadonlyArray<object>, SqlError>
-    })
-  }
-  const fast = <S>(statement: S): S => {
-    if (statement instanceof Primitive) (statement as unknown as { commit: unknown }).commit = commit
-    return statement
-  }
-  const client: Client.SqlClient = Object.assign(
-    function sql(strings: unknown, ...args: Array<unknown>) {
-      return fast((base as unknown as (...a: Array<unknown>) => unknown)(strings, ...args))
-    } as unknown as Client.SqlClient,
-    base,
-    {
-      unsafe: (text: string, params?: ReadonlyArray<unknown>) => fast(base.unsafe(text, params)),
-      // With a tracer installed, transactions get the stock client's span.
-      withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-        Effect.tracerWith((tracer) =>
-          tracer === nativeTracer
-            ? withTransaction(effect)
-            : Effect.withSpan(withTransaction(effect), "sql.transaction", { kind: "client", captureStackTrace: false })
-        ),
-      withoutTransforms: () => client,
-      [MARKER]: true,
-      [SHARED]: shared
+      if (transaction._tag === "Some" ? transaction.value[0] === shared.current : !shared.queue.held) return now
+      return transaction._tag === "Some" ? transaction.value[0] : shared.outside
     }
-  )
-  ;(client as unknown as { safe: unknown }).safe = client
+  })
+  if (routed === undefined) throw new Error("@effect/sql's statements are not of the shape the SQLite client relies on")
+  const client: Client.SqlClient = Object.assign(routed, {
+    // With a tracer installed, transactions get the stock client's span.
+    withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.tracerWith((tracer) =>
+        tracer === nativeTracer
+          ? withTransaction(effect)
+          : Effect.withSpan(withTransaction(effect), "sql.transaction", { kind: "client", captureStackTrace: false })
+      ),
+    withoutTransforms: () => client,
+    [MARKER]: true,
+    [SHARED]: shared
+  })
   return client
 }
 

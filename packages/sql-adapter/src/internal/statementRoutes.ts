@@ -1,0 +1,86 @@
+import type * as Client from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import { Effect, type Fiber } from "effect"
+import { nativeTracer } from "./tracer.js"
+
+type Runtime = Fiber.RuntimeFiber<unknown, unknown>
+
+type CompiledStatement = Statement.Statement<object> & {
+  readonly transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+}
+
+/**
+ * Where a client's statements run instead of `@effect/sql`'s statement path
+ * (`Statement.withConnection`, which opens a span and a scope and acquires
+ * a connection for every statement): for each way of running one, what
+ * runs it on `fiber`, or undefined for the stock path.
+ */
+export interface StatementRoutes {
+  /** Runs a statement for its rows (yielding the statement). */
+  readonly execute: (fiber: Runtime) => Pick<Connection, "execute"> | undefined
+  /** Runs a statement for the driver's raw result (`.raw`); the stock path when absent. */
+  readonly executeRaw?: (fiber: Runtime) => Pick<Connection, "executeRaw"> | undefined
+}
+
+/**
+ * Whether a statement on `fiber` must take the stock path: with a tracer
+ * installed (it gets its `sql.execute` span) or under a `Statement`
+ * transformer (it must see the statement).
+ */
+const stockPathOn = (fiber: Runtime): boolean =>
+  fiber.currentTracer !== nativeTracer || fiber.getFiberRef(Statement.currentTransformer)._tag === "Some"
+
+/**
+ * `base` with the statements it makes (the template tag and `unsafe`) run
+ * by `routes`, compiled as the stock path compiles them, with the same row
+ * transform; `stockPathOn` and a route answering undefined keep the stock
+ * path. Everything else is `base`'s. Undefined when `base`'s statements are
+ * not of the shape this relies on (their prototype's `commit` and `raw`).
+ */
+export const routeStatements = (base: Client.SqlClient, routes: StatementRoutes): Client.SqlClient | undefined => {
+  const stock = Object.getPrototypeOf(base.unsafe("SELECT 1")) as object
+  const stockCommit = (stock as { readonly commit?: unknown }).commit
+  const stockRaw = Object.getOwnPropertyDescriptor(stock, "raw")?.get
+  if (typeof stockCommit !== "function" || stockRaw === undefined) return undefined
+  const { execute, executeRaw } = routes
+  const routed: PropertyDescriptorMap = {
+    commit: {
+      value: function commit(this: CompiledStatement) {
+        return Effect.withFiberRuntime<ReadonlyArray<object>, SqlError>((fiber) => {
+          const runner = stockPathOn(fiber) ? undefined : execute(fiber)
+          if (runner === undefined) return stockCommit.call(this) as Effect.Effect<ReadonlyArray<object>, SqlError>
+          const [text, params] = this.compile()
+          return runner.execute(text, params, this.transformRows) as Effect.Effect<ReadonlyArray<object>, SqlError>
+        })
+      }
+    }
+  }
+  if (executeRaw !== undefined) {
+    routed.raw = {
+      get(this: CompiledStatement) {
+        return Effect.withFiberRuntime<unknown, SqlError>((fiber) => {
+          const runner = stockPathOn(fiber) ? undefined : executeRaw(fiber)
+          if (runner === undefined) return stockRaw.call(this) as Effect.Effect<unknown, SqlError>
+          const [text, params] = this.compile(true)
+          return runner.executeRaw(text, params)
+        })
+      }
+    }
+  }
+  const fast = Object.create(stock, routed) as object
+  const route = <S>(statement: S): S => {
+    if (Object.getPrototypeOf(statement) === stock) Object.setPrototypeOf(statement, fast)
+    return statement
+  }
+  const client: Client.SqlClient = Object.assign(
+    function sql(strings: unknown, ...args: Array<unknown>) {
+      return route((base as unknown as (...a: Array<unknown>) => unknown)(strings, ...args))
+    } as unknown as Client.SqlClient,
+    base,
+    { unsafe: (text: string, params?: ReadonlyArray<unknown>) => route(base.unsafe(text, params)) }
+  )
+  ;(client as unknown as { safe: unknown }).safe = client
+  return client
+}
