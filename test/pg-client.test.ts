@@ -54,6 +54,84 @@ describe("the store's Postgres client", () => {
     expect(first[0]!.id).not.toBe(second[0]!.id)
   })
 
+  it("fails a transaction whose COMMIT fails with the driver's SqlError as a defect, keeps nothing of it, and discards its backend", async () => {
+    const deferred = `${table}_deferred`
+    await run(withSql((sql) => sql.unsafe(`CREATE TABLE ${deferred} (v TEXT UNIQUE DEFERRABLE INITIALLY DEFERRED)`)))
+    let backend: number | undefined
+    // The duplicate is only found at COMMIT: every statement before it succeeds.
+    const exit = await runExit(withSql((sql) =>
+      sql.withTransaction(Effect.zipRight(
+        Effect.tap(sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`, (rows) => {
+          backend = rows[0]!.pid
+        }),
+        sql.unsafe(`INSERT INTO ${deferred} (v) VALUES ('twice'), ('twice')`).raw
+      ))
+    ))
+    expect(Exit.isFailure(exit) && exit.cause._tag === "Die" && exit.cause.defect instanceof SqlError).toBe(true)
+    expect(await run(withSql((sql) => sql.unsafe<{ v: string }>(`SELECT v FROM ${deferred}`)))).toEqual([])
+    // A client whose commit failed never goes back to the pool: its backend ends.
+    const alive = () =>
+      run(withSql((sql) => sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE pid = ${backend!}`)).then((rows) => rows.length)
+    let left = await alive()
+    for (let tries = 0; left !== 0 && tries < 50; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      left = await alive()
+    }
+    expect(backend).toBeTypeOf("number")
+    expect(left).toBe(0)
+    // And the client goes on: a transaction commits.
+    await run(withSql((sql) => sql.withTransaction(sql.unsafe(`INSERT INTO ${deferred} (v) VALUES ('once')`).raw)))
+    expect(await run(withSql((sql) => sql.unsafe<{ v: string }>(`SELECT v FROM ${deferred}`)))).toEqual([{ v: "once" }])
+  })
+
+  it("runs a nested transaction inside the outer one: a savepoint it rolls back to, and nothing kept when the outer fails", async () => {
+    const nested = `${table}_nested`
+    await run(withSql((sql) => sql.unsafe(`CREATE TABLE ${nested} (v TEXT NOT NULL)`)))
+    const count = (sql: SqlClient) => Effect.map(sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${nested}`), (rows) => rows[0]!.n)
+    const seen = await run(withSql((sql) =>
+      sql.withTransaction(Effect.all([
+        sql.unsafe(`INSERT INTO ${nested} (v) VALUES ('outer')`).raw,
+        // The inner transaction sees the outer one's uncommitted row: it is the same transaction.
+        sql.withTransaction(count(sql)),
+        Effect.exit(sql.withTransaction(Effect.zipRight(sql.unsafe(`INSERT INTO ${nested} (v) VALUES ('inner')`).raw, Effect.fail("inner failed")))),
+        sql.unsafe(`INSERT INTO ${nested} (v) VALUES ('after')`).raw
+      ]))
+    ))
+    expect(seen[1]).toBe(1)
+    const rows = await run(withSql((sql) => sql.unsafe<{ v: string }>(`SELECT v FROM ${nested} ORDER BY v`)))
+    expect(rows.map((row) => row.v)).toEqual(["after", "outer"])
+    const failed = await runExit(withSql((sql) =>
+      sql.withTransaction(Effect.zipRight(
+        sql.withTransaction(sql.unsafe(`INSERT INTO ${nested} (v) VALUES ('inner, outer failed')`).raw),
+        Effect.fail("outer failed")
+      ))
+    ))
+    expect(Exit.isFailure(failed)).toBe(true)
+    expect(await run(withSql(count))).toBe(2)
+  })
+
+  it("rolls an interrupted transaction back and hands its client back clean: no backend is left in a transaction", async () => {
+    const exit = await runExit(withSql((sql) =>
+      Effect.timeout(
+        sql.withTransaction(Effect.zipRight(sql.unsafe(`INSERT INTO ${table} (v) VALUES ('interrupted')`).raw, Effect.never)),
+        Duration.millis(200)
+      )
+    ))
+    expect(Exit.isFailure(exit)).toBe(true)
+    expect(await values()).toEqual(["kept"])
+    const open = await run(withSql((sql) =>
+      sql<{ open: number }>`SELECT count(*)::int AS open FROM pg_stat_activity
+        WHERE datname = current_database() AND state LIKE 'idle in transaction%'`
+    ))
+    expect(open[0]!.open).toBe(0)
+    // Every pooled client begins a fresh transaction: none is still inside the interrupted one (begun 200 ms before).
+    const fresh = await run(withSql((sql) =>
+      Effect.forEach([0, 1, 2, 3], () =>
+        sql.withTransaction(sql<{ fresh: boolean }>`SELECT statement_timestamp() - now() < interval '100 milliseconds' AS fresh, pg_sleep(0.05)`), { concurrency: 4 })
+    ))
+    expect(fresh.map((rows) => rows[0]!.fresh)).toEqual([true, true, true, true])
+  })
+
   it("runs statements outside a transaction on pooled clients of their own: concurrent ones on different backends", async () => {
     const pids = await run(withSql((sql) =>
       Effect.all(

@@ -1,9 +1,12 @@
 import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, type Fiber, Layer, Redacted, type Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, type Fiber, FiberRef, Layer, type Scope } from "effect"
+import Pg from "pg"
 import { routeStatements } from "./internal/statementRoutes.js"
+import { nativeTracer } from "./internal/tracer.js"
 
 /** What `layer` needs to reach a Postgres server. */
 export interface PgConnectionOptions {
@@ -26,32 +29,146 @@ export const withDirectStatements = (base: Client.SqlClient, outside?: Connectio
   return routeStatements(base, { execute: connectionOn, executeRaw: connectionOn }) ?? base
 }
 
+/** A client of the pool, checked out for one transaction; `release` hands it back (or, given an error, discards it). */
+interface Checkout {
+  readonly connection: Connection
+  readonly release: (error?: unknown) => void
+}
+
 /**
- * The store's Postgres client: `@effect/sql-pg`'s, its statements run
- * straight on a connection (see `withDirectStatements`). Outside a
- * transaction that is the client's own: `@effect/sql-pg` answers every
- * such acquisition with one handle that takes a pooled client per
- * statement and releases it after, so the handle is taken once.
+ * `@effect/sql`'s `withTransaction` for a top-level transaction, without
+ * what only a tracer reads: a client of `pool` checked out, `BEGIN`, the
+ * effect with that client as its `TransactionConnection`, `COMMIT` (or
+ * `ROLLBACK`), the client handed back. Failures are `base`'s: a client that
+ * cannot be had fails with a `SqlError`, a failed commit or rollback is a
+ * defect. A client whose commit or rollback failed, or that reported an
+ * error, is discarded instead of going back to the pool, where it could
+ * still hold an open transaction. A nested transaction (savepoints) and any
+ * transaction with a tracer installed run `base`'s own.
+ */
+export const leanTransactions = (
+  base: Client.SqlClient,
+  pool: Pg.Pool,
+  connectionOf: (client: Pg.PoolClient) => Connection
+): Client.SqlClient["withTransaction"] => {
+  // Taken with interruption off (the caller's region): a client that arrives is always handed back.
+  const checkout = Effect.async<Checkout, SqlError>((resume) => {
+    pool.connect((cause, client, release) => {
+      if (cause !== undefined && cause !== null || client === undefined) {
+        resume(Effect.fail(new SqlError({ cause: cause ?? new Error("No client returned"), message: "Failed to acquire connection for transaction" })))
+        return
+      }
+      let reported: unknown
+      const onError = (error: unknown) => {
+        reported = error
+      }
+      client.on("error", onError)
+      resume(Effect.succeed({
+        connection: connectionOf(client),
+        release: (error?: unknown) => {
+          client.off("error", onError)
+          const discard = error ?? reported
+          release(discard === undefined ? undefined : discard instanceof Error ? discard : new Error(String(discard)))
+        }
+      }))
+    })
+  })
+  const run = (connection: Connection, text: string) => connection.executeUnprepared(text, [], undefined)
+  return <R, E, A>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    Effect.withFiberRuntime((fiber) => {
+      const context = fiber.currentContext
+      if (fiber.currentTracer !== nativeTracer || Context.getOption(context, Client.TransactionConnection)._tag === "Some") {
+        return base.withTransaction(effect)
+      }
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(checkout, ({ connection, release }) => {
+          const inside = Effect.locally(
+            restore(effect),
+            FiberRef.currentContext,
+            Context.add(context, Client.TransactionConnection, [connection, 0] as const)
+          )
+          return Effect.flatMap(Effect.exit(Effect.zipRight(run(connection, "BEGIN"), inside)), (exit) =>
+            Effect.flatMap(Effect.exit(run(connection, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")), (ended): Effect.Effect<A, E | SqlError> => {
+              if (Exit.isSuccess(ended)) {
+                release()
+                return exit
+              }
+              const failure = Cause.squash(ended.cause)
+              release(failure)
+              return Effect.die(failure)
+            }))
+        })
+      )
+    })
+}
+
+/**
+ * A pool client's connection as `@effect/sql-pg` makes one for a
+ * transaction, from the class of one it reserved; undefined when what it
+ * reserved is not of that shape (then transactions keep the stock path).
+ */
+const connectionMaker = (base: Client.SqlClient): Effect.Effect<((client: Pg.PoolClient) => Connection) | undefined, SqlError> =>
+  Effect.scoped(Effect.map(base.reserve, (reserved) => {
+    const held = (reserved as { readonly pg?: unknown }).pg
+    const Made = (reserved as object).constructor as new(client: unknown) => Connection & { readonly pg?: unknown }
+    if (held === undefined || typeof Made !== "function" || new Made(held).pg !== held) return undefined
+    return (client: Pg.PoolClient) => new Made(client)
+  }))
+
+/**
+ * The pool the client runs on, owned by the layer: checked with one
+ * `SELECT 1` (as `@effect/sql-pg` checks its own) and ended with the layer.
+ */
+const ownPool = (options: PgConnectionOptions): Effect.Effect<Pg.Pool, SqlError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const pool = new Pg.Pool({
+        connectionString: options.url,
+        max: options.maxConnections,
+        idleTimeoutMillis: Duration.toMillis(Duration.seconds(30)),
+        application_name: options.applicationName
+      })
+      // A pooled client's error also reaches whoever holds it; an idle one is replaced by the pool.
+      pool.on("error", () => undefined)
+      return pool
+    }),
+    (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+  ).pipe(
+    Effect.tap((pool) =>
+      Effect.tryPromise({
+        try: () => pool.query("SELECT 1"),
+        catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+      }).pipe(Effect.timeoutFail({
+        duration: Duration.seconds(5),
+        onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+      }))
+    )
+  )
+
+/**
+ * The store's Postgres client: `@effect/sql-pg`'s, over a pool the layer
+ * owns, with its statements run straight on a connection (see
+ * `withDirectStatements`) and its top-level transactions lean (see
+ * `leanTransactions`). Outside a transaction statements run on the
+ * client's own handle: `@effect/sql-pg` answers every such acquisition
+ * with one handle that takes a pooled client per statement and releases it
+ * after, so the handle is taken once.
  */
 export const layer = (options: PgConnectionOptions): Layer.Layer<Client.SqlClient, unknown> =>
   Layer.scoped(
     Client.SqlClient,
     Effect.gen(function*() {
-      const base = yield* Client.SqlClient
+      const pool = yield* ownPool(options)
+      const base: Client.SqlClient = yield* PgClient.fromPool({ acquire: Effect.succeed(pool), applicationName: options.applicationName })
       const { acquirer } = base.unsafe("SELECT 1") as unknown as { readonly acquirer?: unknown }
       // A client that does not hand out its connection this way keeps the stock path outside transactions.
       const outside = Effect.isEffect(acquirer)
         ? yield* (acquirer as Effect.Effect<Connection, SqlError, Scope.Scope>)
         : undefined
-      return withDirectStatements(base, outside)
+      const client = withDirectStatements(base, outside)
+      const connectionOf = yield* connectionMaker(base)
+      return client === base || connectionOf === undefined
+        ? client
+        : Object.assign(client, { withTransaction: leanTransactions(base, pool, connectionOf) })
     })
-  ).pipe(
-    Layer.provide(
-      PgClient.layer({
-        url: Redacted.make(options.url),
-        maxConnections: options.maxConnections,
-        applicationName: options.applicationName,
-        idleTimeout: Duration.seconds(30)
-      })
-    )
-  )
+  ).pipe(Layer.provide(Reactivity.layer))
