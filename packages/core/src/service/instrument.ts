@@ -191,12 +191,13 @@ export type AttemptNow<Args extends ReadonlyArray<unknown>, A, E> = (
  * `method` with a synchronous attempt: an instrumented call tries it first
  * (no span, no tracer, store open), inside the call's own fiber step, and
  * runs `method`'s effect only when the attempt declines. The two must mean
- * the same; the attempt only skips the runtime steps between them.
+ * the same; the attempt only skips the runtime steps between them. Without
+ * an attempt (a store with no direct database), `method` as it is.
  */
 export const withAttemptNow = <Args extends ReadonlyArray<unknown>, A, E>(
   method: (...args: Args) => Effect.Effect<A, E>,
-  attempt: AttemptNow<Args, A, E>
-): (...args: Args) => Effect.Effect<A, E> => Object.assign(method, { [ATTEMPT_NOW]: attempt })
+  attempt: AttemptNow<Args, A, E> | undefined
+): (...args: Args) => Effect.Effect<A, E> => attempt === undefined ? method : Object.assign(method, { [ATTEMPT_NOW]: attempt })
 
 /**
  * An instrumented call of a method that has a synchronous attempt: when it

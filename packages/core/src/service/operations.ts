@@ -319,7 +319,7 @@ export const makeOperationMethods = Effect.gen(function*() {
           direct === undefined
             ? claimViaPorts(storedClaim(input))
             : runAttempt((context) => claimNow(context, input), () => claimViaPorts(storedClaim(input)))),
-      claimNow
+      direct === undefined ? undefined : claimNow
     ),
 
     renewOperationLease: (key, options) =>
@@ -333,7 +333,7 @@ export const makeOperationMethods = Effect.gen(function*() {
           direct === undefined
             ? markSentViaPorts(key, options.leaseToken)
             : runAttempt((context) => markSentNow(context, key, options), () => markSentViaPorts(key, options.leaseToken))),
-      markSentNow
+      direct === undefined ? undefined : markSentNow
     ),
 
     recordAttemptFailure: (key, options) =>
@@ -349,7 +349,7 @@ export const makeOperationMethods = Effect.gen(function*() {
           const viaPorts = () => finalizeViaPorts(key, storedFinalize(options), readWinner)
           return yield* direct === undefined ? viaPorts() : runAttempt((context) => finalizeNow(context, key, options), viaPorts)
         }),
-      finalizeNow
+      direct === undefined ? undefined : finalizeNow
     ),
 
     getOperation: (key) => validated("getOperation", keyChecks("key", key), () => operations.get(key)),

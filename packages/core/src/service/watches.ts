@@ -291,7 +291,7 @@ export const makeWatchMethods = Effect.gen(function*() {
           const viaPorts = () => armViaPorts(identity, armInputOf(reason, options), armReader.right)
           return direct === undefined ? viaPorts() : runAttempt((context) => armNow(context, identity, reason, options), viaPorts)
         }),
-      armNow
+      direct === undefined ? undefined : armNow
     ),
 
     claimWatchAttempt: withAttemptNow(
@@ -306,7 +306,7 @@ export const makeWatchMethods = Effect.gen(function*() {
             return direct === undefined ? viaPorts() : runAttempt((context) => claimNow(context, identity, options), viaPorts)
           })
         ),
-      claimNow
+      direct === undefined ? undefined : claimNow
     ),
 
     deferWatch: withAttemptNow(
@@ -318,7 +318,7 @@ export const makeWatchMethods = Effect.gen(function*() {
             return direct === undefined ? viaPorts() : runAttempt((context) => deferNow(context, identity, options), viaPorts)
           })
         ),
-      deferNow
+      direct === undefined ? undefined : deferNow
     ),
 
     recordVerification: withAttemptNow(
@@ -330,7 +330,7 @@ export const makeWatchMethods = Effect.gen(function*() {
           const viaPorts = () => verificationViaPorts(identity, input, verificationReader.right)
           return direct === undefined ? viaPorts() : runAttempt((context) => verificationNow(context, identity, input), viaPorts)
         }),
-      verificationNow
+      direct === undefined ? undefined : verificationNow
     ),
 
     resumeOfflineDeferred: (now) =>
