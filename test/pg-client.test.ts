@@ -1,5 +1,5 @@
 import { layerClient } from "@connector-store/sql-adapter"
-import { SqlClient } from "@effect/sql/SqlClient"
+import { SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import { Duration, Effect, Exit, ManagedRuntime } from "effect"
@@ -52,6 +52,23 @@ describe("the store's Postgres client", () => {
       Effect.all([sql<{ id: string }>`SELECT txid_current()::text AS id`, sql<{ id: string }>`SELECT txid_current()::text AS id`])
     ))
     expect(first[0]!.id).not.toBe(second[0]!.id)
+  })
+
+  it("leaves the transaction behind when it ends: the fiber's next statements run outside it, after a commit and after a rollback", async () => {
+    const txid = (sql: SqlClient) => Effect.map(sql<{ id: string }>`SELECT txid_current()::text AS id`, (rows) => rows[0]!.id)
+    const after = await run(withSql((sql) =>
+      Effect.gen(function*() {
+        const inside = yield* sql.withTransaction(txid(sql))
+        const afterCommit = yield* Effect.serviceOption(TransactionConnection)
+        const committed = [yield* txid(sql), yield* txid(sql)]
+        yield* Effect.exit(sql.withTransaction(Effect.zipRight(txid(sql), Effect.fail("abort"))))
+        const afterRollback = yield* Effect.serviceOption(TransactionConnection)
+        const rolledBack = [yield* txid(sql), yield* txid(sql)]
+        return { ids: [inside, ...committed, ...rolledBack], left: [afterCommit._tag, afterRollback._tag] }
+      })
+    ))
+    expect(after.left).toEqual(["None", "None"])
+    expect(new Set(after.ids).size).toBe(after.ids.length)
   })
 
   it("fails a transaction whose COMMIT fails with the driver's SqlError as a defect, keeps nothing of it, and discards its backend", async () => {

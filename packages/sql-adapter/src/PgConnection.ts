@@ -31,8 +31,63 @@ export const withDirectStatements = (base: Client.SqlClient, outside?: Connectio
 
 /** A client of the pool, checked out for one transaction; `release` hands it back (or, given an error, discards it). */
 interface Checkout {
+  readonly client: Pg.PoolClient
   readonly connection: Connection
   readonly release: (error?: unknown) => void
+}
+
+/**
+ * Runs `text` on `client` with no canceller: for `BEGIN`, `COMMIT` and
+ * `ROLLBACK`, which run with interruption off and so are never cancelled
+ * (`@effect/sql-pg` registers a canceller, and the region around it, for
+ * every statement). Fails as its statements do.
+ */
+const control = (client: Pg.PoolClient, text: string): Effect.Effect<void, SqlError> =>
+  Effect.async<void, SqlError>((resume) => {
+    client.query(text, (cause: Error | null) => {
+      resume(cause === null || cause === undefined ? Effect.void : Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
+    })
+  })
+
+/**
+ * `connection` (`@effect/sql-pg`'s, on `client`) with rows and raw results
+ * taken without a canceller per statement: what they answer and how they
+ * fail is the same. `inFlight` counts the statements not yet answered, so
+ * that the transaction, when it ends with some still running (it was
+ * interrupted), cancels them on the server once (see `leanTransactions`).
+ */
+const uncancelled = (connection: Connection, client: Pg.PoolClient, inFlight: { count: number }): Connection => {
+  const query = (text: string, params: ReadonlyArray<unknown>) =>
+    Effect.async<Pg.QueryResult | ReadonlyArray<Pg.QueryResult>, SqlError>((resume) => {
+      inFlight.count++
+      client.query(text, params as Array<unknown>, (cause: Error | null, result: Pg.QueryResult | ReadonlyArray<Pg.QueryResult>) => {
+        inFlight.count--
+        resume(cause === null || cause === undefined ? Effect.succeed(result) : Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
+      })
+    })
+  // Several statements in one text answer one result each (as `@effect/sql-pg` answers them).
+  const rowsOf = (result: Pg.QueryResult | ReadonlyArray<Pg.QueryResult>) =>
+    Array.isArray(result) ? result.map((each: Pg.QueryResult) => each.rows ?? []) : (result as Pg.QueryResult).rows ?? []
+  return Object.assign(Object.create(connection) as Connection, {
+    execute: (text: string, params: ReadonlyArray<unknown>, transformRows?: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) => {
+      const rows = Effect.map(query(text, params), rowsOf)
+      return transformRows === undefined ? rows : Effect.map(rows, transformRows as (rows: ReadonlyArray<any>) => ReadonlyArray<any>)
+    },
+    executeRaw: (text: string, params: ReadonlyArray<unknown>) => query(text, params)
+  })
+}
+
+/**
+ * Cancels what `client`'s backend is running (best effort, as
+ * `@effect/sql-pg` cancels an interrupted statement: through another
+ * pooled client, for at most 5 seconds).
+ */
+const cancelRunning = (pool: Pg.Pool, client: Pg.PoolClient): Effect.Effect<void> => {
+  const backend = (client as unknown as { readonly processID?: unknown }).processID
+  if (typeof backend !== "number" || pool.ending) return Effect.void
+  return Effect.async<void>((resume) => {
+    pool.query("SELECT pg_cancel_backend($1)", [backend], () => resume(Effect.void))
+  }).pipe(Effect.interruptible, Effect.timeoutOption(Duration.seconds(5)), Effect.asVoid)
 }
 
 /**
@@ -64,6 +119,7 @@ export const leanTransactions = (
       }
       client.on("error", onError)
       resume(Effect.succeed({
+        client,
         connection: connectionOf(client),
         release: (error?: unknown) => {
           client.off("error", onError)
@@ -73,7 +129,6 @@ export const leanTransactions = (
       }))
     })
   })
-  const run = (connection: Connection, text: string) => connection.executeUnprepared(text, [], undefined)
   return <R, E, A>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.withFiberRuntime((fiber) => {
       const context = fiber.currentContext
@@ -81,14 +136,27 @@ export const leanTransactions = (
         return base.withTransaction(effect)
       }
       return Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(checkout, ({ connection, release }) => {
-          const inside = Effect.locally(
-            restore(effect),
-            FiberRef.currentContext,
-            Context.add(context, Client.TransactionConnection, [connection, 0] as const)
+        Effect.flatMap(checkout, ({ client, connection: stock, release }) => {
+          const inFlight = { count: 0 }
+          const connection = uncancelled(stock, client, inFlight)
+          // What `Effect.locally` does, without its acquire-use-release: the
+          // region is uninterruptible, so the context set here is always put
+          // back below, before anything else runs on the fiber.
+          const inside = Effect.zipRight(
+            FiberRef.set(FiberRef.currentContext, Context.add(context, Client.TransactionConnection, [connection, 0] as const)),
+            Effect.zipRight(control(client, "BEGIN"), restore(effect))
           )
-          return Effect.flatMap(Effect.exit(Effect.zipRight(run(connection, "BEGIN"), inside)), (exit) =>
-            Effect.flatMap(Effect.exit(run(connection, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")), (ended): Effect.Effect<A, E | SqlError> => {
+          const ending = (exit: Exit.Exit<A, E | SqlError>) =>
+            Effect.zipRight(
+              FiberRef.set(FiberRef.currentContext, context),
+              Effect.suspend(() => {
+                const end = control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
+                // Statements still running (the transaction was interrupted) are cancelled on the server first.
+                return inFlight.count === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
+              })
+            )
+          return Effect.flatMap(Effect.exit(inside), (exit) =>
+            Effect.flatMap(Effect.exit(ending(exit)), (ended): Effect.Effect<A, E | SqlError> => {
               if (Exit.isSuccess(ended)) {
                 release()
                 return exit
