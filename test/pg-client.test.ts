@@ -101,6 +101,36 @@ describe("the store's Postgres client", () => {
     expect(await run(withSql((sql) => sql.unsafe<{ v: string }>(`SELECT v FROM ${deferred}`)))).toEqual([{ v: "once" }])
   })
 
+  it("fails a transaction that caught a failed statement: the server rolled it back at COMMIT, and the call must not say it committed", async () => {
+    const caught = `${table}_caught`
+    await run(withSql((sql) => sql.unsafe(`CREATE TABLE ${caught} (v TEXT NOT NULL)`)))
+    const exit = await runExit(withSql((sql) =>
+      sql.withTransaction(Effect.all([
+        sql.unsafe(`INSERT INTO ${caught} (v) VALUES ('written before the failure')`).raw,
+        // A failed statement aborts a Postgres transaction; catching the error does not undo that.
+        Effect.ignore(sql.unsafe(`INSERT INTO ${caught} (v) VALUES (NULL)`).raw)
+      ]))
+    ))
+    expect(Exit.isFailure(exit) && exit.cause._tag === "Die" && exit.cause.defect instanceof SqlError).toBe(true)
+    expect(await run(withSql((sql) => sql.unsafe(`SELECT v FROM ${caught}`)))).toEqual([])
+    // The client is fine afterwards.
+    await run(withSql((sql) => sql.withTransaction(sql.unsafe(`INSERT INTO ${caught} (v) VALUES ('kept')`).raw)))
+    expect(await run(withSql((sql) => sql.unsafe(`SELECT v FROM ${caught}`)))).toEqual([{ v: "kept" }])
+  })
+
+  it("commits a transaction that succeeds with a statement of a forked fiber still running: only a failed one cancels it", async () => {
+    const forked = `${table}_forked`
+    await run(withSql((sql) => sql.unsafe(`CREATE TABLE ${forked} (v TEXT NOT NULL)`)))
+    await run(withSql((sql) =>
+      sql.withTransaction(Effect.zipRight(
+        sql.unsafe(`INSERT INTO ${forked} (v) VALUES ('kept')`).raw,
+        // The forked statement is under way when the transaction ends.
+        Effect.zipRight(Effect.fork(sql`SELECT pg_sleep(0.3)`), Effect.sleep(Duration.millis(100)))
+      ))
+    ))
+    expect(await run(withSql((sql) => sql.unsafe(`SELECT v FROM ${forked}`)))).toEqual([{ v: "kept" }])
+  })
+
   it("runs a nested transaction inside the outer one: a savepoint it rolls back to, and nothing kept when the outer fails", async () => {
     const nested = `${table}_nested`
     await run(withSql((sql) => sql.unsafe(`CREATE TABLE ${nested} (v TEXT NOT NULL)`)))

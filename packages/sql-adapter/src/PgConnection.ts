@@ -40,12 +40,24 @@ interface Checkout {
  * Runs `text` on `client` with no canceller: for `BEGIN`, `COMMIT` and
  * `ROLLBACK`, which run with interruption off and so are never cancelled
  * (`@effect/sql-pg` registers a canceller, and the region around it, for
- * every statement). Fails as its statements do.
+ * every statement). Fails as its statements do. A `COMMIT` the server
+ * answers with `ROLLBACK` (the transaction had failed and was rolled back
+ * instead, an error inside it having been caught) fails too: nothing of
+ * the transaction was kept, and the caller must not be told otherwise.
  */
-const control = (client: Pg.PoolClient, text: string): Effect.Effect<void, SqlError> =>
+const control = (client: Pg.PoolClient, text: "BEGIN" | "COMMIT" | "ROLLBACK"): Effect.Effect<void, SqlError> =>
   Effect.async<void, SqlError>((resume) => {
-    client.query(text, (cause: Error | null) => {
-      resume(cause === null || cause === undefined ? Effect.void : Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
+    client.query(text, (cause: Error | null, result: Pg.QueryResult | undefined) => {
+      if (cause !== null && cause !== undefined) {
+        resume(Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
+      } else if (text === "COMMIT" && result?.command === "ROLLBACK") {
+        resume(Effect.fail(new SqlError({
+          cause: new Error("COMMIT rolled the transaction back: a statement in it had failed"),
+          message: "Failed to commit transaction"
+        })))
+      } else {
+        resume(Effect.void)
+      }
     })
   })
 
@@ -53,29 +65,32 @@ const control = (client: Pg.PoolClient, text: string): Effect.Effect<void, SqlEr
  * `connection` (`@effect/sql-pg`'s, on `client`) with rows and raw results
  * taken without a canceller per statement: what they answer and how they
  * fail is the same. `inFlight` counts the statements not yet answered, so
- * that the transaction, when it ends with some still running (it was
- * interrupted), cancels them on the server once (see `leanTransactions`).
+ * that a transaction that fails with some still running (it was
+ * interrupted) cancels them on the server once (see `leanTransactions`).
  */
 const uncancelled = (connection: Connection, client: Pg.PoolClient, inFlight: { count: number }): Connection => {
-  const query = (text: string, params: ReadonlyArray<unknown>) =>
-    Effect.async<Pg.QueryResult | ReadonlyArray<Pg.QueryResult>, SqlError>((resume) => {
+  const query = <A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A) =>
+    Effect.async<A, SqlError>((resume) => {
       inFlight.count++
-      client.query(text, params as Array<unknown>, (cause: Error | null, result: Pg.QueryResult | ReadonlyArray<Pg.QueryResult>) => {
+      client.query(text, params as Array<unknown>, (cause: Error | null, result: PgResult) => {
         inFlight.count--
-        resume(cause === null || cause === undefined ? Effect.succeed(result) : Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
+        resume(cause === null || cause === undefined ? Effect.succeed(answer(result)) : Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
       })
     })
-  // Several statements in one text answer one result each (as `@effect/sql-pg` answers them).
-  const rowsOf = (result: Pg.QueryResult | ReadonlyArray<Pg.QueryResult>) =>
-    Array.isArray(result) ? result.map((each: Pg.QueryResult) => each.rows ?? []) : (result as Pg.QueryResult).rows ?? []
   return Object.assign(Object.create(connection) as Connection, {
     execute: (text: string, params: ReadonlyArray<unknown>, transformRows?: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) => {
-      const rows = Effect.map(query(text, params), rowsOf)
-      return transformRows === undefined ? rows : Effect.map(rows, transformRows as (rows: ReadonlyArray<any>) => ReadonlyArray<any>)
+      const rows = query(text, params, rowsOf)
+      return transformRows === undefined ? rows : Effect.map(rows, transformRows as (rows: ReadonlyArray<object>) => ReadonlyArray<object>)
     },
-    executeRaw: (text: string, params: ReadonlyArray<unknown>) => query(text, params)
+    executeRaw: (text: string, params: ReadonlyArray<unknown>) => query(text, params, (result) => result)
   })
 }
+
+type PgResult = Pg.QueryResult | ReadonlyArray<Pg.QueryResult>
+
+/** The rows of a result; several statements in one text answer one array each (as `@effect/sql-pg` answers them). */
+const rowsOf = (result: PgResult): ReadonlyArray<object> =>
+  Array.isArray(result) ? result.map((each: Pg.QueryResult) => each.rows ?? []) : (result as Pg.QueryResult).rows ?? []
 
 /**
  * Cancels what `client`'s backend is running (best effort, as
@@ -151,8 +166,8 @@ export const leanTransactions = (
               FiberRef.set(FiberRef.currentContext, context),
               Effect.suspend(() => {
                 const end = control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
-                // Statements still running (the transaction was interrupted) are cancelled on the server first.
-                return inFlight.count === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
+                // Statements still running when a transaction fails (it was interrupted) are cancelled on the server first.
+                return Exit.isSuccess(exit) || inFlight.count === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
               })
             )
           return Effect.flatMap(Effect.exit(inside), (exit) =>
