@@ -62,28 +62,48 @@ const control = (client: Pg.PoolClient, text: "BEGIN" | "COMMIT" | "ROLLBACK"): 
   })
 
 /**
- * `connection` (`@effect/sql-pg`'s, on `client`) with rows and raw results
- * taken without a canceller per statement: what they answer and how they
- * fail is the same. `inFlight` counts the statements not yet answered, so
- * that a transaction that fails with some still running (it was
- * interrupted) cancels them on the server once (see `leanTransactions`).
+ * A transaction's connection: `@effect/sql-pg`'s (`stock`, on `client`),
+ * except that rows and raw results are taken without a canceller per
+ * statement; what they answer and how they fail is the same. `inFlight`
+ * counts the statements not yet answered, so that a transaction that fails
+ * with some still running (it was interrupted) cancels them on the server
+ * once (see `leanTransactions`). Streams, values and unprepared statements
+ * are `stock`'s own.
  */
-const uncancelled = (connection: Connection, client: Pg.PoolClient, inFlight: { count: number }): Connection => {
-  const query = <A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A) =>
-    Effect.async<A, SqlError>((resume) => {
-      inFlight.count++
-      client.query(text, params as Array<unknown>, (cause: Error | null, result: PgResult) => {
-        inFlight.count--
+class PgTransactionConnection implements Connection {
+  inFlight = 0
+  constructor(readonly stock: Connection, readonly client: Pg.PoolClient) {}
+
+  private query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
+    return Effect.async<A, SqlError>((resume) => {
+      this.inFlight++
+      this.client.query(text, params as Array<unknown>, (cause: Error | null, result: PgResult) => {
+        this.inFlight--
         resume(cause === null || cause === undefined ? Effect.succeed(answer(result)) : Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
       })
     })
-  return Object.assign(Object.create(connection) as Connection, {
-    execute: (text: string, params: ReadonlyArray<unknown>, transformRows?: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) => {
-      const rows = query(text, params, rowsOf)
-      return transformRows === undefined ? rows : Effect.map(rows, transformRows as (rows: ReadonlyArray<object>) => ReadonlyArray<object>)
-    },
-    executeRaw: (text: string, params: ReadonlyArray<unknown>) => query(text, params, (result) => result)
-  })
+  }
+
+  execute(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
+    const rows = this.query(text, params, rowsOf)
+    return transformRows === undefined ? rows : Effect.map(rows, transformRows as (rows: ReadonlyArray<object>) => ReadonlyArray<object>)
+  }
+
+  executeRaw(text: string, params: ReadonlyArray<unknown>) {
+    return this.query(text, params, (result) => result as unknown)
+  }
+
+  executeStream(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
+    return this.stock.executeStream(text, params, transformRows)
+  }
+
+  executeValues(text: string, params: ReadonlyArray<unknown>) {
+    return this.stock.executeValues(text, params)
+  }
+
+  executeUnprepared(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
+    return this.stock.executeUnprepared(text, params, transformRows)
+  }
 }
 
 type PgResult = Pg.QueryResult | ReadonlyArray<Pg.QueryResult>
@@ -152,8 +172,7 @@ export const leanTransactions = (
       }
       return Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(checkout, ({ client, connection: stock, release }) => {
-          const inFlight = { count: 0 }
-          const connection = uncancelled(stock, client, inFlight)
+          const connection = new PgTransactionConnection(stock, client)
           // What `Effect.locally` does, without its acquire-use-release: the
           // region is uninterruptible, so the context set here is always put
           // back below, before anything else runs on the fiber.
@@ -167,7 +186,7 @@ export const leanTransactions = (
               Effect.suspend(() => {
                 const end = control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
                 // Statements still running when a transaction fails (it was interrupted) are cancelled on the server first.
-                return Exit.isSuccess(exit) || inFlight.count === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
+                return Exit.isSuccess(exit) || connection.inFlight === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
               })
             )
           return Effect.flatMap(Effect.exit(inside), (exit) =>
