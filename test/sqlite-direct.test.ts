@@ -12,7 +12,7 @@ import {
 } from "@connector-store/core"
 import * as Memory from "@connector-store/memory-adapter"
 import { SqliteConnection } from "@connector-store/sql-adapter"
-import { SqlClient } from "@effect/sql/SqlClient"
+import { SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, ManagedRuntime, Metric, Scope } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
@@ -130,6 +130,26 @@ describe("hot transitions on the project's SQLite client (the direct path)", () 
     expect(await runtime.runPromise(storedWatch(id))).toEqual(pending)
     expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) =>
       s.deferWatch(id, { nextAttemptAt: NOW + 1, generation: pending.repairGeneration, claimedUntil: NOW + 30_000 })))).toBe(true)
+  })
+
+  it("puts the fiber's context back after a winner read joined to the transaction: read, failed or not, no transaction connection is left", async () => {
+    let failing = false
+    const { runtime, seen } = storeOn({
+      readWinner: () => Effect.flatMap(Effect.sleep(1), () => failing ? Effect.fail(new WinnerReadFailed({ documentID: pending.documentID, cause: "down" })) : Effect.succeed("w-1"))
+    })
+    await runtime.runPromise(seedWatches(pending))
+    const left = await runtime.runPromise(Effect.gen(function*() {
+      const store = yield* ConnectorStore
+      // The winner read suspends, so the transition goes on after it, joined to the transaction.
+      const verified = yield* store.recordVerification(id, verification)
+      const afterRead = yield* Effect.serviceOption(TransactionConnection)
+      failing = true
+      const failed = yield* Effect.exit(store.armWatch(id, "manual", { dueAt: NOW }))
+      const afterFailure = yield* Effect.serviceOption(TransactionConnection)
+      return { verified, failed: Exit.isFailure(failed), left: [afterRead._tag, afterFailure._tag] }
+    }))
+    expect(left).toEqual({ verified: "pending", failed: true, left: ["None", "None"] })
+    expect(seen.begun).toBe(2)
   })
 
   it("turns a driver failure inside the transaction into a classified PersistenceError, rolled back, the connection handed on", async () => {

@@ -3,7 +3,7 @@ import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Statement } from "@effect/sql/Statement"
-import { Effect } from "effect"
+import { Context, Effect, FiberRef } from "effect"
 import type { RawRow } from "./internal/columns.js"
 import { decodeOperation, operationStatements } from "./SqlOperationRepository.js"
 import { classified } from "./SqlFailure.js"
@@ -85,7 +85,15 @@ export const makeSqliteDirect = (
       return {
         commit: () => end(true),
         rollback: () => end(false),
-        joined: (effect) => Effect.provideService(effect, Client.TransactionConnection, [open, 0] as const)
+        // Set by hand and put back, not `Effect.provideService` (an acquire-use-release): joined runs with interruption off.
+        joined: (effect) =>
+          Effect.withFiberRuntime((fiber) => {
+            const context = fiber.currentContext
+            return Effect.zipRight(
+              FiberRef.set(FiberRef.currentContext, Context.add(context, Client.TransactionConnection, [open, 0] as const)),
+              Effect.flatMap(Effect.exit(effect), (exit) => Effect.zipRight(FiberRef.set(FiberRef.currentContext, context), exit))
+            )
+          })
       }
     },
     watches: {

@@ -76,7 +76,11 @@ export interface DirectTransaction {
   readonly rollback: () => void
   /**
    * `effect` run inside the transaction: a winner read that queries the
-   * same database sees (and waits on) nothing but this transaction.
+   * same database sees (and waits on) nothing but this transaction. Called
+   * with interruption off (a direct runner's region, or a fiber of its
+   * own that nothing interrupts), so an adapter may set what the effect
+   * runs with and put it back after without a region of its own; `effect`
+   * keeps its own interruptibility.
    */
   readonly joined: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }

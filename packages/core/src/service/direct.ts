@@ -133,7 +133,7 @@ export const directTransactionNow = <A, E, R, W = never, F = never>(
     }
     const waiting = step
     return Effect.flatMap(
-      Effect.exit(restore(transaction.joined(readWinner!(waiting.documentID)))),
+      Effect.exit(transaction.joined(restore(readWinner!(waiting.documentID)))),
       (read): Out => Exit.isSuccess(read) ? proceed(transaction, () => waiting.resume(read.value), tried) : afterRead(transaction, read)
     )
   }
