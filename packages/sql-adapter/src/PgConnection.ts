@@ -128,13 +128,15 @@ const cancelRunning = (pool: Pg.Pool, client: Pg.PoolClient): Effect.Effect<void
 /**
  * `@effect/sql`'s `withTransaction` for a top-level transaction, without
  * what only a tracer reads: a client of `pool` checked out, `BEGIN`, the
- * effect with that client as its `TransactionConnection`, `COMMIT` (or
- * `ROLLBACK`), the client handed back. Failures are `base`'s: a client that
- * cannot be had fails with a `SqlError`, a failed commit or rollback is a
- * defect. A client whose commit or rollback failed, or that reported an
- * error, is discarded instead of going back to the pool, where it could
- * still hold an open transaction. A nested transaction (savepoints) and any
- * transaction with a tracer installed run `base`'s own.
+ * effect with that client's connection (`PgTransactionConnection`) as its
+ * `TransactionConnection`, `COMMIT` (or `ROLLBACK`), the client handed back.
+ * Everything but the effect runs with interruption off. Failures are
+ * `base`'s: a client that cannot be had fails with a `SqlError`, a failed
+ * commit or rollback is a defect, and so is a `COMMIT` the server answers
+ * with `ROLLBACK` (see `control`). A client whose commit or rollback failed,
+ * or that reported an error, is discarded instead of going back to the pool,
+ * where it could still hold an open transaction. A nested transaction
+ * (savepoints) and any transaction with a tracer installed run `base`'s own.
  */
 export const leanTransactions = (
   base: Client.SqlClient,
