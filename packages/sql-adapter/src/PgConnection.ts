@@ -3,10 +3,11 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Context, Duration, Effect, Exit, type Fiber, FiberRef, Layer, type Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, type Fiber, Layer, type Scope } from "effect"
 import Pg from "pg"
 import { routeStatements } from "./internal/statementRoutes.js"
 import { nativeTracer } from "./internal/tracer.js"
+import { withConnectionThen } from "./internal/transactionContext.js"
 
 /** What `layer` needs to reach a Postgres server. */
 export interface PgConnectionOptions {
@@ -175,23 +176,12 @@ export const leanTransactions = (
       return Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(checkout, ({ client, connection: stock, release }) => {
           const connection = new PgTransactionConnection(stock, client)
-          // What `Effect.locally` does, without its acquire-use-release: the
-          // region is uninterruptible, so the context set here is always put
-          // back below, before anything else runs on the fiber.
-          const inside = Effect.zipRight(
-            FiberRef.set(FiberRef.currentContext, Context.add(context, Client.TransactionConnection, [connection, 0] as const)),
-            Effect.zipRight(control(client, "BEGIN"), restore(effect))
-          )
-          const ending = (exit: Exit.Exit<A, E | SqlError>) =>
-            Effect.zipRight(
-              FiberRef.set(FiberRef.currentContext, context),
-              Effect.suspend(() => {
-                const end = control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
-                // Statements still running when a transaction fails (it was interrupted) are cancelled on the server first.
-                return Exit.isSuccess(exit) || connection.inFlight === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
-              })
-            )
-          return Effect.flatMap(Effect.exit(inside), (exit) =>
+          const ending = (exit: Exit.Exit<A, E | SqlError>) => {
+            const end = control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
+            // Statements still running when a transaction fails (it was interrupted) are cancelled on the server first.
+            return Exit.isSuccess(exit) || connection.inFlight === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
+          }
+          return withConnectionThen(context, connection, 0, Effect.zipRight(control(client, "BEGIN"), restore(effect)), (exit) =>
             Effect.flatMap(Effect.exit(ending(exit)), (ended): Effect.Effect<A, E | SqlError> => {
               if (Exit.isSuccess(ended)) {
                 release()

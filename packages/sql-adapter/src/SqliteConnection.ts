@@ -5,10 +5,11 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import { TurnQueue } from "@connector-store/core"
 import Sqlite from "better-sqlite3"
-import { Cause, Context, Effect, Exit, FiberRef, Layer, type Scope } from "effect"
+import { Cause, Context, Effect, Exit, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { routeStatements } from "./internal/statementRoutes.js"
+import { withConnectionThen } from "./internal/transactionContext.js"
 import { nativeTracer } from "./internal/tracer.js"
 
 /**
@@ -309,12 +310,11 @@ const makeWithTransaction = (shared: SharedDatabase) => {
           const name = `connector_store_sp_${++savepoints}`
           return Effect.zipRight(
             shared.savepoint(`SAVEPOINT ${name}`),
-            Effect.flatMap(
-              Effect.exit(Effect.locally(
-                restore(effect),
-                FiberRef.currentContext,
-                Context.add(context, Client.TransactionConnection, [outer.value[0], depth])
-              )),
+            withConnectionThen(
+              context,
+              outer.value[0],
+              depth,
+              restore(effect),
               (exit: Exit.Exit<A, E>): Effect.Effect<A, E | SqlError> =>
                 Effect.zipRight(
                   Exit.isSuccess(exit)
@@ -326,7 +326,6 @@ const makeWithTransaction = (shared: SharedDatabase) => {
           )
         }
         const connection = shared.transactionConnection()
-        const inside = Context.add(context, Client.TransactionConnection, [connection, 0] as const)
         // Once the lock is ours: begin, run the body with the transaction's
         // connection in its context, then commit or roll back and hand the
         // lock on. Everything but the body is synchronous and uninterruptible.
@@ -341,26 +340,16 @@ const makeWithTransaction = (shared: SharedDatabase) => {
             return Effect.fail(failedBegin)
           }
           shared.current = connection
-          return Effect.matchCauseEffect(Effect.zipRight(FiberRef.set(FiberRef.currentContext, inside), restore(effect)), {
-            onSuccess: (value) =>
-              Effect.zipRight(
-                FiberRef.set(FiberRef.currentContext, context),
-                Effect.suspend(() => {
-                  const failedCommit = shared.control("commit")
-                  if (failedCommit !== undefined) shared.control("rollback")
-                  end()
-                  return failedCommit === undefined ? Effect.succeed(value) : Effect.fail(failedCommit)
-                })
-              ),
-            onFailure: (cause) =>
-              Effect.zipRight(
-                FiberRef.set(FiberRef.currentContext, context),
-                Effect.suspend(() => {
-                  const failedRollback = shared.control("rollback")
-                  end()
-                  return Effect.failCause(failedRollback === undefined ? cause : Cause.sequential(cause, Cause.die(failedRollback)))
-                })
-              )
+          return withConnectionThen(context, connection, 0, restore(effect), (exit): Effect.Effect<A, E | SqlError> => {
+            if (Exit.isSuccess(exit)) {
+              const failedCommit = shared.control("commit")
+              if (failedCommit !== undefined) shared.control("rollback")
+              end()
+              return failedCommit === undefined ? exit : Effect.fail(failedCommit)
+            }
+            const failedRollback = shared.control("rollback")
+            end()
+            return failedRollback === undefined ? exit : Effect.failCause(Cause.sequential(exit.cause, Cause.die(failedRollback)))
           })
         })
         // Taken in the same synchronous step as the check, outside `restore`:

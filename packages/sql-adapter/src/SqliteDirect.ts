@@ -3,8 +3,9 @@ import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Statement } from "@effect/sql/Statement"
-import { Context, Effect, FiberRef } from "effect"
+import { Effect } from "effect"
 import type { RawRow } from "./internal/columns.js"
+import { withConnectionThen } from "./internal/transactionContext.js"
 import { decodeOperation, operationStatements } from "./SqlOperationRepository.js"
 import { classified } from "./SqlFailure.js"
 import type { SharedDatabase } from "./SqliteConnection.js"
@@ -85,15 +86,9 @@ export const makeSqliteDirect = (
       return {
         commit: () => end(true),
         rollback: () => end(false),
-        // Set by hand and put back, not `Effect.provideService` (an acquire-use-release): joined runs with interruption off.
+        // joined runs with interruption off (see the port), as withConnectionThen needs.
         joined: (effect) =>
-          Effect.withFiberRuntime((fiber) => {
-            const context = fiber.currentContext
-            return Effect.zipRight(
-              FiberRef.set(FiberRef.currentContext, Context.add(context, Client.TransactionConnection, [open, 0] as const)),
-              Effect.flatMap(Effect.exit(effect), (exit) => Effect.zipRight(FiberRef.set(FiberRef.currentContext, context), exit))
-            )
-          })
+          Effect.withFiberRuntime((fiber) => withConnectionThen(fiber.currentContext, open, 0, effect, (exit) => exit))
       }
     },
     watches: {
