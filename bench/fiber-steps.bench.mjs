@@ -9,7 +9,7 @@ import { ConnectorStore, WatchRepository } from "@connector-store/core"
 import { layer, layerClient } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, ManagedRuntime, Scheduler } from "effect"
-import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
+import { removeScratchDatabases, scratchDatabases } from "./support/databases.mjs"
 import { claimInputOf, finalizeInputOf, lifecyclePlan, WINNER } from "./support/operation-lifecycle.mjs"
 import { FETCHED, MAX_ATTEMPTS, seedRows, watchFleet } from "./support/watch-fleet.mjs"
 
@@ -108,10 +108,7 @@ const table = async (context) => {
 /** The fiber-steps bench (see bench/README.md for the shape). */
 export default {
   title: "runtime steps per call of the hot methods (Effect API), counted, not timed",
-  before: async () => ({ sqlite: scratchSqliteFolder(), postgres: await scratchPostgres() }),
-  after: async (context) => {
-    context.sqlite.remove()
-    await context.postgres.drop?.()
-  },
+  before: scratchDatabases,
+  after: removeScratchDatabases,
   cases: [{ name: "steps per call (after warm-up, averaged)", run: table }]
 }

@@ -9,7 +9,7 @@
 import { performance } from "node:perf_hooks"
 import { layer, layerClient, openConnectorStore, tableNames } from "@connector-store/sql-adapter"
 import { Effect, ManagedRuntime } from "effect"
-import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
+import { removeScratchDatabases, scratchDatabases } from "./support/databases.mjs"
 import { measurementSettings } from "./support/measure.mjs"
 import { effectSqlLifecycle } from "./support/operation-effect-sql-steps.mjs"
 import { effectLifecycleOver, lifecycleOver, lifecyclePlan, winnerOf } from "./support/operation-lifecycle.mjs"
@@ -179,13 +179,12 @@ const measureScaling = async (context) => {
 /** The operation-lifecycle bench (see bench/README.md for the shape). */
 export default {
   title: "operation lifecycle: claimOperation → markOperationSent → finalizeOperationAndArmWatch, lifecycles/s",
-  before: async () => ({ sqlite: scratchSqliteFolder(), postgres: await scratchPostgres(), postgresRan: false }),
+  before: async () => ({ ...(await scratchDatabases()), postgresRan: false }),
   after: async (context) => {
     try {
       if (context.postgresRan && context.postgres.skip === undefined) await measureScaling(context)
     } finally {
-      context.sqlite.remove()
-      await context.postgres.drop?.()
+      await removeScratchDatabases(context)
     }
   },
   cases: [

@@ -14,7 +14,7 @@ import { performance } from "node:perf_hooks"
 import { openConnectorStore, tableNames } from "@connector-store/sql-adapter"
 import Database from "better-sqlite3"
 import pg from "pg"
-import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
+import { removeScratchDatabases, scratchDatabases } from "./support/databases.mjs"
 
 const PAGE = 500
 const ENTITIES = 100_000
@@ -229,13 +229,12 @@ const fullRelist = async (database, context) => {
 /** The relist bench (see bench/README.md for the shape). */
 export default {
   title: `relist sweep: commitSweepCheckpoint of a page of ${PAGE} receipts, pages/s (× ${PAGE} = entities/s); then a whole relist`,
-  before: async () => ({ sqlite: scratchSqliteFolder(), postgres: await scratchPostgres(), ran: new Set() }),
+  before: async () => ({ ...(await scratchDatabases()), ran: new Set() }),
   after: async (context) => {
     try {
       for (const database of ["sqlite", "postgres"]) if (context.ran.has(database)) await fullRelist(database, context)
     } finally {
-      context.sqlite.remove()
-      await context.postgres.drop?.()
+      await removeScratchDatabases(context)
     }
   },
   cases: [pageCase("sqlite"), pageCase("postgres")]

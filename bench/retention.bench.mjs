@@ -9,7 +9,7 @@ import { openConnectorStore } from "@connector-store/sql-adapter"
 import Database from "better-sqlite3"
 import pg from "pg"
 import { performance } from "node:perf_hooks"
-import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
+import { removeScratchDatabases, scratchDatabases } from "./support/databases.mjs"
 import { pgBulkInsert, sqliteBulkInsert } from "./support/retention-rows.mjs"
 
 const ROWS = Number(process.env.BENCH_RETENTION_ROWS ?? 100_000)
@@ -79,11 +79,8 @@ const measure = async (store, fill) => {
 
 export default {
   title: `retention: collectFinishedOperations({limit: ${BATCH}}) over ${ROWS.toLocaleString("en-US")} committed rows`,
-  before: async () => ({ sqlite: scratchSqliteFolder(), postgres: await scratchPostgres() }),
-  after: async (context) => {
-    context.sqlite.remove()
-    await context.postgres.drop?.()
-  },
+  before: scratchDatabases,
+  after: removeScratchDatabases,
   cases: [
     {
       name: "sqlite · retention batches + claim loop",

@@ -8,7 +8,7 @@ import { performance } from "node:perf_hooks"
 import { StoreMetrics, watchIdentityOf } from "@connector-store/core"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { Effect, Metric } from "effect"
-import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
+import { removeScratchDatabases, scratchDatabases } from "./support/databases.mjs"
 import { measurementSettings } from "./support/measure.mjs"
 import {
   countSqliteStatements,
@@ -181,11 +181,8 @@ const hotRow = async (context) => {
 /** The round-trip bench (see bench/README.md for the shape). */
 export default {
   title: "round trips per public method, and a hot row (8 runners on one key)",
-  before: async () => ({ sqlite: scratchSqliteFolder(), postgres: await scratchPostgres() }),
-  after: async (context) => {
-    context.sqlite.remove()
-    await context.postgres.drop?.()
-  },
+  before: scratchDatabases,
+  after: removeScratchDatabases,
   cases: [
     { name: "round trips per public method (postgres, sqlite)", run: roundTripTable },
     { name: `postgres · hot row · ${RUNNERS} runners on one key`, run: hotRow }

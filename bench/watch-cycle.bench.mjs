@@ -8,7 +8,7 @@
 import { ConnectorStore } from "@connector-store/core"
 import { layer, layerClient, openConnectorStore, tableNames } from "@connector-store/sql-adapter"
 import { Effect, ManagedRuntime } from "effect"
-import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
+import { removeScratchDatabases, scratchDatabases } from "./support/databases.mjs"
 import { effectSqlSteps } from "./support/effect-sql-watch-steps.mjs"
 import { stockClientLabel, stockClientRuntime } from "./support/stock-client.mjs"
 import { rawPgSteps, rawSqliteSteps } from "./support/raw-watch-steps.mjs"
@@ -140,11 +140,8 @@ const watchCase = (setup) => ({
 /** The watch-cycle bench (see bench/README.md for the shape). */
 export default {
   title: "watch cycle: claimWatchAttempt → recordVerification (pending) → armWatch (manual), cycles/s",
-  before: async () => ({ sqlite: scratchSqliteFolder(), postgres: await scratchPostgres() }),
-  after: async (context) => {
-    context.sqlite.remove()
-    await context.postgres.drop?.()
-  },
+  before: scratchDatabases,
+  after: removeScratchDatabases,
   cases: [
     watchCase({ database: "sqlite", api: "promise", reader: "sync", workers: 1 }),
     watchCase({ database: "sqlite", api: "promise", reader: "async", workers: 1 }),

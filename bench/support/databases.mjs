@@ -46,3 +46,12 @@ export const scratchSqliteFolder = () => {
     remove: () => rmSync(dir, { recursive: true, force: true })
   }
 }
+
+/** A bench file's scratch databases (its `before`): a SQLite folder, and a Postgres database or why there is none. */
+export const scratchDatabases = async () => ({ sqlite: scratchSqliteFolder(), postgres: await scratchPostgres() })
+
+/** Removes what `scratchDatabases` made (a bench file's `after`). */
+export const removeScratchDatabases = async (context) => {
+  context.sqlite.remove()
+  await context.postgres.drop?.()
+}
