@@ -32,17 +32,35 @@ export const utf8Length = (value: string): number => {
   return bytes
 }
 
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+const HAS_NUL = "must not contain NUL (\\u0000)"
+const HAS_LONE_SURROGATE = "must be well-formed Unicode (no lone surrogates)"
 
 /**
  * What keeps a string from being stored alike on every adapter, or
  * `undefined`: Postgres text refuses NUL, and the SQL drivers replace a lone
- * surrogate with U+FFFD where memory keeps it.
+ * surrogate with U+FFFD where memory keeps it. One pass over the string
+ * (every hot call checks a dozen of them); a NUL is named before a lone
+ * surrogate, wherever each is.
  */
 const storableText = (value: string, maxBytes: number): string | undefined => {
-  if (value.includes("\u0000")) return "must not contain NUL (\\u0000)"
-  if (LONE_SURROGATE.test(value)) return "must be well-formed Unicode (no lone surrogates)"
-  const bytes = utf8Length(value)
+  let bytes = 0
+  let lone = false
+  for (let i = 0; i < value.length; i++) {
+    const unit = value.charCodeAt(i)
+    if (unit < 0x80) {
+      if (unit === 0) return HAS_NUL
+      bytes += 1
+    } else if (unit < 0x800) bytes += 2
+    else if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = value.charCodeAt(i + 1)
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        bytes += 4
+        i++
+      } else lone = true
+    } else if (unit >= 0xdc00 && unit <= 0xdfff) lone = true
+    else bytes += 3
+  }
+  if (lone) return HAS_LONE_SURROGATE
   return bytes > maxBytes ? `must be at most ${maxBytes} bytes of UTF-8 (got ${bytes})` : undefined
 }
 
@@ -118,13 +136,19 @@ export const validate = (method: string, checks: ReadonlyArray<Check>): Effect.E
 export const validateRecord = (method: string, field: string, value: unknown): Effect.Effect<void, InvalidInput> =>
   validate(method, [[field, value, Rules.record]])
 
+const IDENTITY_PARTS = ["ownerDID", "connectorName", "model", "accountKey", "sourceID"] as const
+const identityFieldNames = new Map<string, ReadonlyArray<string>>()
+
 /** The checks for a watch identity under `prefix`. */
-export const identityChecks = (prefix: string, identity: unknown): ReadonlyArray<Check> => {
-  const parts = ["ownerDID", "connectorName", "model", "accountKey", "sourceID"] as const
-  return [
-    [prefix, identity, Rules.record],
-    ...parts.map((part): Check => [`${prefix}.${part}`, fieldOf(identity, part), Rules.id])
-  ]
+export const identityChecks = (prefix: string, identity: unknown): Array<Check> => {
+  let names = identityFieldNames.get(prefix)
+  if (names === undefined) {
+    names = IDENTITY_PARTS.map((part) => `${prefix}.${part}`)
+    identityFieldNames.set(prefix, names)
+  }
+  const checks: Array<Check> = [[prefix, identity, Rules.record]]
+  for (let i = 0; i < IDENTITY_PARTS.length; i++) checks.push([names[i]!, fieldOf(identity, IDENTITY_PARTS[i]!), Rules.id])
+  return checks
 }
 
 /** Reads `key` of an input that may not be an object (for checks before it is validated). */

@@ -40,54 +40,77 @@ const leaseDuration: Rule = (value) =>
 const pageSize: Rule = (value) =>
   Rules.positiveInt(value) ?? ((value as number) > MAX_TRACKED_PAGE ? `must be at most ${MAX_TRACKED_PAGE}` : undefined)
 
-/** The checks of an idempotency key under `prefix`. */
-export const keyChecks = (prefix: string, key: unknown): ReadonlyArray<Check> => [
-  [prefix, key, Rules.record],
-  [`${prefix}.callerDID`, fieldOf(key, "callerDID"), Rules.id],
-  [`${prefix}.operationID`, fieldOf(key, "operationID"), Rules.id]
-]
+const keyFieldNames = new Map<string, readonly [string, string]>()
 
-/** The checks of a `ClaimOperationInput`. */
-export const claimChecks = (input: unknown): ReadonlyArray<Check> => {
-  const at = (field: string) => fieldOf(input, field)
+/** The checks of an idempotency key under `prefix`. */
+export const keyChecks = (prefix: string, key: unknown): Array<Check> => {
+  let names = keyFieldNames.get(prefix)
+  if (names === undefined) {
+    names = [`${prefix}.callerDID`, `${prefix}.operationID`]
+    keyFieldNames.set(prefix, names)
+  }
   return [
-    ...keyChecks("input", input),
-    ...(["ownerDID", "connectorName", "model", "accountKey", "target", "deterministicEventID", "payloadHash"] as const)
-      .map((field): Check => [`input.${field}`, at(field), Rules.id]),
-    ["input.op", at("op"), oneOf("create", "update")],
-    ["input.sourceID", at("sourceID"), optional(idOrNull)],
-    ["input.documentID", at("documentID"), optional(idOrNull)],
-    ["input.providerEtag", at("providerEtag"), optional(textOrNull)],
-    ["input.reissueIntent", at("reissueIntent"), reissueIntentProblem],
-    ["input.leaseMs", at("leaseMs"), optional(leaseDuration)]
+    [prefix, key, Rules.record],
+    [names[0], fieldOf(key, "callerDID"), Rules.id],
+    [names[1], fieldOf(key, "operationID"), Rules.id]
   ]
 }
 
+const CLAIM_IDS = ["ownerDID", "connectorName", "model", "accountKey", "target", "deterministicEventID", "payloadHash"] as const
+const CLAIM_ID_NAMES = CLAIM_IDS.map((field) => `input.${field}`)
+const operationKind = oneOf("create", "update")
+const optionalIdOrNull = optional(idOrNull)
+const optionalTextOrNull = optional(textOrNull)
+const optionalLease = optional(leaseDuration)
+
+/** The checks of a `ClaimOperationInput`. */
+export const claimChecks = (input: unknown): ReadonlyArray<Check> => {
+  const checks = keyChecks("input", input)
+  for (let i = 0; i < CLAIM_IDS.length; i++) checks.push([CLAIM_ID_NAMES[i]!, fieldOf(input, CLAIM_IDS[i]!), Rules.id])
+  checks.push(
+    ["input.op", fieldOf(input, "op"), operationKind],
+    ["input.sourceID", fieldOf(input, "sourceID"), optionalIdOrNull],
+    ["input.documentID", fieldOf(input, "documentID"), optionalIdOrNull],
+    ["input.providerEtag", fieldOf(input, "providerEtag"), optionalTextOrNull],
+    ["input.reissueIntent", fieldOf(input, "reissueIntent"), reissueIntentProblem],
+    ["input.leaseMs", fieldOf(input, "leaseMs"), optionalLease]
+  )
+  return checks
+}
+
 /** The checks of a runner write's options: the lease token, then `extra`. */
-export const runnerChecks = (options: unknown, extra: ReadonlyArray<Check> = []): ReadonlyArray<Check> => [
-  ["options", options, Rules.record],
-  ["options.leaseToken", fieldOf(options, "leaseToken"), Rules.id],
-  ...extra
-]
+export const runnerChecks = (options: unknown, extra: ReadonlyArray<Check> = []): ReadonlyArray<Check> => {
+  const checks: Array<Check> = [
+    ["options", options, Rules.record],
+    ["options.leaseToken", fieldOf(options, "leaseToken"), Rules.id]
+  ]
+  for (const check of extra) checks.push(check)
+  return checks
+}
 
 /** The extra checks of a lease renewal. */
 export const renewChecks = (options: unknown): ReadonlyArray<Check> => [
-  ["options.leaseMs", fieldOf(options, "leaseMs"), optional(leaseDuration)]
+  ["options.leaseMs", fieldOf(options, "leaseMs"), optionalLease]
 ]
+
+const failureKind = oneOf("retryable", "permanent", "unknown", "offline", "auth")
+const optionalHttpStatus = optional(httpStatus)
+const optionalBoolean = optional(boolean)
+const optionalMillis = optional(Rules.millis)
 
 /** The extra checks of an `AttemptFailure`. */
 export const failureChecks = (options: unknown): ReadonlyArray<Check> => [
-  ["options.kind", fieldOf(options, "kind"), oneOf("retryable", "permanent", "unknown", "offline", "auth")],
-  ["options.httpStatus", fieldOf(options, "httpStatus"), optional(httpStatus)],
-  ["options.notApplied", fieldOf(options, "notApplied"), optional(boolean)],
-  ["options.retryAt", fieldOf(options, "retryAt"), optional(Rules.millis)]
+  ["options.kind", fieldOf(options, "kind"), failureKind],
+  ["options.httpStatus", fieldOf(options, "httpStatus"), optionalHttpStatus],
+  ["options.notApplied", fieldOf(options, "notApplied"), optionalBoolean],
+  ["options.retryAt", fieldOf(options, "retryAt"), optionalMillis]
 ]
 
 /** The extra checks of a `FinalizeOperationInput`. */
 export const finalizeChecks = (options: unknown): ReadonlyArray<Check> => [
   ["options.sourceID", fieldOf(options, "sourceID"), Rules.id],
   ["options.documentID", fieldOf(options, "documentID"), Rules.id],
-  ["options.providerEtag", fieldOf(options, "providerEtag"), optional(textOrNull)],
+  ["options.providerEtag", fieldOf(options, "providerEtag"), optionalTextOrNull],
   ["options.resultEntity", fieldOf(options, "resultEntity"), jsonValue],
   ["options.watchDueAt", fieldOf(options, "watchDueAt"), Rules.millis]
 ]

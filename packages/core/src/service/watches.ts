@@ -102,45 +102,61 @@ export interface WatchMethods {
 }
 
 const generation = Rules.nonNegativeInt
+const armReason = oneOf("ingress", "manual")
+const optionalDigest = optional(Rules.digestOrNull)
+const optionalDeferReason = optional(oneOf("offline", "auth", null))
+const millisOrNull = optional((value) => value === null ? undefined : Rules.millis(value))
 
 /** The checks of `armWatch`'s arguments. */
-export const armWatchChecks = (identity: unknown, reason: unknown, options: unknown): ReadonlyArray<Check> => [
-  ["reason", reason, oneOf("ingress", "manual")],
-  ...identityChecks("identity", identity),
-  ["options", options, Rules.record],
-  ["options.dueAt", fieldOf(options, "dueAt"), Rules.millis],
-  ["options.triggeringWinner", fieldOf(options, "triggeringWinner"), optional(Rules.digestOrNull)]
-]
+export const armWatchChecks = (identity: unknown, reason: unknown, options: unknown): ReadonlyArray<Check> => {
+  const checks = identityChecks("identity", identity)
+  checks.unshift(["reason", reason, armReason])
+  checks.push(
+    ["options", options, Rules.record],
+    ["options.dueAt", fieldOf(options, "dueAt"), Rules.millis],
+    ["options.triggeringWinner", fieldOf(options, "triggeringWinner"), optionalDigest]
+  )
+  return checks
+}
 
 /** The checks of `claimWatchAttempt`'s arguments. */
-export const claimWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> => [
-  ...identityChecks("identity", identity),
-  ["options", options, Rules.record],
-  ["options.until", fieldOf(options, "until"), Rules.millis],
-  ["options.generation", fieldOf(options, "generation"), generation],
-  ["options.now", fieldOf(options, "now"), Rules.millis]
-]
+export const claimWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> => {
+  const checks = identityChecks("identity", identity)
+  checks.push(
+    ["options", options, Rules.record],
+    ["options.until", fieldOf(options, "until"), Rules.millis],
+    ["options.generation", fieldOf(options, "generation"), generation],
+    ["options.now", fieldOf(options, "now"), Rules.millis]
+  )
+  return checks
+}
 
 /** The checks of `deferWatch`'s arguments. */
-export const deferWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> => [
-  ...identityChecks("identity", identity),
-  ["options", options, Rules.record],
-  ["options.nextAttemptAt", fieldOf(options, "nextAttemptAt"), Rules.millis],
-  ["options.reason", fieldOf(options, "reason"), optional(oneOf("offline", "auth", null))],
-  ["options.generation", fieldOf(options, "generation"), generation],
-  ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
-]
+export const deferWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> => {
+  const checks = identityChecks("identity", identity)
+  checks.push(
+    ["options", options, Rules.record],
+    ["options.nextAttemptAt", fieldOf(options, "nextAttemptAt"), Rules.millis],
+    ["options.reason", fieldOf(options, "reason"), optionalDeferReason],
+    ["options.generation", fieldOf(options, "generation"), generation],
+    ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
+  )
+  return checks
+}
 
 /** The checks of `recordVerification`'s arguments. */
-export const verificationChecks = (identity: unknown, input: unknown): ReadonlyArray<Check> => [
-  ...identityChecks("identity", identity),
-  ["input", input, Rules.record],
-  ["input.generation", fieldOf(input, "generation"), generation],
-  ["input.claimedUntil", fieldOf(input, "claimedUntil"), optional((v) => v === null ? undefined : Rules.millis(v))],
-  ["input.fetchedDigest", fieldOf(input, "fetchedDigest"), Rules.digestOrNull],
-  ["input.maxAttempts", fieldOf(input, "maxAttempts"), Rules.positiveInt],
-  ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
-]
+export const verificationChecks = (identity: unknown, input: unknown): ReadonlyArray<Check> => {
+  const checks = identityChecks("identity", identity)
+  checks.push(
+    ["input", input, Rules.record],
+    ["input.generation", fieldOf(input, "generation"), generation],
+    ["input.claimedUntil", fieldOf(input, "claimedUntil"), millisOrNull],
+    ["input.fetchedDigest", fieldOf(input, "fetchedDigest"), Rules.digestOrNull],
+    ["input.maxAttempts", fieldOf(input, "maxAttempts"), Rules.positiveInt],
+    ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
+  )
+  return checks
+}
 
 /** `armWatch`'s input from its arguments (checked already). */
 const armInputOf = (reason: ArmReason, options: ArmWatchOptions): ArmInput => ({
