@@ -117,7 +117,7 @@ export const directTransactionNow = <A, E, R, W = never, F = never>(
         const reading = readWinner(step.documentID)
         if (!Exit.isExit(reading)) break
         const read = reading as Exit.Exit<Digest | null, W>
-        if (Exit.isFailure(read)) return afterRead(transaction, read)
+        if (Exit.isFailure(read)) return afterRead(transaction, read.cause)
         step = step.resume(read.value)
       }
     } catch (thrown) {
@@ -132,18 +132,18 @@ export const directTransactionNow = <A, E, R, W = never, F = never>(
       return Exit.succeed(step.value)
     }
     const waiting = step
-    return Effect.flatMap(
-      Effect.exit(transaction.joined(restore(readWinner!(waiting.documentID)))),
-      (read): Out => Exit.isSuccess(read) ? proceed(transaction, () => waiting.resume(read.value), tried) : afterRead(transaction, read)
-    )
+    return Effect.matchCauseEffect(transaction.joined(restore(readWinner!(waiting.documentID))), {
+      onFailure: (cause): Out => afterRead(transaction, cause),
+      onSuccess: (winner): Out => proceed(transaction, () => waiting.resume(winner), tried)
+    })
   }
-  const afterRead = (transaction: DirectTransaction, read: Exit.Failure<Digest | null, W>): Out => {
+  const afterRead = (transaction: DirectTransaction, cause: Cause.Cause<W>): Out => {
     try {
       transaction.rollback()
     } catch (failedRollback) {
-      return Exit.failCause(Cause.sequential(read.cause, Cause.die(failedRollback)))
+      return Exit.failCause(Cause.sequential(cause, Cause.die(failedRollback)))
     }
-    return Exit.failCause(read.cause)
+    return Exit.failCause(cause)
   }
   const attempt = (tried: number): Out | undefined => {
     const now = context.now()
