@@ -1,4 +1,4 @@
-import { Cause, Clock, Context, DefaultServices, Effect, Exit, type Fiber, FiberRef, type MetricLabel } from "effect"
+import { Cause, Clock, Context, Effect, Exit, type Fiber, FiberRef, type MetricLabel } from "effect"
 import { ConcurrentUpdateExhausted, PersistenceError, WinnerReadFailed } from "../errors.js"
 import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
 import type { DirectDatabaseApi, DirectTransaction } from "../ports/DirectDatabase.js"
@@ -55,12 +55,27 @@ export interface DirectContext {
   readonly restore: Restore
 }
 
-/** The direct context of `fiber`, inside the uninterruptible region `restore` belongs to. */
-export const directContextOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, restore: Restore): DirectContext => ({
-  now: () => clockReadingNow(Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)),
-  labels: fiber.getFiberRef(FiberRef.currentMetricLabels),
-  restore
-})
+/** A fiber's direct context: one object per call, its clock read when asked. */
+class FiberDirectContext implements DirectContext {
+  constructor(
+    readonly fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    readonly restore: Restore,
+    readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
+  ) {}
+  now(): Millis | undefined {
+    return clockReadingNow(Context.get(this.fiber.currentDefaultServices, Clock.Clock))
+  }
+}
+
+/**
+ * The direct context of `fiber`, inside the uninterruptible region `restore`
+ * belongs to (`labels`: the fiber's metric labels, when the caller has read them).
+ */
+export const directContextOf = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  restore: Restore,
+  labels: ReadonlyArray<MetricLabel.MetricLabel> = fiber.getFiberRef(FiberRef.currentMetricLabels)
+): DirectContext => new FiberDirectContext(fiber, restore, labels)
 
 /**
  * Runs `program` as one transaction on `db` now, retried whole on a lost

@@ -1,6 +1,5 @@
-import { Cause, Clock, Context, DefaultServices, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
-import { clockReadingNow } from "../promise/clock.js"
-import type { DirectContext } from "./direct.js"
+import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
+import { type DirectContext, directContextOf } from "./direct.js"
 import { InvalidClockReading, StoreClosed } from "../errors.js"
 import { storeSeries } from "./metrics.js"
 
@@ -151,12 +150,8 @@ const instrumentCall = (
 
 /** How a call of `spec` started at `started` on `fiber` ends: the error refined, metrics and the span's outcome recorded. */
 const outcomesOf = (spec: MethodSpec, fiber: Fiber.RuntimeFiber<unknown, unknown>, started: number) => {
-  const finish = (outcome: string): void => {
-    const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
-    spec.calls(outcome).unsafeUpdate(1, labels)
-    spec.duration.unsafeUpdate(performance.now() - started, labels)
-    annotateSpanOf(fiber, { [OUTCOME]: outcome })
-  }
+  const finish = (outcome: string): void =>
+    finishCall(spec, fiber, fiber.getFiberRef(FiberRef.currentMetricLabels), started, outcome)
   return {
     onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<never, unknown> => {
       const error = refine(spec, cause)
@@ -172,6 +167,19 @@ const outcomesOf = (spec: MethodSpec, fiber: Fiber.RuntimeFiber<unknown, unknown
       return Exit.succeed(value)
     }
   }
+}
+
+/** A call of `spec` that started at `started` ended with `outcome`: its metrics, and its span's outcome. */
+const finishCall = (
+  spec: MethodSpec,
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>,
+  started: number,
+  outcome: string
+): void => {
+  spec.calls(outcome).unsafeUpdate(1, labels)
+  spec.duration.unsafeUpdate(performance.now() - started, labels)
+  annotateSpanOf(fiber, { [OUTCOME]: outcome })
 }
 
 const ATTEMPT_NOW: unique symbol = Symbol.for("@connector-store/core/attemptNow")
@@ -203,6 +211,8 @@ export const withAttemptNow = <Args extends ReadonlyArray<unknown>, A, E>(
  * An instrumented call of a method that has a synchronous attempt: when it
  * answers, the call is this one fiber step (plus a continuation if a winner
  * read suspends), with the same refinement and metrics as `instrumentCall`.
+ * An attempt that finished is settled here without building the
+ * continuation's handlers.
  */
 const instrumentAttempt = (
   spec: MethodSpec,
@@ -215,21 +225,23 @@ const instrumentAttempt = (
     Effect.withFiberRuntime((fiber) => {
       if (fiber.currentTracer !== nativeTracer || isClosed()) return restore(instrumentCall(spec, isClosed, call, args))
       const started = performance.now()
+      const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
       let body: Effect.Effect<unknown, unknown> | undefined
       try {
-        body = attempt({
-          now: () => clockReadingNow(Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)),
-          labels: fiber.getFiberRef(FiberRef.currentMetricLabels),
-          restore
-        }, ...args)
+        body = attempt(directContextOf(fiber, restore, labels), ...args)
       } catch (defect) {
         body = Exit.die(defect)
       }
       if (body === undefined) return restore(instrumentCall(spec, isClosed, call, args))
-      const outcomes = outcomesOf(spec, fiber, started)
-      if (!Exit.isExit(body)) return Effect.matchCauseEffect(body, outcomes)
+      if (!Exit.isExit(body)) return Effect.matchCauseEffect(body, outcomesOf(spec, fiber, started))
       const exit = body as Exit.Exit<unknown, unknown>
-      return Exit.isSuccess(exit) ? outcomes.onSuccess(exit.value) : outcomes.onFailure(exit.cause)
+      if (Exit.isSuccess(exit)) {
+        finishCall(spec, fiber, labels, started, successOutcome(exit.value))
+        return exit
+      }
+      const error = refine(spec, exit.cause)
+      finishCall(spec, fiber, labels, started, error === NOT_A_FAILURE ? "defect" : failureOutcome(error))
+      return error === NOT_A_FAILURE ? exit : Exit.fail(error)
     })
   )
 
