@@ -4,7 +4,6 @@ import {
   type Millis,
   type DeferReason,
   type DocumentSlot,
-  PersistenceError,
   type ProjectionWatch,
   type VerificationStatus,
   type WatchIdentity,
@@ -15,7 +14,7 @@ import { Effect } from "effect"
 import { byteOrdered } from "./internal/collation.js"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
-import { returnedAny, rowReaders } from "./internal/queries.js"
+import { returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
@@ -120,15 +119,19 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
   const { table, byIdentity } = statements
   const { many, one } = rowReaders(decodeWatch)
   const changed = returnedAny
-  /** How many rows a write without RETURNING touched. */
-  const touched = (operation: string, statement: { readonly raw: Effect.Effect<unknown, unknown> }) =>
-    statement.raw.pipe(Effect.map(affectedRows), PersistenceError.refail(operation))
+  /** Whether a write without RETURNING touched any row. */
+  const touchedAny = (operation: string, statement: { readonly raw: Effect.Effect<unknown, unknown> }) =>
+    statementThen(operation, statement.raw, (raw) => affectedRows(raw) > 0)
   const lockDocument = (slot: DocumentSlot) =>
     sql.onDialectOrElse({
       pg: () =>
-        sql`SELECT pg_advisory_xact_lock(hashtextextended(${
-          JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
-        }, 0))`.pipe(Effect.asVoid, PersistenceError.refail("watch.lockDocument")),
+        statementThen(
+          "watch.lockDocument",
+          sql`SELECT pg_advisory_xact_lock(hashtextextended(${
+            JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
+          }, 0))`,
+          (): void => undefined
+        ),
       // The store's SQLite transactions hold the database write lock already.
       orElse: () => Effect.void
     })
@@ -150,9 +153,9 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         : many("watch.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
     update: versionedUpdate(sql, "watch.update", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY),
     claimAttempt: (identity, input, now, writtenAt) =>
-      Effect.map(touched("watch.claimAttempt", statements.claimAttempt(identity, input, now, writtenAt)), (rows) => rows > 0),
+      touchedAny("watch.claimAttempt", statements.claimAttempt(identity, input, now, writtenAt)),
     deferAttempt: (identity, input, now) =>
-      Effect.map(touched("watch.deferAttempt", statements.deferAttempt(identity, input, now)), (rows) => rows > 0),
+      touchedAny("watch.deferAttempt", statements.deferAttempt(identity, input, now)),
     insert: (row) => changed("watch.insert", statements.insert(row)),
     delete: (identity, expectedVersion) => changed("watch.delete", statements.delete(identity, expectedVersion)),
     lockDocument,
