@@ -1,4 +1,5 @@
 import type { WatchIdentity } from "@connector-store/core"
+import type pg from "pg"
 import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { claimFor, expectTyped, sleep, storedRows, withClient } from "./faults.support.js"
@@ -102,19 +103,39 @@ const recordProgress = (store: SqlConnectorStore, seen: Seen, id: string) =>
       return { checkpoint: keys.includes(id) ? keys : [...keys, id].sort(), recovery: null }
     }, { maxRetries: 20 }))
 
+/**
+ * Waits until the backends `pids` have exited, then a moment more for the
+ * pool to read their goodbye. `pg_terminate_backend` only signals: a
+ * backend under load can still be alive, its client still idle in the
+ * pool, for longer than any fixed sleep (a fixed 100 ms failed once in CI).
+ */
+const gone = async (admin: pg.Client, pids: ReadonlyArray<number>): Promise<void> => {
+  for (let tries = 0; pids.length > 0; tries++) {
+    const { rows } = await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = ANY($1::int[])", [pids])
+    if (Number(rows[0]!.n) === 0) break
+    if (tries === 200) throw new Error(`backends ${pids.join(", ")} still alive 10 s after they were terminated`)
+    await sleep(50)
+  }
+  await sleep(50)
+}
+
 /** Terminates the store's backends (found by application name) at random moments until `stop()`; `kills()` so far. */
 const startKiller = (url: string) => {
   let running = true
   let kills = 0
   const done = withClient(url, async (admin) => {
+    const killed: Array<number> = []
     while (running) {
       await sleep(50 + Math.floor(Math.random() * 200))
-      const { rows } = await admin.query<{ killed: boolean }>(
-        "SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()",
+      const { rows } = await admin.query<{ pid: number; killed: boolean }>(
+        "SELECT pid, pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()",
         [APPLICATION]
       )
-      kills += rows.filter((row) => row.killed).length
+      for (const row of rows) if (row.killed) killed.push(row.pid)
+      kills = killed.length
     }
+    // A strike's backends may still be dying: stop only once every one is gone.
+    await gone(admin, killed)
   })
   return {
     kills: () => kills,
@@ -155,8 +176,15 @@ describe.runIf(pgAvailable)("backends terminated at random moments under a workl
 
   it("after its backends are terminated, each next call succeeds at its first try", async () => {
     const terminate = () =>
-      withClient(url, (admin) =>
-        admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [APPLICATION]))
+      withClient(url, async (admin) => {
+        const { rows } = await admin.query<{ pid: number; killed: boolean }>(
+          "SELECT pid, pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE application_name = $1",
+          [APPLICATION]
+        )
+        const killed = rows.filter((row) => row.killed).map((row) => row.pid)
+        await gone(admin, killed)
+        return killed
+      })
     // Every connection of the pool busy once, so that every one of them is killed.
     await Promise.all(Array.from({ length: 4 }, (_, i) => store.claimOperation(claimFor(`warm-${i}`))))
     const calls: ReadonlyArray<readonly [string, () => Promise<unknown>]> = [
@@ -166,9 +194,8 @@ describe.runIf(pgAvailable)("backends terminated at random moments under a workl
       ["listDueOperations", () => store.listDueOperations(store.now(), {})]
     ]
     for (const [label, call] of calls) {
-      const { rows } = await terminate()
-      expect(rows.length, `backends of the store before ${label}`).toBeGreaterThan(0)
-      await sleep(100)
+      const terminated = await terminate()
+      expect(terminated.length, `backends of the store before ${label}`).toBeGreaterThan(0)
       await expect(call(), label).resolves.toBeDefined()
     }
   })
@@ -201,10 +228,8 @@ describe.runIf(pgAvailable)("backends terminated at random moments under a workl
     expect(seen.failures).toBeGreaterThanOrEqual(1)
     console.info(`faults: ${ids.length} keys, ${kills} backends terminated, ${seen.failures} typed failures retried, longest run ${seen.longestRun}`)
 
-    // With the killer stopped, every call answers at its first try, once the
-    // pool has heard of the last termination (a backend signalled just
-    // before the stop dies a moment later; see the test above: 100 ms).
-    await sleep(100)
+    // With the killer stopped (once every backend it struck is gone, and the
+    // pool has heard of it), every call answers at its first try.
     expect((await store.claimOperation(claimFor("after"))).outcome).toBe("claimed")
     expect(await store.getSyncState("gcal", OWNER)).not.toBeNull()
 
