@@ -139,8 +139,8 @@ export const validateRecord = (method: string, field: string, value: unknown): E
 const IDENTITY_PARTS = ["ownerDID", "connectorName", "model", "accountKey", "sourceID"] as const
 const identityFieldNames = new Map<string, ReadonlyArray<string>>()
 
-/** The checks for a watch identity under `prefix`. */
-export const identityChecks = (prefix: string, identity: unknown): Array<Check> => {
+/** The checks for a watch identity under `prefix`, then `more`. */
+export const identityChecks = (prefix: string, identity: unknown, ...more: ReadonlyArray<Check>): Array<Check> => {
   let names = identityFieldNames.get(prefix)
   if (names === undefined) {
     names = IDENTITY_PARTS.map((part) => `${prefix}.${part}`)
@@ -148,6 +148,7 @@ export const identityChecks = (prefix: string, identity: unknown): Array<Check> 
   }
   const checks: Array<Check> = [[prefix, identity, Rules.record]]
   for (let i = 0; i < IDENTITY_PARTS.length; i++) checks.push([names[i]!, fieldOf(identity, IDENTITY_PARTS[i]!), Rules.id])
+  checks.push(...more)
   return checks
 }
 

@@ -84,7 +84,7 @@ export const runnerChecks = (options: unknown, extra: ReadonlyArray<Check> = [])
     ["options", options, Rules.record],
     ["options.leaseToken", fieldOf(options, "leaseToken"), Rules.id]
   ]
-  for (const check of extra) checks.push(check)
+  checks.push(...extra)
   return checks
 }
 

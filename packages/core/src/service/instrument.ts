@@ -149,24 +149,40 @@ const instrumentCall = (
   })
 
 /** How a call of `spec` started at `started` on `fiber` ends: the error refined, metrics and the span's outcome recorded. */
-const outcomesOf = (spec: MethodSpec, fiber: Fiber.RuntimeFiber<unknown, unknown>, started: number) => {
-  const finish = (outcome: string): void =>
-    finishCall(spec, fiber, fiber.getFiberRef(FiberRef.currentMetricLabels), started, outcome)
-  return {
-    onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<never, unknown> => {
-      const error = refine(spec, cause)
-      if (error === NOT_A_FAILURE) {
-        finish("defect")
-        return Exit.failCause(cause)
-      }
-      finish(failureOutcome(error))
-      return Exit.fail(error)
-    },
-    onSuccess: (value: unknown): Effect.Effect<unknown> => {
-      finish(successOutcome(value))
-      return Exit.succeed(value)
-    }
+const outcomesOf = (spec: MethodSpec, fiber: Fiber.RuntimeFiber<unknown, unknown>, started: number) => ({
+  onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<never, unknown> =>
+    callFailed(spec, fiber, fiber.getFiberRef(FiberRef.currentMetricLabels), started, cause),
+  onSuccess: (value: unknown): Effect.Effect<unknown> =>
+    callSucceeded(spec, fiber, fiber.getFiberRef(FiberRef.currentMetricLabels), started, value)
+})
+
+/** A call that succeeded with `value`: counted, and its value as the call's exit. */
+const callSucceeded = (
+  spec: MethodSpec,
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>,
+  started: number,
+  value: unknown
+): Exit.Exit<unknown> => {
+  finishCall(spec, fiber, labels, started, successOutcome(value))
+  return Exit.succeed(value)
+}
+
+/** A call that failed with `cause`: counted, and its refined error (or the cause as it is) as the call's exit. */
+const callFailed = (
+  spec: MethodSpec,
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>,
+  started: number,
+  cause: Cause.Cause<unknown>
+): Exit.Exit<never, unknown> => {
+  const error = refine(spec, cause)
+  if (error === NOT_A_FAILURE) {
+    finishCall(spec, fiber, labels, started, "defect")
+    return Exit.failCause(cause)
   }
+  finishCall(spec, fiber, labels, started, failureOutcome(error))
+  return Exit.fail(error)
 }
 
 /** A call of `spec` that started at `started` ended with `outcome`: its metrics, and its span's outcome. */
@@ -235,13 +251,9 @@ const instrumentAttempt = (
       if (body === undefined) return restore(instrumentCall(spec, isClosed, call, args))
       if (!Exit.isExit(body)) return Effect.matchCauseEffect(body, outcomesOf(spec, fiber, started))
       const exit = body as Exit.Exit<unknown, unknown>
-      if (Exit.isSuccess(exit)) {
-        finishCall(spec, fiber, labels, started, successOutcome(exit.value))
-        return exit
-      }
-      const error = refine(spec, exit.cause)
-      finishCall(spec, fiber, labels, started, error === NOT_A_FAILURE ? "defect" : failureOutcome(error))
-      return error === NOT_A_FAILURE ? exit : Exit.fail(error)
+      return Exit.isSuccess(exit)
+        ? callSucceeded(spec, fiber, labels, started, exit.value)
+        : callFailed(spec, fiber, labels, started, exit.cause)
     })
   )
 

@@ -109,45 +109,45 @@ const millisOrNull = optional((value) => value === null ? undefined : Rules.mill
 
 /** The checks of `armWatch`'s arguments. */
 export const armWatchChecks = (identity: unknown, reason: unknown, options: unknown): ReadonlyArray<Check> => {
-  const checks = identityChecks("identity", identity)
-  checks.unshift(["reason", reason, armReason])
-  checks.push(
+  const checks = identityChecks(
+    "identity",
+    identity,
     ["options", options, Rules.record],
     ["options.dueAt", fieldOf(options, "dueAt"), Rules.millis],
     ["options.triggeringWinner", fieldOf(options, "triggeringWinner"), optionalDigest]
   )
+  checks.unshift(["reason", reason, armReason])
   return checks
 }
 
 /** The checks of `claimWatchAttempt`'s arguments. */
-export const claimWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> => {
-  const checks = identityChecks("identity", identity)
-  checks.push(
+export const claimWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> =>
+  identityChecks(
+    "identity",
+    identity,
     ["options", options, Rules.record],
     ["options.until", fieldOf(options, "until"), Rules.millis],
     ["options.generation", fieldOf(options, "generation"), generation],
     ["options.now", fieldOf(options, "now"), Rules.millis]
   )
-  return checks
-}
 
 /** The checks of `deferWatch`'s arguments. */
-export const deferWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> => {
-  const checks = identityChecks("identity", identity)
-  checks.push(
+export const deferWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> =>
+  identityChecks(
+    "identity",
+    identity,
     ["options", options, Rules.record],
     ["options.nextAttemptAt", fieldOf(options, "nextAttemptAt"), Rules.millis],
     ["options.reason", fieldOf(options, "reason"), optionalDeferReason],
     ["options.generation", fieldOf(options, "generation"), generation],
     ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
   )
-  return checks
-}
 
 /** The checks of `recordVerification`'s arguments. */
-export const verificationChecks = (identity: unknown, input: unknown): ReadonlyArray<Check> => {
-  const checks = identityChecks("identity", identity)
-  checks.push(
+export const verificationChecks = (identity: unknown, input: unknown): ReadonlyArray<Check> =>
+  identityChecks(
+    "identity",
+    identity,
     ["input", input, Rules.record],
     ["input.generation", fieldOf(input, "generation"), generation],
     ["input.claimedUntil", fieldOf(input, "claimedUntil"), millisOrNull],
@@ -155,8 +155,6 @@ export const verificationChecks = (identity: unknown, input: unknown): ReadonlyA
     ["input.maxAttempts", fieldOf(input, "maxAttempts"), Rules.positiveInt],
     ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
   )
-  return checks
-}
 
 /** `armWatch`'s input from its arguments (checked already). */
 const armInputOf = (reason: ArmReason, options: ArmWatchOptions): ArmInput => ({
