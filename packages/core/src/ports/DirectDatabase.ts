@@ -6,28 +6,106 @@ import type { OperationRepository } from "./OperationRepository.js"
 import type { DocumentSlot, WatchRepository } from "./WatchRepository.js"
 
 /**
- * The watch rows of a `DirectDatabase`: `WatchRepository`'s hot methods,
- * answered synchronously. Each throws a `PersistenceError` when the driver
- * fails, and means exactly what the `WatchRepository` method of the same
- * name means.
+ * What a row call answers: at once, or, on a database that answers later
+ * (`Later` true: Postgres through `pg`), possibly a Promise of it.
  */
-export interface DirectWatchRows {
-  readonly lockRead: (identity: WatchIdentity) => ProjectionWatch | undefined
-  readonly update: (previous: ProjectionWatch, next: ProjectionWatch) => boolean
-  readonly insert: (row: ProjectionWatch) => boolean
-  readonly delete: (identity: WatchIdentity, expectedVersion: number) => boolean
-  readonly claimAttempt: (identity: WatchIdentity, input: ClaimInput, now: Millis, writtenAt: Millis) => boolean
-  readonly deferAttempt: (identity: WatchIdentity, input: DeferInput, now: Millis) => boolean
-  readonly lockArmTargets: (slot: DocumentSlot, identity: WatchIdentity) => ReadonlyArray<ProjectionWatch>
+export type DirectAnswer<A, Later extends boolean> = Later extends true ? A | Promise<A> : A
+
+/**
+ * The watch rows of a direct database: `WatchRepository`'s hot methods,
+ * answered synchronously (or, `Later`, possibly with a Promise). Each
+ * throws (or rejects with) a `PersistenceError` when the driver fails, and
+ * means exactly what the `WatchRepository` method of the same name means.
+ */
+export interface DirectWatchRowsOf<Later extends boolean> {
+  readonly lockRead: (identity: WatchIdentity) => DirectAnswer<ProjectionWatch | undefined, Later>
+  readonly update: (previous: ProjectionWatch, next: ProjectionWatch) => DirectAnswer<boolean, Later>
+  readonly insert: (row: ProjectionWatch) => DirectAnswer<boolean, Later>
+  readonly delete: (identity: WatchIdentity, expectedVersion: number) => DirectAnswer<boolean, Later>
+  readonly claimAttempt: (identity: WatchIdentity, input: ClaimInput, now: Millis, writtenAt: Millis) => DirectAnswer<boolean, Later>
+  readonly deferAttempt: (identity: WatchIdentity, input: DeferInput, now: Millis) => DirectAnswer<boolean, Later>
+  /** On a database of many connections, takes the slot's lock first, as `WatchRepository.lockArmTargets` does. */
+  readonly lockArmTargets: (slot: DocumentSlot, identity: WatchIdentity) => DirectAnswer<ReadonlyArray<ProjectionWatch>, Later>
 }
 
-/** The operation rows of a `DirectDatabase` (see `OperationRepository`), answered synchronously. */
-export interface DirectOperationRows {
-  readonly get: (key: OperationKey) => ConnectorOperation | undefined
-  readonly lockRead: (key: OperationKey) => ConnectorOperation | undefined
-  readonly insert: (row: ConnectorOperation) => boolean
-  readonly update: (previous: ConnectorOperation, next: ConnectorOperation) => boolean
-  readonly markSent: (key: OperationKey, leaseToken: string, maxAttempts: number, now: Millis) => ConnectorOperation | undefined
+/** The operation rows of a direct database (see `OperationRepository`). */
+export interface DirectOperationRowsOf<Later extends boolean> {
+  readonly get: (key: OperationKey) => DirectAnswer<ConnectorOperation | undefined, Later>
+  readonly lockRead: (key: OperationKey) => DirectAnswer<ConnectorOperation | undefined, Later>
+  readonly insert: (row: ConnectorOperation) => DirectAnswer<boolean, Later>
+  readonly update: (previous: ConnectorOperation, next: ConnectorOperation) => DirectAnswer<boolean, Later>
+  readonly markSent: (
+    key: OperationKey,
+    leaseToken: string,
+    maxAttempts: number,
+    now: Millis
+  ) => DirectAnswer<ConnectorOperation | undefined, Later>
+}
+
+/** The rows a direct transition reads and writes: a database's own, or a transaction's. */
+export interface DirectRowsOf<Later extends boolean> {
+  readonly watches: DirectWatchRowsOf<Later>
+  readonly operations: DirectOperationRowsOf<Later>
+}
+
+/** The watch rows of a `DirectDatabase`, answered synchronously. */
+export type DirectWatchRows = DirectWatchRowsOf<false>
+/** The operation rows of a `DirectDatabase`, answered synchronously. */
+export type DirectOperationRows = DirectOperationRowsOf<false>
+
+/** A transaction a direct database's `begin` opened. */
+export interface DirectTransactionOf<Later extends boolean> {
+  /** Commits; throws (rejects with) `PersistenceError`, after rolling back, when the commit fails. */
+  readonly commit: () => DirectAnswer<void, Later>
+  /** Rolls back (nothing once the transaction has ended); never fails. */
+  readonly rollback: () => DirectAnswer<void, Later>
+  /**
+   * `effect` run inside the transaction: a winner read that queries the
+   * same database sees (and waits on) nothing but this transaction. Called
+   * with interruption off (a direct runner's region, or a fiber of its
+   * own that nothing interrupts), so an adapter may set what the effect
+   * runs with and put it back after without a region of its own; `effect`
+   * keeps its own interruptibility.
+   */
+  readonly joined: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * The rows that run inside this transaction, on a database of many
+   * connections; absent on a database of one connection, whose own rows
+   * run inside whatever transaction is open on it.
+   */
+  readonly rows?: DirectRowsOf<Later> | undefined
+}
+
+/** A transaction `DirectDatabaseApi.begin` opened; the rows' calls made while it is open run in it. */
+export type DirectTransaction = DirectTransactionOf<false>
+
+/**
+ * A database a transition can run on without a fiber: `DirectDatabaseApi`
+ * when it answers synchronously, `LaneDatabaseApi` when it may answer later.
+ */
+export interface DirectDatabaseOf<Later extends boolean> extends DirectRowsOf<Later> {
+  /**
+   * True when a single-statement write may run now, outside any
+   * transaction. False when the database's one connection is in a
+   * transaction (the caller's own, or another fiber's).
+   */
+  readonly free: () => boolean
+  /**
+   * Opens a write transaction, or answers undefined (changing nothing)
+   * when one is open already on the database's one connection. Throws
+   * (rejects with) `PersistenceError` when the database refuses to begin.
+   */
+  readonly begin: () => DirectAnswer<DirectTransactionOf<Later> | undefined, Later>
+  /**
+   * The repositories these rows are a view of. A store takes the direct
+   * path only while these are the very ports it runs on: a port replaced
+   * or decorated (a test injecting faults, say) turns it off, so the
+   * decoration is never bypassed.
+   */
+  readonly repositories: {
+    readonly watches: WatchRepository["Type"]
+    readonly operations: OperationRepository["Type"]
+  }
 }
 
 /**
@@ -42,58 +120,30 @@ export interface DirectOperationRows {
  * `free` says the database is busy with another transaction (the Effect
  * path waits its turn), so the two never interleave.
  */
-export interface DirectDatabaseApi {
-  /**
-   * True when no transaction is open: a single-statement write may run now.
-   * False when one is (the caller's own, or another fiber's).
-   */
-  readonly free: () => boolean
-  /**
-   * Opens a write transaction now, or answers undefined (changing nothing)
-   * when one is open already. Throws `PersistenceError` when the database
-   * refuses to begin.
-   */
-  readonly begin: () => DirectTransaction | undefined
-  readonly watches: DirectWatchRows
-  readonly operations: DirectOperationRows
-  /**
-   * The repositories these rows are a synchronous view of. A store takes
-   * the direct path only while these are the very ports it runs on: a port
-   * replaced or decorated (a test injecting faults, say) turns it off, so
-   * the decoration is never bypassed.
-   */
-  readonly repositories: {
-    readonly watches: WatchRepository["Type"]
-    readonly operations: OperationRepository["Type"]
-  }
-}
+export type DirectDatabaseApi = DirectDatabaseOf<false>
 
-/** A transaction `DirectDatabaseApi.begin` opened; the rows' calls made while it is open run in it. */
-export interface DirectTransaction {
-  /** Commits; throws `PersistenceError` (after rolling back) when the commit fails. */
-  readonly commit: () => void
-  /** Rolls back (nothing once the transaction has ended). */
-  readonly rollback: () => void
-  /**
-   * `effect` run inside the transaction: a winner read that queries the
-   * same database sees (and waits on) nothing but this transaction. Called
-   * with interruption off (a direct runner's region, or a fiber of its
-   * own that nothing interrupts), so an adapter may set what the effect
-   * runs with and put it back after without a region of its own; `effect`
-   * keeps its own interruptibility.
-   */
-  readonly joined: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-}
+/**
+ * A database whose rows answer with Promises (Postgres through `pg`): the
+ * Promise API's hot methods run on it without a fiber, one Promise per
+ * statement (see `makeDirectLane`). Each transaction has a connection of
+ * its own (`DirectTransactionOf.rows`), `free` is always true, and `begin`
+ * waits for a connection rather than answering undefined. The Effect
+ * methods keep the ports.
+ */
+export type LaneDatabaseApi = DirectDatabaseOf<true>
+
+/** The adapter's Promise-answering access to its database, when it has one (see `LaneDatabaseApi`). */
+export class LaneDatabase extends Context.Tag("@connector-store/core/LaneDatabase")<LaneDatabase, LaneDatabaseApi>() {}
 
 /** The adapter's synchronous access to its database, when it has one (see `DirectDatabaseApi`). */
 export class DirectDatabase extends Context.Tag("@connector-store/core/DirectDatabase")<DirectDatabase, DirectDatabaseApi>() {}
 
 /** `direct` when it is a view of exactly `watches` and `operations` (see `DirectDatabaseApi.repositories`), else undefined. */
-export const directFor = (
-  direct: Option.Option<DirectDatabaseApi>,
+export const directFor = <D extends DirectDatabaseOf<boolean>>(
+  direct: Option.Option<D>,
   watches: WatchRepository["Type"],
   operations: OperationRepository["Type"]
-): DirectDatabaseApi | undefined =>
+): D | undefined =>
   Option.isSome(direct) && direct.value.repositories.watches === watches && direct.value.repositories.operations === operations
     ? direct.value
     : undefined

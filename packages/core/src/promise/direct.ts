@@ -4,13 +4,13 @@ import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
 import type { MarkSentResult } from "../operation/attempt.js"
 import { asStoredJson, claimChecks, finalizeChecks, keyChecks, runnerChecks } from "../operation/checks.js"
 import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
-import { formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
+import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
 import type { OperationEntropy } from "../operation/entropy.js"
 import type { FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
 import type { OperationPolicySettings } from "../operation/policy.js"
-import type { DirectDatabaseApi, DirectTransaction } from "../ports/DirectDatabase.js"
+import type { DirectDatabaseOf, DirectRowsOf, DirectTransactionOf } from "../ports/DirectDatabase.js"
 import { countLostRaceNow, MAX_CAS_ATTEMPTS } from "../service/cas.js"
-import { done, LOST_RACE, type Step } from "../service/direct.js"
+import { LOST_RACE, type Step } from "../service/direct.js"
 import { armDirect, operationPrograms, verificationDirect } from "../service/directPrograms.js"
 import { callMetrics, nameMethod } from "../service/instrument.js"
 import type { ArmWatchOptions, ClaimWatchOptions } from "../service/watches.js"
@@ -59,12 +59,13 @@ export interface DirectLane {
 
 /** What the lane runs with, taken from the store's runtime once it is built. */
 export interface DirectLaneParts<H> {
-  readonly db: DirectDatabaseApi
+  /** Rows that answer at once (SQLite, memory) or later (Postgres). */
+  readonly db: DirectDatabaseOf<boolean>
   readonly policy: OperationPolicySettings
   readonly entropy: OperationEntropy["Type"]
   readonly readers: PromiseWinnerReaders<H>
   /** The handle winner readers get inside `transaction`. */
-  readonly handle: (transaction: DirectTransaction) => H
+  readonly handle: (transaction: DirectTransactionOf<boolean>) => H
   /** The store's clock: a reading that is not a time sends the call to the Effect path (which refuses it). */
   readonly now: () => number
   readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
@@ -106,7 +107,7 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
   }
 
   /** The winner of `documentID` as the Effect path reads it (`fromPromiseReaders`, `singleWinnerReader`): a value, or a Promise of one. */
-  const readWinner = (documentID: string, transaction: DirectTransaction): Digest | null | Promise<Digest | null> => {
+  const readWinner = (documentID: string, transaction: DirectTransactionOf<boolean>): Digest | null | Promise<Digest | null> => {
     const failed = (cause: unknown) => new WinnerReadFailed({ documentID, cause })
     const { readWinner: single, readWinners: batch } = parts.readers
     let answer: unknown
@@ -153,21 +154,38 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
 
   /**
    * Runs `program` as a transaction, retried whole on a lost race: a
-   * value, a Promise (when a winner read suspends), a throw, or
-   * `EFFECT_PATH` when the database is busy or the clock unreadable.
+   * value, a Promise (when a winner read or a statement answers later), a
+   * throw, or `EFFECT_PATH` when the database is busy or the clock
+   * unreadable. The time is read once the transaction has begun (on a
+   * database that answers later, after the wait for a connection).
    */
   const transaction = <A>(
     method: string,
     identity: string,
-    program: (now: Millis) => Step<A>,
+    program: (rows: DirectRowsOf<boolean>, now: Millis) => Step<A>,
     tried = 0
   ): A | Promise<A | typeof EFFECT_PATH> | typeof EFFECT_PATH => {
-    const now = readNow()
-    if (now === undefined) return EFFECT_PATH
-    const open = db.begin()
-    if (open === undefined) return EFFECT_PATH
+    const begun = db.begin()
+    return begun instanceof Promise
+      ? begun.then((open) => open === undefined ? EFFECT_PATH : inTransaction(open, method, identity, program, tried))
+      : begun === undefined
+      ? EFFECT_PATH
+      : inTransaction(begun, method, identity, program, tried)
+  }
+
+  /** `program`'s try in the transaction `open`, which it ends (see `transaction`). */
+  const inTransaction = <A>(
+    open: DirectTransactionOf<boolean>,
+    method: string,
+    identity: string,
+    program: (rows: DirectRowsOf<boolean>, now: Millis) => Step<A>,
+    tried: number
+  ): A | Promise<A | typeof EFFECT_PATH> | typeof EFFECT_PATH => {
     const recover = (thrown: unknown): A | Promise<A | typeof EFFECT_PATH> | typeof EFFECT_PATH => {
-      open.rollback()
+      const rolledBack = open.rollback()
+      return rolledBack instanceof Promise ? rolledBack.then(() => retry(thrown)) : retry(thrown)
+    }
+    const retry = (thrown: unknown): A | Promise<A | typeof EFFECT_PATH> | typeof EFFECT_PATH => {
       if (thrown !== LOST_RACE) throw thrown
       countLostRaceNow(method, labels)
       if (tried + 1 >= MAX_CAS_ATTEMPTS) throw new ConcurrentUpdateExhausted({ method, identity, attempts: tried + 1 })
@@ -176,16 +194,23 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
     const finish = (step: Step<A>): A | Promise<A> => {
       while (!step.done) {
         const waiting = step
+        if (waiting.documentID === undefined) return waiting.answer.then((answered) => finish(waiting.resume(answered as never)))
         const winner = readWinner(waiting.documentID, open)
         if (winner instanceof Promise) return winner.then((read) => finish(waiting.resume(read)))
         step = waiting.resume(winner)
       }
-      open.commit()
-      return step.value
+      const value = step.value
+      const committed = open.commit()
+      return committed instanceof Promise ? committed.then(() => value) : value
+    }
+    const now = readNow()
+    if (now === undefined) {
+      const rolledBack = open.rollback()
+      return rolledBack instanceof Promise ? rolledBack.then(() => EFFECT_PATH) : EFFECT_PATH
     }
     let result: A | Promise<A>
     try {
-      result = finish(program(now))
+      result = finish(program(open.rows ?? db, now))
     } catch (thrown) {
       return recover(thrown)
     }
@@ -219,11 +244,19 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
     return now === undefined || !db.free() ? EFFECT_PATH : write(now)
   }
 
+  /** A step run outside any transaction (a claim's unlocked try): it may wait on statements, never on a winner. */
+  const untransacted = <A>(step: Step<A>): A | Promise<A> => {
+    if (step.done) return step.value
+    const waiting = step
+    if (waiting.documentID !== undefined) throw new Error("a direct transition read a winner outside a transaction")
+    return waiting.answer.then((answered) => untransacted(waiting.resume(answered as never)))
+  }
+
   return {
     armWatch: (identity, reason, options, fallback) =>
       !hasReader() ? fallback() : call("armWatch", armWatchChecks(identity, reason, options), () => {
         const input = { reason, dueAt: options.dueAt, triggeringWinner: options.triggeringWinner }
-        return transaction("armWatch", formatWatchIdentity(identity), (now) => armDirect(db, identity, input, now))
+        return transaction("armWatch", formatWatchIdentity(identity), (rows, now) => armDirect(rows, identity, input, now))
       }, fallback),
 
     claimWatchAttempt: (identity, options, fallback) =>
@@ -236,32 +269,36 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
 
     recordVerification: (identity, input, fallback) =>
       !hasReader() ? fallback() : call("recordVerification", verificationChecks(identity, input), () =>
-        transaction("recordVerification", formatWatchIdentity(identity), (now) => verificationDirect(db, identity, input, now)), fallback),
+        transaction("recordVerification", formatWatchIdentity(identity), (rows, now) => verificationDirect(rows, identity, input, now)), fallback),
 
     claimOperation: (input, fallback) =>
       call("claimOperation", claimChecks(input), () => {
         const stored = { ...input, reissueIntent: asStoredJson(input.reissueIntent) as ClaimOperationInput["reissueIntent"] }
-        const first = statement((now) => {
-          try {
-            return programs.claim(db, stored, now, "unlocked")
-          } catch (thrown) {
-            if (thrown === LOST_RACE) return LOST_RACE
-            throw thrown
-          }
-        })
-        if (first !== LOST_RACE) return first
-        countLostRaceNow("claimOperation", labels)
-        return transaction("claimOperation", formatOperationKey(input), (now) =>
-          done(programs.claim(db, stored, now, "locked")), 1)
+        // A lost first try goes on locked, in a transaction.
+        const lost = (thrown: unknown) => {
+          if (thrown !== LOST_RACE) throw thrown
+          countLostRaceNow("claimOperation", labels)
+          return transaction("claimOperation", formatOperationKey(input), (rows, now) => programs.claim(rows, stored, now, "locked"), 1)
+        }
+        let first: ClaimResult | Promise<ClaimResult> | typeof EFFECT_PATH
+        try {
+          first = statement((now) => untransacted(programs.claim(db, stored, now, "unlocked")))
+        } catch (thrown) {
+          return lost(thrown)
+        }
+        return first instanceof Promise ? first.catch(lost) : first
       }, fallback),
 
     markOperationSent: (key, options, fallback) =>
       call("markOperationSent", [...keyChecks("key", key), ...runnerChecks(options)], () => {
-        const sent = statement((now) => programs.markSentGuarded(db, key, options.leaseToken, now) ?? null)
+        const sent = statement((now) => programs.markSentGuarded(db, key, options.leaseToken, now))
         if (sent === EFFECT_PATH) return EFFECT_PATH
-        if (sent !== null) return { outcome: "sent", operation: sent } satisfies MarkSentResult
-        return transaction("markOperationSent", formatOperationKey(key), (now) =>
-          programs.markSentDecided(db, key, options.leaseToken, now))
+        const decided = (operation: ConnectorOperation | undefined) =>
+          operation !== undefined
+            ? { outcome: "sent", operation } satisfies MarkSentResult
+            : transaction("markOperationSent", formatOperationKey(key), (rows, now) =>
+              programs.markSentDecided(rows, key, options.leaseToken, now))
+        return sent instanceof Promise ? sent.then(decided) : decided(sent)
       }, fallback),
 
     finalizeOperationAndArmWatch: (key, options, fallback) =>
@@ -270,7 +307,8 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
         [...keyChecks("key", key), ...runnerChecks(options, finalizeChecks(options))],
         () => {
           const input = { ...options, resultEntity: asStoredJson(options.resultEntity) }
-          return transaction("finalizeOperationAndArmWatch", formatOperationKey(key), (now) => programs.finalize(db, key, input, now))
+          return transaction("finalizeOperationAndArmWatch", formatOperationKey(key), (rows, now) =>
+            programs.finalize(rows, key, input, now))
         },
         fallback
       )

@@ -1,7 +1,7 @@
 import { Cause, Clock, Context, DefaultServices, Effect, Exit, FiberRef, FiberRefs, type ManagedRuntime, Option, Runtime } from "effect"
 import { OperationEntropy } from "../operation/entropy.js"
 import { OperationPolicy } from "../operation/policy.js"
-import { DirectDatabase, directFor, type DirectTransaction } from "../ports/DirectDatabase.js"
+import { DirectDatabase, type DirectDatabaseOf, directFor, type DirectTransactionOf, LaneDatabase } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { nativeTracer } from "../service/instrument.js"
@@ -114,12 +114,12 @@ export interface PromiseStoreParts<H> {
   readonly now?: (() => number) | undefined
   /**
    * The user's winner readers as given. With them, and a `DirectDatabase`
-   * in the runtime, the hot methods run on the direct lane (see
+   * or a `LaneDatabase` in the runtime, the hot methods run on the direct lane (see
    * `makeDirectLane`) unless a tracer is installed.
    */
   readonly readers?: PromiseWinnerReaders<H> | undefined
   /** The handle readers get inside a direct transaction; by default `handle` run joined to it. */
-  readonly directHandle?: ((transaction: DirectTransaction) => H) | undefined
+  readonly directHandle?: ((transaction: DirectTransactionOf<boolean>) => H) | undefined
 }
 
 /** What an opened store's runtime provides: the service, every port, and the snapshot. */
@@ -129,7 +129,7 @@ export type StoreContext = ConnectorStore | StorePorts | StoreSnapshot
 interface Ready {
   readonly runtime: Runtime.Runtime<StoreContext>
   readonly store: ConnectorStore["Type"]
-  /** The direct lane, when the adapter offers a `DirectDatabase` and no tracer is installed. */
+  /** The direct lane, when the adapter offers a `DirectDatabase` or a `LaneDatabase` and no tracer is installed. */
   readonly lane: DirectLane | undefined
 }
 
@@ -182,11 +182,11 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     return { runtime, store: Context.get(runtime.context, ConnectorStore), lane: laneOn(runtime) }
   }
   const laneOn = (runtime: Runtime.Runtime<StoreContext>): DirectLane | undefined => {
-    const direct = directFor(
-      Context.getOption(runtime.context as Context.Context<StoreContext | DirectDatabase>, DirectDatabase),
-      Context.get(runtime.context, WatchRepository),
-      Context.get(runtime.context, OperationRepository)
-    )
+    const context = runtime.context as Context.Context<StoreContext | DirectDatabase | LaneDatabase>
+    const watches = Context.get(context, WatchRepository)
+    const operations = Context.get(context, OperationRepository)
+    const direct: DirectDatabaseOf<boolean> | undefined = directFor(Context.getOption(context, DirectDatabase), watches, operations) ??
+      directFor(Context.getOption(context, LaneDatabase), watches, operations)
     if (direct === undefined || parts.readers === undefined) return undefined
     if (Runtime.runSync(runtime)(Effect.tracer) !== nativeTracer) return undefined
     const handle = parts.handle

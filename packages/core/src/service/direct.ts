@@ -8,12 +8,26 @@ import { countLostRaceNow, MAX_CAS_ATTEMPTS } from "./cas.js"
 import { nativeTracer } from "./instrument.js"
 
 /**
- * Where a direct transition stands: done with its value, or waiting for
- * one document's winner, read inside the open transaction, to go on.
+ * Where a direct transition stands: done with its value, waiting for one
+ * document's winner, read inside the open transaction, to go on, or (on a
+ * database that answers later) waiting for a statement's answer.
  */
 export type Step<A> =
   | { readonly done: true; readonly value: A }
-  | { readonly done: false; readonly documentID: string; readonly resume: (winner: Digest | null) => Step<A> }
+  | {
+    readonly done: false
+    readonly documentID: string
+    readonly resume: (winner: Digest | null) => Step<A>
+  }
+  | {
+    readonly done: false
+    readonly documentID?: undefined
+    readonly answer: Promise<unknown>
+    readonly resume: (answered: never) => Step<A>
+  }
+
+/** A step waiting for a winner (see `withWinner`). */
+export type AwaitingWinner<A> = Extract<Step<A>, { readonly documentID: string }>
 
 /** A finished step. */
 export const done = <A>(value: A): Step<A> => ({ done: true, value })
@@ -24,6 +38,19 @@ export const withWinner = <A>(documentID: string, resume: (winner: Digest | null
   documentID,
   resume
 })
+
+/** Goes on with a row call's answer: at once when it has one, else once its Promise settles. */
+export const after = <T, A>(answer: T | Promise<T>, next: (answered: T) => Step<A>): Step<A> =>
+  answer instanceof Promise ? { done: false, answer, resume: next as (answered: never) => Step<A> } : next(answer)
+
+/**
+ * The value of a step taken on rows that answer at once and read no
+ * winner (a claim's unlocked try): throws if it was anything else.
+ */
+export const settledNow = <A>(step: Step<A>): A => {
+  if (!step.done) throw new Error("a direct transition waited on rows that answer at once")
+  return step.value
+}
 
 /** Thrown by a direct transition whose versioned write matched nothing: the try is rolled back and run again. */
 export const LOST_RACE: unique symbol = Symbol("connector-store/LostRace")
@@ -128,6 +155,7 @@ export const directTransactionNow = <A, E, R, W = never, F = never>(
       // Winners that answer at once are used as they are: nothing to run,
       // nothing that could query inside the transaction.
       while (!step.done) {
+        if (step.documentID === undefined) throw new Error(`${method}: a direct transition waited on rows that answer at once`)
         if (readWinner === undefined) throw new Error(`${method}: a direct transition read a winner without a reader`)
         const reading = readWinner(step.documentID)
         if (!Exit.isExit(reading)) break
@@ -146,7 +174,7 @@ export const directTransactionNow = <A, E, R, W = never, F = never>(
       }
       return Exit.succeed(step.value)
     }
-    const waiting = step
+    const waiting = step as AwaitingWinner<A>
     return Effect.matchCauseEffect(transaction.joined(restore(readWinner!(waiting.documentID))), {
       onFailure: (cause): Out => afterRead(transaction, cause),
       onSuccess: (winner): Out => proceed(transaction, () => waiting.resume(winner), tried)

@@ -49,7 +49,7 @@ import { WinnerReader } from "../ports/WinnerReader.js"
 import { type Check, firstProblem, Rules, validate } from "../validation.js"
 import { type Digest, type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { LostRace, requireWon, retryOnLostRace } from "./cas.js"
-import { type DirectContext, directOptimisticNow, directStatementNow, directTransactionNow, done, runAttempt } from "./direct.js"
+import { type DirectContext, directOptimisticNow, directStatementNow, directTransactionNow, runAttempt, settledNow } from "./direct.js"
 import { withAttemptNow } from "./instrument.js"
 import { operationPrograms } from "./directPrograms.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
@@ -235,8 +235,8 @@ export const makeOperationMethods = Effect.gen(function*() {
       direct,
       "claimOperation",
       formatOperationKey(stored),
-      (now) => programs.claim(direct, stored, now, "unlocked"),
-      (now) => done(programs.claim(direct, stored, now, "locked")),
+      (now) => settledNow(programs.claim(direct, stored, now, "unlocked")),
+      (now) => programs.claim(direct, stored, now, "locked"),
       context,
       () => claimViaPorts(stored)
     )
