@@ -1,4 +1,4 @@
-import { DirectDatabase, type DirectDatabaseApi } from "@connector-store/core"
+import { DirectDatabase, type DirectDatabaseApi, type DirectRowsOf, type LaneDatabase, type LaneDatabaseApi } from "@connector-store/core"
 import { layerClient, layerPorts, Tables } from "@connector-store/sql-adapter"
 import { Layer } from "effect"
 
@@ -42,4 +42,42 @@ export const watchedDirect = (db: DirectDatabaseApi, seen: Seen, lose: Losses): 
 export const sqlitePortsWithDirect = (url: string) => {
   const base = layerPorts.pipe(Layer.provideMerge(Tables.layer(undefined)), Layer.provideMerge(layerClient({ url })))
   return base as Layer.Layer<Layer.Layer.Success<typeof base> | DirectDatabase, Layer.Layer.Error<typeof base>>
+}
+
+/** `rows` with their versioned writes losing as `lose` says. */
+const losing = <Later extends boolean>(rows: DirectRowsOf<Later>, lose: Losses): DirectRowsOf<Later> => ({
+  watches: {
+    ...rows.watches,
+    update: (previous, next) => lose.watchUpdates-- > 0 ? false : rows.watches.update(previous, next)
+  },
+  operations: {
+    ...rows.operations,
+    update: (previous, next) =>
+      lose.operationUpdates !== undefined && lose.operationUpdates-- > 0 ? false : rows.operations.update(previous, next)
+  }
+})
+
+/** A Postgres `LaneDatabase` counting its transactions in `seen`, its rows' versioned writes (its transactions' too) losing as `lose` says. */
+export const watchedLane = (db: LaneDatabaseApi, seen: Seen, lose: Losses): LaneDatabaseApi => ({
+  ...db,
+  ...losing(db, lose),
+  begin: async () => {
+    const transaction = await db.begin()
+    if (transaction === undefined) {
+      seen.busy++
+      return transaction
+    }
+    seen.begun++
+    return { ...transaction, rows: losing(transaction.rows ?? db, lose) }
+  }
+})
+
+/**
+ * The SQL ports on the project's Postgres client at `url` (tables under
+ * `tablePrefix`), typed with the `LaneDatabase` that `layerPorts` adds
+ * there outside its type.
+ */
+export const pgPortsWithLane = (url: string, tablePrefix: string) => {
+  const base = layerPorts.pipe(Layer.provideMerge(Tables.layer(tablePrefix)), Layer.provideMerge(layerClient({ url, tablePrefix })))
+  return base as Layer.Layer<Layer.Layer.Success<typeof base> | LaneDatabase, Layer.Layer.Error<typeof base>>
 }

@@ -6,6 +6,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Exit, type Fiber, Layer, type Scope } from "effect"
 import Pg from "pg"
 import { routeStatements } from "./internal/statementRoutes.js"
+import type { PgLaneParts } from "./PgLane.js"
 import { nativeTracer } from "./internal/tracer.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
 
@@ -29,6 +30,12 @@ export const withDirectStatements = (base: Client.SqlClient, outside?: Connectio
   }
   return routeStatements(base, { execute: connectionOn, executeRaw: connectionOn }) ?? base
 }
+
+const LANE: unique symbol = Symbol.for("@connector-store/sql-adapter/PgConnection/lane")
+
+/** What `PgLane` runs on under this module's client `sql` (its pool); undefined for any other client. */
+export const laneParts = (sql: Client.SqlClient): PgLaneParts | undefined =>
+  (sql as unknown as { readonly [LANE]?: PgLaneParts })[LANE]
 
 /** A client of the pool, checked out for one transaction; `release` hands it back (or, given an error, discards it). */
 interface Checkout {
@@ -261,8 +268,8 @@ export const layer = (options: PgConnectionOptions): Layer.Layer<Client.SqlClien
         : undefined
       const client = withDirectStatements(base, outside)
       const connectionOf = yield* connectionMaker(base)
-      return client === base || connectionOf === undefined
-        ? client
-        : Object.assign(client, { withTransaction: leanTransactions(base, pool, connectionOf) })
+      if (client === base || connectionOf === undefined) return client
+      const lane: PgLaneParts = { pool, connectionOf: (pooled) => new PgTransactionConnection(connectionOf(pooled), pooled) }
+      return Object.assign(client, { withTransaction: leanTransactions(base, pool, connectionOf), [LANE]: lane })
     })
   ).pipe(Layer.provide(Reactivity.layer))

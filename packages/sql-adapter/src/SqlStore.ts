@@ -1,10 +1,11 @@
 import {
   ConnectorStore,
   DirectDatabase,
-  type DirectTransaction,
+  type DirectTransactionOf,
   fieldOf,
   fromPromiseReaders,
   InvalidInput,
+  LaneDatabase,
   nameMethod,
   openOptionsProblem,
   optional,
@@ -38,6 +39,7 @@ import { makeSqlOperatorRepository } from "./SqlOperatorRepository.js"
 import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
 import { makeSqliteDirect } from "./SqliteDirect.js"
+import { makePgLane } from "./PgLane.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
@@ -89,12 +91,18 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
       })
     )
     // On the project's SQLite client, hot transitions also run synchronously
-    // on the connection (see SqliteDirect). The service is optional, read by
-    // the store with serviceOption, so it is not in the layer's type.
+    // on the connection (see SqliteDirect); on its Postgres client, the
+    // Promise API's run straight on the pool (see PgLane). Both services are
+    // optional, read by the store with serviceOption, so they are not in the
+    // layer's type.
     const connection = SqliteConnection.connectionOf(sql)
-    return connection === undefined
+    if (connection !== undefined) {
+      return Context.add(ports, DirectDatabase, makeSqliteDirect(sql, connection, tables, { watches, operations })) as Context.Context<SqlPorts>
+    }
+    const pg = PgConnection.laneParts(sql)
+    return pg === undefined
       ? ports
-      : Context.add(ports, DirectDatabase, makeSqliteDirect(sql, connection, tables, { watches, operations })) as Context.Context<SqlPorts>
+      : Context.add(ports, LaneDatabase, makePgLane(sql, pg, tables, { watches, operations })) as Context.Context<SqlPorts>
   })
 )
 
@@ -200,13 +208,16 @@ export interface SqlTransaction {
   readonly query: <Row = Record<string, unknown>>(text: string, params?: ReadonlyArray<unknown>) => Promise<ReadonlyArray<Row>>
 }
 
+/** The dialect a `SqlTransaction` on `sql` reports. */
+const dialectOf = (sql: SqlClient): SqlTransaction["dialect"] => sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+
 /**
  * The transaction handle of the calling fiber. Its queries run on the
  * fiber's runtime (so on its transaction's connection); the runtime is
  * captured when the handle is made, and only used if the reader queries.
  */
 const currentTransaction = (sql: SqlClient): Effect.Effect<SqlTransaction> => {
-  const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+  const dialect = dialectOf(sql)
   return Effect.map(Effect.runtime<never>(), (runtime) => ({
     dialect,
     query: <Row>(text: string, params: ReadonlyArray<unknown> = []) =>
@@ -264,7 +275,7 @@ export const openConnectorStore = async (options: OpenConnectorStoreOptions): Pr
       storeNow = clock.now
     })
   ))
-  let directHandle: (transaction: DirectTransaction) => SqlTransaction = () => {
+  let directHandle: (transaction: DirectTransactionOf<boolean>) => SqlTransaction = () => {
     throw new Error("store not open")
   }
   // The policy stays in the runtime's context: the direct lane decides with it too.
@@ -274,8 +285,9 @@ export const openConnectorStore = async (options: OpenConnectorStoreOptions): Pr
       Effect.sync(() => {
         const sql = Context.get(context, SqlClient)
         handle = currentTransaction(sql)
+        const dialect = dialectOf(sql)
         directHandle = (transaction) => ({
-          dialect: "sqlite",
+          dialect,
           query: <Row>(text: string, params: ReadonlyArray<unknown> = []) =>
             Effect.runPromise(transaction.joined(sql.unsafe<Row & object>(text, params))) as Promise<ReadonlyArray<Row>>
         })

@@ -104,6 +104,11 @@ export const watchStatements = (sql: SqlClient, tables: TableNames) => {
       ) ON CONFLICT DO NOTHING RETURNING version`,
     delete: (identity: WatchIdentity, expectedVersion: number) =>
       sql<RawRow>`DELETE FROM ${table} WHERE ${byIdentity(identity)} AND version = ${expectedVersion} RETURNING version`,
+    /** The Postgres advisory lock of a document slot, held to the end of the transaction. */
+    lockDocument: (slot: DocumentSlot) =>
+      sql`SELECT pg_advisory_xact_lock(hashtextextended(${
+        JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
+      }, 0))`,
     /** Every arm target of a finalize, locked, in identity order (byte-wise); after the slot's lock on Postgres. */
     lockArmTargets: (slot: DocumentSlot, identity: WatchIdentity) =>
       sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${slot.documentID} OR (${byIdentity(identity)})
@@ -125,13 +130,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
   const lockDocument = (slot: DocumentSlot) =>
     sql.onDialectOrElse({
       pg: () =>
-        statementThen(
-          "watch.lockDocument",
-          sql`SELECT pg_advisory_xact_lock(hashtextextended(${
-            JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
-          }, 0))`,
-          (): void => undefined
-        ),
+        statementThen("watch.lockDocument", statements.lockDocument(slot), (): void => undefined),
       // The store's SQLite transactions hold the database write lock already.
       orElse: () => Effect.void
     })

@@ -1,18 +1,15 @@
-import { type DirectDatabaseApi, PersistenceError } from "@connector-store/core"
-import * as Client from "@effect/sql/SqlClient"
+import type { DirectDatabaseApi } from "@connector-store/core"
+import type * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
-import { SqlError } from "@effect/sql/SqlError"
 import type { Statement } from "@effect/sql/Statement"
 import { Effect } from "effect"
 import type { RawRow } from "./internal/columns.js"
+import { type Compiled, compiled, directFailure, firstOf } from "./internal/directStatements.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
 import { decodeOperation, operationStatements } from "./SqlOperationRepository.js"
-import { classified } from "./SqlFailure.js"
 import type { SharedDatabase } from "./SqliteConnection.js"
 import type { TableNames } from "./Tables.js"
 import { decodeWatch, watchStatements } from "./SqlWatchRepository.js"
-
-type Compiled = readonly [text: string, params: ReadonlyArray<unknown>]
 
 /**
  * The project's SQLite connection as a `DirectDatabase`: the repositories'
@@ -33,13 +30,7 @@ export const makeSqliteDirect = (
   const watch = watchStatements(sql, tables)
   const operation = operationStatements(sql, tables)
 
-  const failed = (operation: string, cause: unknown): PersistenceError =>
-    classified(new PersistenceError({
-      operation,
-      cause: cause instanceof SqlError ? cause : new SqlError({ cause, message: "Failed to execute statement" })
-    }))
-  const compiled = (statement: Statement<unknown> | Compiled): Compiled =>
-    Array.isArray(statement) ? statement as Compiled : (statement as Statement<unknown>).compile()
+  const failed = directFailure
   /** Every row `statement` returns. */
   const rows = (name: string, statement: Statement<unknown> | Compiled): ReadonlyArray<RawRow> => {
     try {
@@ -58,8 +49,7 @@ export const makeSqliteDirect = (
       throw failed(name, cause)
     }
   }
-  const first = <A>(decode: (row: RawRow) => A, found: ReadonlyArray<RawRow>): A | undefined =>
-    found.length === 0 ? undefined : decode(found[0]!)
+  const first = firstOf
 
   return {
     repositories,

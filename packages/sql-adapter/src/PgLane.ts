@@ -1,0 +1,160 @@
+import type {
+  DirectOperationRowsOf,
+  DirectRowsOf,
+  DirectTransactionOf,
+  DirectWatchRowsOf,
+  LaneDatabaseApi
+} from "@connector-store/core"
+import type * as Client from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import type { Statement } from "@effect/sql/Statement"
+import { Effect } from "effect"
+import type Pg from "pg"
+import type { RawRow } from "./internal/columns.js"
+import { type Compiled, compiled, directFailure, firstOf } from "./internal/directStatements.js"
+import { withConnectionThen } from "./internal/transactionContext.js"
+import { decodeOperation, operationStatements } from "./SqlOperationRepository.js"
+import type { TableNames } from "./Tables.js"
+import { decodeWatch, watchStatements } from "./SqlWatchRepository.js"
+
+const ignore = (): void => undefined
+
+/** Runs one statement: the pool (a client per statement) or a transaction's client. */
+type Run = (text: string, params: ReadonlyArray<unknown>) => Promise<Pg.QueryResult>
+
+/** What the lane needs of the store's Postgres client (see `PgConnection.laneParts`). */
+export interface PgLaneParts {
+  readonly pool: Pg.Pool
+  /** The `@effect/sql` connection of a checked-out client, for effects joined to its transaction. */
+  readonly connectionOf: (client: Pg.PoolClient) => Connection
+}
+
+/**
+ * The project's Postgres client as a `LaneDatabaseApi`: the repositories'
+ * own statements (`watchStatements`, `operationStatements`), compiled and
+ * sent straight to `pg`, one Promise each. A statement outside a
+ * transaction takes a pooled client for itself; a transaction checks one
+ * out, `BEGIN`s on it, runs its rows there, and hands it back after
+ * `COMMIT` or `ROLLBACK`, or discards it when anything on it failed (it
+ * could still hold an open transaction). Failures are classified
+ * `PersistenceError`s named as the repositories name them; a `COMMIT` the
+ * server answers with `ROLLBACK` fails too, as on the Effect path.
+ */
+export const makePgLane = (
+  sql: Client.SqlClient,
+  parts: PgLaneParts,
+  tables: TableNames,
+  repositories: LaneDatabaseApi["repositories"]
+): LaneDatabaseApi => {
+  const watch = watchStatements(sql, tables)
+  const operation = operationStatements(sql, tables)
+  const { pool } = parts
+
+  const rowsOn = (run: Run): DirectRowsOf<true> => {
+    const result = (name: string, statement: Statement<unknown> | Compiled): Promise<Pg.QueryResult> => {
+      let sent: Promise<Pg.QueryResult>
+      try {
+        const [text, params] = compiled(statement)
+        sent = run(text, params)
+      } catch (cause) {
+        return Promise.reject(directFailure(name, cause))
+      }
+      return sent.catch((cause: unknown) => {
+        throw directFailure(name, cause)
+      })
+    }
+    const rows = (name: string, statement: Statement<unknown> | Compiled): Promise<ReadonlyArray<RawRow>> =>
+      result(name, statement).then((answered) => answered.rows as ReadonlyArray<RawRow>)
+    /** Whether a write without RETURNING touched any row. */
+    const touched = (name: string, statement: Statement<unknown> | Compiled): Promise<boolean> =>
+      result(name, statement).then((answered) => (answered.rowCount ?? 0) > 0)
+    const returned = (name: string, statement: Statement<unknown> | Compiled): Promise<boolean> =>
+      rows(name, statement).then((found) => found.length > 0)
+
+    const watches: DirectWatchRowsOf<true> = {
+      lockRead: (identity) => rows("watch.lockRead", watch.lockRead(identity)).then((found) => firstOf(decodeWatch, found)),
+      update: (previous, next) => touched("watch.update", watch.update(previous, next)),
+      insert: (row) => returned("watch.insert", watch.insert(row)),
+      delete: (identity, expectedVersion) => returned("watch.delete", watch.delete(identity, expectedVersion)),
+      claimAttempt: (identity, input, now, writtenAt) =>
+        touched("watch.claimAttempt", watch.claimAttempt(identity, input, now, writtenAt)),
+      deferAttempt: (identity, input, now) => touched("watch.deferAttempt", watch.deferAttempt(identity, input, now)),
+      // The slot's lock in a statement of its own first, as the port takes it (see makeSqlWatchRepository).
+      lockArmTargets: (slot, identity) =>
+        result("watch.lockDocument", watch.lockDocument(slot)).then(() =>
+          rows("watch.lockArmTargets", watch.lockArmTargets(slot, identity)).then((found) => found.map(decodeWatch)))
+    }
+    const operations: DirectOperationRowsOf<true> = {
+      get: (key) => rows("operation.get", operation.get(key)).then((found) => firstOf(decodeOperation, found)),
+      lockRead: (key) => rows("operation.lockRead", operation.lockRead(key)).then((found) => firstOf(decodeOperation, found)),
+      insert: (row) => returned("operation.insert", operation.insert(row)),
+      update: (previous, next) => touched("operation.update", operation.update(previous, next)),
+      markSent: (key, token, maxAttempts, now) =>
+        rows("operation.markSent", operation.markSent(key, token, maxAttempts, now)).then((found) => firstOf(decodeOperation, found))
+    }
+    return { watches, operations }
+  }
+
+  /** A checked-out client in a transaction; `release` hands it back, or discards it given an error. */
+  const transactionOn = (client: Pg.PoolClient, release: (error?: unknown) => void): DirectTransactionOf<true> => {
+    let ended = false
+    const end = (text: "COMMIT" | "ROLLBACK"): Promise<Pg.QueryResult> => {
+      ended = true
+      return client.query(text)
+    }
+    return {
+      rows: rowsOn((text, params) => client.query(text, params as Array<unknown>)),
+      commit: () => {
+        if (ended) return Promise.resolve()
+        return end("COMMIT").then(
+          (answered) => {
+            if (answered.command !== "ROLLBACK") return release()
+            release()
+            throw directFailure("transaction", new Error("COMMIT rolled the transaction back: a statement in it had failed"))
+          },
+          (cause: unknown) => {
+            release(cause)
+            throw directFailure("transaction", cause)
+          }
+        )
+      },
+      rollback: () => {
+        if (ended) return Promise.resolve()
+        return end("ROLLBACK").then(() => release(), (cause: unknown) => release(cause))
+      },
+      // Called with interruption off (see the port), as withConnectionThen needs.
+      joined: (effect) =>
+        Effect.withFiberRuntime((fiber) => withConnectionThen(fiber.currentContext, parts.connectionOf(client), 0, effect, (exit) => exit))
+    }
+  }
+
+  return {
+    repositories,
+    ...rowsOn((text, params) => pool.query(text, params as Array<unknown>)),
+    free: () => true,
+    begin: () =>
+      new Promise<DirectTransactionOf<true>>((resolve, reject) => {
+        pool.connect((cause, client, done) => {
+          if (cause !== undefined && cause !== null || client === undefined) {
+            reject(directFailure("transaction", cause ?? new Error("No client returned")))
+            return
+          }
+          // The pool stops listening to a client it hands out: an error it
+          // reports then (its backend gone) must be heard, or it is thrown.
+          // The next statement on it fails, and that discards it.
+          client.on("error", ignore)
+          const release = (error?: unknown) => {
+            client.off("error", ignore)
+            done(error === undefined ? undefined : error instanceof Error ? error : new Error(String(error)))
+          }
+          client.query("BEGIN").then(
+            () => resolve(transactionOn(client, release)),
+            (failed: unknown) => {
+              release(failed)
+              reject(directFailure("transaction", failed))
+            }
+          )
+        })
+      })
+  }
+}

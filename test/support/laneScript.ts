@@ -1,0 +1,79 @@
+// The script of hot calls the direct-lane tests run through a store with
+// the lane and one without, to compare their answers and rows.
+import { type PromiseConnectorStore, StoreSnapshot } from "@connector-store/core"
+import type { SqlTransaction } from "@connector-store/sql-adapter"
+import { Effect } from "effect"
+import { claimInput, KEY } from "../operations.fixtures.js"
+import { identityOf, NOW, watchRow } from "./contract/fixtures.js"
+import { seedWatches } from "./contract/store.js"
+
+/** The clock the scripted stores read (`now: () => clock.now`); set it back to NOW between runs. */
+export const clock = { now: NOW }
+
+/** The watch the script works on, and its row as seeded. */
+export const id = identityOf()
+export const seeded = watchRow({ verificationStatus: "pending_verification", nextAttemptAt: NOW - 1, claimedUntil: null })
+
+/** A script of hot calls (and their unhappy cases), its answers in order. */
+export const script = async (store: PromiseConnectorStore<SqlTransaction>): Promise<ReadonlyArray<unknown>> => {
+  const answers: Array<unknown> = []
+  const record = async (call: () => Promise<unknown>) => {
+    try {
+      answers.push(await call())
+    } catch (error) {
+      answers.push({ rejected: error })
+    }
+  }
+  await store.runEffect(seedWatches(seeded))
+  // Before the row is due by the caller's `now` (the store's clock says it is due): not claimable.
+  await record(() => store.claimWatchAttempt(id, { until: NOW + 30_000, generation: seeded.repairGeneration, now: NOW - 5 }))
+  await record(() => store.claimWatchAttempt(id, { until: NOW + 30_000, generation: seeded.repairGeneration, now: NOW }))
+  await record(() => store.claimWatchAttempt(id, { until: NOW + 30_000, generation: seeded.repairGeneration, now: NOW }))
+  await record(() =>
+    store.recordVerification(id, { generation: seeded.repairGeneration, claimedUntil: NOW + 30_000, fetchedDigest: "stale", maxAttempts: 5, dueAt: NOW })
+  )
+  await record(() =>
+    store.recordVerification(id, { generation: 99, claimedUntil: null, fetchedDigest: "stale", maxAttempts: 5, dueAt: NOW })
+  )
+  await record(() => store.deferWatch(id, { nextAttemptAt: NOW + 5, generation: seeded.repairGeneration, claimedUntil: NOW + 30_000 }))
+  await record(() => store.armWatch(id, "manual", { dueAt: NOW + 10 }))
+  await record(() => store.armWatch(id, "ingress", { dueAt: NOW + 10, triggeringWinner: "w-doc-1" }))
+  await record(() => store.armWatch(identityOf({ sourceID: "nobody" }), "manual", { dueAt: NOW }))
+  await record(() => store.armWatch(id, "finalize" as never, { dueAt: NOW }))
+  await record(() => store.claimWatchAttempt({ ...id, ownerDID: "" }, { until: NOW, generation: 0, now: NOW }))
+  const claimed = await store.claimOperation(claimInput())
+  answers.push(claimed)
+  await record(() => store.claimOperation(claimInput()))
+  await record(() => store.claimOperation(claimInput({ payloadHash: "other" })))
+  if (claimed.outcome !== "claimed") throw new Error(`claim: ${claimed.outcome}`)
+  const token = claimed.lease.token
+  await record(() => store.markOperationSent(KEY, { leaseToken: "not-the-holder" }))
+  await record(() => store.markOperationSent(KEY, { leaseToken: token }))
+  await record(() => store.markOperationSent(KEY, { leaseToken: token }))
+  const finalize = { leaseToken: token, sourceID: "src-1", documentID: "doc-1", providerEtag: "e-1", resultEntity: { id: 1 }, watchDueAt: NOW + 5 }
+  await record(() => store.finalizeOperationAndArmWatch(KEY, { ...finalize, leaseToken: "stale" }))
+  await record(() => store.finalizeOperationAndArmWatch(KEY, finalize))
+  await record(() => store.finalizeOperationAndArmWatch(KEY, finalize))
+  // A lapsed lease taken over.
+  const other = claimInput({ operationID: "op-2", sourceID: "src-2", deterministicEventID: "event-2" })
+  await record(() => store.claimOperation(other))
+  clock.now = NOW + 10 * 60_000
+  await record(() => store.claimOperation(other))
+  answers.push(await store.runEffect(Effect.flatMap(StoreSnapshot, (s) => s.snapshot)))
+  return answers
+}
+
+/** `value` with every random token replaced by its first appearance's number, so two runs compare. */
+export const normalized = (value: unknown): unknown => {
+  const seen = new Map<string, string>()
+  return JSON.parse(JSON.stringify(value, (_, v) => v instanceof Error ? { ...v, _tag: (v as { _tag?: string })._tag, message: v.message } : v), (_, v) => {
+    if (typeof v === "string" && /^[0-9a-f]{8}-[0-9a-f]{4}-/.test(v)) {
+      if (!seen.has(v)) seen.set(v, `token-${seen.size}`)
+      return seen.get(v)
+    }
+    return v
+  })
+}
+
+/** Every document's winner is `w-` and its id. */
+export const readers = { readWinner: (documentID: string) => `w-${documentID}` }
