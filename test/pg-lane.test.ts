@@ -1,16 +1,7 @@
-import {
-  ConnectorStore,
-  fromPromiseReaders,
-  LaneDatabase,
-  makePromiseStore,
-  OperationPolicy,
-  type PromiseWinnerReaders,
-  StoreMetrics,
-  WinnerReader
-} from "@connector-store/core"
+import { LaneDatabase, type PromiseWinnerReaders, StoreMetrics } from "@connector-store/core"
 import { openConnectorStore, type SqlTransaction } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Effect, Layer, ManagedRuntime, Metric, type MetricState } from "effect"
+import { Effect, Layer, Metric, type MetricState } from "effect"
 import pg from "pg"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
@@ -18,7 +9,7 @@ import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 import { type Losses, pgPortsWithLane, type Seen, watchedLane } from "./support/direct.js"
-import { clock, id, normalized, readers, script, seeded } from "./support/laneScript.js"
+import { clock, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
 
 /**
  * The Promise API's lane on Postgres: the hot methods run on the pool with
@@ -53,24 +44,15 @@ afterAll(async () => {
 const storeOn = async (readers: PromiseWinnerReaders<SqlTransaction>, options: { lane: boolean; lose?: Losses }) => {
   const seen: Seen = { begun: 0, busy: 0 }
   const prefix = freshPrefix()
-  const handle = Effect.succeed<SqlTransaction>({ dialect: "pg", query: () => Promise.resolve([]) })
-  const runtime = ManagedRuntime.make(
-    ConnectorStore.layer.pipe(
-      Layer.provideMerge(Layer.succeed(WinnerReader, fromPromiseReaders(readers, handle))),
-      Layer.provideMerge(Layer.provideMerge(
-        Layer.effect(LaneDatabase, Effect.map(LaneDatabase, (db) => watchedLane(db, seen, options.lose ?? { watchUpdates: 0 }))),
-        pgPortsWithLane(url, prefix)
-      )),
-      Layer.provideMerge(OperationPolicy.layer(undefined))
-    )
+  const { store, runtime } = promiseStoreOver(
+    Layer.provideMerge(
+      Layer.effect(LaneDatabase, Effect.map(LaneDatabase, (db) => watchedLane(db, seen, options.lose ?? { watchUpdates: 0 }))),
+      pgPortsWithLane(url, prefix)
+    ),
+    readers,
+    { lane: options.lane, dialect: "pg" },
+    closing
   )
-  const store = makePromiseStore<SqlTransaction>({
-    runtime: runtime as never,
-    handle,
-    now: () => clock.now,
-    readers: options.lane ? readers : undefined
-  })
-  closing.push(() => store.close())
   return { store, seen, runtime, table: `${prefix}projection_watch` }
 }
 
@@ -159,42 +141,40 @@ describe.runIf(pgAvailable)("the Promise API's lane on Postgres", () => {
     }
   })
 
-  it("rejects with a classified PersistenceError naming the method when a statement fails, rolled back, and goes on after", async () => {
-    const { store, runtime, table } = await storeOn(readers, { lane: true })
-    await store.runEffect(seedWatches(seeded))
-    const sql = (text: string) => runtime.runPromise(Effect.flatMap(SqlClient, (client) => client.unsafe(text)))
-    await sql(`ALTER TABLE ${table} ADD CONSTRAINT refuse_${table} CHECK (repair_generation < 0) NOT VALID`)
-    await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({
-      _tag: "PersistenceError",
-      method: "armWatch",
-      operation: "watch.update",
-      reason: "constraint"
+  const refusals = [
+    {
+      what: "a statement fails (a CHECK constraint)",
+      refuse: (table: string) => [`ALTER TABLE ${table} ADD CONSTRAINT refuse_${table} CHECK (repair_generation < 0) NOT VALID`],
+      undo: (table: string) => `ALTER TABLE ${table} DROP CONSTRAINT refuse_${table}`,
+      error: { operation: "watch.update", reason: "constraint" }
+    },
+    {
+      what: "the COMMIT fails (a deferred constraint trigger: the update runs, the COMMIT refuses it)",
+      refuse: (table: string) => [
+        `CREATE FUNCTION refuse_${table}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$`,
+        `CREATE CONSTRAINT TRIGGER refuse AFTER UPDATE ON ${table} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_${table}()`
+      ],
+      undo: (table: string) => `DROP TRIGGER refuse ON ${table}`,
+      error: { operation: "transaction", driverMessage: "refused at commit" }
+    }
+  ]
+  for (const refusal of refusals) {
+    it(`rejects with a classified PersistenceError naming the method when ${refusal.what}, keeps nothing, and goes on after`, async () => {
+      const { store, runtime, table } = await storeOn(readers, { lane: true })
+      await store.runEffect(seedWatches(seeded))
+      const sql = (text: string) => runtime.runPromise(Effect.flatMap(SqlClient, (client) => client.unsafe(text)))
+      for (const statement of refusal.refuse(table)) await sql(statement)
+      await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({
+        _tag: "PersistenceError",
+        method: "armWatch",
+        ...refusal.error
+      })
+      expect(await idleInTransaction()).toBe(0)
+      await sql(refusal.undo(table))
+      expect(await store.getWatch(id)).toEqual(seeded)
+      expect(await store.armWatch(id, "manual", { dueAt: NOW })).toBe("opened")
     })
-    expect(await idleInTransaction()).toBe(0)
-    await sql(`ALTER TABLE ${table} DROP CONSTRAINT refuse_${table}`)
-    expect(await store.getWatch(id)).toEqual(seeded)
-    expect(await store.armWatch(id, "manual", { dueAt: NOW })).toBe("opened")
-  })
-
-  it("rejects with a PersistenceError when the COMMIT fails, keeping nothing of the transaction", async () => {
-    const { store, runtime, table } = await storeOn(readers, { lane: true })
-    await store.runEffect(seedWatches(seeded))
-    const sql = (text: string) => runtime.runPromise(Effect.flatMap(SqlClient, (client) => client.unsafe(text)))
-    // A deferred constraint trigger: the update runs, the COMMIT refuses it.
-    await sql(`CREATE FUNCTION refuse_${table}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$`)
-    await sql(`CREATE CONSTRAINT TRIGGER refuse AFTER UPDATE ON ${table} DEFERRABLE INITIALLY DEFERRED
-      FOR EACH ROW EXECUTE FUNCTION refuse_${table}()`)
-    await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({
-      _tag: "PersistenceError",
-      method: "armWatch",
-      operation: "transaction",
-      driverMessage: "refused at commit"
-    })
-    expect(await idleInTransaction()).toBe(0)
-    await sql(`DROP TRIGGER refuse ON ${table}`)
-    expect(await store.getWatch(id)).toEqual(seeded)
-    expect(await store.armWatch(id, "manual", { dueAt: NOW })).toBe("opened")
-  })
+  }
 })
 
 describe.runIf(pgAvailable)("a winner reader's handle on the Postgres lane (openConnectorStore)", () => {

@@ -18,7 +18,7 @@ import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { freshSqlitePath } from "./support/databases.js"
 import { type Seen, sqlitePortsWithDirect, watchedDirect } from "./support/direct.js"
-import { clock, id, normalized, readers, script, seeded } from "./support/laneScript.js"
+import { clock, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
 
 /**
  * The Promise API's direct lane on the project's SQLite client: the hot
@@ -48,25 +48,14 @@ const storeOn = async (
   const ports = sqlitePortsWithDirect(url)
   // The stock client has no DirectDatabase: every call there runs on the ports.
   const stockPorts = layerPorts.pipe(Layer.provideMerge(Tables.layer(undefined)), Layer.provideMerge(layerStockSqliteClient(url)))
-  const handle = Effect.succeed<SqlTransaction>({ dialect: "sqlite", query: () => Promise.resolve([]) })
-  const runtime = ManagedRuntime.make(
-    ConnectorStore.layer.pipe(
-      Layer.provideMerge(Layer.succeed(WinnerReader, fromPromiseReaders(readers, handle))),
-      Layer.provideMerge(
-        options.client === "stock"
-          ? stockPorts as unknown as typeof ports
-          : Layer.provideMerge(Layer.effect(DirectDatabase, Effect.map(DirectDatabase, (db) => watchedDirect(db, seen, lose))), ports)
-      ),
-      Layer.provideMerge(OperationPolicy.layer(undefined))
-    )
+  const { store, runtime } = promiseStoreOver(
+    options.client === "stock"
+      ? stockPorts
+      : Layer.provideMerge(Layer.effect(DirectDatabase, Effect.map(DirectDatabase, (db) => watchedDirect(db, seen, lose))), ports),
+    readers,
+    { lane: options.lane, dialect: "sqlite" },
+    closing
   )
-  const store = makePromiseStore<SqlTransaction>({
-    runtime: runtime as never,
-    handle,
-    now: () => clock.now,
-    readers: options.lane ? readers : undefined
-  })
-  closing.push(() => store.close())
   return { store, seen, runtime }
 }
 

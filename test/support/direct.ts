@@ -17,20 +17,12 @@ export interface Losses {
 /** `db` counting its transactions in `seen`, its rows' versioned writes losing as `lose` says. */
 export const watchedDirect = (db: DirectDatabaseApi, seen: Seen, lose: Losses): DirectDatabaseApi => ({
   ...db,
+  ...losing(db, lose),
   begin: () => {
     const transaction = db.begin()
     if (transaction === undefined) seen.busy++
     else seen.begun++
     return transaction
-  },
-  watches: {
-    ...db.watches,
-    update: (previous, next) => lose.watchUpdates-- > 0 ? false : db.watches.update(previous, next)
-  },
-  operations: {
-    ...db.operations,
-    update: (previous, next) =>
-      lose.operationUpdates !== undefined && lose.operationUpdates-- > 0 ? false : db.operations.update(previous, next)
   }
 })
 

@@ -1,8 +1,18 @@
 // The script of hot calls the direct-lane tests run through a store with
 // the lane and one without, to compare their answers and rows.
-import { type PromiseConnectorStore, StoreSnapshot } from "@connector-store/core"
+import {
+  ConnectorStore,
+  fromPromiseReaders,
+  makePromiseStore,
+  OperationPolicy,
+  type PromiseConnectorStore,
+  type PromiseWinnerReaders,
+  type StorePorts,
+  StoreSnapshot,
+  WinnerReader
+} from "@connector-store/core"
 import type { SqlTransaction } from "@connector-store/sql-adapter"
-import { Effect } from "effect"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import { claimInput, KEY } from "../operations.fixtures.js"
 import { identityOf, NOW, watchRow } from "./contract/fixtures.js"
 import { seedWatches } from "./contract/store.js"
@@ -77,3 +87,33 @@ export const normalized = (value: unknown): unknown => {
 
 /** Every document's winner is `w-` and its id. */
 export const readers = { readWinner: (documentID: string) => `w-${documentID}` }
+
+/**
+ * A Promise store over `ports`, built as `openConnectorStore` builds one,
+ * deciding with `clock`; its readers get `dialect`'s stub handle. `lane:
+ * false` gives the store no readers for the lane, so every call takes the
+ * Effect path. `close` is handed to `closing`.
+ */
+export const promiseStoreOver = <P>(
+  ports: Layer.Layer<P, unknown>,
+  readers: PromiseWinnerReaders<SqlTransaction>,
+  options: { readonly lane: boolean; readonly dialect: SqlTransaction["dialect"] },
+  closing: Array<() => Promise<void>>
+) => {
+  const handle = Effect.succeed<SqlTransaction>({ dialect: options.dialect, query: () => Promise.resolve([]) })
+  const runtime = ManagedRuntime.make(
+    ConnectorStore.layer.pipe(
+      Layer.provideMerge(Layer.succeed(WinnerReader, fromPromiseReaders(readers, handle))),
+      Layer.provideMerge(ports as unknown as Layer.Layer<StorePorts>),
+      Layer.provideMerge(OperationPolicy.layer(undefined))
+    )
+  )
+  const store = makePromiseStore<SqlTransaction>({
+    runtime: runtime as never,
+    handle,
+    now: () => clock.now,
+    readers: options.lane ? readers : undefined
+  })
+  closing.push(() => store.close())
+  return { store, runtime: runtime as unknown as ManagedRuntime.ManagedRuntime<P, unknown> }
+}
