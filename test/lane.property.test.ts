@@ -1,0 +1,211 @@
+import type { ProjectionWatch, PromiseConnectorStore } from "@connector-store/core"
+import type { SqlTransaction } from "@connector-store/sql-adapter"
+import type { Layer } from "effect"
+import fc from "fast-check"
+import { afterEach, describe, expect, it } from "vitest"
+import { claimInput } from "./operations.fixtures.js"
+import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
+import { seedWatches } from "./support/contract/store.js"
+import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
+import { pgPortsWithLane, sqlitePortsWithDirect } from "./support/direct.js"
+import { clock, normalized, promiseStoreOver } from "./support/laneScript.js"
+
+/**
+ * The Promise API's lane against the Effect path, differentially: random
+ * sequences of hot calls (claims, verifications, deferrals, arms, operation
+ * claims, marks and finalizes, by holders and by strangers, with stale
+ * inputs and a moving clock) run on two stores over the same adapter, one
+ * with the lane and one without; every answer, every error and the rows at
+ * the end must be the same.
+ */
+
+const closing: Array<() => Promise<void>> = []
+afterEach(async () => {
+  await Promise.all(closing.splice(0).map((close) => close()))
+  clock.now = NOW
+})
+
+const SOURCES = 3
+const KEYS = 3
+
+type Command =
+  | { readonly kind: "tick"; readonly ms: number }
+  | { readonly kind: "winner"; readonly document: number; readonly digest: string }
+  | { readonly kind: "claimWatch"; readonly source: number; readonly stale: boolean; readonly forMs: number }
+  | { readonly kind: "verify"; readonly source: number; readonly fetched: "winner" | "other" | null; readonly staleClaim: boolean; readonly maxAttempts: number }
+  | { readonly kind: "defer"; readonly source: number; readonly byMs: number }
+  | { readonly kind: "arm"; readonly source: number; readonly reason: "manual" | "ingress"; readonly triggeringMatches: boolean }
+  | { readonly kind: "claimOperation"; readonly key: number; readonly otherPayload: boolean }
+  | { readonly kind: "markSent"; readonly key: number; readonly holder: boolean }
+  | { readonly kind: "finalize"; readonly key: number; readonly holder: boolean; readonly document: number }
+
+/** A holder's call three times in four, a stranger's the fourth. */
+const mostly = fc.constantFrom(true, true, true, false)
+
+const command: fc.Arbitrary<Command> = fc.oneof(
+  fc.record({ kind: fc.constant("tick" as const), ms: fc.constantFrom(0, 1_000, 11_000, 120_000) }),
+  fc.record({ kind: fc.constant("winner" as const), document: fc.nat(SOURCES - 1), digest: fc.constantFrom("w-a", "w-b") }),
+  fc.record({ kind: fc.constant("claimWatch" as const), source: fc.nat(SOURCES - 1), stale: fc.boolean(), forMs: fc.constantFrom(5_000, 30_000) }),
+  fc.record({
+    kind: fc.constant("verify" as const),
+    source: fc.nat(SOURCES - 1),
+    fetched: fc.constantFrom("winner" as const, "other" as const, null),
+    staleClaim: fc.boolean(),
+    maxAttempts: fc.integer({ min: 1, max: 3 })
+  }),
+  fc.record({ kind: fc.constant("defer" as const), source: fc.nat(SOURCES - 1), byMs: fc.constantFrom(1_000, 60_000) }),
+  fc.record({
+    kind: fc.constant("arm" as const),
+    source: fc.nat(SOURCES - 1),
+    reason: fc.constantFrom("manual" as const, "ingress" as const),
+    triggeringMatches: fc.boolean()
+  }),
+  fc.record({ kind: fc.constant("claimOperation" as const), key: fc.nat(KEYS - 1), otherPayload: fc.boolean() }),
+  fc.record({ kind: fc.constant("markSent" as const), key: fc.nat(KEYS - 1), holder: mostly }),
+  fc.record({ kind: fc.constant("finalize" as const), key: fc.nat(KEYS - 1), holder: mostly, document: fc.nat(SOURCES - 1) })
+)
+
+const identity = (source: number) => identityOf({ sourceID: `src-${source}` })
+const operationKey = (key: number) => ({ callerDID: "did:caller:1", operationID: `op-${key}` })
+
+/** One store of the pair, with the lease tokens its own claims handed out. */
+interface Side {
+  readonly store: PromiseConnectorStore<SqlTransaction>
+  readonly tokens: Map<number, string>
+  readonly answers: Array<unknown>
+}
+
+/** Runs `command` on `side`; the inputs that depend on a row are taken from `watches`, read before the command ran anywhere. */
+const apply = async (
+  side: Side,
+  watches: ReadonlyArray<ProjectionWatch | null>,
+  command: Command,
+  winners: Map<string, string>
+): Promise<void> => {
+  const { store } = side
+  const record = async (call: () => Promise<unknown>) => {
+    try {
+      side.answers.push(await call())
+    } catch (error) {
+      side.answers.push({ rejected: error })
+    }
+  }
+  const rowOf = (source: number) => watches[source]
+  switch (command.kind) {
+    case "tick":
+    case "winner":
+      return
+    case "claimWatch": {
+      const row = rowOf(command.source)
+      const generation = (row?.repairGeneration ?? 1) - (command.stale ? 1 : 0)
+      return record(() => store.claimWatchAttempt(identity(command.source), { until: clock.now + command.forMs, generation, now: clock.now }))
+    }
+    case "verify": {
+      const row = rowOf(command.source)
+      const fetched = command.fetched === "winner" ? winners.get(`doc-${command.source}`) ?? `w-doc-${command.source}` : command.fetched
+      return record(() =>
+        store.recordVerification(identity(command.source), {
+          generation: row?.repairGeneration ?? 1,
+          claimedUntil: command.staleClaim ? clock.now - 1 : row?.claimedUntil ?? null,
+          fetchedDigest: fetched,
+          maxAttempts: command.maxAttempts,
+          dueAt: clock.now + 1_000
+        })
+      )
+    }
+    case "defer": {
+      const row = rowOf(command.source)
+      return record(() =>
+        store.deferWatch(identity(command.source), {
+          nextAttemptAt: clock.now + command.byMs,
+          generation: row?.repairGeneration ?? 1,
+          claimedUntil: row?.claimedUntil ?? clock.now
+        })
+      )
+    }
+    case "arm":
+      return record(() =>
+        store.armWatch(identity(command.source), command.reason, {
+          dueAt: clock.now + 2_000,
+          ...(command.reason === "ingress"
+            ? { triggeringWinner: command.triggeringMatches ? winners.get(`doc-${command.source}`) ?? `w-doc-${command.source}` : "w-elsewhere" }
+            : {})
+        })
+      )
+    case "claimOperation":
+      return record(async () => {
+        const claimed = await store.claimOperation(claimInput({
+          ...operationKey(command.key),
+          sourceID: `src-${command.key}`,
+          deterministicEventID: `event-${command.key}`,
+          payloadHash: command.otherPayload ? "hash-other" : "hash-1",
+          documentID: `doc-${command.key}`
+        }))
+        if (claimed.outcome === "claimed") side.tokens.set(command.key, claimed.lease.token)
+        return claimed
+      })
+    case "markSent":
+      return record(() =>
+        store.markOperationSent(operationKey(command.key), {
+          leaseToken: command.holder ? side.tokens.get(command.key) ?? "never-claimed" : "a-stranger"
+        })
+      )
+    case "finalize":
+      return record(() =>
+        store.finalizeOperationAndArmWatch(operationKey(command.key), {
+          leaseToken: command.holder ? side.tokens.get(command.key) ?? "never-claimed" : "a-stranger",
+          sourceID: `src-${command.key}`,
+          documentID: `doc-${command.document}`,
+          providerEtag: "etag-1",
+          resultEntity: { id: command.key },
+          watchDueAt: clock.now + 5_000
+        })
+      )
+  }
+}
+
+/** The differential property over stores made by `open` (`lane` true: the lane; false: the Effect path). */
+const laneAgrees = (
+  open: (lane: boolean, readers: { readWinner: (documentID: string) => string }) => { store: PromiseConnectorStore<SqlTransaction> },
+  numRuns: number
+) =>
+  fc.assert(
+    fc.asyncProperty(fc.array(command, { minLength: 4, maxLength: 24 }), async (commands) => {
+      clock.now = NOW
+      const winners = new Map<string, string>()
+      const readers = { readWinner: (documentID: string) => winners.get(documentID) ?? `w-${documentID}` }
+      const sides = [true, false].map((lane): Side => ({ store: open(lane, readers).store, tokens: new Map(), answers: [] }))
+      const seeds = Array.from({ length: SOURCES }, (_, n) =>
+        watchRow({ sourceID: `src-${n}`, documentID: `doc-${n}`, nextAttemptAt: NOW - 1, claimedUntil: null }))
+      for (const side of sides) await side.store.runEffect(seedWatches(...seeds))
+      for (const each of commands) {
+        if (each.kind === "tick") clock.now += each.ms
+        if (each.kind === "winner") winners.set(`doc-${each.document}`, each.digest)
+        // Inputs that depend on a row come from the Effect path's rows before the command, the same for both.
+        const [lane, ports] = sides as [Side, Side]
+        const watches = await Promise.all(Array.from({ length: SOURCES }, (_, n) => ports.store.getWatch(identity(n))))
+        await apply(lane, watches, each, winners)
+        await apply(ports, watches, each, winners)
+      }
+      const rows = await Promise.all(sides.map(async (side) => [
+        await Promise.all(Array.from({ length: SOURCES }, (_, n) => side.store.getWatch(identity(n)))),
+        await Promise.all(Array.from({ length: KEYS }, (_, n) => side.store.getOperation(operationKey(n))))
+      ]))
+      expect(normalized([...sides[0]!.answers, rows[0]])).toEqual(normalized([...sides[1]!.answers, rows[1]]))
+      await Promise.all(closing.splice(0).map((close) => close()))
+    }),
+    { numRuns }
+  )
+
+describe("the Promise API's lane agrees with the Effect path on random sequences of hot calls", () => {
+  it("on SQLite", async () => {
+    await laneAgrees((lane, readers) =>
+      promiseStoreOver(sqlitePortsWithDirect(freshSqlitePath()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "sqlite" }, closing), 40)
+  })
+
+  it.runIf(pgAvailable)("on Postgres", async () => {
+    const url = await pgDatabaseForFile()
+    await laneAgrees((lane, readers) =>
+      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "pg" }, closing), 20)
+  })
+})
