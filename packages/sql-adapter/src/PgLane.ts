@@ -35,7 +35,7 @@ export interface PgLaneParts {
  * sent straight to `pg`, one Promise each. A statement outside a
  * transaction takes a pooled client for itself; a transaction checks one
  * out, `BEGIN`s on it, runs its rows there, and hands it back after
- * `COMMIT` or `ROLLBACK`, or discards it when anything on it failed (it
+ * `COMMIT` or `ROLLBACK`, or discards it when one of those failed (it
  * could still hold an open transaction). Failures are classified
  * `PersistenceError`s named as the repositories name them; a `COMMIT` the
  * server answers with `ROLLBACK` fails too, as on the Effect path.
@@ -141,7 +141,8 @@ export const makePgLane = (
           }
           // The pool stops listening to a client it hands out: an error it
           // reports then (its backend gone) must be heard, or it is thrown.
-          // The next statement on it fails, and that discards it.
+          // The next statement on it fails, and so does the ROLLBACK after,
+          // which discards it.
           client.on("error", ignore)
           const release = (error?: unknown) => {
             client.off("error", ignore)

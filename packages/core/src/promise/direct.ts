@@ -80,10 +80,11 @@ const isTypedFailure = (error: unknown): boolean =>
 
 /**
  * The Promise API's hot methods (the watch cycle, claim, mark sent,
- * finalize) run straight on the adapter's `DirectDatabase`, with the same
- * programs (`directPrograms`) the Effect methods run, but with no fiber:
- * a call with a synchronous winner reader completes in one synchronous
- * step. Same answers, same errors (named for the method), same metrics,
+ * finalize) run straight on the adapter's `DirectDatabase` or
+ * `LaneDatabase`, with the same programs (`directPrograms`) the Effect
+ * methods run, but with no fiber: on a database that answers at once, a
+ * call with a synchronous winner reader completes in one synchronous step;
+ * on one that answers later, each statement is one Promise. Same answers, same errors (named for the method), same metrics,
  * same lost-race budget as the Effect path. Anything unusual is handed to
  * the Effect path (`EFFECT_PATH`): input that fails its checks, an
  * argument shape the Effect path refuses, a missing reader, a clock
