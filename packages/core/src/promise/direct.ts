@@ -157,8 +157,8 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
    * Runs `program` as a transaction, retried whole on a lost race: a
    * value, a Promise (when a winner read or a statement answers later), a
    * throw, or `EFFECT_PATH` when the database is busy or the clock
-   * unreadable. The time is read once the transaction has begun (on a
-   * database that answers later, after the wait for a connection).
+   * unreadable. On a database that answers later, the time is read again
+   * once the transaction has begun, after the wait for a connection.
    */
   const transaction = <A>(
     method: string,
@@ -166,17 +166,18 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
     program: (rows: DirectRowsOf<boolean>, now: Millis) => Step<A>,
     tried = 0
   ): A | Promise<A | typeof EFFECT_PATH> | typeof EFFECT_PATH => {
+    const now = readNow()
+    if (now === undefined) return EFFECT_PATH
     const begun = db.begin()
-    return begun instanceof Promise
-      ? begun.then((open) => open === undefined ? EFFECT_PATH : inTransaction(open, method, identity, program, tried))
-      : begun === undefined
-      ? EFFECT_PATH
-      : inTransaction(begun, method, identity, program, tried)
+    if (!(begun instanceof Promise)) return begun === undefined ? EFFECT_PATH : inTransaction(begun, now, method, identity, program, tried)
+    // Read again once the wait for a connection is over.
+    return begun.then((open) => open === undefined ? EFFECT_PATH : inTransaction(open, readNow(), method, identity, program, tried))
   }
 
-  /** `program`'s try in the transaction `open`, which it ends (see `transaction`). */
+  /** `program`'s try at `now` in the transaction `open`, which it ends (see `transaction`); undefined `now` hands over. */
   const inTransaction = <A>(
     open: DirectTransactionOf<boolean>,
+    now: Millis | undefined,
     method: string,
     identity: string,
     program: (rows: DirectRowsOf<boolean>, now: Millis) => Step<A>,
@@ -204,7 +205,6 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
       const committed = open.commit()
       return committed instanceof Promise ? committed.then(() => value) : value
     }
-    const now = readNow()
     if (now === undefined) {
       const rolledBack = open.rollback()
       return rolledBack instanceof Promise ? rolledBack.then(() => EFFECT_PATH) : EFFECT_PATH
