@@ -39,6 +39,16 @@ const withPort = <A>(url: string, port: number) => {
   return u.toString() as A & string
 }
 
+describe("driver failures without a code, classified by their words", () => {
+  it("pg's refusal of a query on a client whose connection broke or ended is unreachable", () => {
+    // What pg says when a statement comes after its backend was terminated and the client has ended.
+    for (const message of ["Client was closed and is not queryable", "Client has encountered a connection error and is not queryable"]) {
+      expect(Sql.classifyDriverFailure({ code: undefined, message })).toBe("unreachable")
+    }
+    expect(Sql.classifyDriverFailure({ code: undefined, message: "something else went wrong" })).toBe("unknown")
+  })
+})
+
 describe("errors that say what happened, on SQLite", () => {
   it("a file in a missing directory is database-missing, naming openConnectorStore", async () => {
     const url = join(dirname(freshSqlitePath()), "no-such-dir", "store.sqlite")

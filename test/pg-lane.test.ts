@@ -1,7 +1,7 @@
-import { LaneDatabase, type PromiseWinnerReaders, StoreMetrics } from "@connector-store/core"
+import { LaneDatabase, type PromiseWinnerReaders } from "@connector-store/core"
 import { openConnectorStore, type SqlTransaction } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Effect, Layer, Metric, type MetricState } from "effect"
+import { Effect, Layer } from "effect"
 import pg from "pg"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
@@ -9,7 +9,7 @@ import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 import { type Losses, pgPortsWithLane, type Seen, watchedLane } from "./support/direct.js"
-import { clock, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
+import { clock, expectLostRaceBudget, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
 
 /**
  * The Promise API's lane on Postgres: the hot methods run on the pool with
@@ -106,24 +106,9 @@ describe.runIf(pgAvailable)("the Promise API's lane on Postgres", () => {
   })
 
   it("retries lost writes and gives up after 6 tries with ConcurrentUpdateExhausted, counted in the store's metrics", async () => {
-    const lose = { watchUpdates: 5 }
+    const lose = { watchUpdates: 0 }
     const { store, seen } = await storeOn(readers, { lane: true, lose })
-    await store.runEffect(seedWatches(seeded))
-    const lost = Metric.tagged(StoreMetrics.lostRaceRetries, "method", "armWatch")
-    const count = (metric: Metric.Metric.Counter<number>) =>
-      Effect.runPromise(Effect.map(Metric.value(metric), (state: MetricState.MetricState.Counter<number>) => state.count))
-    const lostBefore = await count(lost)
-    expect(await store.armWatch(id, "manual", { dueAt: NOW })).toBe("opened")
-    expect(seen.begun).toBe(6)
-    lose.watchUpdates = 6
-    await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({
-      _tag: "ConcurrentUpdateExhausted",
-      method: "armWatch",
-      attempts: 6
-    })
-    expect(seen.begun).toBe(12)
-    expect(await count(lost)).toBe(lostBefore + 5 + 6)
-    expect(await store.getWatch(id)).toMatchObject({ repairGeneration: seeded.repairGeneration + 1 })
+    await expectLostRaceBudget(store, seen, lose)
     expect(await idleInTransaction()).toBe(0)
   })
 

@@ -5,20 +5,19 @@ import {
   makePromiseStore,
   OperationPolicy,
   type PromiseWinnerReaders,
-  StoreMetrics,
   WinnerReader
 } from "@connector-store/core"
 import { layerPorts, layerStockSqliteClient, type SqlTransaction, Tables } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import * as Memory from "@connector-store/memory-adapter"
-import { Context, Effect, Layer, ManagedRuntime, Metric, type MetricState } from "effect"
+import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
 import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { freshSqlitePath } from "./support/databases.js"
 import { type Seen, sqlitePortsWithDirect, watchedDirect } from "./support/direct.js"
-import { clock, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
+import { clock, expectLostRaceBudget, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
 
 /**
  * The Promise API's direct lane on the project's SQLite client: the hot
@@ -177,26 +176,9 @@ describe("the Promise API's direct lane on SQLite", () => {
   })
 
   it("retries lost writes and gives up after 6 tries with ConcurrentUpdateExhausted, counted in the store's metrics", async () => {
-    const lose = { watchUpdates: 5 }
+    const lose = { watchUpdates: 0 }
     const { store, seen } = await storeOn(readers, { lane: true, lose })
-    await store.runEffect(seedWatches(seeded))
-    const lost = Metric.tagged(StoreMetrics.lostRaceRetries, "method", "armWatch")
-    const calls = Metric.tagged(Metric.tagged(StoreMetrics.calls, "method", "armWatch"), "outcome", "ConcurrentUpdateExhausted")
-    const count = (metric: Metric.Metric.Counter<number>) =>
-      Effect.runPromise(Effect.map(Metric.value(metric), (state: MetricState.MetricState.Counter<number>) => state.count))
-    const [lostBefore, callsBefore] = [await count(lost), await count(calls)]
-    expect(await store.armWatch(id, "manual", { dueAt: NOW })).toBe("opened")
-    expect(seen.begun).toBe(6)
-    lose.watchUpdates = 6
-    await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({
-      _tag: "ConcurrentUpdateExhausted",
-      method: "armWatch",
-      attempts: 6
-    })
-    expect(seen.begun).toBe(12)
-    expect(await count(lost)).toBe(lostBefore + 5 + 6)
-    expect(await count(calls)).toBe(callsBefore + 1)
-    expect(await store.getWatch(id)).toMatchObject({ repairGeneration: seeded.repairGeneration + 1 })
+    await expectLostRaceBudget(store, seen, lose)
   })
 
   it("rejects with a classified PersistenceError naming the method on a driver failure, rolled back", async () => {

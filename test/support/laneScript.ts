@@ -7,12 +7,14 @@ import {
   OperationPolicy,
   type PromiseConnectorStore,
   type PromiseWinnerReaders,
+  StoreMetrics,
   type StorePorts,
   StoreSnapshot,
   WinnerReader
 } from "@connector-store/core"
 import type { SqlTransaction } from "@connector-store/sql-adapter"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, Layer, ManagedRuntime, Metric, type MetricState } from "effect"
+import { expect } from "vitest"
 import { claimInput, KEY } from "../operations.fixtures.js"
 import { identityOf, NOW, watchRow } from "./contract/fixtures.js"
 import { seedWatches } from "./contract/store.js"
@@ -116,4 +118,37 @@ export const promiseStoreOver = <P>(
   })
   closing.push(() => store.close())
   return { store, runtime: runtime as unknown as ManagedRuntime.ManagedRuntime<P, unknown> }
+}
+
+/**
+ * The lost-race budget through `store`'s lane, whose versioned watch writes
+ * lose as `lose` says and whose transactions `seen` counts: five lost
+ * writes and the sixth try lands; six lost and the call gives up with
+ * `ConcurrentUpdateExhausted`; every lost try and the failed call counted
+ * in the store's metrics.
+ */
+export const expectLostRaceBudget = async (
+  store: PromiseConnectorStore<SqlTransaction>,
+  seen: { readonly begun: number },
+  lose: { watchUpdates: number }
+): Promise<void> => {
+  await store.runEffect(seedWatches(seeded))
+  const lost = Metric.tagged(StoreMetrics.lostRaceRetries, "method", "armWatch")
+  const calls = Metric.tagged(Metric.tagged(StoreMetrics.calls, "method", "armWatch"), "outcome", "ConcurrentUpdateExhausted")
+  const count = (metric: Metric.Metric.Counter<number>) =>
+    Effect.runPromise(Effect.map(Metric.value(metric), (state: MetricState.MetricState.Counter<number>) => state.count))
+  const [lostBefore, callsBefore] = [await count(lost), await count(calls)]
+  lose.watchUpdates = 5
+  expect(await store.armWatch(id, "manual", { dueAt: NOW })).toBe("opened")
+  expect(seen.begun).toBe(6)
+  lose.watchUpdates = 6
+  await expect(store.armWatch(id, "manual", { dueAt: NOW })).rejects.toMatchObject({
+    _tag: "ConcurrentUpdateExhausted",
+    method: "armWatch",
+    attempts: 6
+  })
+  expect(seen.begun).toBe(12)
+  expect(await count(lost)).toBe(lostBefore + 5 + 6)
+  expect(await count(calls)).toBe(callsBefore + 1)
+  expect(await store.getWatch(id)).toMatchObject({ repairGeneration: seeded.repairGeneration + 1 })
 }

@@ -64,7 +64,8 @@ export const classifyDriverFailure = (failure: DriverFailure): PersistenceReason
   }
   // better-sqlite3 throws a plain TypeError, without a code, for a file in a missing directory.
   if (/directory does not exist/i.test(message)) return "database-missing"
-  if (/connection terminated|connection ended|Connection refused/i.test(message)) return "unreachable"
+  // pg refuses a query on a client whose connection broke or ended: "… and is not queryable".
+  if (/connection terminated|connection ended|Connection refused|is not queryable/i.test(message)) return "unreachable"
   return "unknown"
 }
 
