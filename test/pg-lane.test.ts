@@ -9,7 +9,7 @@ import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 import { type Losses, pgPortsWithLane, type Seen, watchedLane } from "./support/direct.js"
-import { clock, expectLostRaceBudget, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
+import { clock, expectLostRaceBudget, gatedReader, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
 
 /**
  * The Promise API's lane on Postgres: the hot methods run on the pool with
@@ -77,9 +77,7 @@ describe.runIf(pgAvailable)("the Promise API's lane on Postgres", () => {
   })
 
   it("runs concurrent calls on connections of their own, and hands every one back out of its transaction", async () => {
-    let release!: () => void
-    const gate = new Promise<void>((resolve) => release = resolve)
-    const slow = { readWinner: async (documentID: string) => (await gate, `w-${documentID}`) }
+    const { release, readers: slow } = gatedReader()
     const { store, seen } = await storeOn(slow, { lane: true })
     const rows = Array.from({ length: 6 }, (_, n) =>
       watchRow({ sourceID: `src-${n}`, documentID: `doc-${n}`, verificationStatus: "pending_verification", nextAttemptAt: NOW }))

@@ -17,7 +17,7 @@ import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { freshSqlitePath } from "./support/databases.js"
 import { type Seen, sqlitePortsWithDirect, watchedDirect } from "./support/direct.js"
-import { clock, expectLostRaceBudget, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
+import { clock, expectLostRaceBudget, gatedReader, id, normalized, promiseStoreOver, readers, script, seeded } from "./support/laneScript.js"
 
 /**
  * The Promise API's direct lane on the project's SQLite client: the hot
@@ -114,9 +114,7 @@ describe("the Promise API's direct lane on SQLite", () => {
   })
 
   it("answers the same with an asynchronous reader, and meanwhile hands a second call to the Effect path, which waits its turn", async () => {
-    let release!: () => void
-    const gate = new Promise<void>((resolve) => release = resolve)
-    const slowReader = { readWinner: async (documentID: string) => (await gate, `w-${documentID}`) }
+    const { release, readers: slowReader } = gatedReader()
     const { store, seen } = await storeOn(slowReader, { lane: true })
     await store.runEffect(seedWatches(seeded))
     const arming = store.armWatch(id, "manual", { dueAt: NOW })

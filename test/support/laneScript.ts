@@ -152,3 +152,10 @@ export const expectLostRaceBudget = async (
   expect(await count(calls)).toBe(callsBefore + 1)
   expect(await store.getWatch(id)).toMatchObject({ repairGeneration: seeded.repairGeneration + 1 })
 }
+
+/** A winner reader (`w-` and the document's id) that answers only once `release` is called. */
+export const gatedReader = () => {
+  let release!: () => void
+  const gate = new Promise<void>((resolve) => release = resolve)
+  return { release, readers: { readWinner: async (documentID: string) => (await gate, `w-${documentID}`) } }
+}

@@ -1,21 +1,14 @@
-import type {
-  DirectOperationRowsOf,
-  DirectRowsOf,
-  DirectTransactionOf,
-  DirectWatchRowsOf,
-  LaneDatabaseApi
-} from "@connector-store/core"
+import type { DirectRowsOf, DirectTransactionOf, LaneDatabaseApi } from "@connector-store/core"
 import type * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { Statement } from "@effect/sql/Statement"
 import { Effect } from "effect"
 import type Pg from "pg"
 import type { RawRow } from "./internal/columns.js"
-import { type Compiled, compiled, directFailure, firstOf } from "./internal/directStatements.js"
+import { directRows } from "./internal/directRows.js"
+import { type Compiled, compiled, directFailure } from "./internal/directStatements.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
-import { decodeOperation, operationStatements } from "./SqlOperationRepository.js"
 import type { TableNames } from "./Tables.js"
-import { decodeWatch, watchStatements } from "./SqlWatchRepository.js"
 
 const ignore = (): void => undefined
 
@@ -46,8 +39,6 @@ export const makePgLane = (
   tables: TableNames,
   repositories: LaneDatabaseApi["repositories"]
 ): LaneDatabaseApi => {
-  const watch = watchStatements(sql, tables)
-  const operation = operationStatements(sql, tables)
   const { pool } = parts
 
   const rowsOn = (run: Run): DirectRowsOf<true> => {
@@ -63,36 +54,13 @@ export const makePgLane = (
         throw directFailure(name, cause)
       })
     }
-    const rows = (name: string, statement: Statement<unknown> | Compiled): Promise<ReadonlyArray<RawRow>> =>
-      result(name, statement).then((answered) => answered.rows as ReadonlyArray<RawRow>)
-    /** Whether a write without RETURNING touched any row. */
-    const touched = (name: string, statement: Statement<unknown> | Compiled): Promise<boolean> =>
-      result(name, statement).then((answered) => (answered.rowCount ?? 0) > 0)
-    const returned = (name: string, statement: Statement<unknown> | Compiled): Promise<boolean> =>
-      rows(name, statement).then((found) => found.length > 0)
-
-    const watches: DirectWatchRowsOf<true> = {
-      lockRead: (identity) => rows("watch.lockRead", watch.lockRead(identity)).then((found) => firstOf(decodeWatch, found)),
-      update: (previous, next) => touched("watch.update", watch.update(previous, next)),
-      insert: (row) => returned("watch.insert", watch.insert(row)),
-      delete: (identity, expectedVersion) => returned("watch.delete", watch.delete(identity, expectedVersion)),
-      claimAttempt: (identity, input, now, writtenAt) =>
-        touched("watch.claimAttempt", watch.claimAttempt(identity, input, now, writtenAt)),
-      deferAttempt: (identity, input, now) => touched("watch.deferAttempt", watch.deferAttempt(identity, input, now)),
-      // The slot's lock in a statement of its own first, as the port takes it (see makeSqlWatchRepository).
-      lockArmTargets: (slot, identity) =>
-        result("watch.lockDocument", watch.lockDocument(slot)).then(() =>
-          rows("watch.lockArmTargets", watch.lockArmTargets(slot, identity)).then((found) => found.map(decodeWatch)))
-    }
-    const operations: DirectOperationRowsOf<true> = {
-      get: (key) => rows("operation.get", operation.get(key)).then((found) => firstOf(decodeOperation, found)),
-      lockRead: (key) => rows("operation.lockRead", operation.lockRead(key)).then((found) => firstOf(decodeOperation, found)),
-      insert: (row) => returned("operation.insert", operation.insert(row)),
-      update: (previous, next) => touched("operation.update", operation.update(previous, next)),
-      markSent: (key, token, maxAttempts, now) =>
-        rows("operation.markSent", operation.markSent(key, token, maxAttempts, now)).then((found) => firstOf(decodeOperation, found))
-    }
-    return { watches, operations }
+    // pg answers every statement later: these rows always answer with a Promise.
+    return directRows(sql, tables, {
+      rows: (name, statement) => result(name, statement).then((answered) => answered.rows as ReadonlyArray<RawRow>),
+      touched: (name, statement) => result(name, statement).then((answered) => answered.rowCount ?? 0),
+      map: (answer, then) => (answer as Promise<never>).then(then),
+      lockSlot: result
+    }) as DirectRowsOf<true>
   }
 
   /** A checked-out client in a transaction; `release` hands it back, or discards it given an error. */

@@ -1,0 +1,73 @@
+import type { ConnectorOperation, DirectRowsOf, ProjectionWatch } from "@connector-store/core"
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { Statement } from "@effect/sql/Statement"
+import { decodeOperation, operationStatements } from "../SqlOperationRepository.js"
+import type { TableNames } from "../Tables.js"
+import { decodeWatch, watchStatements } from "../SqlWatchRepository.js"
+import type { RawRow } from "./columns.js"
+import { type Compiled, firstOf } from "./directStatements.js"
+
+/** What a driver answers: at once (`better-sqlite3`) or later (`pg`). */
+type Answer<A> = A | Promise<A>
+
+/**
+ * How one driver runs a repository statement (`name` names it in a
+ * failure): its rows, or how many rows a write without RETURNING touched.
+ */
+export interface StatementDriver {
+  readonly rows: (name: string, statement: Statement<unknown> | Compiled) => Answer<ReadonlyArray<RawRow>>
+  readonly touched: (name: string, statement: Statement<unknown> | Compiled) => Answer<number>
+  /** `answer` turned by `then`: at once for a driver that answers at once, once it has come otherwise. */
+  readonly map: <A, B>(answer: Answer<A>, then: (answered: A) => B) => Answer<B>
+  /**
+   * Runs the document slot's lock statement before the arm targets are
+   * locked, where the database needs one (Postgres); absent where the
+   * transaction's own lock already covers the slot (SQLite).
+   */
+  readonly lockSlot?: ((name: string, statement: Statement<unknown> | Compiled) => Answer<unknown>) | undefined
+}
+
+const anyRow = (found: ReadonlyArray<RawRow>): boolean => found.length > 0
+const anyTouched = (count: number): boolean => count > 0
+const firstWatch = (found: ReadonlyArray<RawRow>): ProjectionWatch | undefined => firstOf(decodeWatch, found)
+const firstOperation = (found: ReadonlyArray<RawRow>): ConnectorOperation | undefined => firstOf(decodeOperation, found)
+const everyWatch = (found: ReadonlyArray<RawRow>): ReadonlyArray<ProjectionWatch> => found.map(decodeWatch)
+
+/**
+ * The direct rows of the hot methods over `driver`: the repositories' own
+ * statements (`watchStatements`, `operationStatements`), named and decoded
+ * as the repositories name and decode them. One table of rows for every
+ * driver; the caller types the answers as its driver gives them (at once,
+ * or later).
+ */
+export const directRows = (sql: SqlClient, tables: TableNames, driver: StatementDriver): DirectRowsOf<boolean> => {
+  const watch = watchStatements(sql, tables)
+  const operation = operationStatements(sql, tables)
+  const { rows, touched, map, lockSlot } = driver
+  return {
+    watches: {
+      lockRead: (identity) => map(rows("watch.lockRead", watch.lockRead(identity)), firstWatch),
+      update: (previous, next) => map(touched("watch.update", watch.update(previous, next)), anyTouched),
+      insert: (row) => map(rows("watch.insert", watch.insert(row)), anyRow),
+      delete: (identity, expectedVersion) => map(rows("watch.delete", watch.delete(identity, expectedVersion)), anyRow),
+      claimAttempt: (identity, input, now, writtenAt) =>
+        map(touched("watch.claimAttempt", watch.claimAttempt(identity, input, now, writtenAt)), anyTouched),
+      deferAttempt: (identity, input, now) => map(touched("watch.deferAttempt", watch.deferAttempt(identity, input, now)), anyTouched),
+      // The slot's lock in a statement of its own first, as the port takes it (see makeSqlWatchRepository).
+      lockArmTargets: (slot, identity) => {
+        const targets = () => map(rows("watch.lockArmTargets", watch.lockArmTargets(slot, identity)), everyWatch)
+        return lockSlot === undefined ? targets() : map(lockSlot("watch.lockDocument", watch.lockDocument(slot)), targets) as Answer<
+          ReadonlyArray<ProjectionWatch>
+        >
+      }
+    },
+    operations: {
+      get: (key) => map(rows("operation.get", operation.get(key)), firstOperation),
+      lockRead: (key) => map(rows("operation.lockRead", operation.lockRead(key)), firstOperation),
+      insert: (row) => map(rows("operation.insert", operation.insert(row)), anyRow),
+      update: (previous, next) => map(touched("operation.update", operation.update(previous, next)), anyTouched),
+      markSent: (key, token, maxAttempts, now) =>
+        map(rows("operation.markSent", operation.markSent(key, token, maxAttempts, now)), firstOperation)
+    }
+  }
+}
