@@ -57,7 +57,7 @@ export const makePgLane = (
     // pg answers every statement later: these rows always answer with a Promise.
     return directRows(sql, tables, {
       rows: (name, statement) => result(name, statement).then((answered) => answered.rows as ReadonlyArray<RawRow>),
-      touched: (name, statement) => result(name, statement).then((answered) => answered.rowCount ?? 0),
+      touchedAny: (name, statement) => result(name, statement).then((answered) => (answered.rowCount ?? 0) > 0),
       map: (answer, then) => (answer as Promise<never>).then(then),
       lockSlot: result
     }) as DirectRowsOf<true>

@@ -36,10 +36,10 @@ export const makeSqliteDirect = (
         throw failed(name, cause)
       }
     },
-    touched: (name, statement) => {
+    touchedAny: (name, statement) => {
       try {
         const [text, params] = compiled(statement)
-        return shared.prepared(text).run(...params).changes
+        return shared.prepared(text).run(...params).changes > 0
       } catch (cause) {
         throw failed(name, cause)
       }

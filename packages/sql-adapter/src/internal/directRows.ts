@@ -12,11 +12,11 @@ type Answer<A> = A | Promise<A>
 
 /**
  * How one driver runs a repository statement (`name` names it in a
- * failure): its rows, or how many rows a write without RETURNING touched.
+ * failure): its rows, or whether a write without RETURNING touched any row.
  */
 export interface StatementDriver {
   readonly rows: (name: string, statement: Statement<unknown> | Compiled) => Answer<ReadonlyArray<RawRow>>
-  readonly touched: (name: string, statement: Statement<unknown> | Compiled) => Answer<number>
+  readonly touchedAny: (name: string, statement: Statement<unknown> | Compiled) => Answer<boolean>
   /** `answer` turned by `then`: at once for a driver that answers at once, once it has come otherwise. */
   readonly map: <A, B>(answer: Answer<A>, then: (answered: A) => B) => Answer<B>
   /**
@@ -28,7 +28,6 @@ export interface StatementDriver {
 }
 
 const anyRow = (found: ReadonlyArray<RawRow>): boolean => found.length > 0
-const anyTouched = (count: number): boolean => count > 0
 const firstWatch = (found: ReadonlyArray<RawRow>): ProjectionWatch | undefined => firstOf(decodeWatch, found)
 const firstOperation = (found: ReadonlyArray<RawRow>): ConnectorOperation | undefined => firstOf(decodeOperation, found)
 const everyWatch = (found: ReadonlyArray<RawRow>): ReadonlyArray<ProjectionWatch> => found.map(decodeWatch)
@@ -43,16 +42,16 @@ const everyWatch = (found: ReadonlyArray<RawRow>): ReadonlyArray<ProjectionWatch
 export const directRows = (sql: SqlClient, tables: TableNames, driver: StatementDriver): DirectRowsOf<boolean> => {
   const watch = watchStatements(sql, tables)
   const operation = operationStatements(sql, tables)
-  const { rows, touched, map, lockSlot } = driver
+  const { rows, touchedAny, map, lockSlot } = driver
   return {
     watches: {
       lockRead: (identity) => map(rows("watch.lockRead", watch.lockRead(identity)), firstWatch),
-      update: (previous, next) => map(touched("watch.update", watch.update(previous, next)), anyTouched),
+      update: (previous, next) => touchedAny("watch.update", watch.update(previous, next)),
       insert: (row) => map(rows("watch.insert", watch.insert(row)), anyRow),
       delete: (identity, expectedVersion) => map(rows("watch.delete", watch.delete(identity, expectedVersion)), anyRow),
       claimAttempt: (identity, input, now, writtenAt) =>
-        map(touched("watch.claimAttempt", watch.claimAttempt(identity, input, now, writtenAt)), anyTouched),
-      deferAttempt: (identity, input, now) => map(touched("watch.deferAttempt", watch.deferAttempt(identity, input, now)), anyTouched),
+        touchedAny("watch.claimAttempt", watch.claimAttempt(identity, input, now, writtenAt)),
+      deferAttempt: (identity, input, now) => touchedAny("watch.deferAttempt", watch.deferAttempt(identity, input, now)),
       // The slot's lock in a statement of its own first, as the port takes it (see makeSqlWatchRepository).
       lockArmTargets: (slot, identity) => {
         const targets = () => map(rows("watch.lockArmTargets", watch.lockArmTargets(slot, identity)), everyWatch)
@@ -65,7 +64,7 @@ export const directRows = (sql: SqlClient, tables: TableNames, driver: Statement
       get: (key) => map(rows("operation.get", operation.get(key)), firstOperation),
       lockRead: (key) => map(rows("operation.lockRead", operation.lockRead(key)), firstOperation),
       insert: (row) => map(rows("operation.insert", operation.insert(row)), anyRow),
-      update: (previous, next) => map(touched("operation.update", operation.update(previous, next)), anyTouched),
+      update: (previous, next) => touchedAny("operation.update", operation.update(previous, next)),
       markSent: (key, token, maxAttempts, now) =>
         map(rows("operation.markSent", operation.markSent(key, token, maxAttempts, now)), firstOperation)
     }
