@@ -5,6 +5,11 @@
 //   npm run bench                  every bench file, every case
 //   npm run bench -- postgres      only cases whose "file › name" contains "postgres"
 //   BENCH_ROUNDS=10 BENCH_ROUND_MS=2000 BENCH_WARMUP_MS=2000 npm run bench
+//
+// Each bench file runs in a child process of its own (this script again,
+// with BENCH_FILE naming the file), so that one file's JIT and heap state
+// cannot weigh on the next one's figures (see bench/README.md).
+import { spawnSync } from "node:child_process"
 import { readdirSync } from "node:fs"
 import { performance } from "node:perf_hooks"
 import { dirname, join } from "node:path"
@@ -73,14 +78,39 @@ const runSuite = async (file, suite) => {
 
 const files = readdirSync(here).filter((name) => name.endsWith(".bench.mjs")).sort()
 if (files.length === 0) console.log("no bench/*.bench.mjs files found")
-let failures = 0
-for (const file of files) {
+
+/** Runs one bench file in this process: the number of its cases that failed. */
+const runFile = async (file) => {
   try {
-    failures += await runSuite(file, suiteOf(file, await import(pathToFileURL(join(here, file)).href)))
+    return await runSuite(file, suiteOf(file, await import(pathToFileURL(join(here, file)).href)))
   } catch (error) {
-    failures++
     console.log(`${file}: FAILED`)
     console.error(error)
+    return 1
   }
 }
-process.exitCode = failures === 0 ? 0 : 1
+
+/** Whether `file` has a case the filters select (read without running anything). */
+const selects = async (file) => {
+  try {
+    return suiteOf(file, await import(pathToFileURL(join(here, file)).href)).cases.some((entry) =>
+      matches(`${file} › ${entry.name}`))
+  } catch {
+    return true // its child reports what is wrong with it
+  }
+}
+
+if (process.env.BENCH_FILE !== undefined) {
+  process.exitCode = await runFile(process.env.BENCH_FILE) === 0 ? 0 : 1
+} else {
+  let failed = 0
+  for (const file of files) {
+    if (!(await selects(file))) continue
+    const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+      stdio: "inherit",
+      env: { ...process.env, BENCH_FILE: file }
+    })
+    if (child.status !== 0) failed++
+  }
+  process.exitCode = failed === 0 ? 0 : 1
+}
