@@ -16,7 +16,8 @@ import { clock, normalized, promiseStoreOver } from "./support/laneScript.js"
  * claims, marks and finalizes, by holders and by strangers, with stale
  * inputs and a moving clock) run on two stores over the same adapter, one
  * with the lane and one without; every answer, every error and the rows at
- * the end must be the same.
+ * the end must be the same. The winner reader answers at once or with a
+ * Promise, and fails (throws, or rejects) for a document made unreadable.
  */
 
 const closing: Array<() => Promise<void>> = []
@@ -27,6 +28,8 @@ afterEach(async () => {
 
 const SOURCES = 3
 const KEYS = 3
+/** A winner that stands for "the document store cannot read this document": the reader fails. */
+const UNREADABLE = "unreadable"
 
 type Command =
   | { readonly kind: "tick"; readonly ms: number }
@@ -44,7 +47,7 @@ const mostly = fc.constantFrom(true, true, true, false)
 
 const command: fc.Arbitrary<Command> = fc.oneof(
   fc.record({ kind: fc.constant("tick" as const), ms: fc.constantFrom(0, 1_000, 11_000, 120_000) }),
-  fc.record({ kind: fc.constant("winner" as const), document: fc.nat(SOURCES - 1), digest: fc.constantFrom("w-a", "w-b") }),
+  fc.record({ kind: fc.constant("winner" as const), document: fc.nat(SOURCES - 1), digest: fc.constantFrom("w-a", "w-b", UNREADABLE) }),
   fc.record({ kind: fc.constant("claimWatch" as const), source: fc.nat(SOURCES - 1), stale: fc.boolean(), forMs: fc.constantFrom(5_000, 30_000) }),
   fc.record({
     kind: fc.constant("verify" as const),
@@ -164,16 +167,28 @@ const apply = async (
   }
 }
 
-/** The differential property over stores made by `open` (`lane` true: the lane; false: the Effect path). */
+type Reader = (documentID: string) => string | Promise<string>
+
+/**
+ * The differential property over stores made by `open` (`lane` true: the
+ * lane; false: the Effect path), with a winner reader that answers at once
+ * (`reader` "sync") or with a Promise ("async").
+ */
 const laneAgrees = (
-  open: (lane: boolean, readers: { readWinner: (documentID: string) => string }) => { store: PromiseConnectorStore<SqlTransaction> },
-  numRuns: number
+  open: (lane: boolean, readers: { readWinner: Reader }) => { store: PromiseConnectorStore<SqlTransaction> },
+  numRuns: number,
+  reader: "sync" | "async" = "sync"
 ) =>
   fc.assert(
     fc.asyncProperty(fc.array(command, { minLength: 4, maxLength: 24 }), async (commands) => {
       clock.now = NOW
       const winners = new Map<string, string>()
-      const readers = { readWinner: (documentID: string) => winners.get(documentID) ?? `w-${documentID}` }
+      const read = (documentID: string): string => {
+        const winner = winners.get(documentID) ?? `w-${documentID}`
+        if (winner === UNREADABLE) throw new Error(`the document store cannot read ${documentID}`)
+        return winner
+      }
+      const readers = { readWinner: reader === "async" ? async (documentID: string) => read(documentID) : read }
       const sides = [true, false].map((lane): Side => ({ store: open(lane, readers).store, tokens: new Map(), answers: [] }))
       const seeds = Array.from({ length: SOURCES }, (_, n) =>
         watchRow({ sourceID: `src-${n}`, documentID: `doc-${n}`, nextAttemptAt: NOW - 1, claimedUntil: null }))
@@ -203,9 +218,20 @@ describe("the Promise API's lane agrees with the Effect path on random sequences
       promiseStoreOver(sqlitePortsWithDirect(freshSqlitePath()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "sqlite" }, closing), 40)
   })
 
+  it("on SQLite, with a winner reader that answers with a Promise", async () => {
+    await laneAgrees((lane, readers) =>
+      promiseStoreOver(sqlitePortsWithDirect(freshSqlitePath()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "sqlite" }, closing), 40, "async")
+  })
+
   it.runIf(pgAvailable)("on Postgres", async () => {
     const url = await pgDatabaseForFile()
     await laneAgrees((lane, readers) =>
       promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "pg" }, closing), 20)
+  })
+
+  it.runIf(pgAvailable)("on Postgres, with a winner reader that answers with a Promise", async () => {
+    const url = await pgDatabaseForFile()
+    await laneAgrees((lane, readers) =>
+      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "pg" }, closing), 20, "async")
   })
 })
