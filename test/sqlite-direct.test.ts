@@ -152,6 +152,25 @@ describe("hot transitions on the project's SQLite client (the direct path)", () 
     expect(seen.begun).toBe(2)
   })
 
+  it("calls the winner reader once per read, whether its effect answers at once or suspends", async () => {
+    const calls: Array<string> = []
+    let suspend = false
+    const { runtime, seen } = storeOn({
+      readWinner: (documentID) => {
+        calls.push(documentID)
+        return suspend ? Effect.promise(async () => "w-1") : Effect.succeed("w-1")
+      }
+    })
+    await runtime.runPromise(seedWatches(pending))
+    const verify = Effect.flatMap(ConnectorStore, (s) => s.recordVerification(id, verification))
+    expect(await runtime.runPromise(verify)).toBe("pending")
+    expect(calls).toEqual([pending.documentID])
+    suspend = true
+    expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
+    expect(calls).toEqual([pending.documentID, pending.documentID])
+    expect(seen.begun).toBe(2)
+  })
+
   it("turns a driver failure inside the transaction into a classified PersistenceError, rolled back, the connection handed on", async () => {
     const { runtime } = storeOn({ readWinner: () => Effect.succeed("w-1") })
     await runtime.runPromise(seedWatches(pending))

@@ -150,6 +150,8 @@ export const directTransactionNow = <A, E, R, W = never, F = never>(
   }
   const proceed = (transaction: DirectTransaction, next: () => Step<A>, tried: number): Out => {
     let step: Step<A>
+    // The read that did not answer at once: run below, joined to the transaction.
+    let pending: Effect.Effect<Digest | null, W> | undefined
     try {
       step = next()
       // Winners that answer at once are used as they are: nothing to run,
@@ -158,7 +160,10 @@ export const directTransactionNow = <A, E, R, W = never, F = never>(
         if (step.documentID === undefined) throw new Error(`${method}: a direct transition waited on rows that answer at once`)
         if (readWinner === undefined) throw new Error(`${method}: a direct transition read a winner without a reader`)
         const reading = readWinner(step.documentID)
-        if (!Exit.isExit(reading)) break
+        if (!Exit.isExit(reading)) {
+          pending = reading
+          break
+        }
         const read = reading as Exit.Exit<Digest | null, W>
         if (Exit.isFailure(read)) return afterRead(transaction, read.cause)
         step = step.resume(read.value)
@@ -175,7 +180,7 @@ export const directTransactionNow = <A, E, R, W = never, F = never>(
       return Exit.succeed(step.value)
     }
     const waiting = step as AwaitingWinner<A>
-    return Effect.matchCauseEffect(transaction.joined(restore(readWinner!(waiting.documentID))), {
+    return Effect.matchCauseEffect(transaction.joined(restore(pending!)), {
       onFailure: (cause): Out => afterRead(transaction, cause),
       onSuccess: (winner): Out => proceed(transaction, () => waiting.resume(winner), tried)
     })
