@@ -8,7 +8,11 @@ import { Effect } from "effect"
 export class Winners {
   private readonly digests = new Map<string, Digest | null>()
   private readonly broken = new Set<string>()
-  /** Every document id a single read asked for, in order. */
+  /**
+   * Every document id a single read asked for, in order, logged when the
+   * reader is called (not when its effect runs): a reader called twice for
+   * one read shows here twice.
+   */
   readonly singleReads: Array<string> = []
   /** Every id list a batch read asked for, in order. */
   readonly batchReads: Array<ReadonlyArray<string>> = []
@@ -35,12 +39,12 @@ export class Winners {
   }
 
   private readOne(documentID: string): Effect.Effect<Digest | null, WinnerReadFailed> {
-    return Effect.suspend(() => {
-      this.singleReads.push(documentID)
-      return this.broken.has(documentID)
+    this.singleReads.push(documentID)
+    return Effect.suspend(() =>
+      this.broken.has(documentID)
         ? Effect.fail(new WinnerReadFailed({ documentID, cause: new Error("document store unavailable") }))
         : Effect.succeed(this.get(documentID))
-    })
+    )
   }
 
   /** Readers with only the one-document form. */
