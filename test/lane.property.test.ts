@@ -1,6 +1,6 @@
-import type { ProjectionWatch, PromiseConnectorStore } from "@connector-store/core"
+import { OperationRepository, type ProjectionWatch, type PromiseConnectorStore, WatchRepository } from "@connector-store/core"
 import type { SqlTransaction } from "@connector-store/sql-adapter"
-import type { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import fc from "fast-check"
 import { afterEach, describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
@@ -170,14 +170,24 @@ const apply = async (
 type Reader = (documentID: string) => string | Promise<string>
 
 /**
- * The differential property over stores made by `open` (`lane` true: the
- * lane; false: the Effect path), with a winner reader that answers at once
- * (`reader` "sync") or with a Promise ("async").
+ * How a side's calls run: on the Promise API's lane; on the Effect path
+ * (which on SQLite takes the Effect API's own direct path); or, on SQLite,
+ * on the Effect path over the ports alone (the repositories decorated, so
+ * no direct path applies).
+ */
+type Path = "lane" | "effect" | "ports"
+
+/**
+ * The differential property over stores made by `open`, one per path in
+ * `paths` (the first is the lane; the rows every input is taken from are the
+ * last one's), with a winner reader that answers at once (`reader` "sync")
+ * or with a Promise ("async").
  */
 const laneAgrees = (
-  open: (lane: boolean, readers: { readWinner: Reader }) => { store: PromiseConnectorStore<SqlTransaction> },
+  open: (path: Path, readers: { readWinner: Reader }) => { store: PromiseConnectorStore<SqlTransaction> },
   numRuns: number,
-  reader: "sync" | "async" = "sync"
+  reader: "sync" | "async" = "sync",
+  paths: ReadonlyArray<Path> = ["lane", "effect"]
 ) =>
   fc.assert(
     fc.asyncProperty(fc.array(command, { minLength: 4, maxLength: 24 }), async (commands) => {
@@ -189,49 +199,61 @@ const laneAgrees = (
         return winner
       }
       const readers = { readWinner: reader === "async" ? async (documentID: string) => read(documentID) : read }
-      const sides = [true, false].map((lane): Side => ({ store: open(lane, readers).store, tokens: new Map(), answers: [] }))
+      const sides = paths.map((path): Side => ({ store: open(path, readers).store, tokens: new Map(), answers: [] }))
       const seeds = Array.from({ length: SOURCES }, (_, n) =>
         watchRow({ sourceID: `src-${n}`, documentID: `doc-${n}`, nextAttemptAt: NOW - 1, claimedUntil: null }))
       for (const side of sides) await side.store.runEffect(seedWatches(...seeds))
       for (const each of commands) {
         if (each.kind === "tick") clock.now += each.ms
         if (each.kind === "winner") winners.set(`doc-${each.document}`, each.digest)
-        // Inputs that depend on a row come from the Effect path's rows before the command, the same for both.
-        const [lane, ports] = sides as [Side, Side]
-        const watches = await Promise.all(Array.from({ length: SOURCES }, (_, n) => ports.store.getWatch(identity(n))))
-        await apply(lane, watches, each, winners)
-        await apply(ports, watches, each, winners)
+        // Inputs that depend on a row come from the last side's rows before the command, the same for every side.
+        const last = sides[sides.length - 1]!
+        const watches = await Promise.all(Array.from({ length: SOURCES }, (_, n) => last.store.getWatch(identity(n))))
+        for (const side of sides) await apply(side, watches, each, winners)
       }
       const rows = await Promise.all(sides.map(async (side) => [
         await Promise.all(Array.from({ length: SOURCES }, (_, n) => side.store.getWatch(identity(n)))),
         await Promise.all(Array.from({ length: KEYS }, (_, n) => side.store.getOperation(operationKey(n))))
       ]))
-      expect(normalized([...sides[0]!.answers, rows[0]])).toEqual(normalized([...sides[1]!.answers, rows[1]]))
+      for (let n = 1; n < sides.length; n++) {
+        expect(normalized([...sides[n]!.answers, rows[n]]), paths[n]).toEqual(normalized([...sides[0]!.answers, rows[0]]))
+      }
       await Promise.all(closing.splice(0).map((close) => close()))
     }),
     { numRuns }
   )
 
-describe("the Promise API's lane agrees with the Effect path on random sequences of hot calls", () => {
+/** `ports` with both repositories decorated (copied), so that no direct path is for them (see `directFor`). */
+const decorated = <P>(ports: Layer.Layer<P, unknown>) =>
+  Layer.mergeAll(
+    Layer.effect(WatchRepository, Effect.map(WatchRepository, (watches) => ({ ...watches }))),
+    Layer.effect(OperationRepository, Effect.map(OperationRepository, (operations) => ({ ...operations })))
+  ).pipe(Layer.provideMerge(ports)) as unknown as Layer.Layer<unknown, unknown>
+
+/** A Promise store on a fresh SQLite file whose calls take `path`. */
+const sqliteSide = (path: Path, readers: { readWinner: Reader }) => {
+  const ports = sqlitePortsWithDirect(freshSqlitePath()) as Layer.Layer<unknown, unknown>
+  return promiseStoreOver(path === "ports" ? decorated(ports) : ports, readers, { lane: path === "lane", dialect: "sqlite" }, closing)
+}
+
+describe("the Promise API's lane, the Effect API's direct path and the ports agree on random sequences of hot calls", () => {
   it("on SQLite", async () => {
-    await laneAgrees((lane, readers) =>
-      promiseStoreOver(sqlitePortsWithDirect(freshSqlitePath()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "sqlite" }, closing), 40)
+    await laneAgrees(sqliteSide, 40, "sync", ["lane", "effect", "ports"])
   })
 
   it("on SQLite, with a winner reader that answers with a Promise", async () => {
-    await laneAgrees((lane, readers) =>
-      promiseStoreOver(sqlitePortsWithDirect(freshSqlitePath()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "sqlite" }, closing), 40, "async")
+    await laneAgrees(sqliteSide, 40, "async", ["lane", "effect", "ports"])
   })
 
   it.runIf(pgAvailable)("on Postgres", async () => {
     const url = await pgDatabaseForFile()
-    await laneAgrees((lane, readers) =>
-      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "pg" }, closing), 20)
+    await laneAgrees((path, readers) =>
+      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane: path === "lane", dialect: "pg" }, closing), 20)
   })
 
   it.runIf(pgAvailable)("on Postgres, with a winner reader that answers with a Promise", async () => {
     const url = await pgDatabaseForFile()
-    await laneAgrees((lane, readers) =>
-      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane, dialect: "pg" }, closing), 20, "async")
+    await laneAgrees((path, readers) =>
+      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane: path === "lane", dialect: "pg" }, closing), 20, "async")
   })
 })
