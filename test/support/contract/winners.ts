@@ -14,7 +14,7 @@ export class Winners {
    * one read shows here twice.
    */
   readonly singleReads: Array<string> = []
-  /** Every id list a batch read asked for, in order. */
+  /** Every id list a batch read asked for, in order, logged when the reader is called. */
   readonly batchReads: Array<ReadonlyArray<string>> = []
 
   constructor(initial: Readonly<Record<string, Digest | null>> = {}) {
@@ -58,9 +58,9 @@ export class Winners {
    */
   batch(options: { readonly failWhole?: boolean } = {}): WinnerReaders {
     return {
-      readWinners: (documentIDs) =>
-        Effect.suspend(() => {
-          this.batchReads.push(documentIDs)
+      readWinners: (documentIDs) => {
+        this.batchReads.push(documentIDs)
+        return Effect.suspend(() => {
           const broken = documentIDs.find((id) => this.broken.has(id))
           if (options.failWhole === true && broken !== undefined) {
             return Effect.fail(new WinnerReadFailed({ documentID: broken, cause: new Error("batch read failed") }))
@@ -69,6 +69,7 @@ export class Winners {
           for (const id of documentIDs) if (!this.broken.has(id) && this.digests.has(id)) found.set(id, this.get(id))
           return Effect.succeed(found)
         })
+      }
     }
   }
 }
