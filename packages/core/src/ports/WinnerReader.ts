@@ -23,6 +23,8 @@ export interface WinnerReaders {
  * The document store's converged state, which lives outside this store. A
  * transition reads the winner of its row's document inside its own
  * transaction, after locking the row, so an adapter whose documents share the
- * database sees them consistently.
+ * database sees them consistently. A reader is called once for each read a
+ * try makes (a try lost to a concurrent write reads again on the next), and
+ * the effect it returns is run once.
  */
 export class WinnerReader extends Context.Tag("@connector-store/core/WinnerReader")<WinnerReader, WinnerReaders>() {}
