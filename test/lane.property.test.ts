@@ -16,8 +16,9 @@ import { clock, normalized, promiseStoreOver } from "./support/laneScript.js"
  * claims, marks and finalizes, by holders and by strangers, with stale
  * inputs and a moving clock) run on two stores over the same adapter, one
  * with the lane and one without; every answer, every error and the rows at
- * the end must be the same. The winner reader answers at once or with a
- * Promise, and fails (throws, or rejects) for a document made unreadable.
+ * the end must be the same, and so must the winner reads each made. The
+ * winner reader answers at once or with a Promise, and fails (throws, or
+ * rejects) for a document made unreadable.
  */
 
 const closing: Array<() => Promise<void>> = []
@@ -76,6 +77,8 @@ interface Side {
   readonly store: PromiseConnectorStore<SqlTransaction>
   readonly tokens: Map<number, string>
   readonly answers: Array<unknown>
+  /** Every document id its winner reader was called for, in order. */
+  readonly reads: Array<string>
 }
 
 /** Runs `command` on `side`; the inputs that depend on a row are taken from `watches`, read before the command ran anywhere. */
@@ -198,8 +201,16 @@ const laneAgrees = (
         if (winner === UNREADABLE) throw new Error(`the document store cannot read ${documentID}`)
         return winner
       }
-      const readers = { readWinner: reader === "async" ? async (documentID: string) => read(documentID) : read }
-      const sides = paths.map((path): Side => ({ store: open(path, readers).store, tokens: new Map(), answers: [] }))
+      // Each side's reader logs its calls: every path must call it as often, for the same documents.
+      const sides = paths.map((path): Side => {
+        const reads: Array<string> = []
+        const logged = (documentID: string): string => {
+          reads.push(documentID)
+          return read(documentID)
+        }
+        const readers = { readWinner: reader === "async" ? async (documentID: string) => logged(documentID) : logged }
+        return { store: open(path, readers).store, tokens: new Map(), answers: [], reads }
+      })
       const seeds = Array.from({ length: SOURCES }, (_, n) =>
         watchRow({ sourceID: `src-${n}`, documentID: `doc-${n}`, nextAttemptAt: NOW - 1, claimedUntil: null }))
       for (const side of sides) await side.store.runEffect(seedWatches(...seeds))
@@ -216,7 +227,8 @@ const laneAgrees = (
         await Promise.all(Array.from({ length: KEYS }, (_, n) => side.store.getOperation(operationKey(n))))
       ]))
       for (let n = 1; n < sides.length; n++) {
-        expect(normalized([...sides[n]!.answers, rows[n]]), paths[n]).toEqual(normalized([...sides[0]!.answers, rows[0]]))
+        expect(normalized([...sides[n]!.answers, rows[n], sides[n]!.reads]), paths[n])
+          .toEqual(normalized([...sides[0]!.answers, rows[0], sides[0]!.reads]))
       }
       await Promise.all(closing.splice(0).map((close) => close()))
     }),
