@@ -1,10 +1,12 @@
 import type { DirectDatabaseApi, DirectRowsOf } from "@connector-store/core"
 import type * as Client from "@effect/sql/SqlClient"
+import type { Statement } from "@effect/sql/Statement"
 import type { Connection } from "@effect/sql/SqlConnection"
+import type Sqlite from "better-sqlite3"
 import { Effect } from "effect"
 import type { RawRow } from "./internal/columns.js"
 import { directRows } from "./internal/directRows.js"
-import { compiled, directFailure } from "./internal/directStatements.js"
+import { type Compiled, compiled, directFailure } from "./internal/directStatements.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
 import type { SharedDatabase } from "./SqliteConnection.js"
 import type { TableNames } from "./Tables.js"
@@ -26,24 +28,24 @@ export const makeSqliteDirect = (
   repositories: DirectDatabaseApi["repositories"]
 ): DirectDatabaseApi => {
   const failed = directFailure
+  /** `run` on `statement`'s prepared statement and parameters; a driver failure named `name`. */
+  const onStatement = <A>(
+    name: string,
+    statement: Statement<unknown> | Compiled,
+    run: (prepared: Sqlite.Statement, params: ReadonlyArray<unknown>) => A
+  ): A => {
+    try {
+      const [text, params] = compiled(statement)
+      return run(shared.prepared(text), params)
+    } catch (cause) {
+      throw failed(name, cause)
+    }
+  }
   // better-sqlite3 answers at once: these rows never answer with a Promise.
   const rows = directRows(sql, tables, {
-    rows: (name, statement) => {
-      try {
-        const [text, params] = compiled(statement)
-        return shared.prepared(text).all(...params) as ReadonlyArray<RawRow>
-      } catch (cause) {
-        throw failed(name, cause)
-      }
-    },
-    touchedAny: (name, statement) => {
-      try {
-        const [text, params] = compiled(statement)
-        return shared.prepared(text).run(...params).changes > 0
-      } catch (cause) {
-        throw failed(name, cause)
-      }
-    },
+    rows: (name, statement) =>
+      onStatement(name, statement, (prepared, params) => prepared.all(...params) as ReadonlyArray<RawRow>),
+    touchedAny: (name, statement) => onStatement(name, statement, (prepared, params) => prepared.run(...params).changes > 0),
     map: (answer, then) => then(answer as never)
   }) as DirectRowsOf<false>
 

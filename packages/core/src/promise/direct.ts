@@ -84,11 +84,12 @@ const isTypedFailure = (error: unknown): boolean =>
  * `LaneDatabase`, with the same programs (`directPrograms`) the Effect
  * methods run, but with no fiber: on a database that answers at once, a
  * call with a synchronous winner reader completes in one synchronous step;
- * on one that answers later, each statement is one Promise. Same answers, same errors (named for the method), same metrics,
- * same lost-race budget as the Effect path. Anything unusual is handed to
- * the Effect path (`EFFECT_PATH`): input that fails its checks, an
- * argument shape the Effect path refuses, a missing reader, a clock
- * reading that is not a time, and a database busy with another transaction.
+ * on one that answers later, each statement is one Promise. Same answers,
+ * same errors (named for the method), same metrics, same lost-race budget
+ * as the Effect path. Anything unusual is handed to the Effect path
+ * (`EFFECT_PATH`): input that fails its checks, an argument shape the
+ * Effect path refuses, a missing reader, a clock reading that is not a
+ * time, and a database busy with another transaction.
  */
 export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
   const { db, labels } = parts
