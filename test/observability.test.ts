@@ -70,6 +70,24 @@ describe.each(stores)("spans and metrics on $name, through the Promise API's obs
     expect(await Effect.runPromise(counterValue(counted))).toBe(before + 1)
   })
 
+  it("a read that answers null (and one that finds its row) reports outcome ok on its span and counter", async () => {
+    const spans: Array<RecordedSpan> = []
+    const store = await open({ now: () => NOW, observability: Layer.setTracer(recordingTracer(spans)) })
+    const ok = callsOf("getOperation", "ok")
+    const before = await Effect.runPromise(counterValue(ok))
+    try {
+      expect(await store.getOperation(KEY)).toBeNull()
+      await store.claimOperation(claimInput())
+      expect(await store.getOperation(KEY)).not.toBeNull()
+    } finally {
+      await store.close()
+    }
+    const outcomes = spansNamed(spans, "connector-store.getOperation").map((s) => s.attributes.get("connector-store.outcome"))
+    expect(outcomes).toEqual(["ok", "ok"])
+    expect(await Effect.runPromise(counterValue(ok))).toBe(before + 2)
+    expect(await Effect.runPromise(counterValue(callsOf("getOperation", "None")))).toBe(0)
+  })
+
   it("the due sweep records how many operations and watches it returned", async () => {
     const store = await open({ now: () => NOW, readWinners: async () => new Map() })
     const sizes = (kind: string) =>
@@ -101,6 +119,20 @@ describe("spans on the Effect API", () => {
     const claim = spansNamed(watched.spans, "connector-store.claimOperation")
     expect([outer.length, claim.length]).toEqual([1, 1])
     expect(claim[0]!.attributes.get("connector-store.operationID")).toBe("op-1")
+  })
+
+  it("an Effect API read that answers Option.none reports outcome ok on its span and counter", async () => {
+    const ok = callsOf("getSyncState", "ok")
+    const before = await Effect.runPromise(counterValue(ok))
+    const watched = await Effect.runPromise(
+      watchingLogsAndSpans(Effect.flatMap(ConnectorStore, (s) => s.getSyncState("gcal", "did:owner:nobody"))).pipe(
+        Effect.provide(Memory.layer({}))
+      )
+    )
+    expect(Exit.isSuccess(watched.exit) && Option.isNone(watched.exit.value as Option.Option<unknown>)).toBe(true)
+    const [span] = spansNamed(watched.spans, "connector-store.getSyncState")
+    expect(span?.attributes.get("connector-store.outcome")).toBe("ok")
+    expect(await Effect.runPromise(counterValue(ok))).toBe(before + 1)
   })
 
   it("a lost race counts in the retry metric and on the span as attempts and retries", async () => {

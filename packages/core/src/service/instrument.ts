@@ -51,9 +51,13 @@ export const identityAttributes = (args: ReadonlyArray<unknown>): Record<string,
   return attributes
 }
 
-/** The outcome word of a successful call's value: its outcome string, or `ok`. */
+/**
+ * The outcome word of a successful call's value: its outcome string, or
+ * `ok` (a read's answer, found or not: an `Option` is not an outcome).
+ */
 const successOutcome = (value: unknown): string => {
   if (typeof value === "string") return value
+  if (Option.isOption(value)) return "ok"
   if (typeof value === "boolean") return String(value)
   if (typeof value === "object" && value !== null) {
     for (const key of ["outcome", "status", "_tag"]) {
