@@ -3,6 +3,7 @@ import {
   DirectDatabase,
   fromPromiseReaders,
   makePromiseStore,
+  allOptionNames,
   openOptionsProblem,
   type StoreObservability,
   OperationPolicy,
@@ -78,6 +79,8 @@ export const layer = (readers: WinnerReaders = {}): Layer.Layer<ConnectorStore |
     Layer.provideMerge(Layer.merge(layerPorts, Layer.succeed(WinnerReader, readers)))
   )
 
+const OPTIONS = allOptionNames<MemoryStoreOptions>()(["now", "readWinner", "readWinners", "operationPolicy", "observability"])
+
 /** The options of `openMemoryConnectorStore`. */
 export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction>, StoreObservability {
   /** The store's clock; the system clock when absent. */
@@ -97,10 +100,11 @@ export interface MemoryConnectorStore extends PromiseConnectorStore<MemoryTransa
 /**
  * Opens an empty in-memory store with the Promise API. Throws `InvalidInput`
  * naming the option (method `openMemoryConnectorStore`) when an option is
- * unacceptable, before anything opens.
+ * unacceptable or unknown (naming the nearest known one), before anything
+ * opens.
  */
 export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): MemoryConnectorStore => {
-  const problem = openOptionsProblem("openMemoryConnectorStore", options, [])
+  const problem = openOptionsProblem("openMemoryConnectorStore", options, [], OPTIONS)
   if (problem !== undefined) throw problem
   // The policy stays in the runtime's context, where a direct lane would find it.
   const layered = layer(fromPromiseReaders(options, handle)).pipe(Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)))

@@ -26,7 +26,8 @@ import {
   Transactor,
   WatchRepository,
   WinnerReader,
-  type WinnerReaders
+  type WinnerReaders,
+  winnerReadersProblem
 } from "@connector-store/core"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as PgConnection from "./PgConnection.js"
@@ -46,7 +47,14 @@ import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
 import { classified, classifiedPort } from "./SqlFailure.js"
 import { tablePrefixProblem, Tables } from "./Tables.js"
 import { type ClockSource, clockSourceOf, makeDatabaseClock } from "./DatabaseClock.js"
-import { connectionOptionsProblem, DEFAULT_APPLICATION_NAME } from "./openChecks.js"
+import {
+  CONNECTION_OPTIONS,
+  connectionOf,
+  connectionOptionsProblem,
+  DEFAULT_APPLICATION_NAME,
+  OPEN_OPTIONS,
+  unknownConnectionOption
+} from "./openChecks.js"
 
 /** Every port a SQL store provides, except the winner reader. */
 export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
@@ -136,7 +144,7 @@ export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//.tes
  */
 export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, PersistenceError> => {
   // The Effect layer's error channel is PersistenceError; the bad option travels as its cause.
-  const problem = connectionOptionsProblem("layerClient", connection)
+  const problem = unknownConnectionOption("layerClient", connection) ?? connectionOptionsProblem("layerClient", connection)
   if (problem !== undefined) return Layer.fail(new PersistenceError({ operation: "connect", cause: problem }))
   const client: Layer.Layer<SqlClient, unknown> = isPostgresUrl(connection.url)
     ? PgConnection.layer({
@@ -187,7 +195,8 @@ export const layer = (
   readers: WinnerReaders = {}
 ): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader | SqlClient, PersistenceError | InvalidInput> =>
   Layer.unwrapEffect(Effect.suspend(() => {
-    const problem = openOptionsProblem("layer", connection, connectionChecks(connection))
+    const problem = openOptionsProblem("layer", connection, connectionChecks(connection), CONNECTION_OPTIONS) ??
+      winnerReadersProblem("layer", readers)
     return problem !== undefined ? Effect.fail(problem) : Effect.succeed(
       ConnectorStore.layer.pipe(
         Layer.provideMerge(layerPorts),
@@ -262,7 +271,7 @@ export interface SqlConnectorStore extends PromiseConnectorStore<SqlTransaction>
  * name `openConnectorStore` as their `method`.
  */
 export const openConnectorStore = async (options: OpenConnectorStoreOptions): Promise<SqlConnectorStore> => {
-  const problem = openOptionsProblem("openConnectorStore", options, connectionChecks(options)) ??
+  const problem = openOptionsProblem("openConnectorStore", options, connectionChecks(options), OPEN_OPTIONS) ??
     connectionOptionsProblem("openConnectorStore", options)
   if (problem !== undefined) throw problem
   let handle: Effect.Effect<SqlTransaction> = Effect.dieMessage("store not open")
@@ -279,7 +288,7 @@ export const openConnectorStore = async (options: OpenConnectorStoreOptions): Pr
     throw new Error("store not open")
   }
   // The policy stays in the runtime's context: the direct lane decides with it too.
-  const store = layer(options, fromPromiseReaders(options, handleOf)).pipe(
+  const store = layer(connectionOf(options), fromPromiseReaders(options, handleOf)).pipe(
     Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)),
     Layer.tap((context) =>
       Effect.sync(() => {

@@ -1,5 +1,44 @@
-import { InvalidInput } from "@connector-store/core"
+import { allOptionNames, COMMON_OPEN_OPTIONS, InvalidInput, unknownKeyOf } from "@connector-store/core"
 import { CLOCK_SOURCES } from "./DatabaseClock.js"
+import type { OpenConnectorStoreOptions, SqlConnection } from "./SqlStore.js"
+
+/** The option names of a SQL connection (`layer`, `layerClient`). */
+export const CONNECTION_OPTIONS = allOptionNames<SqlConnection>()([
+  "url",
+  "tablePrefix",
+  "maxConnections",
+  "busyTimeoutMs",
+  "applicationName"
+])
+
+/** The option names of `openConnectorStore`: the connection's, the clock's and the shared ones. */
+export const OPEN_OPTIONS = allOptionNames<OpenConnectorStoreOptions>()([
+  "url",
+  "tablePrefix",
+  "maxConnections",
+  "busyTimeoutMs",
+  "applicationName",
+  "clock",
+  ...COMMON_OPEN_OPTIONS
+])
+
+/** The connection options of `options`, without the Promise store's own (clock, readers, policy, observability). */
+export const connectionOf = (options: SqlConnection): SqlConnection => {
+  const connection: Record<string, unknown> = {}
+  for (const name of CONNECTION_OPTIONS) {
+    if (name in options) connection[name] = (options as unknown as Record<string, unknown>)[name]
+  }
+  return connection as unknown as SqlConnection
+}
+
+/**
+ * A key of a SQL connection that is no connection option, as the
+ * `InvalidInput` that `method` fails with (naming the nearest known one).
+ */
+export const unknownConnectionOption = (method: string, connection: object): InvalidInput | undefined => {
+  const unknown = unknownKeyOf(connection, CONNECTION_OPTIONS, `an option of ${method}`)
+  return unknown === undefined ? undefined : new InvalidInput({ method, field: unknown.key, reason: unknown.reason })
+}
 
 /** The `application_name` a store's Postgres connections carry when the options name none. */
 export const DEFAULT_APPLICATION_NAME = "connector-store"

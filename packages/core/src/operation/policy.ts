@@ -1,5 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import { InvalidInput } from "../errors.js"
+import { allOptionNames, unknownKeyOf } from "../optionNames.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
 /**
@@ -83,11 +84,25 @@ const merged = (overrides: OperationPolicyOverrides): OperationPolicySettings =>
 }
 
 const DAY = 86_400_000
+const POLICY_SETTINGS = allOptionNames<OperationPolicyOverrides>()(["leaseMs", "maxAttempts", "backoff", "deferMs"])
+const BACKOFF_SETTINGS = allOptionNames<BackoffPolicy>()(["baseDelayMs", "maxDelayMs", "jitter"])
 
-/** The first setting of `overrides` (over the defaults) a store cannot keep, or `undefined`. */
+/**
+ * The first setting of `overrides` (over the defaults) a store cannot keep,
+ * or `undefined`; a name that is no setting (`leaseMS`, `backoff.baseDelay`)
+ * is refused first, naming the nearest one.
+ */
 export const operationPolicyProblem = (
   overrides: OperationPolicyOverrides
 ): { readonly field: string; readonly reason: string } | undefined => {
+  const unknown = unknownKeyOf(overrides, POLICY_SETTINGS, "a policy setting")
+  if (unknown !== undefined) return { field: unknown.key, reason: unknown.reason }
+  const backoff: unknown = overrides.backoff
+  if (backoff !== undefined) {
+    if (typeof backoff !== "object" || backoff === null || Array.isArray(backoff)) return { field: "backoff", reason: "must be an object" }
+    const unknownBackoff = unknownKeyOf(backoff, BACKOFF_SETTINGS, "a backoff setting")
+    if (unknownBackoff !== undefined) return { field: `backoff.${unknownBackoff.key}`, reason: unknownBackoff.reason }
+  }
   const p = merged(overrides)
   const checks: ReadonlyArray<readonly [string, unknown, number]> = [
     ["leaseMs", p.leaseMs, DAY],

@@ -1,7 +1,11 @@
 import { Layer } from "effect"
 import { InvalidInput } from "../errors.js"
 import { operationPolicyProblem } from "../operation/policy.js"
+import { allOptionNames, unknownKeyOf } from "../optionNames.js"
+import type { WinnerReaders } from "../ports/WinnerReader.js"
 import { type Check, fieldOf, optional, type Rule, Rules } from "../validation.js"
+
+export { allOptionNames, nearestName, unknownKeyOf } from "../optionNames.js"
 
 /** What every adapter's Promise store accepts besides where it lives. */
 export interface StoreObservability {
@@ -25,19 +29,27 @@ export const commonOpenChecks = (options: unknown): ReadonlyArray<Check> => [
   ["options.observability", fieldOf(options, "observability"), optional(aLayer)]
 ]
 
+/** The option names every adapter's Promise store takes besides its own. */
+export const COMMON_OPEN_OPTIONS = ["now", "readWinner", "readWinners", "operationPolicy", "observability"] as const
+
 /**
  * The first problem of a store's open options as an `InvalidInput` naming the
  * option (`options.tablePrefix`, `options.operationPolicy.leaseMs`), or
- * `undefined` when they are all acceptable. Runs before anything opens.
+ * `undefined` when they are all acceptable. A key not in `known` (the
+ * method's option names) is refused first, naming the nearest known one.
+ * Runs before anything opens.
  */
 export const openOptionsProblem = (
   method: string,
   options: unknown,
-  checks: ReadonlyArray<Check>
+  checks: ReadonlyArray<Check>,
+  known: ReadonlyArray<string>
 ): InvalidInput | undefined => {
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
     return new InvalidInput({ method, field: "options", reason: "must be an object" })
   }
+  const unknown = unknownKeyOf(options, known, `an option of ${method}`)
+  if (unknown !== undefined) return new InvalidInput({ method, field: `options.${unknown.key}`, reason: unknown.reason })
   for (const [field, value, rule] of [...checks, ...commonOpenChecks(options)]) {
     const reason = rule(value)
     if (reason !== undefined) return new InvalidInput({ method, field, reason })
@@ -50,4 +62,19 @@ export const openOptionsProblem = (
     }
   }
   return undefined
+}
+
+const READERS = allOptionNames<WinnerReaders>()(["readWinner", "readWinners"])
+
+/**
+ * The problem of an Effect layer's `readers` argument: not an object, or a
+ * key that names no reader (`readers.readWiner`, naming the nearest), as the
+ * `InvalidInput` that `method` fails with; `undefined` when it is fine.
+ */
+export const winnerReadersProblem = (method: string, readers: unknown): InvalidInput | undefined => {
+  if (typeof readers !== "object" || readers === null || Array.isArray(readers)) {
+    return new InvalidInput({ method, field: "readers", reason: "must be an object" })
+  }
+  const unknown = unknownKeyOf(readers, READERS, "a winner reader")
+  return unknown === undefined ? undefined : new InvalidInput({ method, field: `readers.${unknown.key}`, reason: unknown.reason })
 }
