@@ -27,6 +27,8 @@ export class InvalidInput extends Data.TaggedError("InvalidInput")<{
  * - `serialization`, `deadlock`: the database aborted the transaction; a retry may succeed;
  * - `lock-timeout`: a lock was not granted in time (Postgres `lock_timeout`, SQLite busy);
  * - `disk-full`: no space left;
+ * - `read-only`: the database refuses writes (a SQLite file opened read-only or not writable, a read-only Postgres transaction or standby);
+ * - `not-a-database`: the SQLite file is something else (not a database, or encrypted);
  * - `unknown`: anything else (the driver's message says what).
  */
 export type PersistenceReason =
@@ -40,6 +42,8 @@ export type PersistenceReason =
   | "deadlock"
   | "lock-timeout"
   | "disk-full"
+  | "read-only"
+  | "not-a-database"
   | "unknown"
 
 /** Every `PersistenceReason`, in the order of its documentation. */
@@ -54,6 +58,8 @@ export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = [
   "deadlock",
   "lock-timeout",
   "disk-full",
+  "read-only",
+  "not-a-database",
   "unknown"
 ]
 

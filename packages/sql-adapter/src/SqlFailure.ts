@@ -41,6 +41,7 @@ const postgresReason = (code: string): PersistenceReason | undefined => {
   if (code === "40P01") return "deadlock"
   if (code === "55P03") return "lock-timeout"
   if (code === "53100") return "disk-full"
+  if (code === "25006") return "read-only"
   return undefined
 }
 
@@ -51,6 +52,8 @@ const sqliteReason = (code: string): PersistenceReason | undefined => {
   if (code.startsWith("SQLITE_CONSTRAINT")) return "constraint"
   if (code.startsWith("SQLITE_CANTOPEN")) return "unreachable"
   if (code === "SQLITE_AUTH") return "authentication"
+  if (code.startsWith("SQLITE_READONLY")) return "read-only"
+  if (code === "SQLITE_NOTADB") return "not-a-database"
   return undefined
 }
 
