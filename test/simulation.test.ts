@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process"
-import { existsSync } from "node:fs"
+import { existsSync, rmSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import type { ConnectorOperation, ProjectionWatch } from "@connector-store/core"
 import {
@@ -9,7 +9,9 @@ import {
   FakeProvider,
   type LedgerEntry,
   makePlan,
+  realClock,
   runSimulation,
+  runSimulationCommand,
   type SimulationReport,
   type WriteRequest
 } from "@connector-store/simulation"
@@ -136,7 +138,7 @@ describe("the seed", () => {
     const requests = [update(1, 1), update(1, 1), update(2, 2), update(1, 1, "stale"), update(3, 3), update(1, 1)]
     const answersOf = async (p: FakeProvider, order: ReadonlyArray<WriteRequest>) => {
       const out: Array<string> = []
-      for (const r of order) out.push(`${r.opIndex}:${JSON.stringify((await p.write(r, () => 0)).status)}`)
+      for (const r of order) out.push(`${r.opIndex}:${JSON.stringify((await p.write(r, realClock)).status)}`)
       return out
     }
     const a = await answersOf(provider("42"), requests)
@@ -152,25 +154,70 @@ describe("the seed", () => {
     expect(others.some((answers) => JSON.stringify(answers) !== JSON.stringify(a))).toBe(true)
   })
 
-  it("gives two whole runs the same plan and the same fault for every request both made", async () => {
-    const run = () => runSimulation({ database: freshSqlitePath(), seed: "same", operations: 12, runners: 2 })
-    const [first, second] = [await run(), await run()]
-    const faults = (r: SimulationReport) => new Map(r.provider.ledger.map((e) => [`${e.opIndex}/${e.n}`, e.fault]))
-    const a = faults(first), b = faults(second)
-    const shared = [...a.keys()].filter((k) => b.has(k))
-    expect(shared.length).toBeGreaterThan(5)
-    for (const key of shared) expect([key, b.get(key)]).toEqual([key, a.get(key)])
+  it("prints byte-identical JSON reports, ids included, for two runs of one seed on SQLite with the default runners", async () => {
+    const database = freshSqlitePath()
+    const run = async () => {
+      let stdout = ""
+      const progress: Array<string> = []
+      const code = await runSimulationCommand({ database, seed: "same", json: true }, {
+        stdout: { write: (text: string) => (stdout += text) },
+        stderr: { isTTY: false, write: (text: string) => progress.push(text) },
+        env: {}
+      })
+      for (const suffix of ["", "-wal", "-shm"]) rmSync(`${database}${suffix}`, { force: true })
+      return { code, stdout, progress }
+    }
+    const first = await run()
+    const second = await run()
+    expect(first.code).toBe(0)
+    expect(second.stdout).toBe(first.stdout)
+    const report = JSON.parse(first.stdout) as SimulationReport
+    // The run was a real one: all 120 edits, crashes, reissues and a relist whose store-drawn run ids repeat too.
+    expect([report.finished, report.runners, report.operations.planned]).toEqual([true, 4, 120])
+    expect(Object.values(report.operations.crashes).reduce((a, b) => a + b, 0)).toBeGreaterThan(0)
+    expect(report.relist?.runs.map((r) => r.runID)).toHaveLength(2)
+    // --json with stderr not a terminal: progress as plain lines there, none on stdout.
+    expect(first.progress.length).toBeGreaterThan(0)
+    expect(first.progress.every((line) => /^\d+\.\ds .* · writes \d+\/120 final/.test(line) && line.endsWith("\n"))).toBe(true)
+    const other = await runSimulation({ database: freshSqlitePath(), seed: "other" })
+    expect(other.provider.fingerprint).not.toBe(report.provider.fingerprint)
+  }, 180_000)
+
+  it("gives two plans of one seed the same edits under any run tag, and another seed other edits", () => {
     const stripTag = (plan: ReturnType<typeof makePlan>) =>
       plan.operations.map((o) => [o.op, o.document.index, o.document.lossy, o.callerDID, o.content, o.after])
     expect(stripTag(makePlan("same", "x", 12))).toEqual(stripTag(makePlan("same", "y", 12)))
     expect(stripTag(makePlan("other", "x", 12))).not.toEqual(stripTag(makePlan("same", "x", 12)))
+  })
+
+  it("refuses a second run of one seed on a database that holds the first, whose ids it would meet", async () => {
+    const database = freshSqlitePath()
+    await runSimulation({ database, seed: "twice", operations: 6, runners: 2 })
+    const rows = () => {
+      const db = new Database(database, { readonly: true })
+      try {
+        return ["operation", "projection_watch", "pending_auth", "relist_run"].map((table) =>
+          (db.prepare(`SELECT count(*) AS n FROM ${DEFAULT_PREFIX}${table}`).get() as { n: number }).n)
+      } finally {
+        db.close()
+      }
+    }
+    const before = rows()
+    await expect(runSimulation({ database, seed: "twice", operations: 6, runners: 2 })).rejects.toThrow(
+      /the database already holds the run of seed twice/
+    )
+    expect(rows()).toEqual(before)
+    expect((await runSimulation({ database, seed: "thrice", operations: 6, runners: 2 })).ok).toBe(true)
   }, 180_000)
 })
 
 describe("--processes", () => {
   it("runs the runners in child processes that are killed and restarted, and the invariants hold", async () => {
     const database = freshSqlitePath()
+    const timersBefore = process.getActiveResourcesInfo().filter((r) => r === "Timeout").length
     const report = await runSimulation({ database, seed: "procs", operations: 20, runners: 2, processes: 2, durationMs: 120_000 })
+    // Nothing of the run is left to keep the process alive once the report is out (the stop's kill timer, the killer's pause).
+    expect(process.getActiveResourcesInfo().filter((r) => r === "Timeout").length).toBeLessThanOrEqual(timersBefore)
     expect(report.finished).toBe(true)
     expect(report.operations.childProcessesKilled).toBeGreaterThan(0)
     expect(failedInvariants(report)).toEqual([])

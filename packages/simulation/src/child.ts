@@ -1,4 +1,5 @@
 import { openConnectorStore } from "@connector-store/sql-adapter"
+import { realClock } from "./clock.js"
 import { startFleet } from "./fleet.js"
 import { makePlan } from "./plan.js"
 import { digestOf } from "./random.js"
@@ -53,6 +54,7 @@ const start = async (config: ChildConfig) => {
   const fleet = startFleet({
     store,
     world,
+    clock: realClock,
     plan,
     runTag: config.runTag,
     operations: plan.operations.filter((op) => op.document.index % config.processes === config.slot),

@@ -67,7 +67,7 @@ export const runSimulationCommand = async (args: SimulationArgs, io: SimulationI
     processes: args.processes,
     blindResend: args.blindResend === true,
     durationMs,
-    progress: out.isTTY === true ? "live" : json ? "none" : "lines",
+    progress: out.isTTY === true ? "live" : "lines",
     write: (text) => void out.write(text)
   })
   io.stdout.write(json ? JSON.stringify(report, null, 2) + "\n" : formatReport(report) + "\n")

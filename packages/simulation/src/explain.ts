@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto"
 import { openConnectorStore } from "@connector-store/sql-adapter"
+import { realClock } from "./clock.js"
 import { claimInputOf, makePlan } from "./plan.js"
 import { FakeProvider, type FaultPlan } from "./provider.js"
 import { digestOf } from "./random.js"
@@ -71,7 +72,7 @@ export const explainWriteBack = async (options: { readonly database: string; rea
     const sentA = await store.markOperationSent(key, { leaseToken: claimA.lease.token })
     say(`Runner A marks its request sent before it leaves (${sentA.outcome}): attempt ${sentA.operation?.attempts ?? "?"} is ` +
       `counted. From here on the store knows a request may have landed.`)
-    const first = await provider.write(requestFor(op, null), Date.now)
+    const first = await provider.write(requestFor(op, null), realClock)
     say(`The provider applies the update, but its answer never arrives (${first.status}). Runner A stalls ` +
       `(a long pause) before recording anything.`)
 
@@ -94,7 +95,7 @@ export const explainWriteBack = async (options: { readonly database: string; rea
       : `Runner B takes the operation over, with a reissue: re-send only as a create with the deterministic id ${reissue.providerID}.`)
     const sentB = await store.markOperationSent(key, { leaseToken: claimB.lease.token })
     say(`Runner B marks its request sent (${sentB.outcome}): attempt ${sentB.operation?.attempts ?? "?"}.`)
-    const second = await provider.write(requestFor(op, reissue), Date.now)
+    const second = await provider.write(requestFor(op, reissue), realClock)
     if (second.status === 412) {
       say(`The provider refuses the conditional update: 412, the etag has moved. So A's request had landed.`)
       const found = provider.read(document.entityID)!

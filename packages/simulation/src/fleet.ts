@@ -1,4 +1,5 @@
 import type { ClaimOperationInput, ConnectorOperation, PromiseConnectorStore } from "@connector-store/core"
+import type { SimClock } from "./clock.js"
 import { claimInputOf, claimInputOfRow, operationIndexOf, type PlannedOperation, type SimulationPlan } from "./plan.js"
 import type { WorldClient } from "./world.js"
 import { driveWriteBack, type WriteBackContext } from "./writeBack.js"
@@ -18,6 +19,8 @@ export interface FleetOptions {
   /** The operations this fleet issues (the user's edits on this device); any fleet may re-drive any. */
   readonly operations: ReadonlyArray<PlannedOperation>
   readonly runners: number
+  /** The run's clock (the machine's in a child process). */
+  readonly clock: SimClock
   readonly leaseMs: number
   readonly watchDelayMs: number
   /** Runners ignore `claim.reissue` (a deliberately broken runner; see `SimulationOptions.blindResend`). */
@@ -26,7 +29,6 @@ export interface FleetOptions {
   readonly onError: (error: unknown) => void
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 interface Job {
   readonly op: PlannedOperation
@@ -42,13 +44,14 @@ interface Job {
  * periodically.
  */
 export const startFleet = (options: FleetOptions): Fleet => {
-  const { store, world, plan } = options
+  const { store, world, plan, clock } = options
   let stopping = false
   const fresh = [...options.operations]
   const redrives = new Map<string, ConnectorOperation>()
   const ctx: WriteBackContext = {
     store,
     world,
+    clock,
     leaseMs: options.leaseMs,
     watchDelayMs: options.watchDelayMs,
     blindResend: options.blindResend
@@ -85,7 +88,7 @@ export const startFleet = (options: FleetOptions): Fleet => {
         return undefined
       })
       if (job === undefined) {
-        await sleep(15)
+        await clock.sleep(15)
         continue
       }
       try {
@@ -101,22 +104,22 @@ export const startFleet = (options: FleetOptions): Fleet => {
   const sweeper = async () => {
     while (!stopping) {
       try {
-        const due = await store.listDueOperations(Date.now(), {})
+        const due = await store.listDueOperations(clock.now(), {})
         for (const row of due.operations) {
           if (row.ownerDID === plan.scope.ownerDID) redrives.set(row.operationID, row)
         }
       } catch (error) {
         options.onError(error)
       }
-      await sleep(50)
+      await clock.sleep(50)
     }
   }
 
-  const running = [sweeper(), ...Array.from({ length: options.runners }, runner)]
+  const running = [clock.spawn(sweeper), ...Array.from({ length: options.runners }, () => clock.spawn(runner))]
   return {
     stop: async () => {
       stopping = true
-      await Promise.all(running)
+      await clock.join(Promise.all(running))
     }
   }
 }

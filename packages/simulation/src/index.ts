@@ -1,4 +1,5 @@
 export * from "./simulation.js"
+export * from "./clock.js"
 export * from "./report.js"
 export * from "./format.js"
 export * from "./explain.js"

@@ -63,7 +63,6 @@ export interface ProcessFleetOptions extends Omit<ChildConfig, "slot" | "winners
   readonly onError: (error: unknown) => void
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /**
  * Runs the runners in `processes` child processes, each with its own store
@@ -116,6 +115,16 @@ export const startProcessFleet = (options: ProcessFleetOptions): Fleet => {
   })
   for (let slot = 0; slot < options.processes; slot++) spawn(slot)
 
+  // The killer's pause ends early when the fleet stops, so no timer of it outlives the run.
+  let pause: { readonly timer: ReturnType<typeof setTimeout>; readonly resolve: () => void } | undefined
+  const sleep = (ms: number) => new Promise<void>((resolve) => {
+    pause = { timer: setTimeout(resolve, ms), resolve }
+  })
+  const stopKilling = () => {
+    if (pause === undefined) return
+    clearTimeout(pause.timer)
+    pause.resolve()
+  }
   void (async () => {
     if (!options.crashes) return
     let kills = 0
@@ -136,11 +145,16 @@ export const startProcessFleet = (options: ProcessFleetOptions): Fleet => {
       stopping = true
       for (const child of children.values()) if (child.connected) child.send({ t: "stop" } satisfies ToChild)
       const all = Promise.all([...exited.values()])
-      const timeout = sleep(15_000).then(() => {
+      // A child that does not stop within 15 s is killed; the timer goes once all have exited, so nothing outlives the run.
+      const timer = setTimeout(() => {
         for (const child of children.values()) child.kill("SIGKILL")
-      })
-      await Promise.race([all, timeout])
-      await all
+      }, 15_000)
+      try {
+        await all
+      } finally {
+        clearTimeout(timer)
+        stopKilling()
+      }
     }
   }
 }

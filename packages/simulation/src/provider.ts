@@ -1,4 +1,5 @@
 import type { DocumentContent } from "./plan.js"
+import type { SimClock } from "./clock.js"
 import { digestOf, seeded } from "./random.js"
 
 /** What goes wrong with one provider request, drawn from the seed for that operation and request number. */
@@ -82,7 +83,6 @@ export interface LedgerEntry {
 /** How long a request that times out keeps the client waiting: well inside a runner's lease. */
 export const TIMEOUT_MS = 60
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /**
  * A fake calendar provider: entities with etags, a ledger of every write
@@ -123,7 +123,7 @@ export class FakeProvider {
   }
 
   /** Handles a write whose grant was accepted; `now` stamps the ledger. */
-  async write(request: WriteRequest, now: () => number): Promise<ProviderAnswer> {
+  async write(request: WriteRequest, clock: SimClock): Promise<ProviderAnswer> {
     const n = (this.requests.get(request.opIndex) ?? 0) + 1
     this.requests.set(request.opIndex, n)
     const plan = this.faults(request.opIndex, n)
@@ -138,12 +138,12 @@ export class FakeProvider {
         fault: plan.fault,
         status,
         applied,
-        at: now()
+        at: clock.now()
       })
-      if (status === "timeout") await sleep(TIMEOUT_MS)
+      if (status === "timeout") await clock.sleep(TIMEOUT_MS)
       return value
     }
-    await sleep(plan.latencyMs)
+    await clock.sleep(plan.latencyMs)
     switch (plan.fault) {
       case "server-error":
         return answer(500, { status: 500 })

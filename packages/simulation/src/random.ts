@@ -49,3 +49,10 @@ export const seeded = (seed: string | number, ...keys: ReadonlyArray<string | nu
 /** The digest of a document's content as both sides project it (what verifiers and relists compare). */
 export const digestOf = (content: unknown): string =>
   "sha256:" + createHash("sha256").update(JSON.stringify(content)).digest("hex").slice(0, 16)
+
+/** `length` characters of `alphabet` drawn from `draw` (a seeded token: the same seed gives the same one). */
+export const seededToken = (
+  draw: Draw,
+  length: number,
+  alphabet = "0123456789abcdef"
+): string => Array.from({ length }, () => alphabet[Math.floor(draw.next() * alphabet.length)]).join("")

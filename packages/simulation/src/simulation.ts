@@ -1,13 +1,16 @@
 import { randomBytes } from "node:crypto"
-import type { OperationPolicyOverrides, PromiseConnectorStore } from "@connector-store/core"
+import { OperationEntropy, type OperationPolicyOverrides, type PromiseConnectorStore } from "@connector-store/core"
+import { Layer, Random } from "effect"
 import { isPostgresUrl, openConnectorStore } from "@connector-store/sql-adapter"
+import { makeVirtualClock, realClock, type SimClock } from "./clock.js"
 import { type Fleet, startFleet } from "./fleet.js"
-import { makePlan } from "./plan.js"
+import { makePlan, type SimulationPlan } from "./plan.js"
 import { startProcessFleet } from "./processes.js"
 import { makeProgress, type ProgressMode } from "./progress.js"
 import { relistSweep, type RelistSummary } from "./relistSweep.js"
 import { buildReport, operationsOf, type SimulationReport } from "./report.js"
 import { abandonedAuthorization, editElsewhere, makeAuthMonitor, makeConnectivityMonitor, syncOnce } from "./upkeep.js"
+import { seeded, seededToken } from "./random.js"
 import { verifyDueWatches } from "./verifier.js"
 import { CRASH_SITES, World } from "./world.js"
 
@@ -57,7 +60,6 @@ export const SIMULATION_POLICY: OperationPolicyOverrides = {
 /** How long after a commit a watch's first verification falls due. */
 export const WATCH_DELAY_MS = 30
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /** A readable name of the database (a Postgres URL without its credentials). */
 export const describeDatabase = (url: string): string => {
@@ -98,11 +100,48 @@ export const runSimulation = async (options: SimulationOptions): Promise<Simulat
   const seed = String(options.seed ?? randomBytes(4).readUInt32BE(0))
   const crashes = options.crashes ?? true
   const write = options.write ?? ((text: string) => void process.stderr.write(text))
-  const progress = makeProgress(options.progress ?? "none", write)
-  const runTag = randomBytes(4).toString("hex")
+  const runTag = runTagOf(seed)
   const plan = makePlan(seed, runTag, operations)
-  const world = new World(seed, plan, { crashes, faults: options.faults ?? true, now: Date.now })
-  const started = Date.now()
+  // Child processes keep the machine's clock: a virtual one cannot be shared over IPC.
+  const clock: SimClock = processes > 0 ? realClock : makeVirtualClock()
+  return clock.spawn(() => simulate({ ...options, seed, operations, runners, processes, durationMs, crashes, write }, runTag, plan, clock))
+}
+
+/**
+ * The store's random draws from the seed: Effect's `Random` (the backoff's
+ * jitter) and `OperationEntropy` (node keys, incarnations, lease tokens,
+ * relist run ids), given to the store's runtime as the layer it is
+ * provided with. Ids stay unique on a shared database: the run's tag is
+ * part of their seed, and a second run of one seed is refused.
+ */
+export const seededRandomness = (seed: string, runTag: string): Layer.Layer<OperationEntropy> => {
+  const draw = seeded(seed, "store-entropy", runTag)
+  const token = () => {
+    const hex = seededToken(draw, 32)
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20)}`
+  }
+  return Layer.merge(Layer.succeed(OperationEntropy, { token }), Layer.setRandom(Random.make(`${seed}/${runTag}`)))
+}
+
+/** The run's tag, which every id of the run carries: from the seed, so a run repeats. */
+export const runTagOf = (seed: string): string => seeded(seed, "run-tag").int(0, 0xffff_ffff).toString(16).padStart(8, "0")
+
+interface Settled extends SimulationOptions {
+  readonly seed: string
+  readonly operations: number
+  readonly runners: number
+  readonly processes: number
+  readonly durationMs: number
+  readonly crashes: boolean
+  readonly write: (text: string) => void
+}
+
+const simulate = async (options: Settled, runTag: string, plan: SimulationPlan, clock: SimClock): Promise<SimulationReport> => {
+  const { seed, operations, runners, processes, durationMs, crashes, write } = options
+  const sleep = clock.sleep
+  const progress = makeProgress(options.progress ?? "none", write)
+  const world = new World(seed, plan, { crashes, faults: options.faults ?? true, clock })
+  const started = clock.now()
   const errors: Array<unknown> = []
   const onError = (error: unknown) => {
     world.count(`error.${(error as { _tag?: string })?._tag ?? "other"}`)
@@ -113,30 +152,36 @@ export const runSimulation = async (options: SimulationOptions): Promise<Simulat
     url: options.database,
     tablePrefix: options.tablePrefix,
     maxConnections: 4,
+    now: clock.now,
+    observability: seededRandomness(seed, runTag),
     readWinner: (documentID) => world.readWinner(documentID),
     readWinners: (documentIDs) => world.readWinners(documentIDs),
     operationPolicy: SIMULATION_POLICY
   })
   try {
+    const first = plan.operations[0]!
+    if (await store.getOperation({ callerDID: first.callerDID, operationID: first.operationID }) !== null) {
+      throw new RangeError(`the database already holds the run of seed ${seed} (its ids would meet): use another seed or database`)
+    }
     let phase = "write-back"
     let settled = { stored: 0, final: 0, committed: 0 }
     let watchCounts = { verified: 0, watches: 0 }
     const loops: Array<{ stop: () => Promise<void> }> = []
     const every = (ms: number, step: (tick: number) => Promise<unknown>) => {
       let stopping = false
-      const done = (async () => {
+      const done = clock.spawn(async () => {
         for (let tick = 0; !stopping; tick++) {
           await step(tick).catch(onError)
           await sleep(ms)
         }
-      })()
-      const loop = { stop: async () => { stopping = true; await done } }
+      })
+      const loop = { stop: async () => { stopping = true; await clock.join(done) } }
       loops.push(loop)
       return loop
     }
     const show = () =>
       progress.update({
-        elapsedMs: Date.now() - started,
+        elapsedMs: clock.now() - started,
         phase,
         planned: operations,
         ...settled,
@@ -182,6 +227,7 @@ export const runSimulation = async (options: SimulationOptions): Promise<Simulat
         runTag,
         operations: plan.operations,
         runners,
+        clock,
         leaseMs: SIMULATION_POLICY.leaseMs!,
         watchDelayMs: WATCH_DELAY_MS,
         blindResend: options.blindResend,
@@ -199,7 +245,7 @@ export const runSimulation = async (options: SimulationOptions): Promise<Simulat
 
     const deadline = started + durationMs
     let finished = false
-    while (Date.now() < deadline) {
+    while (clock.now() < deadline) {
       await survey()
       if (settled.stored === operations && settled.final === operations) {
         finished = true
@@ -216,8 +262,8 @@ export const runSimulation = async (options: SimulationOptions): Promise<Simulat
     await connectivity()
 
     const settleWatches = async (ms: number) => {
-      const until = Date.now() + ms
-      while (Date.now() < until) {
+      const until = clock.now() + ms
+      while (clock.now() < until) {
         const watches = await survey()
         if (watches.every((w) => w.verificationStatus !== "pending_verification")) return
         await sleep(50)
@@ -234,7 +280,7 @@ export const runSimulation = async (options: SimulationOptions): Promise<Simulat
     }
     await verifier.stop()
     phase = "retention"
-    const collected = finished ? await store.collectFinishedOperations({ before: Date.now() + 1, limit: 1_000 }) : 0
+    const collected = finished ? await store.collectFinishedOperations({ before: clock.now() + 1, limit: 1_000 }) : 0
     await survey()
     show()
     progress.done()
@@ -243,7 +289,7 @@ export const runSimulation = async (options: SimulationOptions): Promise<Simulat
       database: describeDatabase(options.database),
       runners,
       processes,
-      elapsedMs: Date.now() - started,
+      elapsedMs: clock.now() - started,
       finished,
       collected,
       relist,

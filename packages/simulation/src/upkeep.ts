@@ -1,7 +1,6 @@
-import { randomBytes } from "node:crypto"
 import type { PromiseConnectorStore } from "@connector-store/core"
 import type { SimulationScope } from "./plan.js"
-import { digestOf, seeded } from "./random.js"
+import { digestOf, seeded, seededToken } from "./random.js"
 import type { World } from "./world.js"
 
 /** How long a sync lease lasts. */
@@ -22,7 +21,7 @@ export const makeConnectivityMonitor = (store: PromiseConnectorStore<unknown>, w
   return async () => {
     const offline = world.isOffline()
     if (offline && !wasOffline) world.count("network.went-offline")
-    const now = Date.now()
+    const now = world.clock.now()
     if (!offline && (wasOffline || now - lastResume > 250)) {
       await store.resumeOfflineDeferred(now)
       if (wasOffline) world.count("resume.offline")
@@ -32,8 +31,20 @@ export const makeConnectivityMonitor = (store: PromiseConnectorStore<unknown>, w
   }
 }
 
-/** A PKCE code verifier: 64 unreserved characters. */
-const codeVerifier = () => randomBytes(48).toString("base64url").slice(0, 64)
+const UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+const consents = new WeakMap<World, number>()
+
+/**
+ * The `state` and PKCE code verifier (64 unreserved characters) of the
+ * world's next consent, drawn from the seed and the run's tag, so a run
+ * repeats and two runs on one database never share a state.
+ */
+const nextConsent = (world: World): { readonly state: string; readonly codeVerifier: string } => {
+  const n = (consents.get(world) ?? 0) + 1
+  consents.set(world, n)
+  const draw = seeded(world.seed, "consent", world.plan.runTag, n)
+  return { state: seededToken(draw, 32), codeVerifier: seededToken(draw, 64, UNRESERVED) }
+}
 
 /**
  * Re-auth: when the grant has expired, the user goes through consent again.
@@ -45,17 +56,17 @@ const codeVerifier = () => randomBytes(48).toString("base64url").slice(0, 64)
 export const makeAuthMonitor = (store: PromiseConnectorStore<unknown>, world: World, scope: SimulationScope) => {
   let lastResume = 0
   const resume = () =>
-    store.resumeAuthDeferred({ ownerDID: scope.ownerDID, connectorNames: [scope.connectorName], now: Date.now() })
+    store.resumeAuthDeferred({ ownerDID: scope.ownerDID, connectorNames: [scope.connectorName], now: world.clock.now() })
   return async () => {
     if (world.isGrantExpired()) {
       world.count("oauth.grant-expired")
-      const state = randomBytes(16).toString("hex")
-      const now = Date.now()
+      const { state, codeVerifier } = nextConsent(world)
+      const now = world.clock.now()
       await store.createPendingAuth({
         state,
         connectorName: scope.connectorName,
         ownerDID: scope.ownerDID,
-        codeVerifier: codeVerifier(),
+        codeVerifier,
         redirectUri: "https://app.example/oauth/callback",
         scopes: ["calendar.events"],
         expiresAt: now + 60_000
@@ -69,10 +80,10 @@ export const makeAuthMonitor = (store: PromiseConnectorStore<unknown>, world: Wo
       world.reauthorize()
       await resume()
       world.count("resume.auth")
-      lastResume = Date.now()
-    } else if (Date.now() - lastResume > 250) {
+      lastResume = world.clock.now()
+    } else if (world.clock.now() - lastResume > 250) {
       await resume()
-      lastResume = Date.now()
+      lastResume = world.clock.now()
     }
   }
 }
@@ -82,19 +93,19 @@ export const makeAuthMonitor = (store: PromiseConnectorStore<unknown>, world: Wo
  * and `deleteExpiredPendingAuth` removes it; consuming it afterwards gets nothing.
  */
 export const abandonedAuthorization = async (store: PromiseConnectorStore<unknown>, world: World, scope: SimulationScope) => {
-  const state = randomBytes(16).toString("hex")
-  const createdAt = Date.now() - 120_000
+  const { state, codeVerifier } = nextConsent(world)
+  const createdAt = world.clock.now() - 120_000
   await store.createPendingAuth({
     state,
     connectorName: scope.connectorName,
     ownerDID: scope.ownerDID,
-    codeVerifier: codeVerifier(),
+    codeVerifier,
     redirectUri: "https://app.example/oauth/callback",
     scopes: ["calendar.events"],
     createdAt,
     expiresAt: createdAt + 60_000
   })
-  const removed = await store.deleteExpiredPendingAuth(Date.now())
+  const removed = await store.deleteExpiredPendingAuth(world.clock.now())
   for (let i = 0; i < removed; i++) world.count("oauth.expired-deleted")
   const late = await store.consumePendingAuth(state)
   world.count(late === null ? "oauth.expired-callback-refused" : "oauth.expired-callback-accepted")
@@ -110,7 +121,7 @@ export const abandonedAuthorization = async (store: PromiseConnectorStore<unknow
  */
 export const syncOnce = async (store: PromiseConnectorStore<unknown>, world: World, scope: SimulationScope, worker: string) => {
   const { connectorName, ownerDID } = scope
-  const claim = await store.claimSyncLease(connectorName, ownerDID, { now: Date.now(), leaseMs: SYNC_LEASE_MS })
+  const claim = await store.claimSyncLease(connectorName, ownerDID, { now: world.clock.now(), leaseMs: SYNC_LEASE_MS })
   if (claim.outcome !== "claimed") return world.count("sync.lease-busy")
   world.count(`sync.lease-claimed.${worker}`)
   const lease = claim.lease
@@ -135,13 +146,13 @@ export const syncOnce = async (store: PromiseConnectorStore<unknown>, world: Wor
         if (entity.etag === (await world.knownEtag(documentID))) continue
         if (digestOf(entity.content) === (await world.readWinner(documentID))) continue
         const winner = world.ingest(documentID, entity)
-        const armed = await store.armWatch({ ...scope, sourceID: entity.id }, "ingress", { dueAt: Date.now(), triggeringWinner: winner })
+        const armed = await store.armWatch({ ...scope, sourceID: entity.id }, "ingress", { dueAt: world.clock.now(), triggeringWinner: winner })
         world.count(`sync.ingress.${armed}`)
       }
       const next = listed.next
       await store.updateSyncProgress(connectorName, ownerDID, () => ({ checkpoint: { cursor: next, page }, recovery: null }))
       world.count("sync.page-checkpointed")
-      const renewed = await store.renewSyncLease(lease, { now: Date.now(), leaseMs: SYNC_LEASE_MS })
+      const renewed = await store.renewSyncLease(lease, { now: world.clock.now(), leaseMs: SYNC_LEASE_MS })
       if (renewed.outcome !== "renewed") return world.count("sync.lease-lost")
       if (next === null) break
       cursor = next

@@ -23,7 +23,7 @@ const DEFER_MS = 10_000
  * flight are left alone: that write's finalize re-arms their watch.
  */
 export const verifyDueWatches = async (store: PromiseConnectorStore<unknown>, world: World, ownerDID: string) => {
-  const now = Date.now()
+  const now = world.clock.now()
   const due = await store.listDueOperations(now, {})
   const watches = due.watches.filter((w) => w.ownerDID === ownerDID)
   if (watches.length === 0) return 0
@@ -48,7 +48,7 @@ export const verifyDueWatches = async (store: PromiseConnectorStore<unknown>, wo
     const fetched = await world.read(watch.sourceID)
     if ("status" in fetched && fetched.status !== 404) {
       const reason = fetched.status === "offline" ? "offline" : "auth"
-      const deferred = await store.deferWatch(id, { nextAttemptAt: Date.now() + DEFER_MS, reason, generation, claimedUntil: until })
+      const deferred = await store.deferWatch(id, { nextAttemptAt: world.clock.now() + DEFER_MS, reason, generation, claimedUntil: until })
       world.count(`watch.deferred.${reason}.${deferred}`)
       continue
     }
@@ -58,7 +58,7 @@ export const verifyDueWatches = async (store: PromiseConnectorStore<unknown>, wo
       claimedUntil: until,
       fetchedDigest: entity === undefined ? null : digestOf(entity.content),
       maxAttempts: MAX_VERIFICATIONS,
-      dueAt: Date.now() + 20
+      dueAt: world.clock.now() + 20
     })
     world.count(`watch.verification.${outcome}`)
     if (outcome === "pending" && entity !== undefined) {

@@ -1,5 +1,6 @@
 import type { DocumentContent, SimulationPlan } from "./plan.js"
 import { type Entity, FakeProvider, type ProviderAnswer, type WriteRequest } from "./provider.js"
+import type { SimClock } from "./clock.js"
 import { digestOf, seeded } from "./random.js"
 
 /** What a runner may ask of the world (the provider over the network, and the local document store). */
@@ -75,6 +76,8 @@ export const scheduleOf = (seed: string | number): WorldSchedule => {
  */
 export class World implements WorldClient {
   readonly provider: FakeProvider
+  /** The run's clock: every time of the world, and of the tasks that act on it. */
+  readonly clock: SimClock
   readonly schedule: WorldSchedule
   readonly counters = new Map<string, number>()
   readonly localDeletions: Array<{ readonly documentID: string; readonly entityID: string; readonly runID: string }> = []
@@ -89,11 +92,12 @@ export class World implements WorldClient {
   constructor(
     readonly seed: string | number,
     readonly plan: SimulationPlan,
-    readonly options: { readonly crashes: boolean; readonly faults: boolean; readonly now: () => number }
+    readonly options: { readonly crashes: boolean; readonly faults: boolean; readonly clock: SimClock }
   ) {
     this.provider = new FakeProvider(seed, options.faults ? undefined : () => ({ fault: "none", latencyMs: 1, retryAfterMs: 0 }))
     this.schedule = scheduleOf(seed)
-    this.startedAt = options.now()
+    this.clock = options.clock
+    this.startedAt = options.clock.now()
     this.grantExpiresAt = options.faults ? this.startedAt + this.schedule.grantLifetimesMs[0]! : Number.MAX_SAFE_INTEGER
     for (const document of plan.documents) {
       if (document.lossy) this.provider.markLossy(document.entityID)
@@ -111,20 +115,20 @@ export class World implements WorldClient {
   /** True while the device has no network. */
   isOffline(): boolean {
     if (this.networkForcedUp || !this.options.faults) return false
-    const t = this.options.now() - this.startedAt
+    const t = this.clock.now() - this.startedAt
     return this.schedule.offline.some((w) => t >= w.fromMs && t < w.toMs)
   }
 
   /** True once the OAuth grant has expired and no re-authorization replaced it. */
   isGrantExpired(): boolean {
-    return this.options.now() >= this.grantExpiresAt
+    return this.clock.now() >= this.grantExpiresAt
   }
 
   /** The user completed a new consent: a fresh grant, living as long as the schedule says. */
   reauthorize(): void {
     this.grants++
     const lifetime = this.schedule.grantLifetimesMs[this.grants % this.schedule.grantLifetimesMs.length]!
-    this.grantExpiresAt = this.networkForcedUp ? Number.MAX_SAFE_INTEGER : this.options.now() + lifetime
+    this.grantExpiresAt = this.networkForcedUp ? Number.MAX_SAFE_INTEGER : this.clock.now() + lifetime
   }
 
   /** Ends the faults of the world: the network stays up, and the next grant never expires (for the end of a run). */
@@ -135,7 +139,7 @@ export class World implements WorldClient {
   async write(request: WriteRequest): Promise<ProviderAnswer> {
     if (this.isOffline()) return this.refuse("offline")
     if (this.isGrantExpired()) return this.refuse(401)
-    return this.provider.write(request, this.options.now)
+    return this.provider.write(request, this.clock)
   }
 
   private refuse(status: 401 | "offline"): ProviderAnswer {

@@ -5,6 +5,7 @@ import type {
   PromiseConnectorStore,
   SafeReissue
 } from "@connector-store/core"
+import type { SimClock } from "./clock.js"
 import type { PlannedOperation } from "./plan.js"
 import type { Entity, ProviderAnswer, WriteRequest } from "./provider.js"
 import type { WorldClient } from "./world.js"
@@ -13,6 +14,7 @@ import type { WorldClient } from "./world.js"
 export interface WriteBackContext {
   readonly store: PromiseConnectorStore<unknown>
   readonly world: WorldClient
+  readonly clock: SimClock
   readonly leaseMs: number
   /** How long after a commit the watch's first verification falls due. */
   readonly watchDelayMs: number
@@ -20,7 +22,6 @@ export interface WriteBackContext {
   readonly blindResend?: boolean | undefined
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /**
  * The request a claim allows. A first attempt sends the plain write (an
@@ -72,14 +73,14 @@ export const driveWriteBack = async (
   if (crash === "after-mark-sent") return died()
   if (crash === "stalls-past-lease") {
     died()
-    await sleep(Math.ceil(ctx.leaseMs * 1.6))
+    await ctx.clock.sleep(Math.ceil(ctx.leaseMs * 1.6))
     // A runner checks its lease before a request leaves; one that was taken over stops here.
     const renewed = await store.renewOperationLease(key, { leaseToken })
     world.count(`stale-runner.${renewed.outcome}`)
     if (renewed.outcome !== "renewed") return
   }
   if (crash === "during-request") {
-    void world.write(request)
+    void ctx.clock.spawn(() => world.write(request))
     return died()
   }
   const answer = await world.write(request)
@@ -113,7 +114,7 @@ const settle = async (
       documentID: op.document.documentID,
       providerEtag: entity.etag,
       resultEntity: entity,
-      watchDueAt: Date.now() + ctx.watchDelayMs
+      watchDueAt: ctx.clock.now() + ctx.watchDelayMs
     })
     world.count(`finalize.${done.outcome}`)
     if (done.outcome === "committed") await world.noteWritten(op.document.documentID, entity)
@@ -139,7 +140,7 @@ const settle = async (
     case 404:
       return fail("permanent", answer.status)
     case 429:
-      return fail("retryable", 429, Date.now() + answer.retryAfterMs)
+      return fail("retryable", 429, ctx.clock.now() + answer.retryAfterMs)
     case 500:
     case 503:
       return fail("retryable", answer.status)

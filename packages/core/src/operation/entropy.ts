@@ -1,8 +1,9 @@
 import { Context } from "effect"
 
 /**
- * Where operation tokens come from: node keys, incarnations and lease
- * tokens. Each must be unique and unguessable; the default draws random
+ * Where the store's random ids come from: operations' node keys,
+ * incarnations and lease tokens, sync-state incarnations and lease tokens,
+ * and relist run ids. Each must be unique and unguessable; the default draws random
  * UUIDs from the platform's cryptographic generator. Tests may provide a
  * deterministic source. `token` is synchronous, so a transition that runs
  * outside a fiber (see `DirectDatabase`) draws from the same source.

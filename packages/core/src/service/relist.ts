@@ -1,5 +1,6 @@
 import { Clock, Effect, Option } from "effect"
 import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "../errors.js"
+import { OperationEntropy } from "../operation/entropy.js"
 import type { CollectParams } from "../operation/retention.js"
 import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
 import { Transactor } from "../ports/Transactor.js"
@@ -89,8 +90,8 @@ export interface RelistRunMethods {
 
 const cursorRule = (value: unknown) => value === null ? undefined : Rules.text(value)
 
-/** A fresh, unguessable run id. */
-const newRunID = Effect.sync(() => globalThis.crypto.randomUUID())
+/** A fresh, unguessable run id (from the store's `OperationEntropy`). */
+const newRunID = Effect.map(OperationEntropy, (entropy) => entropy.token())
 
 /** Builds the relist-run methods over the ports. */
 export const makeRelistRunMethods = Effect.gen(function*() {

@@ -1,5 +1,6 @@
 import { Effect, Option } from "effect"
 import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "../errors.js"
+import { OperationEntropy } from "../operation/entropy.js"
 import { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import {
@@ -99,8 +100,8 @@ export interface SyncStateMethods {
 
 const holderKey = (lease: SyncLeaseHolder): SyncStateKey => ({ connectorName: lease.connectorName, ownerDID: lease.ownerDID })
 
-/** A random id for an incarnation or a lease token. */
-const randomId = Effect.sync(() => globalThis.crypto.randomUUID())
+/** A random id for an incarnation or a lease token (from the store's `OperationEntropy`). */
+const randomId = Effect.map(OperationEntropy, (entropy) => entropy.token())
 
 /** Builds the sync-state methods over the ports. */
 export const makeSyncStateMethods = Effect.gen(function*() {
