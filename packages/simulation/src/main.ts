@@ -11,14 +11,14 @@ every step, then prints a report and checks the invariants (exit 1 if one fails)
   --database <path | postgres://…>  the store (also CONNECTOR_STORE_DATABASE);
                                     default: a new SQLite file in a temp folder
   --file <path>                     the same as --database
-  --seed <n>                        same seed, same provider behaviour (default: random, printed)
+  --seed <n>                        same seed, same report (without --processes; default: random, printed)
   --operations <n>                  write-backs to run (default 120)
   --runners <n>                     concurrent runners (default 4)
   --processes <n>                   run the runners in n child processes, each with its own store (default 0)
   --duration <time>                 the longest the write-back phase may take: 90s, 2m, 500ms (default 60s)
   --blind-resend                    runners ignore the store's reissue and re-send blindly (to see the check fail)
   --explain                         walk through one write-back step by step instead
-  --json                            print the report as JSON
+  --json                            print the report as JSON (progress lines go to stderr)
   --help                            this text
 `
 

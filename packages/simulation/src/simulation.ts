@@ -18,13 +18,17 @@ import { CRASH_SITES, World } from "./world.js"
 export interface SimulationOptions {
   /** A SQLite file path or a `postgres://` URL. */
   readonly database: string
-  /** Same seed, same provider behaviour and the same plan of edits (default: a random one, reported). */
+  /**
+   * Same seed, same report (ids included) on one backend and runner count,
+   * without `processes` (default: a random one, reported). A second run of
+   * a seed on a database that holds the first is refused.
+   */
   readonly seed?: string | number | undefined
   /** Write-backs to run (default 120). */
   readonly operations?: number | undefined
   /** Concurrent runners (default 4); with `processes`, spread over the child processes. */
   readonly runners?: number | undefined
-  /** The longest the write-back phase may take before the run winds down (default 60 s). */
+  /** The longest the write-back phase may take before the run winds down, in the run's time (default 60 s; see `SimClock`). */
   readonly durationMs?: number | undefined
   /** Child processes running the runners, each with its own store (default 0: all in this process). */
   readonly processes?: number | undefined
