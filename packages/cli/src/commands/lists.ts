@@ -1,7 +1,7 @@
 import { Command, Options } from "@effect/cli"
 import { Clock, Console, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
-import { CliError, withStore } from "../store.js"
+import { CliError, withStoreReadOnly } from "../store.js"
 import { operationJson, operationsTable, output, watchJson, watchesTable } from "../views.js"
 
 const text = (name: string, description: string) => Options.text(name).pipe(Options.optional, Options.withDescription(description))
@@ -38,7 +38,7 @@ export const operationsCommand = Command.make("operations", {
   Effect.gen(function*() {
     const limit = yield* checkedLimit(options.limit)
     const now = yield* Clock.currentTimeMillis
-    const page = yield* withStore(options, (store) =>
+    const page = yield* withStoreReadOnly(options, (store) =>
       store.listOperations({
         ownerDID: defined(options.owner),
         connectorName: defined(options.connector),
@@ -75,7 +75,7 @@ export const watchesCommand = Command.make("watches", {
   Effect.gen(function*() {
     const limit = yield* checkedLimit(options.limit)
     const now = yield* Clock.currentTimeMillis
-    const page = yield* withStore(options, (store) =>
+    const page = yield* withStoreReadOnly(options, (store) =>
       store.listWatches({
         ownerDID: defined(options.owner),
         connectorName: defined(options.connector),
