@@ -235,7 +235,9 @@ export const argumentProblem = (root: CommandSpec, args: ReadonlyArray<string>):
   if (spec.children.length > 0) {
     const names = spec.children.map((child) => child.path[child.path.length - 1]!)
     const word = args[next]
-    if (word === undefined) return `${name} needs a command: one of ${names.join(", ")} (see ${name} --help)`
+    if (word === undefined) {
+      return `${spec.path.length > 1 ? spec.path.slice(1).join(" ") : name} needs a command: one of ${names.join(", ")} (see ${name} --help)`
+    }
     const close = nearest(word, names)
     return `unknown command "${word}" for ${name}${close === undefined ? "" : ` (did you mean ${close}?)`}: use one of ${names.join(", ")}`
   }
@@ -280,7 +282,7 @@ export const argumentProblem = (root: CommandSpec, args: ReadonlyArray<string>):
   }
   const missing = spec.flags.filter((flag) => flag.required && !seen.has(flag.name))
   if (missing.length > 0) {
-    return `${name} needs ${missing.map((flag) => `--${flag.name}`).join(", ")} (see ${name} --help)`
+    return `${spec.path.slice(1).join(" ")} needs ${missing.map((flag) => `--${flag.name}`).join(", ")} (see ${name} --help)`
   }
   return undefined
 }

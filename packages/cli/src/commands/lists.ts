@@ -27,7 +27,7 @@ export const operationsCommand = Command.make("operations", {
   caller: text("caller", "Only operations of this caller DID"),
   state: Options.choice("state", ["attempted", "committed", "dead", "reconcile_only"]).pipe(
     Options.repeated,
-    Options.withDescription("Only operations in this state (repeatable)")
+    Options.withDescription("Only operations in this state")
   ),
   document: text("document", "Only operations on this document id"),
   due: Options.boolean("due").pipe(Options.withDescription("Only attempted operations due now")),
@@ -67,7 +67,7 @@ export const watchesCommand = Command.make("watches", {
   connector: text("connector", "Only watches of this connector"),
   status: Options.choice("status", ["pending_verification", "verified", "repair_failed"]).pipe(
     Options.repeated,
-    Options.withDescription("Only watches in this status (repeatable)")
+    Options.withDescription("Only watches in this status")
   ),
   document: text("document", "Only watches of this document id"),
   due: Options.boolean("due").pipe(Options.withDescription("Only watches whose next verification is due now"))

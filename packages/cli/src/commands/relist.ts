@@ -12,7 +12,7 @@ export const relistListCommand = Command.make("list", {
   ...paging,
   state: Options.choice("state", ["started", "listing", "complete", "abandoned", "superseded"]).pipe(
     Options.repeated,
-    Options.withDescription("Only runs in this state (repeatable)")
+    Options.withDescription("Only runs in this state")
   )
 }, (options) =>
   Effect.gen(function*() {
