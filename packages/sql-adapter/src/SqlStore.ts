@@ -244,7 +244,9 @@ const connectionChecks = (options: unknown) => [
  * The whole store on SQL, for the Effect API: `ConnectorStore`, its ports
  * and the `SqlClient`, with winners read by `readers`. A connection option
  * out of range fails the layer with `InvalidInput` naming it (method
- * `layer`) before anything opens.
+ * `layer`) before anything opens. Opened read-only (see
+ * `SqlConnection.readOnly`), a schema not ready fails it with
+ * `StoreSchemaNotReady`.
  */
 export const layer = (
   connection: SqlConnection,
@@ -323,7 +325,9 @@ export interface SqlConnectorStore extends PromiseConnectorStore<SqlTransaction>
  * schema first. Rejects with `InvalidInput` naming the option when an option
  * is unacceptable (before anything opens), and with a classified
  * `PersistenceError` when the database cannot be reached or migrated; both
- * name `openConnectorStore` as their `method`.
+ * name `openConnectorStore` as their `method`. With `readOnly`, the schema
+ * is checked instead of migrated, and a schema not ready rejects with
+ * `StoreSchemaNotReady` (also naming the method).
  */
 export const openConnectorStore = async (options: OpenConnectorStoreOptions): Promise<SqlConnectorStore> => {
   const problem = openOptionsProblem("openConnectorStore", options, connectionChecks(options)) ??
