@@ -46,11 +46,15 @@ for (const { name, fresh } of databases) {
       expect(status.relistRuns).toEqual({ started: 1, listing: 0, complete: 0, abandoned: 0, superseded: 0 })
       expect([status.leasesHeld, status.inDoubt, status.inFlightRelistRuns, status.givenUpCandidates]).toEqual([1, 1, 1, 0])
       expect(status.oldestDueWatch.identity.sourceID).toBe("src-committed")
+      expect(status.syncStates).toEqual({ total: 3, leasesHeld: 1, staleLeases: 1 })
+      expect(status.pendingAuthorizations).toEqual({ live: 1, expired: 2 })
       expect(status.at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
       const text = await cli("status")
       expect(text.code).toBe(0)
       expect(text.stdout).toMatch(/^in doubt:\s+1$/m)
       expect(text.stdout).toMatch(/^repair_failed watches:\s+1$/m)
+      expect(text.stdout).toMatch(/^sync states:\s+3: leases held 1, stale 1$/m)
+      expect(text.stdout).toMatch(/^pending authorizations:\s+live 1, expired 2$/m)
       expect(text.stdout).toMatch(/^oldest due watch:\s+did:owner:1\/gcal\/Event\/acct-1\/src-committed, due \d+\w+ ago$/m)
     })
 
@@ -189,7 +193,7 @@ for (const { name, fresh } of databases) {
       const shown = jsonOf<{ verificationStatus: string; repairGeneration: number }>(await cli("show", "watch", "--json", ...brokenWatch))
       expect([shown.verificationStatus, shown.repairGeneration]).toEqual(["pending_verification", 1])
       const missing = failureOf(await cli("rearm", ...brokenWatch.slice(0, 8)))
-      expect(missing.lines).toEqual(["connector-store: name the watch with --source (missing)"])
+      expect(missing.lines).toEqual(["connector-store: rearm needs --source (see connector-store rearm --help)"])
       const unknown = failureOf(await cli("rearm", ...brokenWatch.slice(0, 9), "src-none"))
       expect(unknown.lines).toEqual(["connector-store: rearmWatch: no watch did:owner:1/gcal/Event/acct-1/src-none"])
       const badDue = failureOf(await cli("rearm", ...brokenWatch, "--due", "soon"))
@@ -242,6 +246,40 @@ for (const { name, fresh } of databases) {
       expect(jsonOf(await cli("relist", "given-up", "--json", ...scope)).candidates).toEqual([])
     })
 
+    it("sync list shows where each lease stands; sync release clears a stale lease, a live one only with --force", async () => {
+      const { cli } = await seeded()
+      type Listed = { syncStates: Array<{ connectorName: string; ownerDID: string; lease: string; state: { leaseExpiresAt: string | null } }> }
+      const listed = jsonOf<Listed>(await cli("sync", "list", "--json"))
+      expect(listed.syncStates.map((row) => [row.connectorName, row.ownerDID, row.lease])).toEqual([
+        ["gcal", "did:owner:1", "held"],
+        ["jira", "did:owner:2", "stale"],
+        ["slack", "did:owner:3", "none"]
+      ])
+      expect(JSON.stringify(listed)).not.toMatch(/token/i)
+      expect(jsonOf<Listed>(await cli("sync", "list", "--json", "--lease", "stale")).syncStates.map((row) => row.connectorName)).toEqual(["jira"])
+      const table = await cli("sync", "list", "--connector", "gcal")
+      expect(table.stdout).toMatch(/^CONNECTOR\s+OWNER\s+STATUS\s+LEASE\s+LEASE EXPIRES/)
+      expect(table.stdout).toMatch(/^gcal\s+did:owner:1\s+idle\s+held\s+in \d+\w+/m)
+
+      const stale = await cli("sync", "release", "--connector", "jira", "--owner", "did:owner:2")
+      expect(stale.stdout.trim()).toBe(
+        "released the stale sync lease of jira/did:owner:2: the next claim takes it; its old holder's renewal reports lost"
+      )
+      const refused = failureOf(await cli("sync", "release", "--connector", "gcal", "--owner", "did:owner:1"))
+      expect(refused.code).toBe(1)
+      expect(refused.lines).toHaveLength(1)
+      expect(refused.lines[0]).toMatch(/^connector-store: releaseSyncLeaseByOperator: refused for gcal\/did:owner:1: its lease is live until /)
+      const none = await cli("sync", "release", "--connector", "slack", "--owner", "did:owner:3")
+      expect(none.stdout.trim()).toBe("sync state slack/did:owner:3 holds no lease; nothing changed")
+      const forced = jsonOf<{ outcome: string; was: string; state: { lease: string } }>(
+        await cli("sync", "release", "--json", "--force", "--connector", "gcal", "--owner", "did:owner:1")
+      )
+      expect([forced.outcome, forced.was, forced.state.lease]).toEqual(["released", "held", "none"])
+      expect(jsonOf(await cli("status", "--json")).syncStates).toEqual({ total: 3, leasesHeld: 0, staleLeases: 0 })
+      const unknown = failureOf(await cli("sync", "release", "--connector", "nope", "--owner", "did:owner:1"))
+      expect(unknown.lines).toEqual(["connector-store: releaseSyncLeaseByOperator: no sync state nope/did:owner:1"])
+    })
+
     it("bad arguments: one clear line and a non-zero exit, nothing written", async () => {
       const { cli } = await seeded()
       const before = jsonOf(await cli("status", "--json"))
@@ -250,7 +288,7 @@ for (const { name, fresh } of databases) {
         [["operations", "--state", "lost"], /attempted, committed, dead, reconcile_only/],
         [["operations", "--cursor", "garbage"], /^connector-store: listOperations: filter\.cursor is not a cursor this store returned$/],
         [["settle", ...op("unknown"), "--outcome", "maybe"], /committed, dead/],
-        [["frobnicate"], /Invalid subcommand/]
+        [["frobnicate"], /^connector-store: unknown command "frobnicate" for connector-store: use one of /]
       ] as const) {
         const failed = failureOf(await cli(...args))
         expect(failed.code, args.join(" ")).toBe(1)
@@ -270,11 +308,11 @@ for (const { name, fresh } of databases) {
       expect(jsonOf(env).operations.committed).toBe(2)
       const none = failureOf(await runCli(["status"]))
       expect(none.code).toBe(1)
-      expect(none.lines.join(" ")).toMatch(/--database/)
+      expect(none.lines).toEqual(["connector-store: --database is required (or set CONNECTOR_STORE_DATABASE)"])
       for (const command of [[], ["status"], ["operations"], ["show", "operation"], ["settle"], ["relist", "abandon"]]) {
         const help = await runCli([...command, "--help"])
         expect(help.code, command.join(" ")).toBe(0)
-        expect(help.stdout, command.join(" ")).toMatch(/USAGE/)
+        expect(help.stdout, command.join(" ")).toMatch(/^Usage: connector-store/m)
       }
     })
   })
@@ -300,7 +338,7 @@ describe("a database that does not answer", { timeout: 120_000 }, () => {
     const run = failureOf(await runCli(["status", "--connect-timeout", "2", "--database", `postgres://ops:secret@127.0.0.1:${port}/store`]))
     expect(run).toEqual({
       code: 1,
-      lines: [`connector-store: database postgres://ops:***@127.0.0.1:${port}/store did not answer within 2s`]
+      lines: [`connector-store: cannot open database postgres://ops:***@127.0.0.1:${port}/store: unreachable: no answer within 2s`]
     })
     expect(Date.now() - started).toBeLessThan(60_000)
   })
@@ -316,13 +354,13 @@ describe("a database that does not answer", { timeout: 120_000 }, () => {
     expect(run.lines[0]).toMatch(new RegExp(`^connector-store: cannot open database postgres://postgres@127\\.0\\.0\\.1:${closedPort}/store: `))
   })
 
-  it("a SQLite path in a folder that does not exist", async () => {
-    const run = failureOf(await runCli(["status", "--database", "/no/such/folder/store.sqlite"]))
-    expect(run.code).toBe(1)
-    expect(run.lines).toHaveLength(1)
-    expect(run.lines[0]).toMatch(
-      /^connector-store: cannot open database \/no\/such\/folder\/store\.sqlite: .*database-missing: Cannot open database because the directory does not exist/
-    )
+  it("a SQLite path in a folder that does not exist: no such database, to inspect or to migrate", async () => {
+    for (const command of ["status", "migrate"]) {
+      expect(failureOf(await runCli([command, "--database", "/no/such/folder/store.sqlite"])), command).toEqual({
+        code: 1,
+        lines: ["connector-store: no such database: /no/such/folder/store.sqlite"]
+      })
+    }
   })
 })
 

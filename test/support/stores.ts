@@ -18,7 +18,7 @@ export interface AdapterUnderTest {
 
 /** A SQL store layer; the harness's options are always valid, so an `InvalidInput` would be a bug here (a defect). */
 const sqlLayer = (...args: Parameters<typeof Sql.layer>): Layer.Layer<StoreServices, PersistenceError> =>
-  Layer.catchAll(Sql.layer(...args), (error) => error._tag === "InvalidInput" ? Layer.die(error) : Layer.fail(error))
+  Layer.catchAll(Sql.layer(...args), (error) => error._tag === "InvalidInput" || error._tag === "StoreSchemaNotReady" ? Layer.die(error) : Layer.fail(error))
 
 const memory: AdapterUnderTest = {
   name: "memory",

@@ -8,6 +8,9 @@ import { relistCommand } from "./commands/relist.js"
 import { showCommand } from "./commands/show.js"
 import { simulateCommand } from "./commands/simulate.js"
 import { statusCommand } from "./commands/status.js"
+import { syncCommand } from "./commands/sync.js"
+import { DATABASE_ENV } from "./options.js"
+import { argumentProblem, commandOf, type CommandSpec, commandSpecOf, helpText, plainText, wantsHelp } from "./spec.js"
 import { describeError } from "./store.js"
 
 /** The `connector-store` command and its subcommands. */
@@ -24,6 +27,7 @@ export const rootCommand = Command.make("connector-store").pipe(
     rearmCommand,
     collectCommand,
     relistCommand,
+    syncCommand,
     simulateCommand
   ])
 )
@@ -34,18 +38,56 @@ export const cli = Command.run(rootCommand, { name: "connector-store", version: 
 /** The CLI failed; what went wrong was already printed. */
 export class CliExit extends Error {}
 
+let rootSpec: CommandSpec | undefined
+/** The spec of every command, read once from the command tree. */
+export const commandSpec = (): CommandSpec => rootSpec ??= commandSpecOf(rootCommand)
+
 /**
- * Runs the CLI on `argv`. Argument errors are printed by the parser; every
- * other failure is printed as one line, `connector-store: <what went
- * wrong>`. Either way the effect fails with `CliExit`, for a non-zero exit.
+ * A parser message of @effect/cli as one line naming the problem: its help
+ * document flattened, its wording mended.
  */
-export const runCli = (argv: ReadonlyArray<string>) =>
-  cli(argv).pipe(
-    Effect.catchAllCause((cause): Effect.Effect<never, CliExit> => {
-      if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
-      const error = Cause.squash(cause)
-      if (ValidationError.isValidationError(error)) return Effect.fail(new CliExit())
-      return Effect.zipRight(Console.error(`connector-store: ${describeError(error)}`), Effect.fail(new CliExit()))
-    }),
-    Effect.provide(NodeContext.layer)
-  )
+export const parserMessage = (printed: string): string => {
+  const text = plainText(printed)
+  const missing = /^Expected to find option: '--([\w-]+)'$/.exec(text)
+  if (missing !== null) {
+    return missing[1] === "database" ? `--database is required (or set ${DATABASE_ENV})` : `--${missing[1]} is required`
+  }
+  return text.replace(/\bis not a integer\b/g, "is not an integer").replace(/\ba (integer|option|argument)\b/g, "an $1")
+}
+
+const failWith = (message: string): Effect.Effect<never, CliExit> =>
+  Effect.zipRight(Console.error(`connector-store: ${message}`), Effect.fail(new CliExit()))
+
+/**
+ * Runs the CLI on `argv`. `--help` prints the command's help, plain text.
+ * Every failure, an argument the parser refuses included, is printed as
+ * one line on stderr, `connector-store: <what went wrong>`, and the effect
+ * fails with `CliExit`, for exit code 1.
+ */
+export const runCli = (argv: ReadonlyArray<string>): Effect.Effect<void, CliExit> =>
+  Effect.suspend((): Effect.Effect<void, CliExit, NodeContext.NodeContext> => {
+    const args = argv.slice(2)
+    const root = commandSpec()
+    if (wantsHelp(args)) return Console.log(helpText(commandOf(root, args).spec))
+    const builtIn = args.length === 1 && (args[0] === "--version" || args[0] === "--completions")
+    const problem = builtIn ? undefined : argumentProblem(root, args)
+    if (problem !== undefined) return failWith(problem)
+    // What the parser prints about a refused argument is kept, to be printed as one line.
+    const parserOutput: Array<string> = []
+    const parsed = Console.consoleWith((console) =>
+      Effect.withConsole(cli(argv), {
+        ...console,
+        error: (...items: ReadonlyArray<unknown>) => Effect.sync(() => void parserOutput.push(items.map(String).join(" ")))
+      })
+    )
+    return parsed.pipe(
+      Effect.catchAllCause((cause): Effect.Effect<never, CliExit> => {
+        if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
+        const error = Cause.squash(cause)
+        if (ValidationError.isValidationError(error)) {
+          return failWith(parserOutput.length > 0 ? parserMessage(parserOutput.join(" ")) : "the arguments were refused")
+        }
+        return failWith(describeError(error))
+      })
+    )
+  }).pipe(Effect.provide(NodeContext.layer))

@@ -9,7 +9,7 @@ export const databaseOptions = {
   database: Options.text("database").pipe(
     Options.withAlias("d"),
     Options.withFallbackConfig(Config.string(DATABASE_ENV)),
-    Options.withDescription(`A SQLite file path or a postgres:// URL (default: $${DATABASE_ENV})`)
+    Options.withDescription(`A SQLite file path, a file: URI or a postgres:// URL (default: $${DATABASE_ENV})`)
   ),
   tablePrefix: Options.text("table-prefix").pipe(
     Options.optional,

@@ -11,6 +11,27 @@ export const operationKeyOptions = {
   operation: text("operation", "The operation id of the operation's idempotency key")
 } as const
 
+/** The options naming one operation by its idempotency key, both required (an action's). */
+export const requiredOperationKeyOptions = {
+  caller: Options.text("caller").pipe(Options.withDescription("The caller DID of the operation's idempotency key")),
+  operation: Options.text("operation").pipe(Options.withDescription("The operation id of the operation's idempotency key"))
+} as const
+
+/** The operation key that `requiredOperationKeyOptions` name. */
+export const requiredOperationKeyOf = (options: { readonly caller: string; readonly operation: string }): OperationKey => ({
+  callerDID: options.caller,
+  operationID: options.operation
+})
+
+/** The options naming one watch by its identity, each required (an action's). */
+export const requiredWatchIdentityOptions = {
+  owner: Options.text("owner").pipe(Options.withDescription("The watch's owner DID")),
+  connector: Options.text("connector").pipe(Options.withDescription("The watch's connector")),
+  model: Options.text("model").pipe(Options.withDescription("The watch's model")),
+  account: Options.text("account").pipe(Options.withDescription("The watch's account key")),
+  source: Options.text("source").pipe(Options.withDescription("The watch's provider source id"))
+} as const
+
 /** The options naming one watch by its identity. */
 export const watchIdentityOptions = {
   owner: text("owner", "The watch's owner DID"),

@@ -15,7 +15,12 @@ export interface PgConnectionOptions {
   readonly url: string
   readonly maxConnections: number
   readonly applicationName: string
+  /** Every session a read-only transaction (`default_transaction_read_only`): no statement can write. */
+  readonly readOnly?: boolean | undefined
 }
+
+/** How long the layer waits for the server to answer its first `SELECT 1` (what `docs` promise: 10 s). */
+export const CONNECT_TIMEOUT_MS = 10_000
 
 /**
  * `base` with the statements it makes run straight on a connection (see
@@ -227,7 +232,8 @@ const ownPool = (options: PgConnectionOptions): Effect.Effect<Pg.Pool, SqlError,
         connectionString: options.url,
         max: options.maxConnections,
         idleTimeoutMillis: Duration.toMillis(Duration.seconds(30)),
-        application_name: options.applicationName
+        application_name: options.applicationName,
+        ...(options.readOnly === true ? { options: "-c default_transaction_read_only=on" } : {})
       })
       // A pooled client's error also reaches whoever holds it; an idle one is replaced by the pool.
       pool.on("error", () => undefined)
@@ -240,8 +246,12 @@ const ownPool = (options: PgConnectionOptions): Effect.Effect<Pg.Pool, SqlError,
         try: () => pool.query("SELECT 1"),
         catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
       }).pipe(Effect.timeoutFail({
-        duration: Duration.seconds(5),
-        onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+        duration: Duration.millis(CONNECT_TIMEOUT_MS),
+        onTimeout: () =>
+          new SqlError({
+            cause: Object.assign(new Error(`the server did not answer within ${CONNECT_TIMEOUT_MS / 1000}s`), { code: "ETIMEDOUT" }),
+            message: "PgClient: Connection timed out"
+          })
       }))
     )
   )

@@ -20,6 +20,7 @@ import { rowReaders } from "./internal/queries.js"
 import { decodeOperation } from "./SqlOperationRepository.js"
 import { decodeRelistRun } from "./SqlRelistRepository.js"
 import { decodeWatch } from "./SqlWatchRepository.js"
+import { decodeSyncState } from "./SqlSyncStateRepository.js"
 import type { TableNames } from "./Tables.js"
 
 const countsOf = <K extends string>(keys: ReadonlyArray<K>, rows: ReadonlyArray<RawRow>, column: string): Record<K, number> => {
@@ -37,6 +38,10 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
   const watches = sql(tables.projectionWatch)
   const runs = sql(tables.relistRun)
   const candidates = sql(tables.relistCandidate)
+  const syncStates = sql(tables.syncState)
+  // Only expires_at is read of pending authorizations: the one column every layout of that table has.
+  const pendingAuths = sql(tables.pendingAuth)
+  const syncRows = rowReaders(decodeSyncState)
   const ordered = (column: string) => byteOrdered(sql, column)
   const operationRows = rowReaders(decodeOperation)
   const watchRows = rowReaders(decodeWatch)
@@ -100,6 +105,14 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
         WHERE verification_status <> 'verified' AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}
         ORDER BY next_attempt_at, ${ordered("owner_did")}, ${ordered("connector_name")}, ${ordered("model")},
           ${ordered("account_key")}, ${ordered("source_id")} LIMIT 1`
+      const [sync] = yield* sql<RawRow>`SELECT COUNT(*) AS total,
+          COUNT(CASE WHEN lease_expires_at > ${now} THEN 1 END) AS held,
+          COUNT(CASE WHEN (lease_token IS NOT NULL OR lease_expires_at IS NOT NULL)
+            AND (lease_expires_at IS NULL OR lease_expires_at <= ${now}) THEN 1 END) AS stale
+        FROM ${syncStates}`
+      const [auth] = yield* sql<RawRow>`SELECT COUNT(CASE WHEN expires_at >= ${now} THEN 1 END) AS live,
+          COUNT(CASE WHEN expires_at < ${now} THEN 1 END) AS expired
+        FROM ${pendingAuths}`
       const watch = oldestWatch === undefined ? undefined : decodeWatch(oldestWatch)
       return {
         at: now,
@@ -117,7 +130,13 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
         oldestDueWatch: watch === undefined ? null : {
           identity: watchIdentityOf(watch),
           dueAt: watch.nextAttemptAt!
-        }
+        },
+        syncStates: {
+          total: epoch(sync?.["total"] ?? 0),
+          leasesHeld: epoch(sync?.["held"] ?? 0),
+          staleLeases: epoch(sync?.["stale"] ?? 0)
+        },
+        pendingAuthorizations: { live: epoch(auth?.["live"] ?? 0), expired: epoch(auth?.["expired"] ?? 0) }
       } satisfies StoreStatus
     }).pipe(PersistenceError.refail("operator.status"))
 
@@ -148,6 +167,26 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
         "operator.listRelistRuns",
         sql<RawRow>`SELECT * FROM ${runs} WHERE ${sql.and(clauses)}
           ORDER BY started_at DESC, ${ordered("run_id")} LIMIT ${query.limit}`
+      )
+    },
+    listSyncStates: (query) => {
+      const clauses = [sql`1 = 1`]
+      if (query.connectorName !== undefined) clauses.push(sql`connector_name = ${query.connectorName}`)
+      if (query.ownerDID !== undefined) clauses.push(sql`owner_did = ${query.ownerDID}`)
+      // The lease states as `syncLeaseStateOf` states them.
+      if (query.lease === "none") clauses.push(sql`lease_token IS NULL AND lease_expires_at IS NULL`)
+      if (query.lease === "held") clauses.push(sql`lease_expires_at > ${query.at}`)
+      if (query.lease === "stale") {
+        clauses.push(sql`(lease_token IS NOT NULL OR lease_expires_at IS NOT NULL)
+          AND (lease_expires_at IS NULL OR lease_expires_at <= ${query.at})`)
+      }
+      if (query.after !== undefined) {
+        clauses.push(sql`(${ordered("connector_name")}, ${ordered("owner_did")}) > (${query.after.connectorName}, ${query.after.ownerDID})`)
+      }
+      return syncRows.many(
+        "operator.listSyncStates",
+        sql<RawRow>`SELECT * FROM ${syncStates} WHERE ${sql.and(clauses)}
+          ORDER BY ${ordered("connector_name")}, ${ordered("owner_did")} LIMIT ${query.limit}`
       )
     },
     status

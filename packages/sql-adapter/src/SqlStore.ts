@@ -30,11 +30,14 @@ import {
   winnerReadersProblem
 } from "@connector-store/core"
 import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as fs from "node:fs"
 import * as PgConnection from "./PgConnection.js"
 import * as SqliteConnection from "./SqliteConnection.js"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Context, Effect, Exit, Layer, ManagedRuntime, Runtime } from "effect"
 import { migrate } from "./migrations.js"
+import { databaseUrlProblem, parseDatabaseUrl } from "./databaseUrl.js"
+import { checkSchema, StoreSchemaNotReady } from "./schemaCheck.js"
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
 import { makeSqlOperatorRepository } from "./SqlOperatorRepository.js"
 import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
@@ -64,11 +67,29 @@ export type SqlPorts = Transactor | WatchRepository | OperationRepository | Stor
  * The repository ports on the ambient `SqlClient`, after bringing the schema
  * up to date (migration failures fail the layer).
  */
-export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tables> = Layer.effectContext(
-  Effect.gen(function*() {
+export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tables> = Layer.suspend(() =>
+  portsLayer(false) as Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tables>
+)
+
+/**
+ * The repository ports on the ambient `SqlClient` of a store opened
+ * read-only: the schema is checked, with reads only, instead of migrated
+ * (`StoreSchemaNotReady` says what is missing), and nothing is created.
+ */
+export const layerPortsReadOnly: Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady, SqlClient | Tables> = Layer
+  .suspend(() => portsLayer(true))
+
+const portsLayer = (readOnly: boolean): Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady, SqlClient | Tables> =>
+  Layer.effectContext(Effect.gen(function*() {
     const sql = yield* SqlClient
     const tables = yield* Tables
-    yield* migrate(sql, tables).pipe(PersistenceError.refail("migrate"), Effect.mapError(classified))
+    if (readOnly) {
+      yield* checkSchema(sql, tables).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(classified(new PersistenceError({ operation: "checkSchema", cause: error }))))
+      )
+    } else {
+      yield* migrate(sql, tables).pipe(PersistenceError.refail("migrate"), Effect.mapError(classified))
+    }
     const names = {
       sync_state: tables.syncState,
       pending_auth: tables.pendingAuth,
@@ -111,13 +132,26 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
     return pg === undefined
       ? ports
       : Context.add(ports, LaneDatabase, makePgLane(sql, pg, tables, { watches, operations })) as Context.Context<SqlPorts>
-  })
-)
+  }))
 
 /** Where a SQL store lives. */
 export interface SqlConnection {
-  /** A SQLite file path, `:memory:`, or a `postgres://` / `postgresql://` URL. */
+  /**
+   * A SQLite file path, `:memory:`, a SQLite `file:` URI (read as SQLite
+   * reads one: `file:///path?mode=ro`), or a `postgres://` /
+   * `postgresql://` URL. Any other scheme (`mysql://`, `sqlite://`) is
+   * refused with `InvalidInput` naming `options.url`.
+   */
   readonly url: string
+  /**
+   * Open for inspection only (default false): nothing is created, migrated
+   * or written. A SQLite file must exist (else `database-missing`) and is
+   * opened read-only; Postgres sessions are read-only transactions. The
+   * schema is checked instead of migrated: a missing table prefix or
+   * migration fails the open with `StoreSchemaNotReady`. Every write fails.
+   * A `file:` URI with `mode=ro` is read-only too.
+   */
+  readonly readOnly?: boolean | undefined
   /** The table prefix; the seed's (`kubun_connector_`) by default. */
   readonly tablePrefix?: string | undefined
   /** Postgres pool size (default 10). */
@@ -135,6 +169,13 @@ export interface SqlConnection {
 /** True when `url` names a Postgres server rather than a SQLite file. */
 export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//.test(url)
 
+/** True when a store on `connection` opens read-only: `readOnly`, or a `file:` URI with `mode=ro`. */
+export const isReadOnlyConnection = (connection: Pick<SqlConnection, "url" | "readOnly">): boolean => {
+  if (connection.readOnly === true) return true
+  const target = parseDatabaseUrl(connection.url)
+  return typeof target !== "string" && target.kind === "sqlite" && target.mode === "ro"
+}
+
 /**
  * The `SqlClient` for `connection`. SQLite gets the project's own client
  * (see `SqliteConnection`): WAL, a busy timeout for other processes on the
@@ -146,13 +187,34 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
   // The Effect layer's error channel is PersistenceError; the bad option travels as its cause.
   const problem = unknownConnectionOption("layerClient", connection) ?? connectionOptionsProblem("layerClient", connection)
   if (problem !== undefined) return Layer.fail(new PersistenceError({ operation: "connect", cause: problem }))
-  const client: Layer.Layer<SqlClient, unknown> = isPostgresUrl(connection.url)
+  const target = parseDatabaseUrl(connection.url)
+  if (typeof target === "string") {
+    return Layer.fail(new PersistenceError({
+      operation: "connect",
+      cause: new InvalidInput({ method: "layerClient", field: "url", reason: target })
+    }))
+  }
+  const readOnly = isReadOnlyConnection(connection)
+  if (readOnly && target.kind === "sqlite" && (target.mode === "memory" || !fs.existsSync(target.filename))) {
+    return Layer.fail(new PersistenceError({
+      operation: "connect",
+      reason: "database-missing",
+      cause: new Error(target.mode === "memory" ? "an in-memory database cannot be opened read-only" : `no such database: ${target.filename}`)
+    }))
+  }
+  const client: Layer.Layer<SqlClient, unknown> = target.kind === "postgres"
     ? PgConnection.layer({
-      url: connection.url,
+      url: target.url,
       maxConnections: connection.maxConnections ?? 10,
-      applicationName: connection.applicationName ?? DEFAULT_APPLICATION_NAME
+      applicationName: connection.applicationName ?? DEFAULT_APPLICATION_NAME,
+      readOnly
     })
-    : SqliteConnection.layer({ filename: connection.url, busyTimeoutMs: connection.busyTimeoutMs })
+    : SqliteConnection.layer({
+      filename: target.filename,
+      busyTimeoutMs: connection.busyTimeoutMs,
+      readOnly,
+      fileMustExist: target.mode === "rw"
+    })
   // The SQLite driver throws (a defect) when the file cannot be opened.
   return Layer.catchAllCause(client, (cause) =>
     Layer.fail(classified(new PersistenceError({ operation: "connect", cause: Cause.squash(cause) }))))
@@ -179,6 +241,8 @@ export const layerStockSqliteClient = (
 /** The checks of the SQL connection options (the shared ones are in `openOptionsProblem`). */
 const connectionChecks = (options: unknown) => [
   ["options.url", fieldOf(options, "url"), Rules.id] as const,
+  ["options.url", fieldOf(options, "url"), databaseUrlProblem] as const,
+  ["options.readOnly", fieldOf(options, "readOnly"), optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const,
   ["options.tablePrefix", fieldOf(options, "tablePrefix"), optional(tablePrefixProblem)] as const,
   ["options.maxConnections", fieldOf(options, "maxConnections"), optional(Rules.positiveInt)] as const,
   ["options.busyTimeoutMs", fieldOf(options, "busyTimeoutMs"), optional(Rules.nonNegativeInt)] as const
@@ -188,18 +252,20 @@ const connectionChecks = (options: unknown) => [
  * The whole store on SQL, for the Effect API: `ConnectorStore`, its ports
  * and the `SqlClient`, with winners read by `readers`. A connection option
  * out of range fails the layer with `InvalidInput` naming it (method
- * `layer`) before anything opens.
+ * `layer`) before anything opens. Opened read-only (see
+ * `SqlConnection.readOnly`), a schema not ready fails it with
+ * `StoreSchemaNotReady`.
  */
 export const layer = (
   connection: SqlConnection,
   readers: WinnerReaders = {}
-): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader | SqlClient, PersistenceError | InvalidInput> =>
+): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader | SqlClient, PersistenceError | InvalidInput | StoreSchemaNotReady> =>
   Layer.unwrapEffect(Effect.suspend(() => {
     const problem = openOptionsProblem("layer", connection, connectionChecks(connection), CONNECTION_OPTIONS) ??
       winnerReadersProblem("layer", readers)
     return problem !== undefined ? Effect.fail(problem) : Effect.succeed(
       ConnectorStore.layer.pipe(
-        Layer.provideMerge(layerPorts),
+        Layer.provideMerge(isReadOnlyConnection(connection) ? layerPortsReadOnly : layerPorts),
         Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
         Layer.provideMerge(Tables.layer(connection.tablePrefix)),
         Layer.provideMerge(layerClient(connection))
@@ -268,7 +334,9 @@ export interface SqlConnectorStore extends PromiseConnectorStore<SqlTransaction>
  * schema first. Rejects with `InvalidInput` naming the option when an option
  * is unacceptable (before anything opens), and with a classified
  * `PersistenceError` when the database cannot be reached or migrated; both
- * name `openConnectorStore` as their `method`.
+ * name `openConnectorStore` as their `method`. With `readOnly`, the schema
+ * is checked instead of migrated, and a schema not ready rejects with
+ * `StoreSchemaNotReady` (also naming the method).
  */
 export const openConnectorStore = async (options: OpenConnectorStoreOptions): Promise<SqlConnectorStore> => {
   const problem = openOptionsProblem("openConnectorStore", options, connectionChecks(options), OPEN_OPTIONS) ??

@@ -44,6 +44,10 @@ export interface SqliteConnectionOptions {
   readonly filename: string
   /** How long a statement waits for another process's lock (default 10 s). */
   readonly busyTimeoutMs?: number | undefined
+  /** Open the file read-only (it must exist): nothing is created or written, the journal mode is left as it is. */
+  readonly readOnly?: boolean | undefined
+  /** Refuse to create the file when it does not exist. */
+  readonly fileMustExist?: boolean | undefined
 }
 
 const MARKER: unique symbol = Symbol.for("@connector-store/sql-adapter/SqliteConnection")
@@ -258,16 +262,19 @@ const shareKeyOf = (filename: string): string | undefined => {
 }
 
 const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
-  const key = shareKeyOf(options.filename)
+  const resolved = shareKeyOf(options.filename)
+  // A read-only connection is never shared with a writing one, nor the other way round.
+  const key = resolved === undefined ? undefined : options.readOnly === true ? `ro:${resolved}` : resolved
   const existing = key === undefined ? undefined : openDatabases.get(key)
   if (existing !== undefined) {
     existing.refs++
     return existing
   }
-  const db = new Sqlite(options.filename)
+  const readonly = options.readOnly === true
+  const db = new Sqlite(options.filename, { readonly, fileMustExist: readonly || options.fileMustExist === true })
   try {
     db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 10_000)}`)
-    db.pragma("journal_mode = WAL")
+    if (!readonly) db.pragma("journal_mode = WAL")
   } catch (cause) {
     db.close()
     throw cause

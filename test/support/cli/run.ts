@@ -13,15 +13,23 @@ const BIN = fileURLToPath(new URL("../../../packages/cli/dist/bin.js", import.me
 /**
  * Runs the built `connector-store` (`npm run build` first) as its own
  * process with `args`; never rejects, so failures can be asserted.
- * `CONNECTOR_STORE_DATABASE` is unset unless `env` sets it.
+ * `CONNECTOR_STORE_DATABASE` is unset unless `env` sets it; `NO_COLOR` is
+ * set unless `env` unsets it (`undefined`). `as` runs it as another user
+ * (the caller must be root).
  */
-export const runCli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}): Promise<CliRun> =>
+export const runCli = (
+  args: ReadonlyArray<string>,
+  env: Readonly<Record<string, string | undefined>> = {},
+  as?: { readonly uid: number; readonly gid: number }
+): Promise<CliRun> =>
   new Promise((resolve) => {
     const { CONNECTOR_STORE_DATABASE: _, ...inherited } = process.env
+    const merged: Record<string, string | undefined> = { ...inherited, NO_COLOR: "1", ...env }
+    for (const key of Object.keys(merged)) if (merged[key] === undefined) delete merged[key]
     execFile(
       process.execPath,
       [BIN, ...args],
-      { timeout: 90_000, env: { ...inherited, NO_COLOR: "1", ...env } },
+      { timeout: 90_000, env: merged, ...(as === undefined ? {} : { uid: as.uid, gid: as.gid }) },
       (error, stdout, stderr) =>
         resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
     )

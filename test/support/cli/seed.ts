@@ -42,7 +42,10 @@ const leaseOf = (result: { outcome: string; lease?: { token: string } }) => {
  * - `failed`: dead after a permanent failure, not in doubt, no document;
  * - `running`: attempted, under a live lease;
  * - `broken`: committed on `doc-broken`, its watch (`src-broken`) repair_failed;
- * - one relist run of (did:owner:1, gcal, Event, acct-1), started.
+ * - one relist run of (did:owner:1, gcal, Event, acct-1), started;
+ * - sync states: `gcal/did:owner:1` under a live lease, `jira/did:owner:2`
+ *   under a stale one (expired, never released), `slack/did:owner:3` with none;
+ * - pending authorizations: one live, two expired.
  *
  * Returns the relist run id.
  */
@@ -92,6 +95,24 @@ export const seedStore = async (db: CliDatabase): Promise<{ readonly runID: stri
 
     leaseOf(await store.claimOperation(claim("running", { ownerDID: "did:owner:2", connectorName: "jira" })))
     const run = await store.startRelistRun({ ownerDID: "did:owner:1", connectorName: "gcal", model: "Event", accountKey: "acct-1" })
+
+    const now = Date.now()
+    const live = await store.claimSyncLease("gcal", "did:owner:1", { now, leaseMs: 3_600_000 })
+    const stale = await store.claimSyncLease("jira", "did:owner:2", { now: now - 3_600_000, leaseMs: 60_000 })
+    if (live.outcome !== "claimed" || stale.outcome !== "claimed") throw new Error("seed sync leases")
+    await store.setSyncState("slack", "did:owner:3", { lastSyncedAt: "2026-11-30T10:00:00Z", entityCount: 3, status: "idle" })
+    for (const [state, expiresAt] of [["auth-live", now + 600_000], ["auth-old-1", now - 60_000], ["auth-old-2", now - 120_000]] as const) {
+      await store.createPendingAuth({
+        state,
+        connectorName: "gcal",
+        ownerDID: "did:owner:1",
+        codeVerifier: "v".repeat(43),
+        redirectUri: "https://app.example/callback",
+        scopes: [],
+        createdAt: now - 300_000,
+        expiresAt
+      })
+    }
     return { runID: run.runID }
   } finally {
     await store.close()

@@ -299,7 +299,24 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
     ]]
   },
   { method: "retryOperation", params: [["key", key]] },
-  { method: "rearmWatch", params: [["identity", identity], ["options", rec({ dueAt: leaf("millis", NOW) })]] }
+  { method: "rearmWatch", params: [["identity", identity], ["options", rec({ dueAt: leaf("millis", NOW) })]] },
+  {
+    method: "listSyncStates",
+    params: [[
+      "filter",
+      optRec({
+        connectorName: opt("id", "gcal"),
+        ownerDID: opt("id", "did:owner:1"),
+        lease: opt({ oneOf: ["none", "held", "stale"] }, "stale"),
+        limit: opt("positiveInt", 10),
+        cursor: opt("id", "c")
+      })
+    ]]
+  },
+  {
+    method: "releaseSyncLeaseByOperator",
+    params: [["connectorName", id("gcal")], ["ownerDID", id("did:owner:1")], ["options", optRec({ force: opt("flag", true) })]]
+  }
 ]
 
 /** The entry points that take no input at all, so no call of theirs can be bad. */

@@ -3,7 +3,7 @@ import { Command, Options } from "@effect/cli"
 import { Clock, Effect, Option } from "effect"
 import { databaseOptions, json } from "../options.js"
 import { CliError, withStore } from "../store.js"
-import { operationKeyOf, operationKeyOptions, watchIdentityOf, watchIdentityOptions } from "../target.js"
+import { requiredOperationKeyOf, requiredOperationKeyOptions, requiredWatchIdentityOptions } from "../target.js"
 import { parseTime, relativeTime } from "../time.js"
 import { operationJson, output, watchJson } from "../views.js"
 
@@ -40,7 +40,7 @@ const parsedEntity = (value: Option.Option<string>) =>
 export const settleCommand = Command.make("settle", {
   ...databaseOptions,
   json,
-  ...operationKeyOptions,
+  ...requiredOperationKeyOptions,
   outcome: Options.choice("outcome", ["committed", "dead"]).pipe(
     Options.withDescription("committed: the provider holds the write; dead: it does not, and it will not be sent again")
   ),
@@ -51,7 +51,7 @@ export const settleCommand = Command.make("settle", {
   watchDue: dueOption("watch-due", "committed: when the watch's first verification falls due")
 }, (options) =>
   Effect.gen(function*() {
-    const key = yield* operationKeyOf(options)
+    const key = requiredOperationKeyOf(options)
     const now = yield* Clock.currentTimeMillis
     const input: SettleOperationInput = options.outcome === "dead"
       ? { outcome: "dead" }
@@ -85,9 +85,9 @@ export const settleCommand = Command.make("settle", {
   ))
 
 /** `retry`: makes a dead operation due again when that cannot send a request twice. */
-export const retryCommand = Command.make("retry", { ...databaseOptions, json, ...operationKeyOptions }, (options) =>
+export const retryCommand = Command.make("retry", { ...databaseOptions, json, ...requiredOperationKeyOptions }, (options) =>
   Effect.gen(function*() {
-    const key = yield* operationKeyOf(options)
+    const key = requiredOperationKeyOf(options)
     const row = yield* withStore(options, (store) => store.retryOperation(key))
     const intent = safeReissue(row.reissueIntent)
     yield* output(
@@ -107,11 +107,17 @@ export const retryCommand = Command.make("retry", { ...databaseOptions, json, ..
 export const rearmCommand = Command.make("rearm", {
   ...databaseOptions,
   json,
-  ...watchIdentityOptions,
+  ...requiredWatchIdentityOptions,
   due: dueOption("due", "When the new generation's first verification falls due")
 }, (options) =>
   Effect.gen(function*() {
-    const identity = yield* watchIdentityOf(options)
+    const identity = {
+      ownerDID: options.owner,
+      connectorName: options.connector,
+      model: options.model,
+      accountKey: options.account,
+      sourceID: options.source
+    }
     const now = yield* Clock.currentTimeMillis
     const dueAt = yield* dueTimeOf("due", options.due, now)
     const watch = yield* withStore(options, (store) => store.rearmWatch(identity, { dueAt }))

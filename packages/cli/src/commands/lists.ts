@@ -1,7 +1,7 @@
 import { Command, Options } from "@effect/cli"
 import { Clock, Console, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
-import { CliError, withStore } from "../store.js"
+import { CliError, withStoreReadOnly } from "../store.js"
 import { operationJson, operationsTable, output, watchJson, watchesTable } from "../views.js"
 
 const text = (name: string, description: string) => Options.text(name).pipe(Options.optional, Options.withDescription(description))
@@ -27,7 +27,7 @@ export const operationsCommand = Command.make("operations", {
   caller: text("caller", "Only operations of this caller DID"),
   state: Options.choice("state", ["attempted", "committed", "dead", "reconcile_only"]).pipe(
     Options.repeated,
-    Options.withDescription("Only operations in this state (repeatable)")
+    Options.withDescription("Only operations in this state")
   ),
   document: text("document", "Only operations on this document id"),
   due: Options.boolean("due").pipe(Options.withDescription("Only attempted operations due now")),
@@ -38,7 +38,7 @@ export const operationsCommand = Command.make("operations", {
   Effect.gen(function*() {
     const limit = yield* checkedLimit(options.limit)
     const now = yield* Clock.currentTimeMillis
-    const page = yield* withStore(options, (store) =>
+    const page = yield* withStoreReadOnly(options, (store) =>
       store.listOperations({
         ownerDID: defined(options.owner),
         connectorName: defined(options.connector),
@@ -67,7 +67,7 @@ export const watchesCommand = Command.make("watches", {
   connector: text("connector", "Only watches of this connector"),
   status: Options.choice("status", ["pending_verification", "verified", "repair_failed"]).pipe(
     Options.repeated,
-    Options.withDescription("Only watches in this status (repeatable)")
+    Options.withDescription("Only watches in this status")
   ),
   document: text("document", "Only watches of this document id"),
   due: Options.boolean("due").pipe(Options.withDescription("Only watches whose next verification is due now"))
@@ -75,7 +75,7 @@ export const watchesCommand = Command.make("watches", {
   Effect.gen(function*() {
     const limit = yield* checkedLimit(options.limit)
     const now = yield* Clock.currentTimeMillis
-    const page = yield* withStore(options, (store) =>
+    const page = yield* withStoreReadOnly(options, (store) =>
       store.listWatches({
         ownerDID: defined(options.owner),
         connectorName: defined(options.connector),

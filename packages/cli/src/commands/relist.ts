@@ -1,7 +1,7 @@
 import { Command, Options } from "@effect/cli"
 import { Clock, Console, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
-import { withStore } from "../store.js"
+import { withStore, withStoreReadOnly } from "../store.js"
 import { candidatesTable, output, runJson, runsTable } from "../views.js"
 import { checkedLimit, nextPageHint } from "./lists.js"
 
@@ -12,13 +12,13 @@ export const relistListCommand = Command.make("list", {
   ...paging,
   state: Options.choice("state", ["started", "listing", "complete", "abandoned", "superseded"]).pipe(
     Options.repeated,
-    Options.withDescription("Only runs in this state (repeatable)")
+    Options.withDescription("Only runs in this state")
   )
 }, (options) =>
   Effect.gen(function*() {
     const limit = yield* checkedLimit(options.limit)
     const now = yield* Clock.currentTimeMillis
-    const page = yield* withStore(options, (store) =>
+    const page = yield* withStoreReadOnly(options, (store) =>
       store.listRelistRuns({
         states: options.state.length === 0 ? undefined : options.state,
         limit,
@@ -74,7 +74,7 @@ export const relistGivenUpCommand = Command.make("given-up", {
 }, (options) =>
   Effect.gen(function*() {
     const limit = yield* checkedLimit(options.limit)
-    const rows = yield* withStore(options, (store) =>
+    const rows = yield* withStoreReadOnly(options, (store) =>
       store.listGivenUpSweepCandidates(scopeOf(options), { limit, after: Option.getOrUndefined(options.after) }))
     const last = rows[rows.length - 1]
     yield* output(

@@ -2,7 +2,7 @@ import { formatOperationKey, formatWatchIdentity } from "@connector-store/core"
 import { Command, Options } from "@effect/cli"
 import { Clock, Effect, Option } from "effect"
 import { databaseOptions, json } from "../options.js"
-import { CliError, withStore } from "../store.js"
+import { CliError, withStoreReadOnly } from "../store.js"
 import { operationKeyOf, operationKeyOptions, watchIdentityOf, watchIdentityOptions } from "../target.js"
 import { operationFields, operationJson, output, watchFields, watchJson } from "../views.js"
 
@@ -23,11 +23,11 @@ export const showOperationCommand = Command.make("operation", {
     const now = yield* Clock.currentTimeMillis
     const row = Option.isSome(options.nodeKey)
       ? yield* Effect.flatMap(
-        withStore(options, (store) => store.findOperationByNodeKey(options.nodeKey.pipe(Option.getOrThrow))),
+        withStoreReadOnly(options, (store) => store.findOperationByNodeKey(options.nodeKey.pipe(Option.getOrThrow))),
         (o) => found(`operation with node key ${Option.getOrThrow(options.nodeKey)}`, o)
       )
       : yield* Effect.flatMap(operationKeyOf(options), (key) =>
-        Effect.flatMap(withStore(options, (store) => store.getOperation(key)), (o) =>
+        Effect.flatMap(withStoreReadOnly(options, (store) => store.getOperation(key)), (o) =>
           found(`operation ${formatOperationKey(key)}`, o)))
     yield* output(options.json, () => operationJson(row), () => operationFields(row, now))
   })).pipe(Command.withDescription("Show one operation (by --caller and --operation, or --node-key) with its history fields"))
@@ -43,11 +43,11 @@ export const showWatchCommand = Command.make("watch", {
     const now = yield* Clock.currentTimeMillis
     const row = Option.isSome(options.document)
       ? yield* Effect.flatMap(
-        withStore(options, (store) => store.getWatchByDocument(Option.getOrThrow(options.document))),
+        withStoreReadOnly(options, (store) => store.getWatchByDocument(Option.getOrThrow(options.document))),
         (o) => found(`watch of document ${Option.getOrThrow(options.document)}`, o)
       )
       : yield* Effect.flatMap(watchIdentityOf(options), (identity) =>
-        Effect.flatMap(withStore(options, (store) => store.getWatch(identity)), (o) =>
+        Effect.flatMap(withStoreReadOnly(options, (store) => store.getWatch(identity)), (o) =>
           found(`watch ${formatWatchIdentity(identity)}`, o)))
     yield* output(options.json, () => watchJson(row), () => watchFields(row, now))
   })).pipe(Command.withDescription("Show one watch (by its identity flags, or --document) with its history fields"))

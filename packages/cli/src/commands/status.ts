@@ -2,7 +2,7 @@ import { formatOperationKey, formatWatchIdentity, type StoreStatus } from "@conn
 import { Command } from "@effect/cli"
 import { Effect } from "effect"
 import { databaseOptions, json } from "../options.js"
-import { withStore } from "../store.js"
+import { withStoreReadOnly } from "../store.js"
 import { renderFields } from "../table.js"
 import { isoTime, relativeTime } from "../time.js"
 import { output } from "../views.js"
@@ -23,6 +23,14 @@ export const statusText = (status: StoreStatus): string => {
     ["repair_failed watches", String(status.watches.repair_failed)],
     ["relist runs in flight", String(status.relistRuns.started + status.relistRuns.listing)],
     ["given-up sweep candidates", String(status.givenUpCandidates)],
+    [
+      "sync states",
+      `${status.syncStates.total}: leases held ${status.syncStates.leasesHeld}, stale ${status.syncStates.staleLeases}`
+    ],
+    [
+      "pending authorizations",
+      `live ${status.pendingAuthorizations.live}, expired ${status.pendingAuthorizations.expired}`
+    ],
     [
       "oldest due operation",
       status.oldestDueOperation === null
@@ -50,8 +58,9 @@ const statusJson = (status: StoreStatus) => ({
 
 /** `status`: counts by table and state, what waits longest, and what needs a person. */
 export const statusCommand = Command.make("status", { ...databaseOptions, json }, (options) =>
-  Effect.flatMap(withStore(options, (store) => store.getStoreStatus()), (status) =>
+  Effect.flatMap(withStoreReadOnly(options, (store) => store.getStoreStatus()), (status) =>
     output(options.json, () => statusJson(status), () => statusText(status)))
 ).pipe(Command.withDescription(
-  "Counts by table and state, leases held now, operations in doubt, repair_failed watches, relist runs in flight and the oldest due items"
+  "Counts by table and state, leases held now, operations in doubt, repair_failed watches, relist runs in flight, " +
+    "sync leases (held, stale), pending authorizations (live, expired) and the oldest due items (reads only)"
 ))

@@ -44,6 +44,22 @@ export const relistFilterChecks = (filter: unknown): ReadonlyArray<Check> => [
   ["filter.states", fieldOf(filter, "states"), optional(listOf("relist run states", "started", "listing", "complete", "abandoned", "superseded"))]
 ]
 
+/** The checks of an `OperatorSyncStateFilter`. */
+export const syncStateFilterChecks = (filter: unknown): ReadonlyArray<Check> => [
+  ...pageChecks(filter),
+  ...(["connectorName", "ownerDID"] as const)
+    .map((field): Check => [`filter.${field}`, fieldOf(filter, field), optional(Rules.id)]),
+  ["filter.lease", fieldOf(filter, "lease"), optional(oneOf("none", "held", "stale"))]
+]
+
+/** The checks of an operator's sync-lease release: the key and its options. */
+export const operatorReleaseChecks = (connectorName: unknown, ownerDID: unknown, options: unknown): ReadonlyArray<Check> => [
+  ["connectorName", connectorName, Rules.id],
+  ["ownerDID", ownerDID, Rules.id],
+  ["options", options, optional(Rules.record)],
+  ["options.force", fieldOf(options, "force"), optional(flag)]
+]
+
 const textOrNull: Rule = (value) => value === null ? undefined : Rules.text(value)
 
 const jsonValue: Rule = (value) => {

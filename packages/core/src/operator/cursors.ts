@@ -1,3 +1,4 @@
+import type { SyncStateKey } from "../syncstate/SyncState.js"
 import type { Millis, WatchIdentity } from "../watch/ProjectionWatch.js"
 
 const encode = (parts: ReadonlyArray<unknown>): string => Buffer.from(JSON.stringify(parts), "utf8").toString("base64url")
@@ -36,4 +37,15 @@ export const decodeRunCursor = (cursor: string): { startedAt: Millis; runID: str
   return typeof startedAt === "number" && Number.isSafeInteger(startedAt) && typeof runID === "string"
     ? { startedAt, runID }
     : undefined
+}
+
+/** The opaque cursor after a sync state, in the operator's sync-state order. */
+export const encodeSyncStateCursor = (key: SyncStateKey): string => encode(["s", key.connectorName, key.ownerDID])
+
+/** The key a sync-state cursor names, or `undefined` when it is not one this store made. */
+export const decodeSyncStateCursor = (cursor: string): SyncStateKey | undefined => {
+  const parts = decode(cursor)
+  if (parts === undefined || parts.length !== 3 || parts[0] !== "s") return undefined
+  const [, connectorName, ownerDID] = parts
+  return typeof connectorName === "string" && typeof ownerDID === "string" ? { connectorName, ownerDID } : undefined
 }

@@ -6,7 +6,7 @@ import { Data } from "effect"
  */
 export class OperatorTargetNotFound extends Data.TaggedError("OperatorTargetNotFound")<{
   readonly method: string
-  readonly what: "operation" | "watch" | "relist run"
+  readonly what: "operation" | "watch" | "relist run" | "sync state"
   readonly identity: string
 }> {
   override get message(): string {

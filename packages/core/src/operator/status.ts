@@ -7,6 +7,8 @@ import type { Millis, ProjectionWatch, VerificationStatus, WatchIdentity } from 
 import { watchIdentityOf } from "../watch/ProjectionWatch.js"
 import { compareCodePoints } from "../operation/retention.js"
 import { compareWatchIdentities } from "./queries.js"
+import { type PendingAuthCounts, pendingAuthCountsOf, type SyncStateCounts, syncStateCountsOf } from "./syncStates.js"
+import type { SyncStateRow } from "../syncstate/SyncState.js"
 
 /** The due operation that has waited longest (an unset next attempt counts as due since its creation). */
 export interface OldestDueOperation extends OperationKey {
@@ -36,6 +38,10 @@ export interface StoreStatus {
   readonly givenUpCandidates: number
   readonly oldestDueOperation: OldestDueOperation | null
   readonly oldestDueWatch: OldestDueWatch | null
+  /** Sync states: how many, leases live now, and stale leases (expired, never released: see `SyncLeaseState`). */
+  readonly syncStates: SyncStateCounts
+  /** Pending authorizations by expiry alone: still usable, and expired (until `deleteExpiredPendingAuth`). */
+  readonly pendingAuthorizations: PendingAuthCounts
 }
 
 const counted = <K extends string>(keys: ReadonlyArray<K>, values: ReadonlyArray<K>): Record<K, number> => {
@@ -64,6 +70,9 @@ export const storeStatusOf = (
     readonly watches: ReadonlyArray<ProjectionWatch>
     readonly runs: ReadonlyArray<RelistRun>
     readonly candidates: ReadonlyArray<SweepCandidate>
+    readonly syncStates: ReadonlyArray<SyncStateRow>
+    /** The `expiresAt` of every pending authorization (nothing else of theirs is read). */
+    readonly pendingAuthExpiries: ReadonlyArray<Millis>
   },
   now: Millis
 ): StoreStatus => {
@@ -93,6 +102,8 @@ export const storeStatusOf = (
     },
     oldestDueWatch: firstWatch === undefined
       ? null
-      : { identity: watchIdentityOf(firstWatch), dueAt: firstWatch.nextAttemptAt! }
+      : { identity: watchIdentityOf(firstWatch), dueAt: firstWatch.nextAttemptAt! },
+    syncStates: syncStateCountsOf(tables.syncStates, now),
+    pendingAuthorizations: pendingAuthCountsOf(tables.pendingAuthExpiries, now)
   }
 }

@@ -3,6 +3,8 @@ import type { PersistenceError } from "../errors.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { OperatorOperationQuery, OperatorWatchQuery } from "../operator/queries.js"
 import type { StoreStatus } from "../operator/status.js"
+import type { OperatorSyncStateQuery } from "../operator/syncStates.js"
+import type { SyncStateRow } from "../syncstate/SyncState.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
 import type { Millis, ProjectionWatch } from "../watch/ProjectionWatch.js"
 
@@ -25,6 +27,8 @@ export class OperatorRepository extends Context.Tag("@connector-store/core/Opera
   readonly listWatches: (query: OperatorWatchQuery) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
   /** The status as `storeStatusOf` defines it, read at `now`. */
   readonly status: (now: Millis) => Effect.Effect<StoreStatus, PersistenceError>
+  /** A page of sync-state rows as `operatorSyncStatePage` defines it. */
+  readonly listSyncStates: (query: OperatorSyncStateQuery) => Effect.Effect<ReadonlyArray<SyncStateRow>, PersistenceError>
   /** A page of relist runs as `relistRunPage` defines it. */
   readonly listRelistRuns: (query: OperatorRelistQuery) => Effect.Effect<ReadonlyArray<RelistRun>, PersistenceError>
 }>() {}

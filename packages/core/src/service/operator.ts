@@ -9,12 +9,25 @@ import { decideRetry } from "../operation/retry.js"
 import { decideSettle, type SettleOperationInput } from "../operation/settle.js"
 import {
   operationFilterChecks,
+  operatorReleaseChecks,
   rearmChecks,
+  syncStateFilterChecks,
   relistFilterChecks,
   settleChecks,
   watchFilterChecks
 } from "../operator/checks.js"
-import { decodeRunCursor, decodeWatchCursor, encodeRunCursor, encodeWatchCursor } from "../operator/cursors.js"
+import {
+  decodeRunCursor,
+  decodeSyncStateCursor,
+  decodeWatchCursor,
+  encodeRunCursor,
+  encodeSyncStateCursor,
+  encodeWatchCursor
+} from "../operator/cursors.js"
+import { type OperatorSyncState, type OperatorSyncStateFields, toOperatorSyncState } from "../operator/syncStates.js"
+import { SyncStateRepository } from "../ports/SyncStateRepository.js"
+import { decideOperatorReleaseSyncLease } from "../syncstate/release.js"
+import { formatSyncStateKey } from "../syncstate/SyncState.js"
 import { OperatorActionRefused, OperatorTargetNotFound } from "../operator/errors.js"
 import type { StoreStatus } from "../operator/status.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
@@ -54,6 +67,14 @@ export interface OperatorRelistFilter extends OperatorPaging {
   readonly states?: ReadonlyArray<RelistRunState> | undefined
 }
 
+/** The filter of `listSyncStates` (see `OperatorSyncStateFields`). */
+export interface OperatorSyncStateFilter extends OperatorPaging, OperatorSyncStateFields {}
+
+/** What `releaseSyncLeaseByOperator` did: `released` (the lease was `held` or `stale`), or `not-held` (nothing changed). */
+export type OperatorSyncLeaseReleaseResult =
+  | { readonly outcome: "released"; readonly was: "held" | "stale"; readonly state: OperatorSyncState }
+  | { readonly outcome: "not-held"; readonly state: OperatorSyncState }
+
 /** One page of an operator list; `nextCursor` is null on the last page. */
 export interface OperatorPage<A> {
   readonly items: ReadonlyArray<A>
@@ -82,6 +103,19 @@ export interface OperatorMethods {
   readonly listWatches: (filter?: OperatorWatchFilter) => Effect.Effect<OperatorPage<ProjectionWatch>, ReadErrors>
   /** A page of relist runs, newest first. */
   readonly listRelistRuns: (filter?: OperatorRelistFilter) => Effect.Effect<OperatorPage<RelistRun>, ReadErrors>
+  /** A page of every sync state that passes the filter, by connector and owner; no lease token is shown. */
+  readonly listSyncStates: (filter?: OperatorSyncStateFilter) => Effect.Effect<OperatorPage<OperatorSyncState>, ReadErrors>
+  /**
+   * Releases the sync lease of a connector and owner whoever holds it, for a
+   * runner that is gone (see `decideOperatorReleaseSyncLease`): a stale
+   * lease is cleared; a live one only with `force`, else
+   * `OperatorActionRefused`. The holder's next renewal reports `lost`.
+   */
+  readonly releaseSyncLeaseByOperator: (
+    connectorName: string,
+    ownerDID: string,
+    options?: { readonly force?: boolean | undefined }
+  ) => Effect.Effect<OperatorSyncLeaseReleaseResult, ActionErrors>
   /** The store's counts and what waits longest, now. */
   readonly getStoreStatus: () => Effect.Effect<StoreStatus, PersistenceError>
   /** The operation of a node key, whoever called or owns it. */
@@ -140,6 +174,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
   const operator = yield* OperatorRepository
   const operations = yield* OperationRepository
   const watches = yield* WatchRepository
+  const syncStates = yield* SyncStateRepository
   const { withTransaction } = yield* Transactor
   const readers = yield* WinnerReader
   const hasReader = readers.readWinner !== undefined || readers.readWinners !== undefined
@@ -206,6 +241,43 @@ export const makeOperatorMethods = Effect.gen(function*() {
       validated("listRelistRuns", relistFilterChecks(filter), () =>
         Effect.flatMap(cursorOf("listRelistRuns", filter.cursor, decodeRunCursor), (after) =>
           paged(filter.limit, (limit) => operator.listRelistRuns({ states: filter.states, limit, after }), encodeRunCursor))),
+
+    listSyncStates: (filter = {}) =>
+      validated("listSyncStates", syncStateFilterChecks(filter), () =>
+        Effect.flatMap(cursorOf("listSyncStates", filter.cursor, decodeSyncStateCursor), (after) =>
+          Effect.flatMap(Clock.currentTimeMillis, (at) =>
+            Effect.map(
+              paged(filter.limit, (limit) =>
+                operator.listSyncStates({
+                  connectorName: filter.connectorName,
+                  ownerDID: filter.ownerDID,
+                  lease: filter.lease,
+                  at,
+                  limit,
+                  after
+                }), encodeSyncStateCursor),
+              (page) => ({ items: page.items.map((row) => toOperatorSyncState(row, at)), nextCursor: page.nextCursor })
+            )))),
+
+    releaseSyncLeaseByOperator: (connectorName, ownerDID, options) =>
+      validated("releaseSyncLeaseByOperator", operatorReleaseChecks(connectorName, ownerDID, options), () => {
+        const key = { connectorName, ownerDID }
+        const identity = formatSyncStateKey(key)
+        return retryOnLostRace("releaseSyncLeaseByOperator", identity, withTransaction(Effect.gen(function*() {
+          const row = Option.getOrUndefined(yield* syncStates.lockRead(key))
+          if (row === undefined) {
+            return yield* new OperatorTargetNotFound({ method: "releaseSyncLeaseByOperator", what: "sync state", identity })
+          }
+          const now = yield* Clock.currentTimeMillis
+          const decision = decideOperatorReleaseSyncLease(row, now, { force: options?.force === true })
+          if (decision.outcome === "refused") {
+            return yield* new OperatorActionRefused({ method: "releaseSyncLeaseByOperator", identity, reason: decision.reason })
+          }
+          if (decision.outcome === "not-held") return { outcome: "not-held" as const, state: toOperatorSyncState(row, now) }
+          yield* requireWon(yield* syncStates.updateLease(decision.write.row, decision.write.expected))
+          return { outcome: "released" as const, was: decision.was, state: toOperatorSyncState(decision.write.row, now) }
+        })))
+      }),
 
     getStoreStatus: () => Effect.flatMap(Clock.currentTimeMillis, operator.status),
 

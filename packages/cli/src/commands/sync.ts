@@ -1,0 +1,95 @@
+import type { OperatorSyncState } from "@connector-store/core"
+import { Command, Options } from "@effect/cli"
+import { Clock, Effect, Option } from "effect"
+import { databaseOptions, json, paging } from "../options.js"
+import { withStore, withStoreReadOnly } from "../store.js"
+import { renderTable } from "../table.js"
+import { relativeTime } from "../time.js"
+import { output } from "../views.js"
+import { checkedLimit, nextPageHint } from "./lists.js"
+
+const iso = (ms: number | null): string | null => ms === null ? null : new Date(ms).toISOString()
+
+/** A sync state as the CLI's JSON shows it: the lease expiry as an ISO time. */
+export const syncStateJson = (row: OperatorSyncState) => ({
+  ...row,
+  state: { ...row.state, leaseExpiresAt: iso(row.state.leaseExpiresAt) }
+})
+
+/** The table of a page of sync states. */
+export const syncStatesTable = (rows: ReadonlyArray<OperatorSyncState>, now: number): string =>
+  renderTable(
+    ["CONNECTOR", "OWNER", "STATUS", "LEASE", "LEASE EXPIRES", "ENTITIES", "LAST SYNCED", "VERSION", "ERROR"],
+    rows.map((row) => [
+      row.connectorName,
+      row.ownerDID,
+      row.state.status,
+      row.lease,
+      relativeTime(row.state.leaseExpiresAt, now),
+      String(row.state.entityCount),
+      row.state.lastSyncedAt === "" ? "-" : row.state.lastSyncedAt,
+      String(row.state.version),
+      row.state.error ?? "-"
+    ])
+  )
+
+/** `sync list`: every sync state, by connector and owner, with where its lease stands. */
+export const syncListCommand = Command.make("list", {
+  ...databaseOptions,
+  json,
+  ...paging,
+  connector: Options.text("connector").pipe(Options.optional, Options.withDescription("Only sync states of this connector")),
+  owner: Options.text("owner").pipe(Options.optional, Options.withDescription("Only sync states of this owner DID")),
+  lease: Options.choice("lease", ["none", "held", "stale"]).pipe(
+    Options.optional,
+    Options.withDescription("Only sync states whose lease is in this state (stale: expired and never released)")
+  )
+}, (options) =>
+  Effect.gen(function*() {
+    const limit = yield* checkedLimit(options.limit)
+    const now = yield* Clock.currentTimeMillis
+    const page = yield* withStoreReadOnly(options, (store) =>
+      store.listSyncStates({
+        connectorName: Option.getOrUndefined(options.connector),
+        ownerDID: Option.getOrUndefined(options.owner),
+        lease: Option.getOrUndefined(options.lease),
+        limit,
+        cursor: Option.getOrUndefined(options.cursor)
+      }))
+    yield* output(
+      options.json,
+      () => ({ syncStates: page.items.map(syncStateJson), nextCursor: page.nextCursor }),
+      () => page.items.length === 0 ? "no sync states match" : syncStatesTable(page.items, now)
+    )
+    if (!options.json) yield* nextPageHint(page.nextCursor)
+  })).pipe(Command.withDescription("List sync states (every connector and owner) with where each lease stands"))
+
+/** `sync release`: clears the sync lease of a runner that is gone. */
+export const syncReleaseCommand = Command.make("release", {
+  ...databaseOptions,
+  json,
+  connector: Options.text("connector").pipe(Options.withDescription("The sync state's connector")),
+  owner: Options.text("owner").pipe(Options.withDescription("The sync state's owner DID")),
+  force: Options.boolean("force").pipe(
+    Options.withDescription("Release a live lease too: only when its runner is surely gone, or two runners may sync at once")
+  )
+}, (options) =>
+  Effect.gen(function*() {
+    const result = yield* withStore(options, (store) =>
+      store.releaseSyncLeaseByOperator(options.connector, options.owner, { force: options.force }))
+    const label = `${options.connector}/${options.owner}`
+    yield* output(
+      options.json,
+      () => ({ ...result, state: syncStateJson(result.state) }),
+      () =>
+        result.outcome === "released"
+          ? `released the ${result.was} sync lease of ${label}: the next claim takes it; its old holder's renewal reports lost`
+          : `sync state ${label} holds no lease; nothing changed`
+    )
+  })).pipe(Command.withDescription("Release a stuck sync lease (its runner gone): stale ones at once, live ones with --force"))
+
+/** `sync`: sync states and their leases. */
+export const syncCommand = Command.make("sync").pipe(
+  Command.withDescription("Sync states (list) and stuck sync leases (release)"),
+  Command.withSubcommands([syncListCommand, syncReleaseCommand])
+)
