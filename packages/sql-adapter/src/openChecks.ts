@@ -8,7 +8,8 @@ export const CONNECTION_OPTIONS = allOptionNames<SqlConnection>()([
   "tablePrefix",
   "maxConnections",
   "busyTimeoutMs",
-  "applicationName"
+  "applicationName",
+  "readOnly"
 ])
 
 /** The option names of `openConnectorStore`: the connection's, the clock's and the shared ones. */
@@ -18,6 +19,7 @@ export const OPEN_OPTIONS = allOptionNames<OpenConnectorStoreOptions>()([
   "maxConnections",
   "busyTimeoutMs",
   "applicationName",
+  "readOnly",
   "clock",
   ...COMMON_OPEN_OPTIONS
 ])
