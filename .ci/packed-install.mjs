@@ -100,7 +100,7 @@ const installLinesOf = (document) => {
  */
 const npmInstall = (words, cwd, flags) => {
   const started = Date.now()
-  const args = ["install", ...words, "--no-audit", "--no-fund", "--prefer-offline", ...flags]
+  const args = ["install", ...words, "--no-audit", "--no-fund", ...flags]
   const result = spawnSync("npm", args, { cwd, encoding: "utf8" })
   const said = `${result.stdout}${result.stderr}`
   console.log(`$ npm ${args.join(" ")}  (${((Date.now() - started) / 1000).toFixed(1)} s)`)
@@ -202,6 +202,7 @@ packedInstall: try {
       const dir = join(work, `line-${index}`)
       writeApp(dir)
       console.log(`\n${line.document}: ${line.line}`)
+      // Not --prefer-offline: the registry's newest versions as of now, which a stale cache would hide.
       npmInstall(wordsOf(line), dir, ["--package-lock-only"])
       const effects = effectsOf(dir)
       if (effects.size > 1 || [...effects].some((version) => !version.startsWith("3."))) {
@@ -240,12 +241,12 @@ packedInstall: try {
   const scripts = installScripts ? [] : ["--ignore-scripts"]
   if (olderEffect === undefined) {
     // Every line, one after the other, in one app: what a user who follows several of them ends up with.
-    npmInstall([], app, ["--loglevel=warn", ...scripts])
-    for (const line of installLines) npmInstall(wordsOf(line), app, ["--loglevel=warn", ...scripts])
+    npmInstall([], app, ["--prefer-offline", "--loglevel=warn", ...scripts])
+    for (const line of installLines) npmInstall(wordsOf(line), app, ["--prefer-offline", "--loglevel=warn", ...scripts])
   } else {
     // Probing an effect outside the declared peer range is the point of --effect.
     npmInstall(Object.entries(dependencies).map(([name, spec]) => spec.startsWith("file:") ? spec.slice("file:".length) : `${name}@${spec}`), app,
-      ["--loglevel=error", "--legacy-peer-deps", ...scripts])
+      ["--prefer-offline", "--loglevel=error", "--legacy-peer-deps", ...scripts])
   }
   const native = "node_modules/better-sqlite3/build/Release/better_sqlite3.node"
   if (!installScripts && existsSync(join(app, "node_modules/better-sqlite3"))) {
