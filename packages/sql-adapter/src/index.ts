@@ -1,3 +1,8 @@
+/**
+ * SQLite and Postgres adapter of connector-store's repository port, on @effect/sql.
+ *
+ * @module @connector-store/sql-adapter
+ */
 export * from "./Tables.js"
 export * from "./migrations.js"
 export * from "./SqlTransactor.js"
