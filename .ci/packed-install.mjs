@@ -302,6 +302,9 @@ packedInstall: try {
         "--processes", "1", "--seed", "1", "--json", "--database", join(work, "simulate.sqlite")], app)
       if (JSON.parse(simulated).ok !== true) fail(`connector-store simulate reported a failed invariant:\n${simulated}`)
       console.log("connector-store simulate: ok")
+      // The packages README's line: npx finds the installed bin and never asks the registry.
+      const help = run("npx", ["--no-install", "connector-store", "--help"], app, { ...process.env, NO_COLOR: "1" })
+      if (!help.includes("connector-store")) fail(`npx --no-install connector-store --help printed:\n${help}`)
     }
   }
   console.log(`packed install ok: ${published.map(({ manifest }) => manifest.name).join(", ")}` +
