@@ -1,15 +1,23 @@
 #!/usr/bin/env node
 // The packages as a user gets them: packs every published workspace package
-// (each builds on prepack), checks what each tarball ships, installs the
-// tarballs with their peer dependencies into a fresh app outside the repo,
-// type-checks the app with strict TypeScript (NodeNext,
-// exactOptionalPropertyTypes) and runs it on memory, SQLite and Postgres
-// through the Promise and the Effect APIs. The temporary app (and its
-// Postgres database) is removed at the end, also on failure.
+// (each builds on prepack), checks what each tarball ships, then takes every
+// `npm install` line of the package READMEs and of the docs that recommend
+// one (```sh blocks) as it is written and resolves each in a fresh app: no
+// ERESOLVE, no "overriding peer" warning, one effect of the 3.x line. It
+// then runs all those lines, one after the other, in one more fresh app,
+// type-checks it with strict TypeScript (NodeNext,
+// exactOptionalPropertyTypes, skipLibCheck off, so every shipped .d.ts must
+// compile with what the lines install) and runs it on memory, SQLite and
+// Postgres through the Promise and the Effect APIs, and the installed CLI.
+// A line's `@connector-store/<name>` is the packed tarball (with the tarballs
+// of the connector-store packages it depends on, which would come from the
+// registry). The temporary apps (and the Postgres database) are removed at
+// the end, also on failure.
 //
 //   node .ci/packed-install.mjs                    # the workspace's versions
 //   node .ci/packed-install.mjs --effect 3.19.0    # core + memory-adapter on an older effect
 //   node .ci/packed-install.mjs --install-scripts  # build better-sqlite3 as npm would (see below)
+//   node .ci/packed-install.mjs --lines-only       # only resolve each install line in a fresh app
 //
 // Without --install-scripts the app is installed with --ignore-scripts and
 // gets the workspace's own better-sqlite3 binary (same version, same Node),
@@ -18,7 +26,7 @@
 //
 // Postgres: CONNECTOR_STORE_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres);
 // skipped with a warning when it does not answer, an error with CONNECTOR_STORE_REQUIRE_PG=1.
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
@@ -29,6 +37,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const effectAt = process.argv.indexOf("--effect")
 const olderEffect = effectAt > 0 ? process.argv[effectAt + 1] : undefined
 const installScripts = process.argv.includes("--install-scripts")
+const linesOnly = process.argv.includes("--lines-only")
 const pgAdminUrl = process.env.CONNECTOR_STORE_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const pgRequired = process.env.CONNECTOR_STORE_REQUIRE_PG === "1"
 
@@ -71,6 +80,41 @@ const checkMaps = (packageDir) => {
   }
 }
 
+/** Every `npm install` line of the ```sh blocks of `document`, its words (a trailing `# comment` dropped). */
+const installLinesOf = (document) => {
+  const lines = []
+  let inShell = false
+  for (const line of readFileSync(join(root, document), "utf8").split("\n")) {
+    if (/^```/.test(line)) inShell = !inShell && /^```sh\s*$/.test(line)
+    else if (inShell && line.startsWith("npm install ")) {
+      lines.push({ document, line, words: line.replace(/\s#.*$/, "").trim().split(/\s+/).slice(2) })
+    }
+  }
+  return lines
+}
+
+/**
+ * Runs `npm install <words>` in `cwd`, printing what npm said; fails on an
+ * ERESOLVE error or warning (an "overriding peer" warning included): a user
+ * copying the line must get a tree whose peers all agree.
+ */
+const npmInstall = (words, cwd, flags) => {
+  const started = Date.now()
+  const args = ["install", ...words, "--no-audit", "--no-fund", ...flags]
+  const result = spawnSync("npm", args, { cwd, encoding: "utf8" })
+  const said = `${result.stdout}${result.stderr}`
+  console.log(`$ npm ${args.join(" ")}  (${((Date.now() - started) / 1000).toFixed(1)} s)`)
+  if (said.trim() !== "") process.stdout.write(said.replace(/^/gm, "    "))
+  if (result.status !== 0) fail(`npm install failed in ${cwd}`)
+  if (/ERESOLVE|overriding peer/i.test(said)) fail(`npm install reported a peer conflict in ${cwd}`)
+}
+
+/** The versions of effect in the lockfile of `app`. */
+const effectsOf = (app) => {
+  const lock = readJson(join(app, "package-lock.json"))
+  return new Set(Object.entries(lock.packages).filter(([path]) => /(^|\/)node_modules\/effect$/.test(path)).map(([, entry]) => entry.version))
+}
+
 const pgProbe = async () => {
   const client = new pg.Client({ connectionString: pgAdminUrl, connectionTimeoutMillis: 3_000 })
   try {
@@ -95,7 +139,7 @@ const withAdmin = async (use) => {
 const work = mkdtempSync(join(tmpdir(), "connector-store-packed-"))
 const database = `cs_packed_${process.pid}`
 let databaseCreated = false
-try {
+packedInstall: try {
   const tarballs = join(work, "tarballs")
   mkdirSync(tarballs)
   const dependencies = {}
@@ -109,17 +153,75 @@ try {
     }
   }
 
+  const documents = [
+    ...published.map(({ dir }) => join(dir.slice(root.length + 1), "README.md")),
+    "docs/testing-with-the-memory-adapter.md",
+    "docs/observability.md"
+  ]
+  // On an older effect (outside the lines' pins) the app gets the packages and their peers instead.
+  const installLines = olderEffect === undefined ? documents.flatMap(installLinesOf) : []
+  for (const { document, words } of installLines) {
+    // A pinned word is the line the tests run on: `effect@3.22` for the root's effect 3.22.4.
+    for (const word of words) {
+      const [, name, version] = /^(@?[^@]+)@(.+)$/.exec(word) ?? []
+      if (name === undefined || pinned[name] === undefined) continue
+      if (pinned[name] !== version && !pinned[name].startsWith(`${version}.`)) fail(`${document} installs ${word}, the workspace tests ${name} ${pinned[name]}`)
+    }
+  }
+  // The core comes with an adapter; its README's lines install the adapters.
+  for (const { manifest } of olderEffect === undefined ? published.filter(({ manifest }) => manifest.name !== "@connector-store/core") : []) {
+    const own = installLines.filter(({ document, words }) => document.startsWith("packages/") && words.includes(manifest.name))
+    if (own.length === 0) fail(`no package README has an npm install line for ${manifest.name}`)
+    // Each line names the package's Effect peers with a version: left to npm, `effect` would be the newest, 4.x.
+    for (const { document, words } of own) {
+      for (const peer of Object.keys(manifest.peerDependencies ?? {}).filter((name) => name === "effect" || name.startsWith("@effect/"))) {
+        if (!words.some((word) => word.startsWith(`${peer}@`))) fail(`${document}'s install line of ${manifest.name} does not pin its peer ${peer}`)
+      }
+    }
+  }
+  const internal = new Map(published.map(({ manifest }) => [manifest.name, manifest]))
+  /** A line's words with each connector-store package replaced by its tarball, and the tarballs it depends on added. */
+  const wordsOf = ({ words }) => {
+    const needed = new Set()
+    const add = (name) => {
+      if (needed.has(name)) return
+      needed.add(name)
+      for (const dependency of Object.keys(internal.get(name).dependencies ?? {})) if (internal.has(dependency)) add(dependency)
+    }
+    for (const word of words) if (internal.has(word)) add(word)
+    return [...words.filter((word) => !internal.has(word)), ...[...needed].map((name) => dependencies[name].slice("file:".length))]
+  }
+
+  const writeApp = (dir, extra = {}) => {
+    mkdirSync(join(dir, "src"), { recursive: true })
+    writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "connector-store-packed-app", private: true, type: "module", ...extra }, null, 2))
+  }
+  if (olderEffect === undefined) {
+    // Each line alone, in a fresh app, as a user copies it: the tree npm resolves (no download needed to resolve it).
+    installLines.forEach((line, index) => {
+      const dir = join(work, `line-${index}`)
+      writeApp(dir)
+      console.log(`\n${line.document}: ${line.line}`)
+      // Not --prefer-offline: the registry's newest versions as of now, which a stale cache would hide.
+      npmInstall(wordsOf(line), dir, ["--package-lock-only"])
+      const effects = effectsOf(dir)
+      if (effects.size > 1 || [...effects].some((version) => !version.startsWith("3."))) {
+        fail(`${line.document}'s line resolves effect ${[...effects].join(", ")}: one copy of the 3.x line expected`)
+      }
+    })
+  }
+
+  if (linesOnly) {
+    console.log(`packed install: every install line resolves (${installLines.length} lines)`)
+    break packedInstall
+  }
+
   const app = join(work, "app")
-  mkdirSync(join(app, "src"), { recursive: true })
-  writeFileSync(join(app, "package.json"), JSON.stringify({
-    name: "connector-store-packed-app",
-    private: true,
-    type: "module",
-    dependencies,
-    // The native SQLite driver at the workspace's version (13 crashes on Node 20).
+  writeApp(app, {
+    // The native SQLite driver at the workspace's version, whose binary is copied below (13 crashes on Node 20).
     overrides: { "better-sqlite3": pinned["better-sqlite3"] },
     devDependencies: { typescript: pinned.typescript, "@types/node": pinned["@types/node"] }
-  }, null, 2))
+  })
   const compilerOptions = {
     target: "ES2022",
     module: "NodeNext",
@@ -130,15 +232,22 @@ try {
     exactOptionalPropertyTypes: true,
     noUncheckedIndexedAccess: true,
     verbatimModuleSyntax: true,
-    skipLibCheck: true
+    skipLibCheck: false
   }
   const programs = olderEffect === undefined ? ["cycle.ts", "memory.ts", "sql.ts"] : ["cycle.ts", "memory.ts"]
   for (const file of programs) cpSync(join(root, "test/packaging/app", file), join(app, "src", file))
   writeFileSync(join(app, "tsconfig.json"), JSON.stringify({ compilerOptions: { ...compilerOptions, rootDir: "src", outDir: "dist" }, include: ["src"] }))
 
-  run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", ...(installScripts ? [] : ["--ignore-scripts"]),
+  const scripts = installScripts ? [] : ["--ignore-scripts"]
+  if (olderEffect === undefined) {
+    // Every line, one after the other, in one app: what a user who follows several of them ends up with.
+    npmInstall([], app, ["--prefer-offline", "--loglevel=warn", ...scripts])
+    for (const line of installLines) npmInstall(wordsOf(line), app, ["--prefer-offline", "--loglevel=warn", ...scripts])
+  } else {
     // Probing an effect outside the declared peer range is the point of --effect.
-    ...(olderEffect === undefined ? [] : ["--legacy-peer-deps"])], app)
+    npmInstall(Object.entries(dependencies).map(([name, spec]) => spec.startsWith("file:") ? spec.slice("file:".length) : `${name}@${spec}`), app,
+      ["--prefer-offline", "--loglevel=error", "--legacy-peer-deps", ...scripts])
+  }
   const native = "node_modules/better-sqlite3/build/Release/better_sqlite3.node"
   if (!installScripts && existsSync(join(app, "node_modules/better-sqlite3"))) {
     const version = (dir) => readJson(join(dir, "node_modules/better-sqlite3/package.json")).version
@@ -193,6 +302,9 @@ try {
         "--processes", "1", "--seed", "1", "--json", "--database", join(work, "simulate.sqlite")], app)
       if (JSON.parse(simulated).ok !== true) fail(`connector-store simulate reported a failed invariant:\n${simulated}`)
       console.log("connector-store simulate: ok")
+      // The packages README's line: npx finds the installed bin and never asks the registry.
+      const help = run("npx", ["--no-install", "connector-store", "--help"], app, { ...process.env, NO_COLOR: "1" })
+      if (!help.includes("connector-store")) fail(`npx --no-install connector-store --help printed:\n${help}`)
     }
   }
   console.log(`packed install ok: ${published.map(({ manifest }) => manifest.name).join(", ")}` +

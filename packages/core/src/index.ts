@@ -1,3 +1,8 @@
+/**
+ * Pure transitions, ports and the CAS-driven service of connector-store.
+ *
+ * @module @connector-store/core
+ */
 export * from "./errors.js"
 export * from "./validation.js"
 export * from "./watch/ProjectionWatch.js"

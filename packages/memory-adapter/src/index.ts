@@ -1,3 +1,8 @@
+/**
+ * In-memory adapter of connector-store's repository port, for unit tests.
+ *
+ * @module @connector-store/memory-adapter
+ */
 export * from "./MemoryDatabase.js"
 export * from "./MemoryWatchRepository.js"
 export * from "./MemoryOperationRepository.js"

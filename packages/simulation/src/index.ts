@@ -1,3 +1,8 @@
+/**
+ * A connector simulation: concurrent runners, a flaky fake provider and injected crashes against a real store, ending with an invariant check.
+ *
+ * @module @connector-store/simulation
+ */
 export * from "./simulation.js"
 export * from "./clock.js"
 export * from "./report.js"

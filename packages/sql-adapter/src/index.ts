@@ -1,3 +1,13 @@
+/**
+ * SQLite and Postgres adapter of connector-store's repository port, on @effect/sql.
+ *
+ * @module @connector-store/sql-adapter
+ */
+import { ConnectorStore, type InvalidInput, type PersistenceError, WinnerReader, type WinnerReaders } from "@connector-store/core"
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Layer } from "effect"
+import { layerPorts, type SqlPorts } from "./SqlStore.js"
+import { Tables } from "./Tables.js"
 export * from "./Tables.js"
 export * from "./migrations.js"
 export * from "./SqlTransactor.js"
@@ -14,3 +24,23 @@ export * from "./openChecks.js"
 export * from "./databaseUrl.js"
 export * from "./schemaCheck.js"
 export * as SqliteConnection from "./SqliteConnection.js"
+
+/**
+ * The whole store on the app's own `SqlClient` (a `PgClient` of
+ * `@effect/sql-pg`, the stock `SqliteClient` of `@effect/sql-sqlite-node`,
+ * or the project's), for the Effect API: the schema is migrated when the
+ * layer builds, then `ConnectorStore` and the ports run every statement on
+ * that client. Inside the app's `sql.withTransaction(…)` a store call joins
+ * the app's transaction (a savepoint of it), so a document write and the
+ * operation it claims commit together or not at all. The app keeps owning
+ * the client: closing the store's layer does not close it.
+ */
+export const layerOnClient = (
+  readers: WinnerReaders = {},
+  options: { readonly tablePrefix?: string | undefined } = {}
+): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader, PersistenceError | InvalidInput, SqlClient> =>
+  ConnectorStore.layer.pipe(
+    Layer.provideMerge(layerPorts),
+    Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
+    Layer.provideMerge(Tables.layer(options.tablePrefix))
+  )

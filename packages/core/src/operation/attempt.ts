@@ -67,8 +67,11 @@ export type FailureKind = "retryable" | "permanent" | "unknown" | DeferReason
 
 /** A failed attempt, reported by its lease holder. */
 export interface AttemptFailure {
+  /** The token of the claim's lease (`claim.lease.token`). */
   readonly leaseToken: string
+  /** What the provider call ran into (see `FailureKind`); `unknown` when it cannot be told. */
   readonly kind: FailureKind
+  /** The provider's HTTP status, if it answered. */
   readonly httpStatus?: number | null | undefined
   /**
    * `retryable` / `permanent`: whether the answer proves the provider did

@@ -8,18 +8,34 @@ import { type ReissueIntent, safeReissue, type SafeReissue } from "./reissue.js"
 
 /** What a runner claims: the operation it is about to drive, keyed by the caller's idempotency key. */
 export interface ClaimOperationInput extends OperationKey {
+  /** The DID of the user whose data this is. */
   readonly ownerDID: string
+  /** The connector (provider integration) that makes the write, e.g. `gcal`. */
   readonly connectorName: string
+  /** The kind of entity at the provider, e.g. `Event`. */
   readonly model: string
+  /** `create` or `update`: the provider call this operation makes. */
   readonly op: OperationOp
+  /** The provider account the write goes through (the user's login there, e.g. an email address). */
   readonly accountKey: string
-  /** Where the provider write goes (a calendar, a project, …). */
+  /** Where at the provider the write goes: the container of the entity (a calendar, a project, a list, …). */
   readonly target: string
   /** The provider entity an update targets; a create learns its id on commit. */
   readonly sourceID?: string | null | undefined
+  /**
+   * The id the local side gives this entity, stable across every retry of
+   * the write (a create's client-chosen id, sent to providers that accept
+   * one, so a re-sent create cannot make a second entity).
+   */
   readonly deterministicEventID: string
-  /** A digest of everything the write sends; a replay must bring the same one. */
+  /** A digest of everything the write sends; a replay of the key must bring the same one (`IdempotencyConflict` otherwise). */
   readonly payloadHash: string
+  /**
+   * How the write may be sent again once a request may have landed:
+   * `conditional-update` (re-send with `If-Match: ifMatch`), `deterministic-create`
+   * (re-send the create under the provider id `providerID`) or `reconcile`
+   * (never re-send: look the entity up). Handed back as `claim.reissue`.
+   */
   readonly reissueIntent: ReissueIntent
   /** The provider etag the edit is based on, if any. */
   readonly providerEtag?: string | null | undefined
@@ -31,8 +47,11 @@ export interface ClaimOperationInput extends OperationKey {
 
 /** The random values a claim may use, drawn outside the pure decision. */
 export interface FreshClaimValues {
+  /** The public id a new key's row gets. */
   readonly nodeKey: string
+  /** The new run's id. */
   readonly incarnation: string
+  /** The new lease's token. */
   readonly leaseToken: string
 }
 

@@ -8,7 +8,9 @@ import type { ConnectorOperation } from "./ConnectorOperation.js"
  * stored version is still the one it read.
  */
 export interface OperationDecision<R> {
+  /** What the method answers. */
   readonly result: R
+  /** The row to write (`version + 1`), or undefined when nothing changes. */
   readonly next: ConnectorOperation | undefined
 }
 

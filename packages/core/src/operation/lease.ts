@@ -4,7 +4,9 @@ import { bumpOperation, changed, type OperationDecision, unchanged } from "./dec
 
 /** The drive lease a runner holds: its fencing token and when it lapses. */
 export interface Lease {
+  /** What every later call of this run passes as `leaseToken`. */
   readonly token: string
+  /** When the lease ends, on the store's clock; renew it before then for a long call. */
   readonly expiresAt: Millis
 }
 
@@ -15,7 +17,9 @@ export interface Lease {
  * or null when it is gone.
  */
 export interface LeaseLost {
+  /** Another runner holds the operation, or it ended otherwise: stop driving it. */
   readonly outcome: "lease-lost"
+  /** The row as it is now, or null when there is none. */
   readonly operation: ConnectorOperation | null
 }
 

@@ -12,8 +12,11 @@ export type Jitter = "full" | "equal" | "none"
 
 /** Exponential backoff: the ceiling doubles per spent attempt, from `baseDelayMs` up to `maxDelayMs`. */
 export interface BackoffPolicy {
+  /** The first retry's ceiling, in ms (default 1 s). */
   readonly baseDelayMs: number
+  /** The largest ceiling, in ms (default 5 min); at least `baseDelayMs`. */
   readonly maxDelayMs: number
+  /** Where in `[0, ceiling)` a delay is drawn: `equal` (the upper half, default), `full` (all of it) or `none` (the ceiling). */
   readonly jitter: Jitter
 }
 
@@ -23,6 +26,7 @@ export interface OperationPolicySettings {
   readonly leaseMs: number
   /** Provider requests an operation may start; the one that would exceed it is never started. */
   readonly maxAttempts: number
+  /** The retry delays after a spent attempt: `{ baseDelayMs, maxDelayMs, jitter }`. */
   readonly backoff: BackoffPolicy
   /** How far an offline or auth deferral pushes the next attempt when the runner names no time. */
   readonly deferMs: number
@@ -61,11 +65,18 @@ export class OperationPolicy extends Context.Reference<OperationPolicy>()("@conn
     )
 }
 
-/** A partial policy over the defaults (for options objects). */
+/**
+ * A partial policy over the defaults (for options objects), e.g.
+ * `{ maxAttempts: 5, backoff: { baseDelayMs: 500, maxDelayMs: 60_000 } }`.
+ */
 export interface OperationPolicyOverrides {
+  /** How long a claim's lease lasts, in ms (default 30 s). */
   readonly leaseMs?: number | undefined
+  /** Provider requests an operation may start (default 8). */
   readonly maxAttempts?: number | undefined
+  /** The backoff, nested: `{ baseDelayMs, maxDelayMs, jitter }`, each optional. */
   readonly backoff?: Partial<BackoffPolicy> | undefined
+  /** How far an offline or auth deferral pushes the next attempt when the runner names no time, in ms (default 15 min). */
   readonly deferMs?: number | undefined
 }
 

@@ -9,17 +9,25 @@ export const isVisibleTo = (row: ConnectorOperation, viewerDID: string): boolean
 
 /** A position in the newest-first order of operations: the last row of a page. */
 export interface TrackedPosition {
+  /** The row's `createdAt`. */
   readonly createdAt: Millis
+  /** The row's `callerDID`. */
   readonly callerDID: string
+  /** The row's `operationID`. */
   readonly operationID: string
 }
 
 /** A page request, as the repository sees it (the cursor already decoded). */
 export interface TrackedQuery {
+  /** The viewer's DID: only operations it may see (its own, as owner or caller). */
   readonly visibleTo: string
+  /** Only operations of these local documents. */
   readonly documentIDs?: ReadonlyArray<string> | undefined
+  /** Only operations in these states. */
   readonly states?: ReadonlyArray<OperationState> | undefined
+  /** Only operations of this connector. */
   readonly connectorName?: string | undefined
+  /** The page size. */
   readonly limit: number
   /** Only rows strictly older than this position. */
   readonly after?: TrackedPosition | undefined

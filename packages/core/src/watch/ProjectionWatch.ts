@@ -12,10 +12,15 @@ export type DeferReason = "offline" | "auth"
 
 /** The primary key of a projection watch. */
 export interface WatchIdentity {
+  /** The DID of the user whose data this is. */
   readonly ownerDID: string
+  /** The connector (provider integration), e.g. `gcal`. */
   readonly connectorName: string
+  /** The kind of entity at the provider, e.g. `Event`. */
   readonly model: string
+  /** The provider account (the user's login there, e.g. an email address). */
   readonly accountKey: string
+  /** The provider entity's id. */
   readonly sourceID: string
 }
 
@@ -25,20 +30,33 @@ export interface WatchIdentity {
  * provider, and repairs it if not. Every write bumps `version`.
  */
 export interface ProjectionWatch extends WatchIdentity {
+  /** The local document the provider entity projects into. */
   readonly documentID: string
   /** The winner digest last proved equal to the provider's state. */
   readonly verifiedStateDigest: Digest | null
   /** The winner digest the current generation was opened (or given up) against. */
   readonly observedWinnerDigest: Digest | null
+  /** `pending_verification` (a verifier has work), `verified` or `repair_failed` (given up; an operator's look). */
   readonly verificationStatus: VerificationStatus
+  /** Verification attempts spent on the current generation. */
   readonly verificationAttempts: number
+  /**
+   * Bumped each time the watch is (re)opened against a new winner: the
+   * `generation` a verifier claims, defers and reports with, so a result for
+   * an older state changes nothing.
+   */
   readonly repairGeneration: number
+  /** When the next verification is due; null when none is (verified, given up). */
   readonly nextAttemptAt: Millis | null
   /** Until when a verifier holds the current attempt. */
   readonly claimedUntil: Millis | null
+  /** Why the next attempt was pushed out (`offline`, `auth`), if it was. */
   readonly deferReason: DeferReason | null
+  /** The row's optimistic-concurrency version, bumped by every write. */
   readonly version: number
+  /** When the row was created, on the store's clock. */
   readonly createdAt: Millis
+  /** When the row was last written, on the store's clock. */
   readonly updatedAt: Millis
 }
 

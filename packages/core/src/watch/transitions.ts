@@ -7,7 +7,9 @@ import type { DeferReason, Digest, Millis, ProjectionWatch } from "./ProjectionW
  * the one it read.
  */
 export interface Decision<O extends string> {
+  /** What the transition did. */
   readonly outcome: O
+  /** The row to write (`version + 1`), or undefined when nothing changes. */
   readonly next: ProjectionWatch | undefined
 }
 
@@ -33,6 +35,7 @@ export type ArmOutcome = "noop" | "opened" | "coalesced"
 
 /** The inputs of an arm. */
 export interface ArmInput {
+  /** `ingress` (a sync pulled a change of the entity) or `manual` (an operator or the app asks for a check). */
   readonly reason: "ingress" | "manual"
   /** When the (re)opened or coalesced attempt falls due. */
   readonly dueAt: Millis
@@ -92,6 +95,7 @@ export type ClaimOutcome = "claimed" | "not-claimable"
 
 /** The inputs of a claim. */
 export interface ClaimInput {
+  /** The watch's `repairGeneration` as the due sweep listed it: a claim of an older generation is refused. */
   readonly generation: number
   /** The claim's expiry. */
   readonly until: Millis
@@ -127,10 +131,13 @@ export type DeferOutcome = "deferred" | "not-holder"
 
 /** The inputs of a deferral. */
 export interface DeferInput {
+  /** The watch's `repairGeneration` the claim was made for. */
   readonly generation: number
   /** The claim the caller holds (the `until` it claimed with). */
   readonly claimedUntil: Millis
+  /** When the attempt falls due again, on the store's clock. */
   readonly nextAttemptAt: Millis
+  /** Why (`offline`, `auth`): a reason that lapses on its own (a resume brings the attempt back). */
   readonly reason?: DeferReason | null | undefined
 }
 
@@ -158,6 +165,7 @@ export type VerificationOutcome = "verified" | "pending" | "repair_failed" | "st
 
 /** The inputs of a verification result. */
 export interface VerificationInput {
+  /** The watch's `repairGeneration` the verifier claimed: a result for another generation is `stale-generation`. */
   readonly generation: number
   /** The claim the verifier held, if it claimed. */
   readonly claimedUntil?: Millis | null | undefined
