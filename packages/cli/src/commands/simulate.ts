@@ -16,7 +16,7 @@ const simulateOptions = {
   ),
   seed: Options.text("seed").pipe(
     Options.optional,
-    Options.withDescription("Same seed, same provider behaviour (default: random, printed)")
+    Options.withDescription("Same seed, same run and report in one process (default: random, printed)")
   ),
   operations: count("operations", "Write-backs to run (default 120)"),
   runners: count("runners", "Concurrent runners (default 4)"),
