@@ -319,14 +319,19 @@ export const clockActor = (world: World, actor: string, steps: ReadonlyArray<num
 export const retention = (world: World, actor: string, rounds: number) => async () => {
   const { store, il, know } = world
   for (let r = 0; r < rounds; r++) {
-    await il.point(actor, "read rows before collecting")
-    const before = await allOperations(store)
-    for (const row of before) observe(know, row)
     const params = { before: world.clock.now, limit: 10 }
     const call = `collect #${r + 1} (before ${params.before - START})`
-    await il.call(actor, call, () => store.collectFinishedOperations(params))
-    const after = await allOperations(store)
-    know.violations.push(...judgeRetention(`${actor} ${call}`, before, after, know, params, world.clock.now))
+    let before: ReadonlyArray<ConnectorOperation> = []
+    let after: ReadonlyArray<ConnectorOperation> = []
+    // The rows are read right around the call, with no scheduling point between.
+    await il.call(actor, call, async () => {
+      before = await allOperations(store)
+      const collected = await store.collectFinishedOperations(params)
+      after = await allOperations(store)
+      for (const row of before) observe(know, row)
+      know.violations.push(...judgeRetention(`${actor} ${call}`, before, after, know, params, world.clock.now))
+      return collected
+    })
     for (const row of after) observe(know, row)
   }
 }
