@@ -343,7 +343,8 @@ export const retention = (world: World, actor: string, rounds: number) => async 
  * moment it happens: the provider must have no entity written from that
  * document, and no write-back of it may have committed since the run
  * started. With `applierConfirms`, the applier looks before deleting (the
- * candidate's source gone and no entity of the document left).
+ * candidate's source gone, no entity of the document left, no write-back of
+ * it committed since the run started) and deletes under that check.
  */
 export const relist = (world: World, actor: string, pageSize: number) => async () => {
   const { store, il, provider, know } = world
@@ -386,10 +387,15 @@ export const relist = (world: World, actor: string, pageSize: number) => async (
       }
     }
     await il.point(actor, `delete document ${c.documentID}`)
+    const writtenSince = (know.lastCommit.get(c.documentID) ?? 0) > (know.runStarted.get(runID) ?? Infinity)
+    if (world.applierConfirms && (provider.liveDocuments().has(c.documentID) || writtenSince)) {
+      // The confirming applier deletes under its own check: a write that landed since it looked stops it.
+      await il.call(actor, `keep ${c.sourceID}`, () => store.recordSweepOutcome(ref, "keep"))
+      continue
+    }
     const doc = world.documents.get(c.documentID)
     const liveAt = [...provider.entities.values()].filter((e) => e.documentID === c.documentID).map((e) => e.id)
-    const committedSince = (know.lastCommit.get(c.documentID) ?? 0) > (know.runStarted.get(runID) ?? Infinity)
-    if (liveAt.length > 0 || committedSince) {
+    if (liveAt.length > 0 || writtenSince) {
       know.violations.push({
         invariant: "relist-deletes-only-dead-documents",
         detail: `${actor} applied delete_local of ${c.documentID} (candidate ${c.sourceID} of run ${runID.slice(0, 8)}) while ` +

@@ -12,18 +12,18 @@ import { REQUEST_FATES, type RequestFate } from "./provider.js"
  */
 export const KNOWN_VIOLATIONS_AWAITING_FIX: ReadonlyArray<KnownViolation> = [
   "relist-deletes-a-live-document",
-  "give-up-swallows-a-coalesced-ingress"
+  "give-up-swallows-a-later-winner"
 ]
 
 /** The defects the suite may be told to scope around. */
-export type KnownViolation = "relist-deletes-a-live-document" | "give-up-swallows-a-coalesced-ingress"
+export type KnownViolation = "relist-deletes-a-live-document" | "give-up-swallows-a-later-winner"
 
 /** The configuration knobs a list of known violations turns on. */
 export const scopingFor = (known: ReadonlyArray<KnownViolation>) => ({
   /** The relist applier looks at the provider before deleting (hides stale and clock-ordered candidates). */
   applierConfirms: known.includes("relist-deletes-a-live-document"),
-  /** The verifier defers instead of recording a stale fetch (hides the give-up of a coalesced generation). */
-  verifierRechecksWinner: known.includes("give-up-swallows-a-coalesced-ingress")
+  /** The verifier defers instead of recording a stale fetch (hides a give-up that records a winner which moved after the claim). */
+  verifierRechecksWinner: known.includes("give-up-swallows-a-later-winner")
 })
 
 /** The configurations the suite runs, by what they stress. */
@@ -116,6 +116,18 @@ export const configArbitrary = (options: ConfigOptions): fc.Arbitrary<ScheduleCo
       ...scopingFor(options.known ?? KNOWN_VIOLATIONS_AWAITING_FIX)
     }))
   )
+
+/**
+ * The replay of one failure, from `CONNECTOR_STORE_INTERLEAVING_SEED` and
+ * `CONNECTOR_STORE_INTERLEAVING_PATH` (as fast-check printed them), or
+ * nothing when they are not set.
+ */
+export const replayParameters = (): { readonly seed: number; readonly path?: string; readonly endOnFailure: true } | Record<string, never> => {
+  const seed = Number(process.env.CONNECTOR_STORE_INTERLEAVING_SEED)
+  if (!Number.isInteger(seed)) return {}
+  const path = process.env.CONNECTOR_STORE_INTERLEAVING_PATH
+  return path === undefined || path === "" ? { seed, endOnFailure: true } : { seed, path, endOnFailure: true }
+}
 
 /** Runs per configuration: `CONNECTOR_STORE_INTERLEAVING_RUNS`, else the CI default. */
 export const interleavingRuns = (ciDefault: number): number => {
