@@ -77,9 +77,16 @@ export const drive = async (world: World, actor: string, input: ClaimOperationIn
   const k = keyOf(key)
   const claim = await il.call(actor, `claim ${k}`, () => store.claimOperation(input))
   know.knownKeys.add(k)
+  if (claim.outcome === "claimed" && claim.created && know.collected.has(k)) {
+    // A key replayed after retention collected its row is outside its idempotency window: it starts over as a new key.
+    know.collected.delete(k)
+    know.latestRow.delete(k)
+    know.replayedAfterRetention.add(k)
+    il.note(`${k} replayed after retention collected it: a new operation (outside its idempotency window)`)
+  }
   observe(know, claim.operation)
   if (claim.outcome !== "claimed") return claim.outcome
-  if (claim.reissue === null && provider.possiblyLanded(k)) {
+  if (claim.reissue === null && provider.possiblyLanded(k) && !know.replayedAfterRetention.has(k)) {
     know.violations.push({
       invariant: "no-blind-claim",
       detail: `${actor}'s claim of ${k} answered reissue: null, but an earlier request of it ${

@@ -5,7 +5,7 @@ import { generationKey, type Knowledge, keyOf, type Violation } from "./world.js
 /** What every invariant says, for reports and docs. */
 export const INVARIANTS = {
   "no-blind-claim": "a claim granted after a request of the key applied (or while one may still arrive) carries a reissue",
-  "no-double-apply": "the provider applied no key's write twice, except where a sanctioned reissue was one of them",
+  "no-double-apply": "the provider applied no key's write twice, except where a sanctioned reissue was one of them (a key replayed after retention collected its row starts over)",
   "nothing-lost": "every key a claim answered for, or that reached the provider, has its row, unless retention removed it by the keep rule",
   "nothing-stuck": "after recovery (leases lapsed, everything due driven) no operation is attempted and no watch pending; before it, the due sweep lists every lapsed attempted row",
   "retention-keeps": "retention deletes only rows the keep rule lets go, and never a row last seen attempted or awaiting settlement",
@@ -101,7 +101,7 @@ export const judgeEnd = ({ ledger, rows, watches, missedBySweep, know }: EndStat
     if (entry.request.reissue === null) plainApplied.set(k, [...(plainApplied.get(k) ?? []), entry])
   }
   for (const [k, entries] of plainApplied) {
-    if (entries.length > 1) {
+    if (entries.length > 1 && !know.replayedAfterRetention.has(k)) {
       out.push({
         invariant: "no-double-apply",
         detail: `${k} applied ${entries.length} times by requests that were not sanctioned reissues: ` +

@@ -36,6 +36,8 @@ export interface Knowledge {
   readonly latestRow: Map<string, ConnectorOperation>
   /** Keys a retention call removed, with the call that did. */
   readonly collected: Map<string, string>
+  /** Keys claimed again after retention collected their row: new operations, outside their idempotency window. */
+  readonly replayedAfterRetention: Set<string>
   /** Per watch source and generation, the winners current when a verifier's claim was granted. */
   readonly claimedAgainst: Map<string, Set<string>>
   /** Winners an ingress brought in, per document. */
@@ -97,6 +99,7 @@ export const emptyKnowledge = (): Knowledge => ({
   knownKeys: new Set(),
   latestRow: new Map(),
   collected: new Map(),
+  replayedAfterRetention: new Set(),
   claimedAgainst: new Map(),
   ingressWinners: new Map(),
   seq: 0,
