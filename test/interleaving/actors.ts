@@ -206,21 +206,27 @@ export const verify = async (world: World, actor: string, watch: ProjectionWatch
     const g = generationKey(watch)
     know.claimedAgainst.set(g, new Set([...(know.claimedAgainst.get(g) ?? []), doc.winner]))
   }
-  const winnerAtClaim = doc?.winner
-  const fetched = await world.provider.get(actor, watch.sourceID)
-  if (world.verifierRechecksWinner && doc !== undefined && doc.winner !== winnerAtClaim) {
-    await il.call(actor, `defer ${watch.sourceID} g${watch.repairGeneration} (winner moved)`, () =>
-      store.deferWatch(identity, { generation: watch.repairGeneration, claimedUntil: until, nextAttemptAt: world.clock.now }))
-    return
+  const flight = { documentID: watch.documentID }
+  know.verifying.add(flight)
+  let fetched
+  try {
+    fetched = await world.provider.get(actor, watch.sourceID)
+  } catch (error) {
+    know.verifying.delete(flight)
+    throw error
   }
-  await il.call(actor, `verify ${watch.sourceID} g${watch.repairGeneration} fetched ${fetched?.digest ?? "none"}`, () =>
-    store.recordVerification(identity, {
-      generation: watch.repairGeneration,
-      claimedUntil: until,
-      fetchedDigest: fetched?.digest ?? null,
-      maxAttempts: world.verifyAttempts,
-      dueAt: world.clock.now + 200
-    }))
+  try {
+    await il.call(actor, `verify ${watch.sourceID} g${watch.repairGeneration} fetched ${fetched?.digest ?? "none"}`, () =>
+      store.recordVerification(identity, {
+        generation: watch.repairGeneration,
+        claimedUntil: until,
+        fetchedDigest: fetched?.digest ?? null,
+        maxAttempts: world.verifyAttempts,
+        dueAt: world.clock.now + 200
+      }))
+  } finally {
+    know.verifying.delete(flight)
+  }
 }
 
 /** A due sweep: lists what is due and drives each operation and verifies each watch. */
@@ -255,6 +261,9 @@ export const ingress = (world: World, actor: string, documents: ReadonlyArray<st
     if (entity === null || doc.deleted) continue
     world.il.note(`${doc.source} edited at the provider → ${digest}`)
     await world.il.point(actor, `ingest ${digest} into ${doc.id}`)
+    while (world.ingressWaitsForVerifiers && [...world.know.verifying].some((f) => f.documentID === doc.id)) {
+      await world.il.point(actor, `wait for the verification of ${doc.id}`)
+    }
     doc.winner = digest
     world.know.ingressWinners.set(doc.id, new Set([...(world.know.ingressWinners.get(doc.id) ?? []), digest]))
     world.il.note(`winner of ${doc.id} → ${digest}`)

@@ -66,8 +66,8 @@ export interface ScheduleConfig {
   readonly flavour: RunnerFlavour
   readonly verifyAttempts: number
   readonly applierConfirms: boolean
-  /** The verifier defers instead of recording when the winner moved since its claim. */
-  readonly verifierRechecksWinner: boolean
+  /** An ingress waits to move a winner while a verification of its document is in flight. */
+  readonly ingressWaitsForVerifiers: boolean
 }
 
 /** What one schedule found. */
@@ -133,7 +133,7 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
     flavour: config.flavour,
     verifyAttempts: config.verifyAttempts,
     applierConfirms: config.applierConfirms,
-    verifierRechecksWinner: config.verifierRechecksWinner
+    ingressWaitsForVerifiers: config.ingressWaitsForVerifiers
   }
   try {
     il.calm = true

@@ -22,8 +22,8 @@ export type KnownViolation = "relist-deletes-a-live-document" | "give-up-swallow
 export const scopingFor = (known: ReadonlyArray<KnownViolation>) => ({
   /** The relist applier looks at the provider before deleting (hides stale and clock-ordered candidates). */
   applierConfirms: known.includes("relist-deletes-a-live-document"),
-  /** The verifier defers instead of recording a stale fetch (hides a give-up that records a winner which moved after the claim). */
-  verifierRechecksWinner: known.includes("give-up-swallows-a-later-winner")
+  /** An ingress waits while a verification of its document is in flight (hides a give-up that records a winner which moved after the claim). */
+  ingressWaitsForVerifiers: known.includes("give-up-swallows-a-later-winner")
 })
 
 /** The configurations the suite runs, by what they stress. */

@@ -38,6 +38,8 @@ export interface Knowledge {
   readonly collected: Map<string, string>
   /** Keys claimed again after retention collected their row: new operations, outside their idempotency window. */
   readonly replayedAfterRetention: Set<string>
+  /** Verifications in flight (claim granted, not yet recorded), by document. */
+  readonly verifying: Set<{ readonly documentID: string }>
   /** Per watch source and generation, the winners current when a verifier's claim was granted. */
   readonly claimedAgainst: Map<string, Set<string>>
   /** Winners an ingress brought in, per document. */
@@ -90,8 +92,8 @@ export interface World {
   readonly verifyAttempts: number
   /** True when the relist applier checks at the provider before deleting (the docs' advice, and more). */
   readonly applierConfirms: boolean
-  /** True when the verifier gives its claim back (defers) instead of recording, once the winner moved since its claim. */
-  readonly verifierRechecksWinner: boolean
+  /** True when an ingress waits to move a winner until no verification of its document is in flight. */
+  readonly ingressWaitsForVerifiers: boolean
 }
 
 /** A fresh record of what happened. */
@@ -100,6 +102,7 @@ export const emptyKnowledge = (): Knowledge => ({
   latestRow: new Map(),
   collected: new Map(),
   replayedAfterRetention: new Set(),
+  verifying: new Set(),
   claimedAgainst: new Map(),
   ingressWinners: new Map(),
   seq: 0,
