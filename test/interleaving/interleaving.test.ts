@@ -41,7 +41,8 @@ const REPLAYS: Record<KnownViolation, { readonly profile: Profile; readonly seed
   "give-up-swallows-a-later-winner": { profile: "watches", seed: 2105668364, path: "471", invariant: "no-give-up-swallows-a-later-winner" }
 }
 
-describe("known violations awaiting their fix (remove an entry once its fix is merged)", () => {
+// Only while some are listed: an empty list leaves no replay to run.
+if (KNOWN_VIOLATIONS_AWAITING_FIX.length > 0) describe("known violations awaiting their fix (remove an entry once its fix is merged)", () => {
   it.each(KNOWN_VIOLATIONS_AWAITING_FIX)("%s is still found when its scoping is lifted", async (known) => {
     const replay = REPLAYS[known]
     const details = await fc.check(property({ adapter: "memory", profile: replay.profile, known: [] }), {
