@@ -1,0 +1,425 @@
+import type { ClaimOperationInput, ConnectorOperation, ProjectionWatch, SafeReissue } from "@connector-store/core"
+import type { WriteAnswer, WriteRequest } from "./provider.js"
+import { judgeRetention } from "./invariants.js"
+import { Crash } from "./scheduler.js"
+import { allOperations, CALLER, generationKey, identityOf, keyOf, observe, SCOPE, START, type World, watchOf } from "./world.js"
+
+/** The tags of the store's errors: a rejection without one of them is untyped. */
+export const STORE_ERROR_TAGS = new Set([
+  "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
+  "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
+  "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed"
+])
+
+/**
+ * Runs one actor to its end: a `Crash` stops it quietly (its lease lapses
+ * later), a typed store rejection stops it too, an untyped one is a
+ * violation. Never rejects.
+ */
+export const runActor = async (world: World, actor: string, body: () => Promise<void>): Promise<void> => {
+  try {
+    await body()
+  } catch (error) {
+    if (error instanceof Crash) return
+    const tag = (error as { _tag?: unknown })?._tag
+    if (typeof tag === "string" && STORE_ERROR_TAGS.has(tag)) return
+    world.know.violations.push({ invariant: "typed-rejections", detail: `${actor}: ${String(error)}` })
+  }
+}
+
+/** The claim input of a stored row (a re-drive brings the row's own fields, so the payload hash matches). */
+export const claimInputOf = (row: ConnectorOperation): ClaimOperationInput => ({
+  callerDID: row.callerDID,
+  operationID: row.operationID,
+  ownerDID: row.ownerDID,
+  connectorName: row.connectorName,
+  model: row.model,
+  op: row.op,
+  accountKey: row.accountKey,
+  target: row.target,
+  sourceID: row.sourceID,
+  deterministicEventID: row.deterministicEventID,
+  payloadHash: row.payloadHash,
+  reissueIntent: row.reissueIntent as ClaimOperationInput["reissueIntent"],
+  providerEtag: row.providerEtag,
+  documentID: row.documentID
+})
+
+/**
+ * The request a run may send. Without a reissue a first request goes out
+ * plainly (an update without If-Match, a reconcile-only create without an
+ * id), as a client that trusts the store would, so a blind claim becomes a
+ * real second application at the provider. With one: exactly what it says.
+ */
+export const requestFor = (world: World, input: ClaimOperationInput, reissue: SafeReissue | null, token: string): WriteRequest => {
+  const digest = input.payloadHash
+  const base = { key: keyOf(input), token, documentID: input.documentID!, digest }
+  const used = world.flavour.ignoresReissue ? null : reissue
+  if (used?.kind === "conditional-update") return { ...base, op: "update", entityID: input.sourceID!, ifMatch: used.ifMatch, reissue: used.kind }
+  if (used?.kind === "deterministic-create") return { ...base, op: "create", providerID: used.providerID, reissue: used.kind }
+  if (input.op === "update") return { ...base, op: "update", entityID: input.sourceID!, reissue: null }
+  const intent = input.reissueIntent as { readonly kind: string; readonly providerID?: string }
+  return intent.kind === "deterministic-create"
+    ? { ...base, op: "create", providerID: intent.providerID!, reissue: null }
+    : { ...base, op: "create", reissue: null }
+}
+
+/**
+ * One drive of one operation, as the operations guide prescribes: claim →
+ * mark sent → one request, sent only as the claim's reissue allows →
+ * finalize, or the failure its answer calls for (a 409/412 looks the key up
+ * and finalizes when an earlier request landed; the run in doubt does the
+ * same after a timeout). Checks "no blind claim" on every granted claim.
+ */
+export const drive = async (world: World, actor: string, input: ClaimOperationInput): Promise<string> => {
+  const { store, il, provider, know } = world
+  const key = { callerDID: input.callerDID, operationID: input.operationID }
+  const k = keyOf(key)
+  const claim = await il.call(actor, `claim ${k}`, () => store.claimOperation(input))
+  know.knownKeys.add(k)
+  if (claim.outcome === "claimed" && claim.created && know.collected.has(k)) {
+    // A key replayed after retention collected its row is outside its idempotency window: it starts over as a new key.
+    know.collected.delete(k)
+    know.latestRow.delete(k)
+    know.replayedAfterRetention.add(k)
+    il.note(`${k} replayed after retention collected it: a new operation (outside its idempotency window)`)
+  }
+  observe(know, claim.operation)
+  if (claim.outcome !== "claimed") return claim.outcome
+  if (claim.reissue === null && provider.possiblyLanded(k) && !know.replayedAfterRetention.has(k)) {
+    know.violations.push({
+      invariant: "no-blind-claim",
+      detail: `${actor}'s claim of ${k} answered reissue: null, but an earlier request of it ${
+        provider.ledger.some((e) => e.request.key === k && e.applied) ? "was applied" : "is still in flight"
+      } (trace line ${il.trace.length})`
+    })
+  }
+  const leaseToken = claim.lease.token
+  const fail = async (kind: "retryable" | "permanent" | "unknown" | "auth", httpStatus?: number, retryAt?: number) => {
+    const result = await il.call(actor, `fail ${k} ${kind}${httpStatus === undefined ? "" : ` ${httpStatus}`}`, () =>
+      store.recordAttemptFailure(key, { leaseToken, kind, httpStatus: httpStatus ?? null, retryAt }))
+    observe(know, result.operation)
+    return result.outcome
+  }
+  const finalize = async (sourceID: string, etag: string) => {
+    const result = await il.call(actor, `finalize ${k} → ${sourceID}`, () =>
+      store.finalizeOperationAndArmWatch(key, {
+        leaseToken,
+        sourceID,
+        documentID: input.documentID!,
+        providerEtag: etag,
+        resultEntity: { etag },
+        watchDueAt: world.clock.now + 200
+      }))
+    observe(know, result.operation)
+    if (result.outcome === "committed") {
+      const doc = world.documents.get(input.documentID!)
+      if (doc !== undefined) doc.source = sourceID
+      know.lastCommit.set(input.documentID!, ++know.seq)
+      il.note(`commit of ${k} on ${input.documentID} (event ${know.seq})`)
+    }
+    return `finalize:${result.outcome}`
+  }
+  const sent = await il.call(actor, `mark sent ${k}`, () => store.markOperationSent(key, { leaseToken }))
+  observe(know, sent.operation)
+  if (sent.outcome !== "sent") return `mark:${sent.outcome}`
+  const answer: WriteAnswer = await provider.write(actor, requestFor(world, input, claim.reissue, leaseToken))
+  switch (answer.status) {
+    case 200:
+      return finalize(answer.entity.id, answer.entity.etag)
+    case "timeout": {
+      const outcome = await fail("retryable")
+      if (outcome !== "reconcile_only") return outcome
+      const found = await provider.lookup(actor, k)
+      return found === null ? outcome : finalize(found.id, found.etag)
+    }
+    case 409:
+    case 412: {
+      const found = await provider.lookup(actor, k)
+      if (found !== null) return finalize(found.id, found.etag)
+      return fail("unknown", answer.status)
+    }
+    case 401:
+      return fail("auth", 401, world.clock.now + 300)
+    case 429:
+      return fail("retryable", 429, world.clock.now + 200)
+    case 404:
+    case 422:
+      return fail("permanent", answer.status)
+    default:
+      return fail("retryable", answer.status)
+  }
+}
+
+/** A local edit and its write-back: the winner moves, then a new key is claimed and driven. */
+export const writer = (world: World, actor: string, plan: ReadonlyArray<WritePlan>) => async () => {
+  for (const [i, step] of plan.entries()) {
+    const doc = world.documents.get(step.documentID)!
+    if (doc.deleted) continue
+    await world.il.point(actor, `edit ${doc.id}`)
+    doc.rev++
+    doc.winner = `${doc.id}@${doc.rev}`
+    const current = world.provider.entities.get(doc.source)
+    const creates = step.kind !== "update" || current === undefined
+    const newSource = `${doc.id}-s${doc.rev}`
+    const input: ClaimOperationInput = {
+      callerDID: CALLER,
+      operationID: `${actor}-${i}`,
+      ...SCOPE,
+      op: creates ? "create" : "update",
+      target: "calendars/primary",
+      sourceID: creates ? null : doc.source,
+      deterministicEventID: `${doc.id}-${doc.rev}`,
+      payloadHash: doc.winner,
+      reissueIntent: creates
+        ? step.kind === "create-reconcile" ? { kind: "reconcile" } : { kind: "deterministic-create", providerID: newSource }
+        : { kind: "conditional-update", ifMatch: current!.etag },
+      providerEtag: creates ? null : current!.etag,
+      documentID: doc.id
+    }
+    world.il.note(`${actor} edits ${doc.id} → winner ${doc.winner}, ${input.op} as ${keyOf(input)}`)
+    await drive(world, actor, input)
+  }
+}
+
+/** One planned local edit: the document and how its write-back goes out. */
+export interface WritePlan {
+  readonly documentID: string
+  readonly kind: "update" | "create-deterministic" | "create-reconcile"
+}
+
+/**
+ * The verifier's step for one due watch: claim the attempt, fetch the
+ * entity, record the verification. The winner current when the claim was
+ * granted is remembered for "no give-up swallows a later winner".
+ */
+export const verify = async (world: World, actor: string, watch: ProjectionWatch): Promise<void> => {
+  const { store, il, know } = world
+  const identity = identityOf(watch)
+  const now = world.clock.now
+  const until = now + 1_000
+  const claimed = await il.call(actor, `claim watch ${watch.sourceID} g${watch.repairGeneration}`, () =>
+    store.claimWatchAttempt(identity, { generation: watch.repairGeneration, until, now }))
+  if (!claimed) return
+  const doc = world.documents.get(watch.documentID)
+  if (doc !== undefined) {
+    const g = generationKey(watch)
+    know.claimedAgainst.set(g, new Set([...(know.claimedAgainst.get(g) ?? []), doc.winner]))
+  }
+  const flight = { documentID: watch.documentID }
+  know.verifying.add(flight)
+  let fetched
+  try {
+    fetched = await world.provider.get(actor, watch.sourceID)
+  } catch (error) {
+    know.verifying.delete(flight)
+    throw error
+  }
+  try {
+    await il.call(actor, `verify ${watch.sourceID} g${watch.repairGeneration} fetched ${fetched?.digest ?? "none"}`, () =>
+      store.recordVerification(identity, {
+        generation: watch.repairGeneration,
+        claimedUntil: until,
+        fetchedDigest: fetched?.digest ?? null,
+        maxAttempts: world.verifyAttempts,
+        dueAt: world.clock.now + 200
+      }))
+  } finally {
+    know.verifying.delete(flight)
+  }
+}
+
+/** A due sweep: lists what is due and drives each operation and verifies each watch. */
+export const sweeper = (world: World, actor: string, rounds: number) => async () => {
+  for (let r = 0; r < rounds; r++) {
+    const due = await world.il.call(actor, "list due", () => world.store.listDueOperations(world.clock.now), (d) =>
+      `${d.operations.map((o) => keyOf(o)).join(",") || "-"} | ${d.watches.map((w) => `${w.sourceID}g${w.repairGeneration}`).join(",") || "-"}`)
+    for (const row of due.operations) await runOne(world, actor, () => drive(world, actor, claimInputOf(row)))
+    for (const watch of due.watches) await runOne(world, actor, () => verify(world, actor, watch))
+  }
+}
+
+/** Runs one unit of an actor's work; a typed store rejection ends only that unit, a crash the actor. */
+const runOne = async (world: World, actor: string, unit: () => Promise<unknown>): Promise<void> => {
+  try {
+    await unit()
+  } catch (error) {
+    if (error instanceof Crash) throw error
+    const tag = (error as { _tag?: unknown })?._tag
+    if (typeof tag === "string" && STORE_ERROR_TAGS.has(tag)) return
+    throw error
+  }
+}
+
+/** An ingress: the entity is edited at the provider, the local copy adopts it, and the watch is armed for the new winner. */
+export const ingress = (world: World, actor: string, documents: ReadonlyArray<string>) => async () => {
+  for (const [i, id] of documents.entries()) {
+    const doc = world.documents.get(id)!
+    await world.il.point(actor, `provider-side edit of ${doc.source}`)
+    const digest = `${actor}:${i}`
+    const entity = world.provider.editElsewhere(doc.source, digest)
+    if (entity === null || doc.deleted) continue
+    world.il.note(`${doc.source} edited at the provider → ${digest}`)
+    await world.il.point(actor, `ingest ${digest} into ${doc.id}`)
+    while (world.ingressWaitsForVerifiers && [...world.know.verifying].some((f) => f.documentID === doc.id)) {
+      await world.il.point(actor, `wait for the verification of ${doc.id}`)
+    }
+    doc.winner = digest
+    world.know.ingressWinners.set(doc.id, new Set([...(world.know.ingressWinners.get(doc.id) ?? []), digest]))
+    world.il.note(`winner of ${doc.id} → ${digest}`)
+    await runOne(world, actor, () =>
+      world.il.call(actor, `arm ingress ${doc.source} for ${digest}`, () =>
+        world.store.armWatch(watchOf(doc.source), "ingress", { dueAt: world.clock.now, triggeringWinner: digest })))
+  }
+}
+
+/** Someone deletes entities at the provider. */
+export const deleter = (world: World, actor: string, documents: ReadonlyArray<string>) => async () => {
+  for (const id of documents) {
+    const doc = world.documents.get(id)!
+    await world.il.point(actor, `provider-side delete of ${doc.source}`)
+    if (world.provider.deleteElsewhere(doc.source)) world.il.note(`${doc.source} deleted at the provider`)
+  }
+}
+
+/**
+ * An operator: looks each unconfirmed operation up at the provider and
+ * settles it (committed when it landed, dead when not; never one with a
+ * request still in flight), retries dead ones, re-arms given-up watches.
+ */
+export const operator = (world: World, actor: string, rounds: number) => async () => {
+  const { store, il, provider, know } = world
+  for (let r = 0; r < rounds; r++) {
+    const page = await il.call(actor, "list unconfirmed and dead", () => store.listOperations({ states: ["reconcile_only", "dead"], limit: 20 }), (p) =>
+      p.items.map((o) => `${keyOf(o)}:${o.state}${o.inDoubtSince === null ? "" : "?"}`).join(",") || "-")
+    for (const row of page.items) {
+      observe(know, row)
+      const k = keyOf(row)
+      if (provider.inFlight(k)) continue
+      await runOne(world, actor, async () => {
+        if (row.state === "reconcile_only" || row.inDoubtSince !== null) {
+          const found = await provider.lookup(actor, k)
+          const settled = await il.call(actor, `settle ${k} ${found === null ? "dead" : "committed"}`, () =>
+            store.settleOperation(
+              { callerDID: row.callerDID, operationID: row.operationID },
+              found === null
+                ? { outcome: "dead" }
+                : { outcome: "committed", sourceID: found.id, documentID: row.documentID!, providerEtag: found.etag, watchDueAt: world.clock.now }
+            ), (s) => `state ${s.operation.state}`)
+          observe(know, settled.operation)
+          if (settled.operation.state === "committed") know.lastCommit.set(row.documentID!, ++know.seq)
+        } else {
+          const retried = await il.call(actor, `retry ${k}`, () => store.retryOperation({ callerDID: row.callerDID, operationID: row.operationID }))
+          observe(know, retried)
+        }
+      })
+    }
+    const failed = await il.call(actor, "list given-up watches", () => store.listWatches({ statuses: ["repair_failed"], limit: 20 }), (p) =>
+      p.items.map((w) => w.sourceID).join(",") || "-")
+    for (const watch of failed.items) {
+      await runOne(world, actor, () => il.call(actor, `rearm ${watch.sourceID}`, () => store.rearmWatch(identityOf(watch), { dueAt: world.clock.now })))
+    }
+  }
+}
+
+/** A clock that steps forward and back. */
+export const clockActor = (world: World, actor: string, steps: ReadonlyArray<number>) => async () => {
+  for (const step of steps) {
+    await world.il.point(actor, `step ${step > 0 ? "+" : ""}${step} ms`)
+    world.clock.now += step
+    world.il.note(`clock ${step > 0 ? "+" : ""}${step} ms`)
+  }
+}
+
+/** Retention: collects finished operations older than now, judged against the keep rule on the rows around the call. */
+export const retention = (world: World, actor: string, rounds: number) => async () => {
+  const { store, il, know } = world
+  for (let r = 0; r < rounds; r++) {
+    const params = { before: world.clock.now, limit: 10 }
+    const call = `collect #${r + 1} (before ${params.before - START})`
+    let before: ReadonlyArray<ConnectorOperation> = []
+    let after: ReadonlyArray<ConnectorOperation> = []
+    // The rows are read right around the call, with no scheduling point between.
+    await il.call(actor, call, async () => {
+      before = await allOperations(store)
+      const collected = await store.collectFinishedOperations(params)
+      after = await allOperations(store)
+      for (const row of before) observe(know, row)
+      know.violations.push(...judgeRetention(`${actor} ${call}`, before, after, know, params, world.clock.now))
+      return collected
+    })
+    for (const row of after) observe(know, row)
+  }
+}
+
+/**
+ * A relist run over the scope: pages of the provider's listing committed as
+ * checkpoints, then its deletion candidates decided `delete_local` and
+ * applied (the local document deleted), each application judged at the
+ * moment it happens: the provider must have no entity written from that
+ * document, and no write-back of it may have committed since the run
+ * started. With `applierConfirms`, the applier looks before deleting (the
+ * candidate's source gone, no entity of the document left, no write-back of
+ * it committed since the run started) and deletes under that check.
+ */
+export const relist = (world: World, actor: string, pageSize: number) => async () => {
+  const { store, il, provider, know } = world
+  let run = await il.call(actor, "checkpoint", () => store.getSweepCheckpoint(SCOPE))
+  if (run === null || run.state === "complete") run = await il.call(actor, "start run", () => store.startRelistRun(SCOPE))
+  if (!know.runStarted.has(run.runID)) {
+    know.runStarted.set(run.runID, ++know.seq)
+    il.note(`relist run ${run.runID.slice(0, 8)} started (event ${know.seq}, startedAt ${run.startedAt - START})`)
+  }
+  const runID = run.runID
+  let page = run.pagesCommitted + 1
+  let cursor = run.cursor
+  for (;;) {
+    const listed = await provider.list(actor, cursor, pageSize)
+    const outcome = await il.call(actor, `commit page ${page}`, () =>
+      store.commitSweepCheckpoint(runID, {
+        page,
+        cursor: listed.next,
+        receipts: listed.items.map((e) => ({ sourceID: e.id, digest: e.digest })),
+        complete: listed.next === null
+      }))
+    if (outcome === "stale-run" || outcome === "stale-page") return
+    if (outcome === "completed") break
+    page++
+    cursor = listed.next
+  }
+  const candidates = await il.call(actor, "list candidates", () =>
+    store.listSweepCandidates(runID, { limit: 50, maxDeletionFraction: 1 }), (cs) =>
+    cs.map((c) => `${c.sourceID}:${c.kind}→${c.documentID}`).join(",") || "-")
+  for (const c of candidates) {
+    if (c.kind !== "deleted") continue
+    const ref = { runID, sourceID: c.sourceID }
+    const recorded = await il.call(actor, `decide delete_local ${c.sourceID}`, () => store.recordSweepOutcome(ref, "delete_local"))
+    if (recorded !== "recorded") continue
+    if (world.applierConfirms) {
+      const gone = (await provider.get(actor, c.sourceID)) === null
+      if (!gone || provider.liveDocuments().has(c.documentID)) {
+        await il.call(actor, `keep ${c.sourceID}`, () => store.recordSweepOutcome(ref, "keep"))
+        continue
+      }
+    }
+    await il.point(actor, `delete document ${c.documentID}`)
+    const writtenSince = (know.lastCommit.get(c.documentID) ?? 0) > (know.runStarted.get(runID) ?? Infinity)
+    if (world.applierConfirms && (provider.liveDocuments().has(c.documentID) || writtenSince)) {
+      // The confirming applier deletes under its own check: a write that landed since it looked stops it.
+      await il.call(actor, `keep ${c.sourceID}`, () => store.recordSweepOutcome(ref, "keep"))
+      continue
+    }
+    const doc = world.documents.get(c.documentID)
+    const liveAt = [...provider.entities.values()].filter((e) => e.documentID === c.documentID).map((e) => e.id)
+    if (liveAt.length > 0 || writtenSince) {
+      know.violations.push({
+        invariant: "relist-deletes-only-dead-documents",
+        detail: `${actor} applied delete_local of ${c.documentID} (candidate ${c.sourceID} of run ${runID.slice(0, 8)}) while ` +
+          (liveAt.length > 0 ? `the provider has ${liveAt.join(", ")} written from it` : "a write-back of it committed after the run started")
+      })
+    }
+    if (doc !== undefined) doc.deleted = true
+    il.note(`document ${c.documentID} deleted locally`)
+    await il.call(actor, `applied ${c.sourceID}`, () => store.markSweepCandidateApplied(ref))
+  }
+}

@@ -1,0 +1,220 @@
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { ClaimOperationInput, ConnectorOperation, PromiseConnectorStore } from "@connector-store/core"
+import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
+import { openConnectorStore } from "@connector-store/sql-adapter"
+import type fc from "fast-check"
+import {
+  claimInputOf,
+  clockActor,
+  deleter,
+  drive,
+  ingress,
+  operator,
+  relist,
+  retention,
+  runActor,
+  sweeper,
+  verify,
+  writer,
+  type WritePlan
+} from "./actors.js"
+import { INVARIANTS, judgeEnd } from "./invariants.js"
+import { FakeProvider, type RequestFate } from "./provider.js"
+import { Interleaving } from "./scheduler.js"
+import {
+  allOperations,
+  allWatches,
+  CALLER,
+  emptyKnowledge,
+  keyOf,
+  type LocalDocument,
+  POLICY,
+  type RunnerFlavour,
+  SCOPE,
+  START,
+  type Violation,
+  type World
+} from "./world.js"
+
+/** The documents of every run; each starts bound to one provider entity, written back and verified. */
+export const DOCUMENTS = ["D1", "D2", "D3"] as const
+
+/** One schedule's cast and fates. */
+export interface ScheduleConfig {
+  readonly adapter: "memory" | "sqlite"
+  readonly writers: ReadonlyArray<ReadonlyArray<WritePlan>>
+  /** Per due-sweep actor, how many sweeps it makes. */
+  readonly sweepers: ReadonlyArray<number>
+  /** Per ingress actor, the documents it edits at the provider, in order. */
+  readonly ingress: ReadonlyArray<ReadonlyArray<string>>
+  /** Per deleter, the documents whose entity it deletes at the provider. */
+  readonly deleters: ReadonlyArray<ReadonlyArray<string>>
+  /** Per operator, how many rounds it makes. */
+  readonly operators: ReadonlyArray<number>
+  /** Per retention actor, how many collections it makes. */
+  readonly retention: ReadonlyArray<number>
+  /** Per relist actor, its page size. */
+  readonly relists: ReadonlyArray<number>
+  /** The clock's steps in ms (negative: back). */
+  readonly clockSteps: ReadonlyArray<number>
+  /** Per actor name, the point it crashes at. */
+  readonly crashes: ReadonlyArray<readonly [string, number]>
+  /** The fates of provider requests in the order they leave. */
+  readonly fates: ReadonlyArray<RequestFate>
+  readonly flavour: RunnerFlavour
+  readonly verifyAttempts: number
+  readonly applierConfirms: boolean
+  /** An ingress waits to move a winner while a verification of its document is in flight. */
+  readonly ingressWaitsForVerifiers: boolean
+}
+
+/** What one schedule found. */
+export interface ScheduleResult {
+  readonly violations: ReadonlyArray<Violation>
+  readonly trace: string
+  readonly requests: number
+}
+
+const openStore = async (
+  adapter: ScheduleConfig["adapter"],
+  now: () => number,
+  readWinner: (documentID: string) => Promise<string | null>
+): Promise<{ store: PromiseConnectorStore<unknown>; dispose: () => void }> => {
+  if (adapter === "memory") {
+    return { store: openMemoryConnectorStore({ now, readWinner, operationPolicy: POLICY }) as PromiseConnectorStore<unknown>, dispose: () => {} }
+  }
+  const dir = mkdtempSync(join(tmpdir(), "cs-interleave-"))
+  const store = await openConnectorStore({ url: join(dir, "store.sqlite"), now, readWinner, operationPolicy: POLICY })
+  return { store: store as PromiseConnectorStore<unknown>, dispose: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+/** The actor names of a config, for crash plans. */
+export const actorNames = (c: Pick<ScheduleConfig, "writers" | "sweepers" | "ingress" | "deleters" | "operators" | "retention" | "relists">) => [
+  ...c.writers.map((_, i) => `writer${i + 1}`),
+  ...c.sweepers.map((_, i) => `sweeper${i + 1}`),
+  ...c.ingress.map((_, i) => `ingress${i + 1}`),
+  ...c.deleters.map((_, i) => `deleter${i + 1}`),
+  ...c.operators.map((_, i) => `operator${i + 1}`),
+  ...c.retention.map((_, i) => `retention${i + 1}`),
+  ...c.relists.map((_, i) => `relist${i + 1}`)
+]
+
+/**
+ * Runs one schedule: opens a fresh store (memory, or a SQLite file), writes
+ * back and verifies one entity per document calmly, then starts every
+ * actor at once under `s`, where each awaited step is released in the
+ * schedule's order and may be a crash. After the last actor stopped, every
+ * late request arrives, the clock moves a minute on (every lease lapses),
+ * and a calm recovery drives everything due until nothing is left. The
+ * invariants are judged during the schedule and at its end.
+ */
+export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Promise<ScheduleResult> => {
+  const il = new Interleaving(s, new Map(config.crashes))
+  const clock = { now: START }
+  const documents = new Map<string, LocalDocument>(
+    DOCUMENTS.map((id) => [id, { id, winner: `${id}@0`, rev: 0, source: `${id}-s0`, deleted: false }])
+  )
+  const readWinner = async (documentID: string) => {
+    await il.provider(`winner read ${documentID}`)
+    const doc = documents.get(documentID)
+    return doc === undefined || doc.deleted ? null : doc.winner
+  }
+  const { store, dispose } = await openStore(config.adapter, () => clock.now, readWinner)
+  const know = emptyKnowledge()
+  const world: World = {
+    store,
+    il,
+    provider: new FakeProvider(il, config.fates),
+    documents,
+    clock,
+    know,
+    flavour: config.flavour,
+    verifyAttempts: config.verifyAttempts,
+    applierConfirms: config.applierConfirms,
+    ingressWaitsForVerifiers: config.ingressWaitsForVerifiers
+  }
+  try {
+    il.calm = true
+    for (const doc of documents.values()) {
+      const input: ClaimOperationInput = {
+        callerDID: CALLER,
+        operationID: `setup-${doc.id}`,
+        ...SCOPE,
+        op: "create",
+        target: "calendars/primary",
+        deterministicEventID: `${doc.id}-0`,
+        payloadHash: doc.winner,
+        reissueIntent: { kind: "deterministic-create", providerID: doc.source },
+        documentID: doc.id
+      }
+      await drive(world, "setup", input)
+    }
+    clock.now += 300
+    for (const watch of (await store.listDueOperations(clock.now)).watches) await verify(world, "setup", watch)
+    il.calm = false
+    il.note("— schedule starts —")
+
+    const names = actorNames(config)
+    let n = 0
+    const next = () => names[n++]!
+    const bodies: Array<[string, () => Promise<void>]> = [
+      ...config.writers.map((plan) => { const a = next(); return [a, writer(world, a, plan)] as [string, () => Promise<void>] }),
+      ...config.sweepers.map((rounds) => { const a = next(); return [a, sweeper(world, a, rounds)] as [string, () => Promise<void>] }),
+      ...config.ingress.map((docs) => { const a = next(); return [a, ingress(world, a, docs)] as [string, () => Promise<void>] }),
+      ...config.deleters.map((docs) => { const a = next(); return [a, deleter(world, a, docs)] as [string, () => Promise<void>] }),
+      ...config.operators.map((rounds) => { const a = next(); return [a, operator(world, a, rounds)] as [string, () => Promise<void>] }),
+      ...config.retention.map((rounds) => { const a = next(); return [a, retention(world, a, rounds)] as [string, () => Promise<void>] }),
+      ...config.relists.map((size) => { const a = next(); return [a, relist(world, a, size)] as [string, () => Promise<void>] }),
+      ["clock", clockActor(world, "clock", config.clockSteps)]
+    ]
+    await il.waitFor(Promise.all(bodies.map(([actor, body]) => runActor(world, actor, body))))
+    await il.drain()
+    il.calm = true
+    il.note("— schedule over: late requests arrived; recovery with every lease lapsed —")
+
+    clock.now = Math.max(clock.now, START) + 60_000
+    const rows = await allOperations(store)
+    const due = await store.listDueOperations(clock.now)
+    const listed = new Set(due.operations.map(keyOf))
+    const missedBySweep = rows
+      .filter((r) => r.state === "attempted" && (r.leaseExpiresAt ?? 0) <= clock.now && (r.nextAttemptAt ?? 0) <= clock.now && !listed.has(keyOf(r)))
+      .map(keyOf)
+    await recover(world)
+    const endRows = await allOperations(store)
+    const violations = [
+      ...know.violations,
+      ...judgeEnd({ ledger: world.provider.ledger, rows: endRows, watches: await allWatches(store), missedBySweep, know })
+    ]
+    return { violations, trace: il.formatTrace(), requests: world.provider.ledger.length }
+  } finally {
+    await store.close()
+    dispose()
+  }
+}
+
+/** The calm recovery: resumes deferrals, drives every due operation and verifies every due watch until none is left. */
+const recover = async (world: World): Promise<void> => {
+  const { store, clock } = world
+  for (let round = 0; round < 30; round++) {
+    await store.resumeOfflineDeferred(clock.now)
+    await store.resumeAuthDeferred({ ownerDID: SCOPE.ownerDID, connectorNames: [SCOPE.connectorName], now: clock.now })
+    const due = await store.listDueOperations(clock.now)
+    for (const row of due.operations) await runActor(world, "recovery", async () => void (await drive(world, "recovery", claimInputOf(row))))
+    for (const watch of due.watches) await runActor(world, "recovery", () => verify(world, "recovery", watch))
+    const attempted = (await allOperations(store)).filter((r: ConnectorOperation) => r.state === "attempted")
+    if (attempted.length === 0 && due.operations.length === 0 && due.watches.length === 0) return
+    clock.now += 2_000
+  }
+}
+
+/** A failure report a person can read: the invariants broken, then the run's calls in order with their answers. */
+export const formatReport = (config: ScheduleConfig, result: ScheduleResult): string =>
+  [
+    `${result.violations.length} violation(s) on ${config.adapter}:`,
+    ...result.violations.map((v) => `  ✗ ${v.invariant} (${INVARIANTS[v.invariant]}):\n      ${v.detail}`),
+    `crashes: ${config.crashes.map(([a, p]) => `${a}@${p}`).join(", ") || "none"}; fates: ${config.fates.join(", ") || "all ok"}`,
+    "the calls in order, with each answer:",
+    result.trace
+  ].join("\n")

@@ -1,0 +1,162 @@
+import type { ConnectorOperation, ProjectionWatch, PromiseConnectorStore, WatchIdentity } from "@connector-store/core"
+import type { FakeProvider } from "./provider.js"
+import type { Interleaving } from "./scheduler.js"
+
+/** The one relist scope and watch party every run uses. */
+export const SCOPE = { ownerDID: "did:owner:1", connectorName: "gcal", model: "Event", accountKey: "acct-1" } as const
+
+/** The caller every write-back of a run comes from. */
+export const CALLER = "did:caller:1"
+
+/** The store's policy in every run: short times, so lapses and limits happen within a schedule. */
+export const POLICY = {
+  leaseMs: 1_000,
+  maxAttempts: 3,
+  backoff: { baseDelayMs: 100, maxDelayMs: 400, jitter: "equal" as const },
+  deferMs: 500
+}
+
+/** The start of every run's clock. */
+export const START = 1_700_000_000_000
+
+/** A local document: its content revision, the provider entity it is bound to, whether the sweep deleted it. */
+export interface LocalDocument {
+  readonly id: string
+  winner: string
+  rev: number
+  source: string
+  deleted: boolean
+}
+
+/** What the suite knows happened, in the order it happened (ground truth for the checks). */
+export interface Knowledge {
+  /** Idempotency keys some claim answered for, or that reached the provider. */
+  readonly knownKeys: Set<string>
+  /** The newest version of each operation any answer or snapshot showed. */
+  readonly latestRow: Map<string, ConnectorOperation>
+  /** Keys a retention call removed, with the call that did. */
+  readonly collected: Map<string, string>
+  /** Keys claimed again after retention collected their row: new operations, outside their idempotency window. */
+  readonly replayedAfterRetention: Set<string>
+  /** Verifications in flight (claim granted, not yet recorded), by document. */
+  readonly verifying: Set<{ readonly documentID: string }>
+  /** Per watch source and generation, the winners current when a verifier's claim was granted. */
+  readonly claimedAgainst: Map<string, Set<string>>
+  /** Winners an ingress brought in, per document. */
+  readonly ingressWinners: Map<string, Set<string>>
+  /** A counter of ground-truth events; commits and run starts are stamped with it. */
+  seq: number
+  /** Per document, the event number of its last committed write-back (finalize or settle). */
+  readonly lastCommit: Map<string, number>
+  /** Per relist run, the event number at which it started. */
+  readonly runStarted: Map<string, number>
+  /** Violations found while the schedule ran, each with the trace line it happened at. */
+  readonly violations: Array<Violation>
+}
+
+/** One broken invariant: its name and what broke it. */
+export interface Violation {
+  readonly invariant: InvariantName
+  readonly detail: string
+}
+
+/** The invariants the suite checks (see `invariants.ts`). */
+export type InvariantName =
+  | "no-blind-claim"
+  | "no-double-apply"
+  | "nothing-lost"
+  | "nothing-stuck"
+  | "retention-keeps"
+  | "relist-deletes-only-dead-documents"
+  | "no-pending-watch-never-due"
+  | "no-give-up-swallows-a-later-winner"
+  | "no-failed-that-applied"
+  | "typed-rejections"
+
+/** How the actors' runners behave (the suite's own loop, or a deliberately broken one for sensitivity checks). */
+export interface RunnerFlavour {
+  /** Sends plainly whatever the claim's reissue says (a runner that re-sends blind). */
+  readonly ignoresReissue: boolean
+}
+
+/** Everything an actor works with. */
+export interface World {
+  readonly store: PromiseConnectorStore<unknown>
+  readonly il: Interleaving
+  readonly provider: FakeProvider
+  readonly documents: Map<string, LocalDocument>
+  readonly clock: { now: number }
+  readonly know: Knowledge
+  readonly flavour: RunnerFlavour
+  /** `maxAttempts` every verifier passes to `recordVerification`. */
+  readonly verifyAttempts: number
+  /** True when the relist applier checks at the provider before deleting (the docs' advice, and more). */
+  readonly applierConfirms: boolean
+  /** True when an ingress waits to move a winner until no verification of its document is in flight. */
+  readonly ingressWaitsForVerifiers: boolean
+}
+
+/** A fresh record of what happened. */
+export const emptyKnowledge = (): Knowledge => ({
+  knownKeys: new Set(),
+  latestRow: new Map(),
+  collected: new Map(),
+  replayedAfterRetention: new Set(),
+  verifying: new Set(),
+  claimedAgainst: new Map(),
+  ingressWinners: new Map(),
+  seq: 0,
+  lastCommit: new Map(),
+  runStarted: new Map(),
+  violations: []
+})
+
+/** `callerDID/operationID`. */
+export const keyOf = (row: { readonly callerDID: string; readonly operationID: string }): string => `${row.callerDID}/${row.operationID}`
+
+/** Keeps the newest version of a row the suite has seen. */
+export const observe = (know: Knowledge, row: ConnectorOperation | null | undefined): void => {
+  if (row === null || row === undefined) return
+  const key = keyOf(row)
+  const seen = know.latestRow.get(key)
+  if (seen === undefined || seen.version <= row.version) know.latestRow.set(key, row)
+}
+
+/** The identity part of a watch. */
+export const identityOf = (w: WatchIdentity): WatchIdentity => ({
+  ownerDID: w.ownerDID,
+  connectorName: w.connectorName,
+  model: w.model,
+  accountKey: w.accountKey,
+  sourceID: w.sourceID
+})
+
+/** The watch identity of a source in the run's scope. */
+export const watchOf = (sourceID: string): WatchIdentity => ({ ...SCOPE, sourceID })
+
+/** The key of a watch generation in `claimedAgainst`. */
+export const generationKey = (w: Pick<ProjectionWatch, "sourceID" | "repairGeneration">): string => `${w.sourceID}#${w.repairGeneration}`
+
+/** Every operation row (operator list, all pages). */
+export const allOperations = async (store: PromiseConnectorStore<unknown>): Promise<ReadonlyArray<ConnectorOperation>> => {
+  const out: Array<ConnectorOperation> = []
+  let cursor: string | undefined
+  for (;;) {
+    const page = await store.listOperations({ limit: 500, cursor })
+    out.push(...page.items)
+    if (page.nextCursor === null) return out
+    cursor = page.nextCursor
+  }
+}
+
+/** Every watch row (operator list, all pages). */
+export const allWatches = async (store: PromiseConnectorStore<unknown>): Promise<ReadonlyArray<ProjectionWatch>> => {
+  const out: Array<ProjectionWatch> = []
+  let cursor: string | undefined
+  for (;;) {
+    const page = await store.listWatches({ limit: 500, cursor })
+    out.push(...page.items)
+    if (page.nextCursor === null) return out
+    cursor = page.nextCursor
+  }
+}
