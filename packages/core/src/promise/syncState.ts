@@ -1,7 +1,7 @@
 import { Effect, Option, Redacted } from "effect"
 import type { PendingAuth } from "../pendingauth/PendingAuth.js"
 import type { ConsumePendingAuthOptions } from "../service/pendingAuth.js"
-import type { UpdateSyncProgressOptions } from "../service/syncState.js"
+import type { SetSyncStateOptions, UpdateSyncProgressOptions } from "../service/syncState.js"
 import type {
   SyncLeaseClaim,
   SyncLeaseHolder,
@@ -32,7 +32,7 @@ export interface PendingAuthRecordInput extends Omit<PendingAuthRecord, "created
 /** The sync-state, sync-lease and pending-OAuth methods of the Promise API. */
 export interface PromiseSyncStateMethods {
   getSyncState(connectorName: string, ownerDID: string): Promise<SyncState | null>
-  setSyncState(connectorName: string, ownerDID: string, state: SyncStateInput): Promise<SyncState>
+  setSyncState(connectorName: string, ownerDID: string, state: SyncStateInput, options?: SetSyncStateOptions): Promise<SyncState>
   updateSyncProgress(
     connectorName: string,
     ownerDID: string,
@@ -65,7 +65,7 @@ const redacted = (record: PendingAuthRecordInput) =>
 export const promiseSyncStateMethods = (call: PromiseCall): PromiseSyncStateMethods => ({
   getSyncState: (connectorName, ownerDID) =>
     call((s) => Effect.map(s.getSyncState(connectorName, ownerDID), Option.getOrNull)),
-  setSyncState: (connectorName, ownerDID, state) => call((s) => s.setSyncState(connectorName, ownerDID, state)),
+  setSyncState: (connectorName, ownerDID, state, options) => call((s) => s.setSyncState(connectorName, ownerDID, state, options)),
   updateSyncProgress: (connectorName, ownerDID, recompute, options) =>
     call((s) => s.updateSyncProgress(connectorName, ownerDID, recompute, options)),
   deleteSyncState: (connectorName, ownerDID) => call((s) => s.deleteSyncState(connectorName, ownerDID)),
