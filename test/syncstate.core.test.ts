@@ -167,10 +167,10 @@ describe("sync-state decisions (pure)", () => {
 describe("pending-auth decisions (pure)", () => {
   const record = (expiresAt: number): PendingAuth => ({
     state: "s",
-    connectorName: "c",
+    provider: "c",
     ownerDID: "o",
     codeVerifier: Redacted.make("v".repeat(43)),
-    redirectUri: "https://x",
+    redirectURL: "https://x",
     scopes: [],
     createdAt: 0,
     expiresAt

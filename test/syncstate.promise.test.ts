@@ -87,10 +87,10 @@ for (const adapter of adapters) {
       const verifier = randomBytes(48).toString("base64url")
       const record = {
         state: "st-1",
-        connectorName: C,
+        provider: C,
         ownerDID: O,
         codeVerifier: verifier,
-        redirectUri: "https://app.example/cb",
+        redirectURL: "https://app.example/cb",
         scopes: ["read"],
         expiresAt: NOW + 1_000
       }

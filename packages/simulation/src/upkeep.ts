@@ -53,10 +53,10 @@ export const makeAuthMonitor = (store: PromiseConnectorStore<unknown>, world: Wo
       const now = Date.now()
       await store.createPendingAuth({
         state,
-        connectorName: scope.connectorName,
+        provider: scope.connectorName,
         ownerDID: scope.ownerDID,
         codeVerifier: codeVerifier(),
-        redirectUri: "https://app.example/oauth/callback",
+        redirectURL: "https://app.example/oauth/callback",
         scopes: ["calendar.events"],
         expiresAt: now + 60_000
       })
@@ -86,10 +86,10 @@ export const abandonedAuthorization = async (store: PromiseConnectorStore<unknow
   const createdAt = Date.now() - 120_000
   await store.createPendingAuth({
     state,
-    connectorName: scope.connectorName,
+    provider: scope.connectorName,
     ownerDID: scope.ownerDID,
     codeVerifier: codeVerifier(),
-    redirectUri: "https://app.example/oauth/callback",
+    redirectURL: "https://app.example/oauth/callback",
     scopes: ["calendar.events"],
     createdAt,
     expiresAt: createdAt + 60_000

@@ -138,10 +138,10 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
       "record",
       rec({
         state: id("state-new"),
-        connectorName: id("gcal"),
+        provider: id("gcal"),
         ownerDID: id("did:owner:1"),
         codeVerifier: leaf("verifier", Redacted.make("v".repeat(43))),
-        redirectUri: id("https://app/cb"),
+        redirectURL: id("https://app/cb"),
         scopes: leaf("ids", ["calendar"]),
         createdAt: opt("millis", NOW),
         expiresAt: leaf("millis", NOW + 60_000)

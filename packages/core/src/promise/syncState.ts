@@ -1,5 +1,5 @@
 import { Effect, Option, Redacted } from "effect"
-import type { PendingAuth } from "../pendingauth/PendingAuth.js"
+import type { PendingAuth, PendingAuthInput } from "../pendingauth/PendingAuth.js"
 import type { ConsumePendingAuthOptions } from "../service/pendingAuth.js"
 import type { SetSyncStateOptions, UpdateSyncProgressOptions } from "../service/syncState.js"
 import type {
@@ -15,18 +15,23 @@ import type { Millis } from "../watch/ProjectionWatch.js"
 import type { PromiseCall } from "./facade.js"
 
 /**
- * A pending authorization as the Promise API takes and gives it: the code
- * verifier as a plain string (the caller needs it for the token request).
- * Inside the store it is `Redacted` all the same.
+ * A pending authorization as the Promise API takes and gives it: the
+ * original store's record, `{ state, codeVerifier, provider, ownerDID,
+ * ownerWrappableDID?, controllerWrappableDID?, createdAt, redirectURL,
+ * scopes, expiresAt }`, with the code verifier as a plain string (the caller
+ * needs it for the token request). Inside the store it is `Redacted` all the same.
  */
 export interface PendingAuthRecord extends Omit<PendingAuth, "codeVerifier" | "createdAt"> {
   readonly codeVerifier: string
   readonly createdAt: Millis
 }
 
-/** What the Promise `createPendingAuth` takes; `createdAt` defaults to the store's clock. */
-export interface PendingAuthRecordInput extends Omit<PendingAuthRecord, "createdAt"> {
-  readonly createdAt?: Millis | undefined
+/**
+ * What the Promise `createPendingAuth` takes: the original's record;
+ * `createdAt` defaults to the store's clock, a wrappable DID may be `null`.
+ */
+export interface PendingAuthRecordInput extends Omit<PendingAuthInput, "codeVerifier"> {
+  readonly codeVerifier: string
 }
 
 /** The sync-state, sync-lease and pending-OAuth methods of the Promise API. */
