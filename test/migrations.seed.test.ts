@@ -4,6 +4,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import { freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
+import { runProcess } from "./support/processes.js"
 
 // A complete database of the original store (every table and index, written
 // out here as its schema's SQL, with rows in each table), opened by this
@@ -220,6 +221,41 @@ for (const [name, database] of databases) {
         await store.close()
       }
       expect(await withClient(url, (sql) => pendingAuthColumns(sql, t.pendingAuth))).toEqual(ORIGINAL_COLUMNS)
+    })
+
+    it("the move of the project's own layout, raced by several migrating processes, happens once and keeps every row", async () => {
+      const url = await database()
+      const prefix = name === "SQLite" ? "kubun_connector_" : `race_${name.toLowerCase()}_`
+      const t = tableNames(prefix)
+      const ROWS = 50
+      await withClient(url, (sql) =>
+        Effect.gen(function*() {
+          yield* migrate(sql, t, migrations.filter((m) => m.id < 8))
+          for (let i = 0; i < ROWS; i++) {
+            yield* sql.unsafe(`INSERT INTO ${t.pendingAuth} (state, connector_name, owner_did, code_verifier, redirect_uri, scopes, created_at, expires_at)
+              VALUES ('s${i}', 'gcal', 'did:o', 'verifier-${i}', 'https://app/${i}', ${i % 2 === 0 ? "NULL" : `'["s${i}"]'`}, ${NOW}, ${NOW + 60_000})`)
+          }
+        }))
+      if (name === "SQLite") {
+        // Separate OS processes (the built packages), each step slowed inside the migration transaction.
+        const startAt = String(Date.now() + 1_500)
+        const runs = await Promise.all([1, 2, 3].map(() => runProcess("migrate", [url, startAt, "slow", "3"])))
+        expect(runs.map((out) => (JSON.parse(out) as { applied: ReadonlyArray<number> }).applied).flat().filter((id) => id === 8)).toEqual([8])
+      } else {
+        const applied = await Promise.all([1, 2, 3].map(() => withClient(url, (sql) => migrate(sql, t))))
+        expect(applied.flat().filter((id) => id === 8)).toEqual([8])
+      }
+      const store = await openConnectorStore({ url, tablePrefix: prefix, now: () => NOW })
+      try {
+        for (let i = 0; i < ROWS; i++) {
+          expect(await store.consumePendingAuth(`s${i}`, { now: NOW })).toMatchObject({
+            codeVerifier: `verifier-${i}`, provider: "gcal", redirectURL: `https://app/${i}`, scopes: i % 2 === 0 ? [] : [`s${i}`]
+          })
+        }
+        expect(await store.deleteExpiredPendingAuth(Number.MAX_SAFE_INTEGER)).toBe(0)
+      } finally {
+        await store.close()
+      }
     })
 
     it("a consume never removes a row it cannot hand back: it fails, the row stays, the others are consumed", async () => {
