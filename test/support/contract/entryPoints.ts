@@ -116,14 +116,14 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
         entityCount: leaf("nonNegativeInt", 1),
         error: opt("textOrNull", null)
       })
-    ]]
+    ], ["options", optRec({ leaseToken: opt("id", "token-1") })]]
   },
   {
     method: "updateSyncProgress",
     params: [["connectorName", id("gcal")], ["ownerDID", id("did:owner:1")], [
       "recompute",
       leaf("function", () => ({ checkpoint: null, recovery: null }))
-    ], ["options", optRec({ maxRetries: opt("nonNegativeInt", 1) })]],
+    ], ["options", optRec({ maxRetries: opt("nonNegativeInt", 1), leaseToken: opt("id", "token-1") })]],
     effectOnly: true
   },
   { method: "deleteSyncState", params: [["connectorName", id("gcal")], ["ownerDID", id("did:owner:1")]] },
