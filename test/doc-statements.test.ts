@@ -36,10 +36,10 @@ describe("operations.md: a setting out of range", () => {
 describe("sync-state-and-auth.md: the code verifier", () => {
   const record = (codeVerifier: unknown) => ({
     state: "state-1",
-    connectorName: "calendar",
+    provider: "calendar",
     ownerDID: "did:example:a",
     codeVerifier,
-    redirectUri: "https://app.example/callback",
+    redirectURL: "https://app.example/callback",
     scopes: ["calendar"],
     expiresAt: 10_000
   })

@@ -55,10 +55,10 @@ for (const adapter of adapters) {
           .toMatchObject({ _tag: "InvalidInput", field: "documentIDs" })
         expect(yield* failsChangingNothing(store.createPendingAuth({
           state: overLimit,
-          connectorName: "gcal",
+          provider: "gcal",
           ownerDID: "did:o",
           codeVerifier: Redacted.make("v".repeat(43)),
-          redirectUri: "https://app/cb",
+          redirectURL: "https://app/cb",
           scopes: [],
           createdAt: NOW,
           expiresAt: NOW + 1

@@ -87,11 +87,11 @@ for (const adapter of adapters) {
           { version: 4, incarnation: null }
         ]
         for (const expected of stale) {
-          yield* loses(repo.updateProgress(progressed, expected), `progress at ${JSON.stringify(expected)}`)
+          yield* loses(Effect.map(repo.updateProgress(progressed, expected, []), Option.isSome), `progress at ${JSON.stringify(expected)}`)
           yield* loses(repo.updateStatus(statused, expected), `status at ${JSON.stringify(expected)}`)
         }
         expect(Option.getOrThrow(yield* repo.get(key))).toEqual(syncRow)
-        expect(yield* repo.updateProgress(progressed, { version: 4, incarnation: "inc-1" })).toBe(true)
+        expect(Option.getOrThrow(yield* repo.updateProgress(progressed, { version: 4, incarnation: "inc-1" }, []))).toEqual(progressed)
         expect(Option.getOrThrow(yield* repo.get(key))).toEqual(progressed)
         yield* loses(repo.updateStatus(statused, { version: 4, incarnation: "inc-1" }), "status at the replaced version")
         expect(yield* repo.updateStatus(statused, { version: 5, incarnation: "inc-1" })).toBe(true)

@@ -16,10 +16,10 @@ const newVerifier = (): string => randomBytes(32).toString("base64url")
 
 const recordOf = (overrides: Partial<PendingAuthInput> = {}, verifier = newVerifier()): PendingAuthInput => ({
   state: "state-1",
-  connectorName: "gcal",
+  provider: "gcal",
   ownerDID: "did:owner:1",
   codeVerifier: Redacted.make(verifier),
-  redirectUri: "https://app.example/oauth/callback",
+  redirectURL: "https://app.example/oauth/callback",
   scopes: ["calendar.read", "calendar.write"],
   createdAt: NOW,
   expiresAt: NOW + 600_000,
@@ -47,6 +47,20 @@ for (const adapter of adapters) {
         expect(plain(taken)).toEqual(plain(record))
         expect(yield* succeedsChangingNothing(consume("state-1", NOW))).toEqual(Option.none())
         expect((yield* snapshot)["pending_auth"]).toHaveLength(1)
+      })))
+
+    it.effect("the original's wrappable DIDs are kept when given and absent when not (null stores none)", () =>
+      onStore(Effect.gen(function*() {
+        const store = yield* ConnectorStore
+        const both = recordOf({ state: "both", ownerWrappableDID: "did:owner:wrap", controllerWrappableDID: "did:controller:wrap" })
+        yield* store.createPendingAuth(both)
+        yield* store.createPendingAuth(recordOf({ state: "nulls", ownerWrappableDID: null, controllerWrappableDID: null }))
+        yield* store.createPendingAuth(recordOf({ state: "owner-only", ownerWrappableDID: "did:o:w" }))
+        expect(plain(Option.getOrThrow(yield* consume("both", NOW)))).toEqual(plain(both))
+        const nulls = Option.getOrThrow(yield* consume("nulls", NOW))
+        expect("ownerWrappableDID" in nulls || "controllerWrappableDID" in nulls).toBe(false)
+        const ownerOnly = Option.getOrThrow(yield* consume("owner-only", NOW))
+        expect([ownerOnly.ownerWrappableDID, "controllerWrappableDID" in ownerOnly]).toEqual(["did:o:w", false])
       })))
 
     it.effect("createdAt defaults to the store's clock; extra fields are not stored", () =>
@@ -142,12 +156,14 @@ for (const adapter of adapters) {
       const good = recordOf({}, verifier)
       const cases: ReadonlyArray<readonly [string, string, (s: ConnectorStore["Type"]) => Effect.Effect<unknown, unknown>]> = [
         ["create with an empty state", "record.state", (s) => s.createPendingAuth({ ...good, state: "" })],
-        ["create with an empty connector name", "record.connectorName", (s) => s.createPendingAuth({ ...good, connectorName: "" })],
+        ["create with an empty provider", "record.provider", (s) => s.createPendingAuth({ ...good, provider: "" })],
+        ["create with an empty owner wrappable DID", "record.ownerWrappableDID", (s) => s.createPendingAuth({ ...good, ownerWrappableDID: "" })],
+        ["create with a numeric controller wrappable DID", "record.controllerWrappableDID", (s) => s.createPendingAuth({ ...good, controllerWrappableDID: 7 as never })],
         ["create with a non-string owner", "record.ownerDID", (s) => s.createPendingAuth({ ...good, ownerDID: 1 as never })],
         ["create with the verifier as a plain string", "record.codeVerifier", (s) => s.createPendingAuth({ ...good, codeVerifier: verifier as never })],
         ["create with a 42-character verifier", "record.codeVerifier", (s) => s.createPendingAuth({ ...good, codeVerifier: Redacted.make(verifier.slice(1)) })],
         ["create with a forbidden character in the verifier", "record.codeVerifier", (s) => s.createPendingAuth({ ...good, codeVerifier: Redacted.make(`${verifier}!`) })],
-        ["create with an empty redirect URI", "record.redirectUri", (s) => s.createPendingAuth({ ...good, redirectUri: "" })],
+        ["create with an empty redirect URL", "record.redirectURL", (s) => s.createPendingAuth({ ...good, redirectURL: "" })],
         ["create with scopes that are not an array", "record.scopes", (s) => s.createPendingAuth({ ...good, scopes: "calendar" as never })],
         ["create with an empty scope", "record.scopes", (s) => s.createPendingAuth({ ...good, scopes: ["a", ""] })],
         ["create with a NaN expiry", "record.expiresAt", (s) => s.createPendingAuth({ ...good, expiresAt: Number.NaN })],
@@ -231,7 +247,7 @@ for (const adapter of adapters) {
           it.effect("a create refused by a check constraint (Postgres quotes the failing row in the error's detail)", () =>
             onStore(Effect.gen(function*() {
               yield* onDatabase((table, prefix) => [
-                `ALTER TABLE ${table} ADD CONSTRAINT ${prefix}refused CHECK (length(redirect_uri) < 5)`
+                `ALTER TABLE ${table} ADD CONSTRAINT ${prefix}refused CHECK (length(redirect_url) < 5)`
               ])
               const verifier = newVerifier()
               const call = Effect.flatMap(ConnectorStore, (s) => s.createPendingAuth(recordOf({}, verifier)))

@@ -26,10 +26,10 @@ describe.runIf(postgres !== undefined)("pending OAuth races on Postgres, two sto
         Effect.forEach(verifiers, (verifier, i) =>
           s.createPendingAuth({
             state: `state-${i}`,
-            connectorName: "gcal",
+            provider: "gcal",
             ownerDID: "did:owner:1",
             codeVerifier: Redacted.make(verifier),
-            redirectUri: "https://app.example/cb",
+            redirectURL: "https://app.example/cb",
             scopes: [],
             createdAt: NOW,
             expiresAt: NOW + 60_000

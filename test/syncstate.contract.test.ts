@@ -146,10 +146,10 @@ for (const adapter of adapters) {
           for (const owner of owners) yield* store.setSyncState(C, owner, { ...report, lastSyncedAt: owner })
           yield* store.setSyncState("jira", "did:a", report)
           const listed = yield* store.listSyncStatesForConnector(C)
-          expect(listed.map((entry) => [entry.connectorName, entry.ownerDID, entry.state.lastSyncedAt])).toEqual(
+          expect(listed.map((entry) => [entry.connectorName, entry.ownerDID, entry.lastSyncedAt])).toEqual(
             ["did:B", "did:a", "did:b", "did:\uFF21", "did:😀"].map((owner) => [C, owner, owner])
           )
-          expect(listed[1]!.state).toEqual(yield* stateOf(C, "did:a"))
+          expect(listed[1]).toEqual({ connectorName: C, ownerDID: "did:a", ...(yield* stateOf(C, "did:a")) })
         })))
     })
 
@@ -157,9 +157,9 @@ for (const adapter of adapters) {
       it.effect("with no row, inserts version 1 under a new incarnation, idle, from a recompute of nothing", () =>
         onStore(Effect.gen(function*() {
           const store = yield* ConnectorStore
-          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const seen: Array<SyncProgressCASCurrent | null> = []
           const written = yield* store.updateSyncProgress(C, O, appending("a", seen))
-          expect(seen).toEqual([undefined])
+          expect(seen).toEqual([null])
           expect(written).toEqual({
             checkpoint: { log: ["a"] },
             recovery: { entries: 1 },
@@ -178,7 +178,7 @@ for (const adapter of adapters) {
           const store = yield* ConnectorStore
           const set = yield* store.setSyncState(C, O, { ...report, status: "error", error: "e", checkpoint: { log: ["s"] }, recovery: "r" })
           yield* store.claimSyncLease(C, O, { now: NOW, leaseMs: 5 })
-          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const seen: Array<SyncProgressCASCurrent | null> = []
           const written = yield* store.updateSyncProgress(C, O, appending("a", seen))
           expect(seen).toEqual([{ checkpoint: { log: ["s"] }, recovery: "r", version: 0, incarnation: set.incarnation }])
           expect(written).toEqual({
@@ -225,7 +225,7 @@ for (const adapter of adapters) {
         onRacing((racing) => Effect.gen(function*() {
           const store = yield* ConnectorStore
           const base = yield* store.updateSyncProgress(C, O, appending("base"))
-          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const seen: Array<SyncProgressCASCurrent | null> = []
           racing.interfere((other) => other.updateSyncProgress(C, O, appending("other")))
           const written = yield* store.updateSyncProgress(C, O, appending("mine", seen))
           expect(seen.map((current) => [current?.version, logOf(current?.checkpoint)])).toEqual([
@@ -246,7 +246,7 @@ for (const adapter of adapters) {
             const old = recreate === "set"
               ? yield* store.setSyncState(C, O, { ...report, checkpoint: { log: ["old"] } })
               : yield* store.updateSyncProgress(C, O, appending("old"))
-            const seen: Array<SyncProgressCASCurrent | undefined> = []
+            const seen: Array<SyncProgressCASCurrent | null> = []
             racing.interfere((other) =>
               Effect.zipRight(
                 other.deleteSyncState(C, O),
@@ -274,10 +274,10 @@ for (const adapter of adapters) {
       it.effect("an insert that loses to a concurrent insert retries as an update of the winner's row", () =>
         onRacing((racing) => Effect.gen(function*() {
           const store = yield* ConnectorStore
-          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const seen: Array<SyncProgressCASCurrent | null> = []
           racing.interfere((other) => other.setSyncState(C, O, { ...report, checkpoint: { log: ["theirs"] } }))
           const written = yield* store.updateSyncProgress(C, O, appending("mine", seen))
-          expect(seen[0]).toBeUndefined()
+          expect(seen[0]).toBeNull()
           expect(seen[1]).toMatchObject({ version: 0, checkpoint: { log: ["theirs"] } })
           expect(written).toMatchObject({ ...report, checkpoint: { log: ["theirs", "mine"] }, version: 1, incarnation: seen[1]!.incarnation })
           expect(yield* stateOf()).toEqual(written)
@@ -288,9 +288,9 @@ for (const adapter of adapters) {
           const store = yield* ConnectorStore
           const old = yield* store.updateSyncProgress(C, O, appending("old"))
           racing.interfere((other) => other.deleteSyncState(C, O))
-          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const seen: Array<SyncProgressCASCurrent | null> = []
           const written = yield* store.updateSyncProgress(C, O, appending("mine", seen))
-          expect(seen).toEqual([expect.objectContaining({ version: 1 }), undefined])
+          expect(seen).toEqual([expect.objectContaining({ version: 1 }), null])
           expect(written).toMatchObject({ checkpoint: { log: ["mine"] }, version: 1 })
           expect(written.incarnation).not.toEqual(old.incarnation)
         })))
@@ -304,7 +304,7 @@ for (const adapter of adapters) {
             (other) => other.updateSyncProgress(C, O, appending("x2")),
             (other) => other.updateSyncProgress(C, O, appending("x3"))
           )
-          const seen: Array<SyncProgressCASCurrent | undefined> = []
+          const seen: Array<SyncProgressCASCurrent | null> = []
           const error = yield* Effect.flip(store.updateSyncProgress(C, O, appending("mine", seen), { maxRetries: 2 }))
           expect(error).toMatchObject({ _tag: "SyncProgressExhausted", connectorName: C, ownerDID: O, attempts: 3 })
           expect(error.message).toContain(C)
@@ -322,6 +322,158 @@ for (const adapter of adapters) {
           expect(error).toMatchObject({ _tag: "SyncProgressExhausted", attempts: 1 })
           expect(yield* stateOf()).toMatchObject({ checkpoint: null, version: 0 })
         })))
+    })
+
+    describe("a caller ported from the original store", () => {
+      const onRacing = <A, E>(body: (racing: InterferingStore) => Effect.Effect<A, E, ConnectorStore | StoreSnapshot>) =>
+        Effect.suspend(() => {
+          const racing = interferingStore(adapter)
+          return Effect.provide(body(racing), racing.layer)
+        })
+      const INT4_MAX = 2_147_483_647
+
+      it.effect("a progress write that creates the row takes only the progress fields: keys, incarnation, lease, status or version in the result are refused, nothing written", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const forged = {
+            checkpoint: 1,
+            recovery: null,
+            connectorName: "c2",
+            ownerDID: "elsewhere",
+            incarnation: "chosen",
+            status: "bogus",
+            leaseToken: "t",
+            leaseExpiresAt: NOW + 60_000,
+            version: 9
+          }
+          const error = yield* failsChangingNothing(store.updateSyncProgress(C, O, () => forged as never))
+          expect(error).toMatchObject({ _tag: "InvalidInput", method: "updateSyncProgress", field: expect.stringMatching(/^recompute\(\)\./) })
+          for (const [field, value] of Object.entries(forged).filter(([name]) => name !== "checkpoint" && name !== "recovery")) {
+            const one = yield* failsChangingNothing(store.updateSyncProgress(C, O, () => ({ checkpoint: 1, recovery: null, [field]: value }) as never))
+            expect(one, field).toMatchObject({ _tag: "InvalidInput", field: `recompute().${field}` })
+          }
+          expect(yield* stateOf("c2", "elsewhere")).toBeUndefined()
+          expect(yield* stateOf()).toBeUndefined()
+          // What a ported caller spreads (the recompute's argument, the key) is a copy, and lands.
+          yield* store.updateSyncProgress(C, O, (current) => ({ ...current, connectorName: C, ownerDID: O, checkpoint: 1, recovery: null }))
+          const stored = (yield* stateOf())!
+          const copied = yield* store.updateSyncProgress(C, O, (current) => ({ ...current!, checkpoint: 2 }))
+          expect(copied).toMatchObject({ checkpoint: 2, version: 2, incarnation: stored.incarnation, status: "idle" })
+          const stale = yield* failsChangingNothing(store.updateSyncProgress(C, O, (current) => ({ ...current!, version: 0, checkpoint: 3 })))
+          expect(stale).toMatchObject({ _tag: "InvalidInput", field: "recompute().version" })
+        })))
+
+      it.effect("updateSyncProgress resolves with the row as written when a setSyncState lands between its read and its write", () =>
+        onRacing((racing) => Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          yield* store.setSyncState(C, O, { ...report, status: "syncing" })
+          racing.interfere((other) => other.setSyncState(C, O, { status: "error", lastSyncedAt: "later", entityCount: 99, error: "quota" }))
+          const written = yield* store.updateSyncProgress(C, O, appending("mine"))
+          expect(racing.pending()).toBe(0)
+          expect(written).toMatchObject({ status: "error", lastSyncedAt: "later", entityCount: 99, error: "quota", checkpoint: { log: ["mine"] } })
+          expect(yield* stateOf()).toEqual(written)
+        })))
+
+      it.effect("the recompute gets null for no row, and the list answers each state's fields flat beside connectorName and ownerDID", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const seen: Array<SyncProgressCASCurrent | null> = []
+          yield* store.updateSyncProgress(C, O, appending("a", seen))
+          expect(seen).toEqual([null])
+          const state = (yield* stateOf())!
+          expect(yield* store.listSyncStatesForConnector(C)).toEqual([{ connectorName: C, ownerDID: O, ...state }])
+        })))
+
+      it.effect("a progress result's lastSyncedAt, entityCount and error are written, on insert and on update; absent ones keep what is stored", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          const inserted = yield* store.updateSyncProgress(C, O, () => ({ checkpoint: 1, recovery: null, lastSyncedAt: "t1", entityCount: 5, error: "partial" }) as never)
+          expect(inserted).toMatchObject({ status: "idle", lastSyncedAt: "t1", entityCount: 5, error: "partial", version: 1 })
+          expect(yield* stateOf()).toEqual(inserted)
+          const counted = yield* store.updateSyncProgress(C, O, () => ({ checkpoint: 2, recovery: null, entityCount: 6 }) as never)
+          expect(counted).toMatchObject({ lastSyncedAt: "t1", entityCount: 6, error: "partial", version: 2 })
+          const cleared = yield* store.updateSyncProgress(C, O, () => ({ checkpoint: 3, recovery: null, error: null, lastSyncedAt: "t3" }) as never)
+          expect(cleared).toMatchObject({ lastSyncedAt: "t3", entityCount: 6, version: 3 })
+          expect(cleared.error).toBeUndefined()
+          expect(yield* stateOf()).toEqual(cleared)
+          for (const [field, value] of [["entityCount", -1], ["entityCount", 1.5], ["lastSyncedAt", 5], ["error", 5]] as const) {
+            const error = yield* failsChangingNothing(store.updateSyncProgress(C, O, () => ({ checkpoint: 4, recovery: null, [field]: value }) as never))
+            expect(error, `${field} ${value}`).toMatchObject({ _tag: "InvalidInput", field: `recompute().${field}` })
+          }
+        })))
+
+      it.effect("entityCount is one range on every adapter: up to 2^31 - 1 kept, 2^31 refused naming the field, nothing written", () =>
+        onStore(Effect.gen(function*() {
+          const store = yield* ConnectorStore
+          expect((yield* store.setSyncState(C, O, { ...report, entityCount: INT4_MAX })).entityCount).toBe(INT4_MAX)
+          expect((yield* stateOf())!.entityCount).toBe(INT4_MAX)
+          const set = yield* failsChangingNothing(store.setSyncState(C, O, { ...report, entityCount: INT4_MAX + 1 }))
+          expect(set).toMatchObject({ _tag: "InvalidInput", field: "state.entityCount" })
+          const progress = yield* failsChangingNothing(
+            store.updateSyncProgress(C, O, () => ({ checkpoint: 1, recovery: null, entityCount: INT4_MAX + 1 }) as never)
+          )
+          expect(progress).toMatchObject({ _tag: "InvalidInput", field: "recompute().entityCount" })
+        })))
+
+      describe("fenced by the sync lease token", () => {
+        it.effect("a holder whose lease was taken over has its progress and report refused with SyncLeaseLost, changing nothing; the new holder's land", () =>
+          onStore(Effect.gen(function*() {
+            const store = yield* ConnectorStore
+            const first = yield* store.claimSyncLease(C, O, { now: NOW, leaseMs: 1_000 })
+            if (first.outcome !== "claimed") return expect.unreachable("first claim")
+            yield* store.updateSyncProgress(C, O, appending("first"), { leaseToken: first.lease.token } as never)
+            const second = yield* store.claimSyncLease(C, O, { now: NOW + 1_000, leaseMs: 1_000 })
+            if (second.outcome !== "claimed") return expect.unreachable("takeover")
+            let recomputes = 0
+            const progress = yield* failsChangingNothing(store.updateSyncProgress(C, O, (current) => {
+              recomputes++
+              return appending("stale")(current)
+            }, { leaseToken: first.lease.token } as never))
+            expect(progress).toMatchObject({ _tag: "SyncLeaseLost", method: "updateSyncProgress", connectorName: C, ownerDID: O })
+            expect(recomputes).toBe(0)
+            const set = yield* failsChangingNothing((store.setSyncState as (...args: ReadonlyArray<unknown>) => Effect.Effect<unknown, unknown>)(
+              C, O, { ...report, status: "error" }, { leaseToken: first.lease.token }
+            ))
+            expect(set).toMatchObject({ _tag: "SyncLeaseLost", method: "setSyncState", connectorName: C, ownerDID: O })
+            const landed = yield* store.updateSyncProgress(C, O, appending("second"), { leaseToken: second.lease.token } as never)
+            expect(logOf(landed.checkpoint)).toEqual(["first", "second"])
+            yield* (store.setSyncState as (...args: ReadonlyArray<unknown>) => Effect.Effect<unknown, unknown>)(
+              C, O, { ...report, status: "idle" }, { leaseToken: second.lease.token }
+            )
+            // Without a token, the original's behaviour: no fence.
+            const unfenced = yield* store.updateSyncProgress(C, O, appending("unfenced"))
+            expect(logOf(unfenced.checkpoint)).toEqual(["first", "second", "unfenced"])
+          })))
+
+        it.effect("a takeover landing between a fenced progress write's read and its write refuses it; the takeover's state stays", () =>
+          onRacing((racing) => Effect.gen(function*() {
+            const store = yield* ConnectorStore
+            const first = yield* store.claimSyncLease(C, O, { now: NOW, leaseMs: 1_000 })
+            if (first.outcome !== "claimed") return expect.unreachable("first claim")
+            racing.interfere((other) => other.claimSyncLease(C, O, { now: NOW + 1_000, leaseMs: 1_000 }))
+            const error = yield* Effect.flip(store.updateSyncProgress(C, O, appending("stale"), { leaseToken: first.lease.token } as never))
+            expect(error).toMatchObject({ _tag: "SyncLeaseLost" })
+            expect(yield* stateOf()).toMatchObject({ checkpoint: null, version: 0, leaseExpiresAt: NOW + 2_000 })
+          })))
+
+        it.effect("a released lease or a deleted row refuses a fenced write; a lapsed lease nobody took over still lets its holder write", () =>
+          onStore(Effect.gen(function*() {
+            const store = yield* ConnectorStore
+            const claim = yield* store.claimSyncLease(C, O, { now: NOW, leaseMs: 1_000 })
+            if (claim.outcome !== "claimed") return expect.unreachable("claim")
+            const fence = { leaseToken: claim.lease.token } as never
+            // Lapsed (the caller's clock is past the expiry) but not taken over: still the holder's.
+            expect((yield* store.updateSyncProgress(C, O, appending("late"), fence)).version).toBe(1)
+            expect(yield* store.releaseSyncLease(claim.lease)).toBe(true)
+            expect(yield* failsChangingNothing(store.updateSyncProgress(C, O, appending("x"), fence))).toMatchObject({ _tag: "SyncLeaseLost" })
+            expect(yield* store.deleteSyncState(C, O)).toBe(true)
+            expect(yield* failsChangingNothing(store.updateSyncProgress(C, O, appending("x"), fence))).toMatchObject({ _tag: "SyncLeaseLost" })
+            const set = yield* failsChangingNothing((store.setSyncState as (...args: ReadonlyArray<unknown>) => Effect.Effect<unknown, unknown>)(
+              C, O, report, { leaseToken: claim.lease.token }
+            ))
+            expect(set).toMatchObject({ _tag: "SyncLeaseLost" })
+          })))
+      })
     })
 
     describe("JSON columns", () => {

@@ -118,7 +118,15 @@ describe("sync-state decisions (pure)", () => {
     expect(decideSyncProgress(key, stored, progress, "unused")).toEqual({
       kind: "progress",
       row: { ...stored, ...progress, version: 8 },
-      expected: { version: 7, incarnation: "inc-1" }
+      expected: { version: 7, incarnation: "inc-1" },
+      reported: []
+    })
+    // The report fields a result gives are written and named; a fence joins the stamp.
+    expect(decideSyncProgress(key, stored, { ...progress, entityCount: 3, error: null }, "unused", "t")).toEqual({
+      kind: "progress",
+      row: { ...stored, ...progress, entityCount: 3, error: null, version: 8 },
+      expected: { version: 7, incarnation: "inc-1", leaseToken: "t" },
+      reported: ["entityCount", "error"]
     })
   })
 
@@ -159,10 +167,10 @@ describe("sync-state decisions (pure)", () => {
 describe("pending-auth decisions (pure)", () => {
   const record = (expiresAt: number): PendingAuth => ({
     state: "s",
-    connectorName: "c",
+    provider: "c",
     ownerDID: "o",
     codeVerifier: Redacted.make("v".repeat(43)),
-    redirectUri: "https://x",
+    redirectURL: "https://x",
     scopes: [],
     createdAt: 0,
     expiresAt

@@ -60,7 +60,7 @@ for (const adapter of adapters) {
         version: 2,
         incarnation: expect.any(String)
       })
-      expect(await s.listSyncStatesForConnector(C)).toEqual([{ connectorName: C, ownerDID: O, state }])
+      expect(await s.listSyncStatesForConnector(C)).toEqual([{ connectorName: C, ownerDID: O, ...state }])
       const next = await s.claimSyncLease(C, O, { now, leaseMs: 1_000 })
       expect(next.outcome).toBe("claimed")
       expect((next as { lease: SyncLease }).lease.token).not.toBe(claim.lease.token)
@@ -87,10 +87,10 @@ for (const adapter of adapters) {
       const verifier = randomBytes(48).toString("base64url")
       const record = {
         state: "st-1",
-        connectorName: C,
+        provider: C,
         ownerDID: O,
         codeVerifier: verifier,
-        redirectUri: "https://app.example/cb",
+        redirectURL: "https://app.example/cb",
         scopes: ["read"],
         expiresAt: NOW + 1_000
       }

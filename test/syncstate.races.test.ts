@@ -107,6 +107,46 @@ describe.runIf(postgres !== undefined)("sync state races on Postgres, two stores
       expect(logOf(final.checkpoint)).toEqual(inFinal.map((state) => logOf(state.checkpoint).at(-1)))
     }))
 
+  it("a stale lease holder racing a takeover on the other pool: refusals are final, and its landed writes all precede the new holder's", () =>
+    onBoth(async ([staleStore, takerStore]) => {
+      const first = Exit.getOrElse(await call(staleStore, (s) => s.claimSyncLease(C, O, { now: NOW, leaseMs: 1_000 })), () => expect.unreachable("claim"))
+      if (first.outcome !== "claimed") return expect.unreachable("first claim")
+      type Outcome = "landed" | "lost"
+      const writes = async (runtime: Runtime, part: string, token: string, calls: number) => {
+        const outcomes: Array<Outcome> = []
+        for (let i = 0; i < calls; i++) {
+          const tag = `${part}-${i}`
+          const exit = await call(runtime, (s): Effect.Effect<unknown, unknown> =>
+            i % 2 === 0
+              ? s.updateSyncProgress(C, O, appending(tag), { leaseToken: token, maxRetries: 1_000 })
+              : s.setSyncState(C, O, { status: "syncing", lastSyncedAt: tag, entityCount: i }, { leaseToken: token }))
+          if (Exit.isSuccess(exit)) outcomes.push("landed")
+          else if (String(exit.cause).includes("SyncLeaseLost")) outcomes.push("lost")
+          else throw new Error(String(exit.cause))
+        }
+        return outcomes
+      }
+      const taker = (async () => {
+        // Not before three of the stale holder's progress writes landed: the takeover comes in the middle of its run.
+        while (((await stateOf(takerStore))?.version ?? 0) < 3) await new Promise((resolve) => setTimeout(resolve, 1))
+        const claim = Exit.getOrElse(await call(takerStore, (s) => s.claimSyncLease(C, O, { now: NOW + 1_000, leaseMs: 60_000 })), () => expect.unreachable("takeover"))
+        if (claim.outcome !== "claimed") return expect.unreachable("takeover refused")
+        return writes(takerStore, "take", claim.lease.token, 40)
+      })()
+      const [stale, taken] = await Promise.all([writes(staleStore, "stale", first.lease.token, 200), taker])
+      expect(taken.every((outcome) => outcome === "landed")).toBe(true)
+      const firstLost = stale.indexOf("lost")
+      if (firstLost >= 0) expect(stale.slice(firstLost).every((outcome) => outcome === "lost")).toBe(true)
+      const landed = (part: string, outcomes: ReadonlyArray<Outcome>) =>
+        outcomes.flatMap((outcome, i) => outcome === "landed" && i % 2 === 0 ? [`${part}-${i}`] : [])
+      expect(landed("stale", stale).length).toBeGreaterThanOrEqual(3)
+      const final = (await stateOf(staleStore))!
+      expect(logOf(final.checkpoint)).toEqual([...landed("stale", stale), ...landed("take", taken)])
+      expect(final.lastSyncedAt).toBe("take-39")
+      expect(await writes(staleStore, "late", first.lease.token, 2)).toEqual(["lost", "lost"])
+      expect(await stateOf(takerStore)).toEqual(final)
+    }))
+
   it("concurrent setSyncState on no row: one row, version 0, one incarnation for every caller", () =>
     onBoth(async (stores) => {
       const exits = await Promise.all(Array.from({ length: 16 }, (_, i) =>

@@ -209,15 +209,15 @@ export interface ModelRead {
  */
 export const expectReads = (
   r: RealSyncStore,
-  seen: ReadonlyArray<SyncProgressCASCurrent | undefined>,
+  seen: ReadonlyArray<SyncProgressCASCurrent | null>,
   expected: ReadonlyArray<ModelRead | undefined>
 ): void => {
-  expect(seen.map((current) => current === undefined ? undefined : {
+  expect(seen.map((current) => current === null ? undefined : {
     version: current.version,
     log: current.checkpoint === null ? null : logOf(current.checkpoint)
   })).toEqual(expected.map((read) => read === undefined ? undefined : { version: read.version, log: read.log }))
   seen.forEach((current, i) => {
     const read = expected[i]
-    if (current !== undefined && read !== undefined) r.expectIncarnation(read.generation, current.incarnation)
+    if (current !== null && read !== undefined) r.expectIncarnation(read.generation, current.incarnation)
   })
 }

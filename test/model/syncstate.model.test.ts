@@ -85,7 +85,7 @@ class Progress implements Command {
     }
 
     r.interfere(this.owner, this.interference)
-    const seen: Array<SyncProgressCASCurrent | undefined> = []
+    const seen: Array<SyncProgressCASCurrent | null> = []
     const exit = await r.run((s) => s.updateSyncProgress(r.connector, this.owner, appending(tag, seen), { maxRetries: this.maxRetries }))
     expect(r.discardInterference()).toBe(queue.length)
     if (landed) {

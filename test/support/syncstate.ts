@@ -67,7 +67,7 @@ export const logOf = (checkpoint: JsonValue | undefined): ReadonlyArray<string> 
  * A recompute that appends `tag` to the checkpoint's log and counts its
  * entries in the recovery; every `current` it is called with is pushed to `seen`.
  */
-export const appending = (tag: string, seen: Array<SyncProgressCASCurrent | undefined> = []): SyncProgressRecompute =>
+export const appending = (tag: string, seen: Array<SyncProgressCASCurrent | null> = []): SyncProgressRecompute =>
 (current) => {
   seen.push(current)
   const log = [...logOf(current?.checkpoint), tag]

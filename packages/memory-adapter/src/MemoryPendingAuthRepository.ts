@@ -26,7 +26,7 @@ export const makeMemoryPendingAuthRepository = (db: MemoryDatabase): PendingAuth
       const stored = table.get(state)
       if (stored === undefined) return Option.none()
       table.delete(state)
-      return Option.some({ ...stored, codeVerifier: Redacted.make(stored.codeVerifier) })
+      return Option.some({ ...stored, scopes: Array.from(stored.scopes), codeVerifier: Redacted.make(stored.codeVerifier) })
     }),
   deleteExpiredBefore: (cutoff) =>
     db.write<StoredPendingAuth, number>(TABLE, (table) => {

@@ -36,7 +36,8 @@ const load = (stored: StoredSyncState): SyncStateRow => ({
 })
 
 const hasStamp = (stored: StoredSyncState | undefined, expected: SyncStateStamp): stored is StoredSyncState =>
-  stored !== undefined && stored.version === expected.version && stored.incarnation === expected.incarnation
+  stored !== undefined && stored.version === expected.version && stored.incarnation === expected.incarnation &&
+  (expected.leaseToken === undefined || stored.leaseToken === expected.leaseToken)
 
 const hasLeaseStamp = (stored: StoredSyncState | undefined, expected: SyncLeaseStamp): stored is StoredSyncState =>
   stored !== undefined && stored.incarnation === expected.incarnation && stored.leaseToken === expected.leaseToken &&
@@ -46,14 +47,16 @@ const hasLeaseStamp = (stored: StoredSyncState | undefined, expected: SyncLeaseS
 export const makeMemorySyncStateRepository = (db: MemoryDatabase): SyncStateRepository["Type"] => {
   const byKey = (key: string) =>
     Effect.map(db.read<StoredSyncState>(TABLE), (table) => Option.map(Option.fromNullable(table.get(key)), load))
-  const guarded = (next: SyncStateRow, holds: (stored: StoredSyncState | undefined) => stored is StoredSyncState, patch: (stored: StoredSyncState) => StoredSyncState) =>
-    db.write<StoredSyncState, boolean>(TABLE, (table) => {
+  const patched = (next: SyncStateRow, holds: (stored: StoredSyncState | undefined) => stored is StoredSyncState, patch: (stored: StoredSyncState) => StoredSyncState) =>
+    db.write<StoredSyncState, Option.Option<SyncStateRow>>(TABLE, (table) => {
       const key = syncStateMapKey(next)
       const stored = table.get(key)
-      if (!holds(stored)) return false
-      table.set(key, patch(stored))
-      return true
+      if (!holds(stored)) return Option.none()
+      const written = patch(stored)
+      table.set(key, written)
+      return Option.some(load(written))
     })
+  const guarded = (...args: Parameters<typeof patched>) => Effect.map(patched(...args), Option.isSome)
 
   return {
     lockRead: (key) => byKey(syncStateMapKey(key)),
@@ -65,9 +68,10 @@ export const makeMemorySyncStateRepository = (db: MemoryDatabase): SyncStateRepo
         table.set(key, store(row))
         return true
       }),
-    updateProgress: (next, expected) => {
+    updateProgress: (next, expected, reported) => {
       const { checkpoint, recovery, version } = store(next)
-      return guarded(next, (s): s is StoredSyncState => hasStamp(s, expected), (s) => ({ ...s, checkpoint, recovery, version }))
+      const report = Object.fromEntries(reported.map((field) => [field, next[field]]))
+      return patched(next, (s): s is StoredSyncState => hasStamp(s, expected), (s) => ({ ...s, ...report, checkpoint, recovery, version }))
     },
     updateStatus: (next, expected) => {
       const { status, lastSyncedAt, entityCount, error, checkpoint, recovery } = store(next)

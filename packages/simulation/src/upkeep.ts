@@ -64,10 +64,10 @@ export const makeAuthMonitor = (store: PromiseConnectorStore<unknown>, world: Wo
       const now = world.clock.now()
       await store.createPendingAuth({
         state,
-        connectorName: scope.connectorName,
+        provider: scope.connectorName,
         ownerDID: scope.ownerDID,
         codeVerifier,
-        redirectUri: "https://app.example/oauth/callback",
+        redirectURL: "https://app.example/oauth/callback",
         scopes: ["calendar.events"],
         expiresAt: now + 60_000
       })
@@ -97,10 +97,10 @@ export const abandonedAuthorization = async (store: PromiseConnectorStore<unknow
   const createdAt = world.clock.now() - 120_000
   await store.createPendingAuth({
     state,
-    connectorName: scope.connectorName,
+    provider: scope.connectorName,
     ownerDID: scope.ownerDID,
     codeVerifier,
-    redirectUri: "https://app.example/oauth/callback",
+    redirectURL: "https://app.example/oauth/callback",
     scopes: ["calendar.events"],
     createdAt,
     expiresAt: createdAt + 60_000

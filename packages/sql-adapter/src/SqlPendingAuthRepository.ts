@@ -4,18 +4,48 @@ import { Effect, Option, Redacted } from "effect"
 import { epoch, type RawRow, text, textOrNull } from "./internal/columns.js"
 import type { TableNames } from "./Tables.js"
 
-/** A pending authorization as read from its table; the verifier is wrapped at once. */
+/** Decodes one column of a pending-auth row; a failure names the column, never its value. */
+const column = <A>(row: RawRow, name: string, decode: (value: unknown) => A): A => {
+  try {
+    return decode(row[name])
+  } catch (cause) {
+    throw new TypeError(`pending-auth column ${name}: ${cause instanceof Error ? cause.message : "cannot be read"}`)
+  }
+}
+
+/** The `scopes` column: JSON text of an array of strings. */
+const scopesOf = (value: unknown): ReadonlyArray<string> => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text(value))
+  } catch {
+    throw new TypeError("expected the JSON text of an array of strings")
+  }
+  if (!Array.isArray(parsed) || !parsed.every((scope) => typeof scope === "string")) {
+    throw new TypeError("expected the JSON text of an array of strings")
+  }
+  return parsed
+}
+
+/**
+ * A pending authorization as read from its table (the original store's
+ * columns); the verifier is wrapped at once. Throws, naming the column, on a
+ * row that is not a record.
+ */
 export const decodePendingAuth = (row: RawRow): PendingAuth => {
-  const scopes = textOrNull(row["scopes"])
+  const ownerWrappableDID = column(row, "owner_wrappable_did", textOrNull)
+  const controllerWrappableDID = column(row, "controller_wrappable_did", textOrNull)
   return {
-    state: text(row["state"]),
-    connectorName: text(row["connector_name"]),
-    ownerDID: text(row["owner_did"]),
-    codeVerifier: Redacted.make(text(row["code_verifier"])),
-    redirectUri: text(row["redirect_uri"]),
-    scopes: scopes === null ? [] : JSON.parse(scopes) as ReadonlyArray<string>,
-    createdAt: epoch(row["created_at"]),
-    expiresAt: epoch(row["expires_at"])
+    state: column(row, "state", text),
+    codeVerifier: Redacted.make(column(row, "code_verifier", text)),
+    provider: column(row, "provider", text),
+    ownerDID: column(row, "owner_did", text),
+    ...(ownerWrappableDID === null ? {} : { ownerWrappableDID }),
+    ...(controllerWrappableDID === null ? {} : { controllerWrappableDID }),
+    createdAt: column(row, "created_at", epoch),
+    redirectURL: column(row, "redirect_url", text),
+    scopes: column(row, "scopes", scopesOf),
+    expiresAt: column(row, "expires_at", epoch)
   }
 }
 
@@ -67,16 +97,21 @@ export const makeSqlPendingAuthRepository = (sql: SqlClient, tables: TableNames)
   return {
     insert: (record) =>
       sql<RawRow>`INSERT INTO ${table} (
-          state, connector_name, owner_did, code_verifier, redirect_uri, scopes, created_at, expires_at
+          state, code_verifier, provider, owner_did, owner_wrappable_did, controller_wrappable_did,
+          created_at, redirect_url, scopes, expires_at
         ) VALUES (
-          ${record.state}, ${record.connectorName}, ${record.ownerDID}, ${Redacted.value(record.codeVerifier)}, ${record.redirectUri},
-          ${JSON.stringify(record.scopes)}, ${record.createdAt}, ${record.expiresAt}
+          ${record.state}, ${Redacted.value(record.codeVerifier)}, ${record.provider}, ${record.ownerDID},
+          ${record.ownerWrappableDID ?? null}, ${record.controllerWrappableDID ?? null},
+          ${record.createdAt}, ${record.redirectURL}, ${JSON.stringify(record.scopes)}, ${record.expiresAt}
         ) ON CONFLICT DO NOTHING RETURNING state`.pipe(
         Effect.map((rows) => rows.length > 0),
         sealed("pendingAuth.insert")
       ),
     // One DELETE … RETURNING: on Postgres a concurrent second delete waits on
     // the row lock and then finds nothing, so exactly one caller gets the row.
+    // A row that does not decode fails the take inside the caller's
+    // transaction, whose rollback keeps it (a second take waiting on the
+    // lock then finds it again, and fails the same way).
     take: (state) =>
       sql<RawRow>`DELETE FROM ${table} WHERE state = ${state} RETURNING *`.pipe(
         Effect.flatMap((rows) => Effect.try(() => Option.map(Option.fromNullable(rows[0]), decodePendingAuth))),

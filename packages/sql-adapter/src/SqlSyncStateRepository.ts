@@ -2,6 +2,7 @@ import {
   decodeJsonColumn,
   encodeJsonColumn,
   type SyncStateKey,
+  type SyncStateStamp,
   SyncStateRepository,
   type SyncStateRow,
   type SyncStatus
@@ -39,6 +40,12 @@ export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): 
   const byKey = (key: SyncStateKey) => sql`connector_name = ${key.connectorName} AND owner_did = ${key.ownerDID}`
   const { many, one } = rowReaders(decodeSyncState)
   const changed = returnedAny
+  const empty = sql.literal("")
+  /** The guard of a versioned write: key, version, incarnation and, for a fenced write, the lease token. */
+  const stamped = (next: SyncStateKey, expected: SyncStateStamp) =>
+    sql`${byKey(next)} AND version = ${expected.version}
+      AND incarnation IS NOT DISTINCT FROM ${expected.incarnation}
+      ${expected.leaseToken === undefined ? empty : sql`AND lease_token = ${expected.leaseToken}`}`
 
   return {
     // On SQLite the store's transactions take the write lock first (see makeSqlTransactor).
@@ -56,16 +63,20 @@ export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): 
           ${encodeJsonColumn(row.recovery)}, ${row.version}, ${row.incarnation}
         ) ON CONFLICT DO NOTHING RETURNING version`
       ),
-    updateProgress: (next, expected) =>
-      changed(
+    // RETURNING *: the answer is the row as this statement left it, columns
+    // another writer changed since the read included.
+    updateProgress: (next, expected, reported) =>
+      one(
         "syncState.updateProgress",
         sql<RawRow>`UPDATE ${table} SET
           checkpoint = ${encodeJsonColumn(next.checkpoint)},
           recovery = ${encodeJsonColumn(next.recovery)},
           version = ${next.version}
-        WHERE ${byKey(next)} AND version = ${expected.version}
-          AND incarnation IS NOT DISTINCT FROM ${expected.incarnation}
-        RETURNING version`
+          ${reported.includes("lastSyncedAt") ? sql`, last_synced_at = ${next.lastSyncedAt}` : empty}
+          ${reported.includes("entityCount") ? sql`, entity_count = ${next.entityCount}` : empty}
+          ${reported.includes("error") ? sql`, error = ${next.error}` : empty}
+        WHERE ${stamped(next, expected)}
+        RETURNING *`
       ),
     updateStatus: (next, expected) =>
       changed(
@@ -77,8 +88,7 @@ export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): 
           error = ${next.error},
           checkpoint = ${encodeJsonColumn(next.checkpoint)},
           recovery = ${encodeJsonColumn(next.recovery)}
-        WHERE ${byKey(next)} AND version = ${expected.version}
-          AND incarnation IS NOT DISTINCT FROM ${expected.incarnation}
+        WHERE ${stamped(next, expected)}
         RETURNING version`
       ),
     updateLease: (next, expected) =>

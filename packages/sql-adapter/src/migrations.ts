@@ -29,6 +29,71 @@ const addColumn = (sql: SqlClient, table: string, column: string, type: string):
       )
   })
 
+/** True when `table` has a column named `column` (in the current schema on Postgres). */
+const hasColumn = (sql: SqlClient, table: string, column: string): Effect.Effect<boolean, SqlError> =>
+  Effect.map(
+    sql.onDialectOrElse({
+      pg: () =>
+        sql`SELECT 1 FROM information_schema.columns
+          WHERE table_schema = current_schema() AND table_name = ${table} AND column_name = ${column}`,
+      orElse: () => sql`SELECT 1 FROM pragma_table_info(${table}) WHERE name = ${column}`
+    }),
+    (found) => found.length > 0
+  )
+
+/**
+ * Rebuilds the pending-auth table this project's earlier migrations created
+ * (`connector_name`, `redirect_uri`, nullable `scopes`) as the original
+ * store's, moving every row: `connector_name` becomes `provider`,
+ * `redirect_uri` `redirect_url`, a null `scopes` `'[]'`, and the wrappable
+ * DIDs, which that layout never kept, are null. A table that already has
+ * the original's columns (a database the original wrote, or this step
+ * already run) is left exactly as it is. It runs inside `migrate`'s
+ * transaction and lock: a failure (the row counts differ, a name is taken)
+ * rolls everything back, and a second process finds the step applied.
+ */
+const movePendingAuthToOriginalColumns = (sql: SqlClient, t: TableNames): Effect.Effect<void, SqlError> =>
+  Effect.gen(function*() {
+    if (!(yield* hasColumn(sql, t.pendingAuth, "connector_name"))) return
+    const table = t.pendingAuth
+    const old = `${table}_old`
+    yield* sql.unsafe(`ALTER TABLE ${table} RENAME TO ${old}`)
+    // Postgres names the primary key's index after the table; it must move aside for the new table's.
+    yield* sql.onDialectOrElse({
+      pg: () => Effect.asVoid(sql.unsafe(`ALTER INDEX IF EXISTS ${table}_pkey RENAME TO ${old}_pkey`)),
+      orElse: () => Effect.void
+    })
+    yield* run(sql, [
+      `CREATE TABLE ${table} (
+        state text NOT NULL,
+        code_verifier text NOT NULL,
+        provider text NOT NULL,
+        owner_did text NOT NULL,
+        owner_wrappable_did text,
+        controller_wrappable_did text,
+        created_at bigint NOT NULL,
+        redirect_url text NOT NULL,
+        scopes text NOT NULL,
+        expires_at bigint NOT NULL,
+        CONSTRAINT ${table}_pkey PRIMARY KEY (state)
+      )`,
+      `INSERT INTO ${table} (
+        state, code_verifier, provider, owner_did, owner_wrappable_did, controller_wrappable_did,
+        created_at, redirect_url, scopes, expires_at
+      ) SELECT state, code_verifier, connector_name, owner_did, NULL, NULL,
+        created_at, redirect_uri, COALESCE(scopes, '[]'), expires_at FROM ${old}`
+    ])
+    const counts = yield* sql<{ moved: unknown; kept: unknown }>`SELECT
+      (SELECT count(*) FROM ${sql(table)}) AS moved, (SELECT count(*) FROM ${sql(old)}) AS kept`
+    if (Number(counts[0]?.moved) !== Number(counts[0]?.kept)) {
+      return yield* Effect.die(new Error(`migration 8: moved ${String(counts[0]?.moved)} of ${String(counts[0]?.kept)} pending authorizations`))
+    }
+    yield* run(sql, [
+      `DROP TABLE ${old}`,
+      `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_pending_auth_expires")} ON ${table} (expires_at)`
+    ])
+  })
+
 /**
  * The schema. Table, column and index names, nullability and keys are the
  * seed's (so a database the original store wrote opens unchanged); indexes
@@ -259,6 +324,14 @@ export const migrations: ReadonlyArray<Migration> = [
           ON ${t.operation} (updated_at, ${ordered("caller_did")}, ${ordered("operation_id")})`
       ])
     }
+  },
+  {
+    id: 8,
+    name: "pending_auth_original_columns",
+    // The original store's pending-auth table: its columns and record (see
+    // movePendingAuthToOriginalColumns). Earlier releases of this project
+    // created the table with columns of their own.
+    up: movePendingAuthToOriginalColumns
   }
 ]
 

@@ -116,14 +116,14 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
         entityCount: leaf("nonNegativeInt", 1),
         error: opt("textOrNull", null)
       })
-    ]]
+    ], ["options", optRec({ leaseToken: opt("id", "token-1") })]]
   },
   {
     method: "updateSyncProgress",
     params: [["connectorName", id("gcal")], ["ownerDID", id("did:owner:1")], [
       "recompute",
       leaf("function", () => ({ checkpoint: null, recovery: null }))
-    ], ["options", optRec({ maxRetries: opt("nonNegativeInt", 1) })]],
+    ], ["options", optRec({ maxRetries: opt("nonNegativeInt", 1), leaseToken: opt("id", "token-1") })]],
     effectOnly: true
   },
   { method: "deleteSyncState", params: [["connectorName", id("gcal")], ["ownerDID", id("did:owner:1")]] },
@@ -138,10 +138,10 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
       "record",
       rec({
         state: id("state-new"),
-        connectorName: id("gcal"),
+        provider: id("gcal"),
         ownerDID: id("did:owner:1"),
         codeVerifier: leaf("verifier", Redacted.make("v".repeat(43))),
-        redirectUri: id("https://app/cb"),
+        redirectURL: id("https://app/cb"),
         scopes: leaf("ids", ["calendar"]),
         createdAt: opt("millis", NOW),
         expiresAt: leaf("millis", NOW + 60_000)

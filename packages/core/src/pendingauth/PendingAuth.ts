@@ -3,25 +3,36 @@ import type { Millis } from "../watch/ProjectionWatch.js"
 
 /**
  * The PKCE state of one OAuth authorization between the authorize redirect
- * and its callback, keyed by the OAuth `state`. Single use: consuming it
- * removes it. The code verifier is a secret; it stays `Redacted` everywhere
- * in the store, so printing, logging or tracing a record never shows it.
+ * and its callback, keyed by the OAuth `state`: the original store's record,
+ * field for field. Single use: consuming it removes it. The code verifier
+ * is a secret; it stays `Redacted` everywhere in the store, so printing,
+ * logging or tracing a record never shows it.
  */
 export interface PendingAuth {
   readonly state: string
-  readonly connectorName: string
-  readonly ownerDID: string
   readonly codeVerifier: Redacted.Redacted<string>
-  readonly redirectUri: string
-  readonly scopes: ReadonlyArray<string>
+  /** The connector (OAuth provider) being authorized. */
+  readonly provider: string
+  readonly ownerDID: string
+  /** Present only when one was stored. */
+  readonly ownerWrappableDID?: string
+  /** Present only when one was stored. */
+  readonly controllerWrappableDID?: string
   readonly createdAt: Millis
+  readonly redirectURL: string
+  readonly scopes: ReadonlyArray<string>
   /** The last instant the authorization may be completed (inclusive). */
   readonly expiresAt: Millis
 }
 
-/** What `createPendingAuth` takes: a record, with `createdAt` defaulting to the store's clock. */
-export interface PendingAuthInput extends Omit<PendingAuth, "createdAt"> {
+/**
+ * What `createPendingAuth` takes: a record, with `createdAt` defaulting to
+ * the store's clock, and the wrappable DIDs absent or `null` for none.
+ */
+export interface PendingAuthInput extends Omit<PendingAuth, "createdAt" | "ownerWrappableDID" | "controllerWrappableDID"> {
   readonly createdAt?: Millis | undefined
+  readonly ownerWrappableDID?: string | null | undefined
+  readonly controllerWrappableDID?: string | null | undefined
 }
 
 /**

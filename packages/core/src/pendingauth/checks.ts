@@ -8,8 +8,10 @@ export const pendingAuthChecks = (record: unknown): ReadonlyArray<Check> => {
   return [
     ["record", record, Rules.record],
     ["record.state", fieldOf(record, "state"), Rules.id],
-    ["record.connectorName", fieldOf(record, "connectorName"), Rules.id],
+    ["record.provider", fieldOf(record, "provider"), Rules.id],
     ["record.ownerDID", fieldOf(record, "ownerDID"), Rules.id],
+    ["record.ownerWrappableDID", fieldOf(record, "ownerWrappableDID"), optional((v) => v === null ? undefined : Rules.id(v))],
+    ["record.controllerWrappableDID", fieldOf(record, "controllerWrappableDID"), optional((v) => v === null ? undefined : Rules.id(v))],
     ["record.codeVerifier", fieldOf(record, "codeVerifier"), (v) =>
       isRedactedVerifier(v)
         ? undefined
@@ -17,7 +19,7 @@ export const pendingAuthChecks = (record: unknown): ReadonlyArray<Check> => {
         : typeof v === "string"
         ? "must be wrapped in Redacted (Redacted.make) in the Effect API"
         : "must be an RFC 7636 code verifier (43 to 128 characters of A-Z a-z 0-9 - . _ ~)"],
-    ["record.redirectUri", fieldOf(record, "redirectUri"), Rules.id],
+    ["record.redirectURL", fieldOf(record, "redirectURL"), Rules.id],
     ["record.scopes", fieldOf(record, "scopes"), Rules.ids],
     ["record.createdAt", createdAt, optional(Rules.millis)],
     ["record.expiresAt", expiresAt, Rules.millis],

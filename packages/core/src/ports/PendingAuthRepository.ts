@@ -13,7 +13,10 @@ export class PendingAuthRepository extends Context.Tag("@connector-store/core/Pe
   readonly insert: (record: PendingAuth) => Effect.Effect<boolean, PersistenceError>
   /**
    * Removes the record of `state` and returns it, atomically: of any number
-   * of concurrent takes of one state, exactly one gets the record.
+   * of concurrent takes of one state, exactly one gets the record. Decodes
+   * what it removed before it succeeds: a row that is not a record fails
+   * the take (a `PersistenceError` naming the column, never its value), so
+   * the caller's transaction rolls back and the row stays.
    */
   readonly take: (state: string) => Effect.Effect<Option.Option<PendingAuth>, PersistenceError>
   /** Removes every record that expired strictly before `cutoff`; returns how many. */

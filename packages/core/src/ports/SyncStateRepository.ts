@@ -1,6 +1,7 @@
 import { Context, type Effect, type Option } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type {
+  ReportedField,
   SyncLeaseStamp,
   SyncStateKey,
   SyncStateRow,
@@ -20,11 +21,22 @@ export class SyncStateRepository extends Context.Tag("@connector-store/core/Sync
   readonly get: (key: SyncStateKey) => Effect.Effect<Option.Option<SyncStateRow>, PersistenceError>
   /** Inserts a new row; `false` when its key is taken (another writer inserted first). */
   readonly insert: (row: SyncStateRow) => Effect.Effect<boolean, PersistenceError>
-  /** Writes checkpoint, recovery and version of `next` if the row still has version and incarnation `expected`. */
-  readonly updateProgress: (next: SyncStateRow, expected: SyncStateStamp) => Effect.Effect<boolean, PersistenceError>
+  /**
+   * Writes checkpoint, recovery and version of `next`, and the `reported`
+   * fields of it, if the row still has the stamp `expected` (version,
+   * incarnation and, when the stamp has one, lease token). Answers the row
+   * as written, every column as stored after this statement, or `None`
+   * when the guard failed (nothing written).
+   */
+  readonly updateProgress: (
+    next: SyncStateRow,
+    expected: SyncStateStamp,
+    reported: ReadonlyArray<ReportedField>
+  ) => Effect.Effect<Option.Option<SyncStateRow>, PersistenceError>
   /**
    * Writes status, lastSyncedAt, entityCount, error, checkpoint and recovery
-   * of `next` if the row still has version and incarnation `expected`.
+   * of `next` if the row still has the stamp `expected` (version, incarnation
+   * and, when the stamp has one, lease token).
    */
   readonly updateStatus: (next: SyncStateRow, expected: SyncStateStamp) => Effect.Effect<boolean, PersistenceError>
   /** Writes the lease token and expiry of `next` if the row still has the lease stamp `expected`. */

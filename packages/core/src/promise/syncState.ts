@@ -1,7 +1,7 @@
 import { Effect, Option, Redacted } from "effect"
-import type { PendingAuth } from "../pendingauth/PendingAuth.js"
+import type { PendingAuth, PendingAuthInput } from "../pendingauth/PendingAuth.js"
 import type { ConsumePendingAuthOptions } from "../service/pendingAuth.js"
-import type { UpdateSyncProgressOptions } from "../service/syncState.js"
+import type { SetSyncStateOptions, UpdateSyncProgressOptions } from "../service/syncState.js"
 import type {
   SyncLeaseClaim,
   SyncLeaseHolder,
@@ -15,24 +15,29 @@ import type { Millis } from "../watch/ProjectionWatch.js"
 import type { PromiseCall } from "./facade.js"
 
 /**
- * A pending authorization as the Promise API takes and gives it: the code
- * verifier as a plain string (the caller needs it for the token request).
- * Inside the store it is `Redacted` all the same.
+ * A pending authorization as the Promise API takes and gives it: the
+ * original store's record, `{ state, codeVerifier, provider, ownerDID,
+ * ownerWrappableDID?, controllerWrappableDID?, createdAt, redirectURL,
+ * scopes, expiresAt }`, with the code verifier as a plain string (the caller
+ * needs it for the token request). Inside the store it is `Redacted` all the same.
  */
 export interface PendingAuthRecord extends Omit<PendingAuth, "codeVerifier" | "createdAt"> {
   readonly codeVerifier: string
   readonly createdAt: Millis
 }
 
-/** What the Promise `createPendingAuth` takes; `createdAt` defaults to the store's clock. */
-export interface PendingAuthRecordInput extends Omit<PendingAuthRecord, "createdAt"> {
-  readonly createdAt?: Millis | undefined
+/**
+ * What the Promise `createPendingAuth` takes: the original's record;
+ * `createdAt` defaults to the store's clock, a wrappable DID may be `null`.
+ */
+export interface PendingAuthRecordInput extends Omit<PendingAuthInput, "codeVerifier"> {
+  readonly codeVerifier: string
 }
 
 /** The sync-state, sync-lease and pending-OAuth methods of the Promise API. */
 export interface PromiseSyncStateMethods {
   getSyncState(connectorName: string, ownerDID: string): Promise<SyncState | null>
-  setSyncState(connectorName: string, ownerDID: string, state: SyncStateInput): Promise<SyncState>
+  setSyncState(connectorName: string, ownerDID: string, state: SyncStateInput, options?: SetSyncStateOptions): Promise<SyncState>
   updateSyncProgress(
     connectorName: string,
     ownerDID: string,
@@ -65,7 +70,7 @@ const redacted = (record: PendingAuthRecordInput) =>
 export const promiseSyncStateMethods = (call: PromiseCall): PromiseSyncStateMethods => ({
   getSyncState: (connectorName, ownerDID) =>
     call((s) => Effect.map(s.getSyncState(connectorName, ownerDID), Option.getOrNull)),
-  setSyncState: (connectorName, ownerDID, state) => call((s) => s.setSyncState(connectorName, ownerDID, state)),
+  setSyncState: (connectorName, ownerDID, state, options) => call((s) => s.setSyncState(connectorName, ownerDID, state, options)),
   updateSyncProgress: (connectorName, ownerDID, recompute, options) =>
     call((s) => s.updateSyncProgress(connectorName, ownerDID, recompute, options)),
   deleteSyncState: (connectorName, ownerDID) => call((s) => s.deleteSyncState(connectorName, ownerDID)),

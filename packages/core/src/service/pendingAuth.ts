@@ -4,6 +4,7 @@ import { pendingAuthChecks } from "../pendingauth/checks.js"
 import { PendingAuthStateTaken } from "../pendingauth/errors.js"
 import { decideConsume, type PendingAuth, type PendingAuthInput } from "../pendingauth/PendingAuth.js"
 import { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
+import { Transactor } from "../ports/Transactor.js"
 import { fieldOf, optional, Rules, validate } from "../validation.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
@@ -23,6 +24,8 @@ export interface PendingAuthMethods {
    * Removes the record of `state` and returns it, atomically single use: of
    * concurrent consumes of one state, exactly one gets it. A record expired
    * at `now` is removed too but not returned (`None`, as for an unknown state).
+   * A stored row that cannot be read back as a record is never removed: the
+   * call fails with `PersistenceError` and the row stays.
    */
   readonly consumePendingAuth: (
     state: string,
@@ -35,6 +38,7 @@ export interface PendingAuthMethods {
 /** Builds the pending-OAuth methods over the ports. */
 export const makePendingAuthMethods = Effect.gen(function*() {
   const repo = yield* PendingAuthRepository
+  const { withTransaction } = yield* Transactor
 
   const methods: PendingAuthMethods = {
     createPendingAuth: (record) =>
@@ -44,12 +48,14 @@ export const makePendingAuthMethods = Effect.gen(function*() {
         // Only the record's own fields are kept: nothing else a caller passes along is stored.
         const stored: PendingAuth = {
           state: record.state,
-          connectorName: record.connectorName,
-          ownerDID: record.ownerDID,
           codeVerifier: record.codeVerifier,
-          redirectUri: record.redirectUri,
-          scopes: Array.from(record.scopes),
+          provider: record.provider,
+          ownerDID: record.ownerDID,
+          ...(typeof record.ownerWrappableDID === "string" ? { ownerWrappableDID: record.ownerWrappableDID } : {}),
+          ...(typeof record.controllerWrappableDID === "string" ? { controllerWrappableDID: record.controllerWrappableDID } : {}),
           createdAt,
+          redirectURL: record.redirectURL,
+          scopes: Array.from(record.scopes),
           expiresAt: record.expiresAt
         }
         if (!(yield* repo.insert(stored))) return yield* new PendingAuthStateTaken({ state: record.state })
@@ -63,7 +69,8 @@ export const makePendingAuthMethods = Effect.gen(function*() {
           ["options.now", fieldOf(options, "now"), optional(Rules.millis)]
         ])
         const now = options?.now ?? (yield* Clock.currentTimeMillis)
-        return decideConsume(yield* repo.take(state), now)
+        // In a transaction: a take that cannot decode what it deleted fails, and the rollback puts the row back.
+        return decideConsume(yield* withTransaction(repo.take(state)), now)
       }),
 
     deleteExpiredPendingAuth: (cutoff) =>

@@ -4,13 +4,14 @@ import { OperationEntropy } from "../operation/entropy.js"
 import { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import {
+  fenceChecks,
   leaseChecks,
   leaseTermsChecks,
   progressResultChecks,
   syncStateInputChecks,
   syncStateKeyChecks
 } from "../syncstate/checks.js"
-import { SyncProgressExhausted, SyncProgressRecomputeFailed } from "../syncstate/errors.js"
+import { SyncLeaseLost, SyncProgressExhausted, SyncProgressRecomputeFailed } from "../syncstate/errors.js"
 import {
   decideClaimSyncLease,
   decideReleaseSyncLease,
@@ -21,7 +22,13 @@ import {
   type SyncLeaseRenewal,
   type SyncLeaseTerms
 } from "../syncstate/lease.js"
-import { decideSyncProgress, progressCurrent, type SyncProgressRecompute, type ValidProgress } from "../syncstate/progress.js"
+import {
+  decideSyncProgress,
+  progressCurrent,
+  type SyncProgressCASResult,
+  type SyncProgressRecompute,
+  validProgress
+} from "../syncstate/progress.js"
 import { decideSetSyncState, type SyncStateInput } from "../syncstate/setState.js"
 import {
   formatSyncStateKey,
@@ -36,8 +43,22 @@ import {
 import { fieldOf, Rules, validate } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./cas.js"
 
+/**
+ * The fence of a sync-state write. With `leaseToken` (the `token` of the
+ * caller's `SyncLease`), the write lands only while the row still carries
+ * that lease: once another runner took it over, it was released, or the row
+ * was deleted, the call fails with `SyncLeaseLost` and writes nothing.
+ * Without it, the write is not fenced (the original store's behaviour).
+ */
+export interface SyncWriteFence {
+  readonly leaseToken?: string | undefined
+}
+
+/** The options of `setSyncState`. */
+export interface SetSyncStateOptions extends SyncWriteFence {}
+
 /** The options of `updateSyncProgress`. */
-export interface UpdateSyncProgressOptions {
+export interface UpdateSyncProgressOptions extends SyncWriteFence {
   /** Lost compare-and-sets retried before giving up (default 5, so 6 attempts). */
   readonly maxRetries?: number | undefined
 }
@@ -53,18 +74,22 @@ export interface SyncStateMethods {
   ) => Effect.Effect<Option.Option<SyncState>, InvalidInput | PersistenceError>
   /**
    * Writes the runner's report (see `SyncStateInput`). A new row gets
-   * version 0 and a fresh incarnation; an existing row keeps both, and its lease.
+   * version 0 and a fresh incarnation; an existing row keeps both, and its
+   * lease. Fenced by `options.leaseToken` when given (see `SyncWriteFence`).
    */
   readonly setSyncState: (
     connectorName: string,
     ownerDID: string,
-    state: SyncStateInput
-  ) => Effect.Effect<SyncState, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+    state: SyncStateInput,
+    options?: SetSyncStateOptions
+  ) => Effect.Effect<SyncState, InvalidInput | PersistenceError | ConcurrentUpdateExhausted | SyncLeaseLost>
   /**
    * Writes the checkpoint and recovery `recompute` derives from the stored
-   * ones, with a compare-and-set on version and incarnation; a lost race
-   * re-reads and recomputes (see `decideSyncProgress`). Returns the state
-   * written. Never touches status fields or the lease.
+   * ones (and the report fields it returns), with a compare-and-set on
+   * version and incarnation; a lost race re-reads and recomputes (see
+   * `decideSyncProgress`). Resolves with the row as written, whatever else
+   * changed in it meanwhile. Never touches status or the lease. Fenced by
+   * `options.leaseToken` when given (see `SyncWriteFence`).
    */
   readonly updateSyncProgress: (
     connectorName: string,
@@ -73,11 +98,11 @@ export interface SyncStateMethods {
     options?: UpdateSyncProgressOptions
   ) => Effect.Effect<
     SyncState,
-    InvalidInput | PersistenceError | SyncProgressExhausted | SyncProgressRecomputeFailed
+    InvalidInput | PersistenceError | SyncProgressExhausted | SyncProgressRecomputeFailed | SyncLeaseLost
   >
   /** Deletes the row (and any lease on it); `true` when there was one. */
   readonly deleteSyncState: (connectorName: string, ownerDID: string) => Effect.Effect<boolean, InvalidInput | PersistenceError>
-  /** Every owner's state for one connector, by owner DID. */
+  /** Every owner's state for one connector, by owner DID, each flat beside its key. */
   readonly listSyncStatesForConnector: (
     connectorName: string
   ) => Effect.Effect<ReadonlyArray<SyncStateEntry>, InvalidInput | PersistenceError>
@@ -108,16 +133,18 @@ export const makeSyncStateMethods = Effect.gen(function*() {
   const repo = yield* SyncStateRepository
   const { withTransaction } = yield* Transactor
 
-  const apply = (write: SyncStateWrite): Effect.Effect<boolean, PersistenceError> => {
+  /** Applies a write: the row as written, `None` when its guard no longer held. */
+  const apply = (write: SyncStateWrite): Effect.Effect<Option.Option<SyncStateRow>, PersistenceError> => {
+    const won = (done: boolean) => done ? Option.some(write.row) : Option.none()
     switch (write.kind) {
       case "insert":
-        return repo.insert(write.row)
+        return Effect.map(repo.insert(write.row), won)
       case "progress":
-        return repo.updateProgress(write.row, write.expected)
+        return repo.updateProgress(write.row, write.expected, write.reported)
       case "status":
-        return repo.updateStatus(write.row, write.expected)
+        return Effect.map(repo.updateStatus(write.row, write.expected), won)
       case "lease":
-        return repo.updateLease(write.row, write.expected)
+        return Effect.map(repo.updateLease(write.row, write.expected), won)
     }
   }
 
@@ -138,26 +165,30 @@ export const makeSyncStateMethods = Effect.gen(function*() {
         withTransaction(Effect.gen(function*() {
           const row = Option.getOrUndefined(yield* repo.lockRead(key))
           const decision = decide(row, yield* randomId)
-          if (decision.write !== undefined) yield* requireWon(yield* apply(decision.write))
+          if (decision.write !== undefined) yield* requireWon(Option.isSome(yield* apply(decision.write)))
           return decision.outcome
         }))
       )
     )
 
+  /** True when a write fenced by `fence` may land on `row`: it still carries the caller's lease. */
+  const fenceHolds = (row: SyncStateRow | undefined, fence: string | undefined): boolean =>
+    fence === undefined || (row !== undefined && row.leaseToken === fence)
+
   /**
    * One optimistic progress attempt: read without a lock, recompute with no
    * lock held, then one guarded write. `None` when the write lost its race.
    */
-  const progressAttempt = (key: SyncStateKey, recompute: SyncProgressRecompute) =>
+  const progressAttempt = (key: SyncStateKey, recompute: SyncProgressRecompute, fence: string | undefined) =>
     Effect.gen(function*() {
       const row = Option.getOrUndefined(yield* repo.get(key))
+      if (!fenceHolds(row, fence)) return yield* new SyncLeaseLost({ method: "updateSyncProgress", ...key })
       const result = yield* Effect.try({
         try: () => recompute(progressCurrent(row)),
         catch: (cause) => new SyncProgressRecomputeFailed({ ...key, cause })
       })
-      yield* validate("updateSyncProgress", progressResultChecks(result))
-      const write = decideSyncProgress(key, row, result as ValidProgress, yield* randomId)
-      return (yield* apply(write)) ? Option.some(write.row) : Option.none()
+      yield* validate("updateSyncProgress", progressResultChecks(result, row, key))
+      return yield* apply(decideSyncProgress(key, row, validProgress(result as SyncProgressCASResult), yield* randomId, fence))
     })
 
   const methods: SyncStateMethods = {
@@ -167,27 +198,35 @@ export const makeSyncStateMethods = Effect.gen(function*() {
         Effect.map(repo.get({ connectorName, ownerDID }), Option.map(toSyncState))
       ),
 
-    setSyncState: (connectorName, ownerDID, state) =>
-      Effect.zipRight(
-        validate("setSyncState", [...syncStateKeyChecks(connectorName, ownerDID), ...syncStateInputChecks(state)]),
-        transition("setSyncState", { connectorName, ownerDID }, (row, incarnation) => {
-          const write = decideSetSyncState({ connectorName, ownerDID }, row, state, incarnation)
-          return { outcome: toSyncState(write.row), write }
+    setSyncState: (connectorName, ownerDID, state, options) =>
+      Effect.gen(function*() {
+        yield* validate("setSyncState", [
+          ...syncStateKeyChecks(connectorName, ownerDID),
+          ...syncStateInputChecks(state),
+          ...fenceChecks(options)
+        ])
+        const key = { connectorName, ownerDID }
+        const fence = options?.leaseToken
+        const outcome = yield* transition("setSyncState", key, (row, incarnation) => {
+          if (!fenceHolds(row, fence)) return { outcome: Option.none<SyncState>(), write: undefined }
+          const write = decideSetSyncState(key, row, state, incarnation, fence)
+          return { outcome: Option.some(toSyncState(write.row)), write }
         })
-      ),
+        return Option.isSome(outcome) ? outcome.value : yield* new SyncLeaseLost({ method: "setSyncState", ...key })
+      }),
 
     updateSyncProgress: (connectorName, ownerDID, recompute, options) =>
       Effect.gen(function*() {
         yield* validate("updateSyncProgress", [
           ...syncStateKeyChecks(connectorName, ownerDID),
           ["recompute", recompute, (v) => typeof v === "function" ? undefined : "must be a function"],
-          ["options", options, (v) => v === undefined ? undefined : Rules.record(v)],
+          ...fenceChecks(options),
           ["options.maxRetries", fieldOf(options, "maxRetries"), (v) => v === undefined ? undefined : Rules.nonNegativeInt(v)]
         ])
         const key = { connectorName, ownerDID }
         const maxRetries = options?.maxRetries ?? DEFAULT_SYNC_PROGRESS_RETRIES
         for (let attempt = 1; attempt <= maxRetries + 1; attempt++) {
-          const written = yield* progressAttempt(key, recompute)
+          const written = yield* progressAttempt(key, recompute, options?.leaseToken)
           if (Option.isSome(written)) return toSyncState(written.value)
         }
         return yield* new SyncProgressExhausted({ connectorName, ownerDID, attempts: maxRetries + 1 })

@@ -34,10 +34,12 @@ export interface SyncState {
   readonly error?: string
 }
 
-/** A sync state with the key it is stored under (`listSyncStatesForConnector`). */
-export interface SyncStateEntry extends SyncStateKey {
-  readonly state: SyncState
-}
+/**
+ * A sync state with the key it is stored under (`listSyncStatesForConnector`):
+ * the state's fields flat, with `connectorName` and `ownerDID` beside them,
+ * as the original store lists them.
+ */
+export interface SyncStateEntry extends SyncStateKey, SyncState {}
 
 /**
  * A sync-state row as the repository stores it: the public state plus the
@@ -56,14 +58,25 @@ export interface SyncStateRow extends SyncStateKey {
   readonly incarnation: string | null
 }
 
-/** What a compare-and-set on a sync-state row checks: the row is still this incarnation at this version. */
+/**
+ * What a compare-and-set on a sync-state row checks: the row is still this
+ * incarnation at this version and, when `leaseToken` is given (a write
+ * fenced by the sync lease), still carries that lease token.
+ */
 export interface SyncStateStamp {
   readonly version: number
   readonly incarnation: string | null
+  readonly leaseToken?: string | undefined
 }
 
-/** The stamp of a row, for guarding a write against what was read. */
-export const stampOf = (row: SyncStateRow): SyncStateStamp => ({ version: row.version, incarnation: row.incarnation })
+/** The stamp of a row, for guarding a write against what was read (and, given `fence`, against a lost lease). */
+export const stampOf = (row: SyncStateRow, fence?: string): SyncStateStamp =>
+  fence === undefined
+    ? { version: row.version, incarnation: row.incarnation }
+    : { version: row.version, incarnation: row.incarnation, leaseToken: fence }
+
+/** The report fields a progress result may carry, written only when it does. */
+export type ReportedField = "lastSyncedAt" | "entityCount" | "error"
 
 /** What a lease write checks: the row is still this incarnation with this lease on it. */
 export interface SyncLeaseStamp {
@@ -83,14 +96,20 @@ export const leaseStampOf = (row: SyncStateRow): SyncLeaseStamp => ({
  * A write a sync-state decision asks for. Each kind touches only its own
  * columns, so writers of different kinds never undo each other:
  * - `insert`: a new row (refused when the key is taken);
- * - `progress`: checkpoint, recovery and version, if the row still has the stamp;
+ * - `progress`: checkpoint, recovery and version, and the `reported` fields
+ *   the recompute returned, if the row still has the stamp;
  * - `status`: status, lastSyncedAt, entityCount, error, checkpoint and
  *   recovery, if the row still has the stamp (version unchanged);
  * - `lease`: lease token and expiry, if the row still has the lease stamp.
  */
 export type SyncStateWrite =
   | { readonly kind: "insert"; readonly row: SyncStateRow }
-  | { readonly kind: "progress"; readonly row: SyncStateRow; readonly expected: SyncStateStamp }
+  | {
+    readonly kind: "progress"
+    readonly row: SyncStateRow
+    readonly expected: SyncStateStamp
+    readonly reported: ReadonlyArray<ReportedField>
+  }
   | { readonly kind: "status"; readonly row: SyncStateRow; readonly expected: SyncStateStamp }
   | { readonly kind: "lease"; readonly row: SyncStateRow; readonly expected: SyncLeaseStamp }
 
@@ -107,11 +126,11 @@ export const toSyncState = (row: SyncStateRow): SyncState => ({
   ...(row.error === null ? {} : { error: row.error })
 })
 
-/** The entry view of a row. */
+/** The entry view of a row: the state's fields flat, beside its key. */
 export const toSyncStateEntry = (row: SyncStateRow): SyncStateEntry => ({
   connectorName: row.connectorName,
   ownerDID: row.ownerDID,
-  state: toSyncState(row)
+  ...toSyncState(row)
 })
 
 /**

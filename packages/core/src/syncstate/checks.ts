@@ -1,6 +1,18 @@
 import { type Check, fieldOf, oneOf, optional, type Rule, Rules } from "../validation.js"
 import { jsonProblem } from "./json.js"
-import { SYNC_STATUSES } from "./SyncState.js"
+import { blankSyncState, SYNC_STATUSES, type SyncStateKey, type SyncStateRow } from "./SyncState.js"
+
+/**
+ * The largest `entityCount` the store keeps: 2^31 - 1, the original
+ * store's Postgres column (`integer`), on every adapter alike.
+ */
+export const MAX_ENTITY_COUNT = 2_147_483_647
+
+/** An entity count: a non-negative integer of at most `MAX_ENTITY_COUNT`. */
+export const entityCountRule: Rule = (value) =>
+  Rules.nonNegativeInt(value) ?? ((value as number) > MAX_ENTITY_COUNT ? `must be at most ${MAX_ENTITY_COUNT}` : undefined)
+
+const errorRule: Rule = (v) => v === null ? undefined : Rules.text(v)
 
 /** A JSON value the store keeps exactly (see `jsonProblem`); the reason names a path, never a value. */
 export const jsonRule: Rule = (value) => {
@@ -19,21 +31,44 @@ export const syncStateInputChecks = (input: unknown): ReadonlyArray<Check> => [
   ["state", input, Rules.record],
   ["state.status", fieldOf(input, "status"), oneOf(...SYNC_STATUSES)],
   ["state.lastSyncedAt", fieldOf(input, "lastSyncedAt"), Rules.text],
-  ["state.entityCount", fieldOf(input, "entityCount"), Rules.nonNegativeInt],
-  ["state.error", fieldOf(input, "error"), optional((v) => v === null ? undefined : Rules.text(v))],
+  ["state.entityCount", fieldOf(input, "entityCount"), entityCountRule],
+  ["state.error", fieldOf(input, "error"), optional(errorRule)],
   ["state.checkpoint", fieldOf(input, "checkpoint"), optional(jsonRule)],
   ["state.recovery", fieldOf(input, "recovery"), optional(jsonRule)]
 ]
 
-/** The checks of what a recompute returned. */
-export const progressResultChecks = (result: unknown): ReadonlyArray<Check> => [
-  ["recompute()", result, (v) =>
-    typeof fieldOf(v, "then") === "function"
-      ? "must return its result synchronously, not a Promise"
-      : Rules.record(v)],
-  ["recompute().checkpoint", fieldOf(result, "checkpoint"), jsonRule],
-  ["recompute().recovery", fieldOf(result, "recovery"), jsonRule]
-]
+/** Fields of a row a progress write never changes: a result may carry them only as copies of what is stored. */
+const UNWRITTEN_BY_PROGRESS = ["connectorName", "ownerDID", "version", "incarnation", "status", "leaseExpiresAt", "leaseToken"] as const
+
+/**
+ * The checks of what a recompute returned, computed from `row` (none: the
+ * blank row a progress insert would create under `key`). Checkpoint and
+ * recovery must be JSON values; the report fields, when present, obey
+ * `setSyncState`'s rules; any field a progress write never writes must be
+ * absent or equal to the stored one (a copy of the recompute's argument or
+ * of a read), so a forged key, incarnation, version, status or lease is
+ * refused loudly rather than written or dropped.
+ */
+export const progressResultChecks = (result: unknown, row: SyncStateRow | undefined, key: SyncStateKey): ReadonlyArray<Check> => {
+  const stored: SyncStateRow = row ?? { ...blankSyncState(key, ""), incarnation: null }
+  return [
+    ["recompute()", result, (v) =>
+      typeof fieldOf(v, "then") === "function"
+        ? "must return its result synchronously, not a Promise"
+        : Rules.record(v)],
+    ["recompute().checkpoint", fieldOf(result, "checkpoint"), jsonRule],
+    ["recompute().recovery", fieldOf(result, "recovery"), jsonRule],
+    ["recompute().lastSyncedAt", fieldOf(result, "lastSyncedAt"), optional(Rules.text)],
+    ["recompute().entityCount", fieldOf(result, "entityCount"), optional(entityCountRule)],
+    ["recompute().error", fieldOf(result, "error"), optional(errorRule)],
+    ...UNWRITTEN_BY_PROGRESS.map((field): Check => [`recompute().${field}`, fieldOf(result, field), (v) =>
+      v === undefined || v === stored[field] || (field === "incarnation" && v === null && row === undefined)
+        ? undefined
+        : row === undefined && (field === "version" || field === "incarnation")
+        ? "must be absent: there is no row yet (the recompute was given null)"
+        : `must be absent or the stored value: a progress write never changes ${field}`])
+  ]
+}
 
 /** The longest lease a claim or renewal may ask for: one day. */
 export const MAX_SYNC_LEASE_MS = 24 * 60 * 60 * 1000
@@ -54,4 +89,10 @@ export const leaseChecks = (lease: unknown): ReadonlyArray<Check> => [
   ["lease.connectorName", fieldOf(lease, "connectorName"), Rules.id],
   ["lease.ownerDID", fieldOf(lease, "ownerDID"), Rules.id],
   ["lease.token", fieldOf(lease, "token"), Rules.id]
+]
+
+/** The checks of the fence (`options.leaseToken`) of a sync-state write. */
+export const fenceChecks = (options: unknown): ReadonlyArray<Check> => [
+  ["options", options, optional(Rules.record)],
+  ["options.leaseToken", fieldOf(options, "leaseToken"), optional(Rules.id)]
 ]

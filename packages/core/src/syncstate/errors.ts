@@ -26,3 +26,19 @@ export class SyncProgressRecomputeFailed extends Data.TaggedError("SyncProgressR
     return `updateSyncProgress: the recompute for connector ${this.connectorName}, owner ${this.ownerDID} threw: ${cause}`
   }
 }
+
+/**
+ * A write fenced by the sync lease (`options.leaseToken`) found the lease no
+ * longer the caller's: taken over by another runner (after it expired),
+ * released, or its row deleted. Nothing was written; the caller should stop
+ * syncing and claim again.
+ */
+export class SyncLeaseLost extends Data.TaggedError("SyncLeaseLost")<{
+  readonly method: string
+  readonly connectorName: string
+  readonly ownerDID: string
+}> {
+  override get message(): string {
+    return `${this.method}: the sync lease of connector ${this.connectorName}, owner ${this.ownerDID} is no longer the caller's (taken over, released, or its row deleted); nothing was written`
+  }
+}

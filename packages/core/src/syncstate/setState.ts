@@ -25,13 +25,15 @@ const pick = (given: unknown, stored: JsonValue): JsonValue => given === undefin
  * Decides a `setSyncState`. No row: insert a fresh one at version 0 under
  * `incarnation`. A row: overwrite its status fields (and the checkpoint and
  * recovery when given), leaving version, incarnation and lease as they are.
- * The input must already be valid.
+ * With `fence`, the update is also guarded by the row's lease token. The
+ * input must already be valid.
  */
 export const decideSetSyncState = (
   key: SyncStateKey,
   row: SyncStateRow | undefined,
   input: SyncStateInput,
-  incarnation: string
+  incarnation: string,
+  fence?: string
 ): SyncStateWrite => {
   const base = row ?? blankSyncState(key, incarnation)
   const next: SyncStateRow = {
@@ -43,5 +45,5 @@ export const decideSetSyncState = (
     checkpoint: pick(input.checkpoint, base.checkpoint),
     recovery: pick(input.recovery, base.recovery)
   }
-  return row === undefined ? { kind: "insert", row: next } : { kind: "status", row: next, expected: stampOf(row) }
+  return row === undefined ? { kind: "insert", row: next } : { kind: "status", row: next, expected: stampOf(row, fence) }
 }
