@@ -79,10 +79,10 @@ for (const adapter of adapters) {
         for (const [state, expiresAt] of [["a", NOW + 1], ["b", NOW], ["c", NOW - 1]] as const) {
           yield* store.createPendingAuth({
             state,
-            connectorName: "gcal",
+            provider: "gcal",
             ownerDID: "did:owner:1",
             codeVerifier: Redacted.make("v".repeat(43)),
-            redirectUri: "https://app.example/cb",
+            redirectURL: "https://app.example/cb",
             scopes: [],
             createdAt: NOW - 10_000,
             expiresAt

@@ -104,10 +104,10 @@ export const seedStore = async (db: CliDatabase): Promise<{ readonly runID: stri
     for (const [state, expiresAt] of [["auth-live", now + 600_000], ["auth-old-1", now - 60_000], ["auth-old-2", now - 120_000]] as const) {
       await store.createPendingAuth({
         state,
-        connectorName: "gcal",
+        provider: "gcal",
         ownerDID: "did:owner:1",
         codeVerifier: "v".repeat(43),
-        redirectUri: "https://app.example/callback",
+        redirectURL: "https://app.example/callback",
         scopes: [],
         createdAt: now - 300_000,
         expiresAt

@@ -13,7 +13,7 @@ const iso = (ms: number | null): string | null => ms === null ? null : new Date(
 /** A sync state as the CLI's JSON shows it: the lease expiry as an ISO time. */
 export const syncStateJson = (row: OperatorSyncState) => ({
   ...row,
-  state: { ...row.state, leaseExpiresAt: iso(row.state.leaseExpiresAt) }
+  leaseExpiresAt: iso(row.leaseExpiresAt)
 })
 
 /** The table of a page of sync states. */
@@ -23,13 +23,13 @@ export const syncStatesTable = (rows: ReadonlyArray<OperatorSyncState>, now: num
     rows.map((row) => [
       row.connectorName,
       row.ownerDID,
-      row.state.status,
+      row.status,
       row.lease,
-      relativeTime(row.state.leaseExpiresAt, now),
-      String(row.state.entityCount),
-      row.state.lastSyncedAt === "" ? "-" : row.state.lastSyncedAt,
-      String(row.state.version),
-      row.state.error ?? "-"
+      relativeTime(row.leaseExpiresAt, now),
+      String(row.entityCount),
+      row.lastSyncedAt === "" ? "-" : row.lastSyncedAt,
+      String(row.version),
+      row.error ?? "-"
     ])
   )
 
