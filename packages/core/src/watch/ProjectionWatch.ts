@@ -28,7 +28,7 @@ export interface ProjectionWatch extends WatchIdentity {
   readonly documentID: string
   /** The winner digest last proved equal to the provider's state. */
   readonly verifiedStateDigest: Digest | null
-  /** The winner digest the current generation was opened (or given up) against. */
+  /** The winner digest the current generation was opened against (a give-up leaves it as it was). */
   readonly observedWinnerDigest: Digest | null
   readonly verificationStatus: VerificationStatus
   readonly verificationAttempts: number
