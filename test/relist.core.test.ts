@@ -16,7 +16,10 @@ import {
   type RelistRunState,
   type RelistScope,
   type SweepCandidate,
-  type TrackedDocument
+  type RelistBaselineEntry,
+  type SweepCandidateBasis,
+  type TrackedDocument,
+  withdrawalOf
 } from "@connector-store/core"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
@@ -33,13 +36,25 @@ const runIn = (state: RelistRunState, patch: Partial<RelistRun> = {}): RelistRun
   ...patch
 })
 
-const watch = (sourceID: string, verified: string | null, updatedAt = T - 1): TrackedDocument => ({
+const watch = (sourceID: string, verified: string | null, version = 2): TrackedDocument => ({
   ...scope,
   sourceID,
   documentID: `doc-${sourceID}`,
   verifiedStateDigest: verified,
-  updatedAt
+  version,
+  createdAt: T - 10
 })
+
+/** The baseline entry of `watch(sourceID, …, version)` as a run starting then records it, written out. */
+const entry = (sourceID: string, watchVersion = 2, watchCreatedAt = T - 10): RelistBaselineEntry => ({
+  sourceID,
+  documentID: `doc-${sourceID}`,
+  watchVersion,
+  watchCreatedAt
+})
+
+/** The baseline of every given source at version 2. */
+const baselineOf = (sources: ReadonlyArray<string>) => new Map(sources.map((s) => [s, entry(s)]))
 
 const candidate = (patch: Partial<SweepCandidate> = {}): SweepCandidate => ({
   ...scope,
@@ -105,18 +120,33 @@ describe("relist run lifecycle", () => {
 describe("relist candidate rules", () => {
   const run = runIn("complete")
 
-  it("judges only the run's scope and watches last written before it started", () => {
-    expect(deriveCandidate(run, watch("a", "d1"), undefined)?.kind).toBe("deleted")
-    expect(deriveCandidate(run, watch("a", "d1", T), undefined)).toBeUndefined()
-    expect(deriveCandidate(run, { ...watch("a", "d1"), accountKey: "other" }, undefined)).toBeUndefined()
+  it("judges only the run's scope and watches unchanged, row for row, since its baseline", () => {
+    expect(deriveCandidate(run, watch("a", "d1"), entry("a"), undefined)?.kind).toBe("deleted")
+    // Written since the run started: a higher version.
+    expect(deriveCandidate(run, watch("a", "d1", 3), entry("a"), undefined)).toBeUndefined()
+    // Created since the run started: no entry at all.
+    expect(deriveCandidate(run, watch("a", "d1"), undefined, undefined)).toBeUndefined()
+    // Deleted and created again at the same version: another creation.
+    expect(deriveCandidate(run, watch("a", "d1"), entry("a", 2, T - 11), undefined)).toBeUndefined()
+    // Moved to another document.
+    expect(deriveCandidate(run, { ...watch("a", "d1"), documentID: "doc-b" }, entry("a"), undefined)).toBeUndefined()
+    expect(deriveCandidate(run, { ...watch("a", "d1"), accountKey: "other" }, entry("a"), undefined)).toBeUndefined()
+  })
+
+  it("no clock decides: a watch's times before or after the run's start change nothing", () => {
+    fc.assert(fc.property(fc.integer(), fc.integer({ min: 0, max: 5 }), fc.integer({ min: 0, max: 5 }), (createdAt, now, then) => {
+      const row = { ...watch("a", "d1", now), createdAt }
+      const judged = deriveCandidate(run, row, entry("a", then, createdAt), undefined) !== undefined
+      expect(judged).toBe(now === then)
+    }))
   })
 
   it("a receipt with another digest than the verified one is a divergence; an unknown digest is none", () => {
-    expect(deriveCandidate(run, watch("a", "d1"), { digest: "d2" }))
+    expect(deriveCandidate(run, watch("a", "d1"), entry("a"), { digest: "d2" }))
       .toEqual({ kind: "diverged", providerDigest: "d2", localDigest: "d1" })
-    expect(deriveCandidate(run, watch("a", "d1"), { digest: "d1" })).toBeUndefined()
-    expect(deriveCandidate(run, watch("a", "d1"), { digest: null })).toBeUndefined()
-    expect(deriveCandidate(run, watch("a", null), { digest: "d2" })).toBeUndefined()
+    expect(deriveCandidate(run, watch("a", "d1"), entry("a"), { digest: "d1" })).toBeUndefined()
+    expect(deriveCandidate(run, watch("a", "d1"), entry("a"), { digest: null })).toBeUndefined()
+    expect(deriveCandidate(run, watch("a", null), entry("a"), { digest: "d2" })).toBeUndefined()
   })
 
   it("a receipted entity is never a deletion candidate", () => {
@@ -126,7 +156,7 @@ describe("relist candidate rules", () => {
       fc.func(fc.option(fc.constantFrom("d1", "d2"), { nil: null })),
       (sources, seen, digestOf) => {
         const receipts = new Map(sources.filter((s) => seen(s)).map((s) => [s, { digest: digestOf(s) }]))
-        const { candidates, counts } = deriveSweepCandidates(run, sources.map((s) => watch(s, "d1")), receipts, [], T)
+        const { candidates, counts } = deriveSweepCandidates(run, sources.map((s) => watch(s, "d1")), baselineOf(sources), receipts, [], T)
         for (const c of candidates) expect(c.kind === "deleted").toBe(!receipts.has(c.sourceID))
         expect(counts.deletions).toBe(sources.filter((s) => !receipts.has(s)).length)
         expect(counts.tracked).toBe(sources.length)
@@ -144,6 +174,7 @@ describe("relist candidate rules", () => {
     const { candidates } = deriveSweepCandidates(
       run,
       [watch("stuck", "d1"), watch("stale-given-up", "d1"), watch("decided", "d1")],
+      baselineOf(["stuck", "stale-given-up", "decided"]),
       new Map([["stale-given-up", { digest: "d1" }]]),
       previous,
       T + 9
@@ -153,6 +184,35 @@ describe("relist candidate rules", () => {
     expect(bySource.get("stuck")).toMatchObject({ runID: "run-1", status: "given_up", applyAttempts: 5, lastErrorKind: "k", version: 8 })
     expect(bySource.get("stale-given-up")).toEqual(previous[1])
     expect(bySource.get("decided")).toMatchObject({ runID: "run-1", status: "open", outcome: null, applyAttempts: 0, version: 0 })
+  })
+
+  describe("withdrawal: a candidate re-derived against the current watch and operations", () => {
+    const own = { ...scope, sourceID: "s" }
+    const standing: SweepCandidateBasis = {
+      watch: { ...own, documentID: "doc-s", verifiedStateDigest: "d1", version: 2, createdAt: T - 10 },
+      baseline: { sourceID: "s", documentID: "doc-s", watchVersion: 2, watchCreatedAt: T - 10 },
+      documentWatches: [own],
+      documentOperations: ["committed", "dead"]
+    }
+    const cases: ReadonlyArray<readonly [string, Partial<SweepCandidateBasis>, string | undefined]> = [
+      ["nothing changed", {}, undefined],
+      ["the watch is gone (superseded by another source)", { watch: undefined, documentWatches: [] }, "watch-gone"],
+      ["a later write armed the watch", { watch: { ...standing.watch!, version: 3 } }, "watch-changed"],
+      ["the watch moved to another document", { watch: { ...standing.watch!, documentID: "doc-t" } }, "watch-changed"],
+      ["the run has no baseline for it", { baseline: undefined }, "watch-changed"],
+      ["the watch was created again", { watch: { ...standing.watch!, createdAt: T } }, "watch-changed"],
+      ["a new source tracks the document", { documentWatches: [own, { ...own, sourceID: "s1b" }] }, "document-reused"],
+      ["another owner tracks the document", { documentWatches: [own, { ...own, ownerDID: "did:p" }] }, "document-reused"],
+      ["a write to the document is attempted", { documentOperations: ["dead", "attempted"] }, "write-in-flight"],
+      ["a write to the document is in doubt", { documentOperations: ["reconcile_only"] }, "write-in-flight"]
+    ]
+    for (const [label, patch, reason] of cases) {
+      it(`${label}: ${reason ?? "stands"}`, () => {
+        for (const kind of ["deleted", "diverged"] as const) {
+          expect(withdrawalOf(candidate({ kind }), { ...standing, ...patch })).toBe(reason)
+        }
+      })
+    }
   })
 
   it("the deletion allowance is the fraction of the tracked set, rounded down", () => {

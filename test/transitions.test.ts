@@ -218,7 +218,7 @@ describe("verification", () => {
     }
   })
 
-  it("a mismatch reaching the limit gives up: repair_failed, observed := winner, verified untouched", () => {
+  it("a mismatch reaching the limit gives up: repair_failed, both watermarks untouched (observed stays the generation's)", () => {
     for (const maxAttempts of [1, 2]) {
       expect(decideVerification(claimed, { ...input, fetchedDigest: "x", maxAttempts }, "w", NOW)).toEqual({
         outcome: "repair_failed",
@@ -226,7 +226,6 @@ describe("verification", () => {
           ...claimed,
           verificationStatus: "repair_failed",
           verificationAttempts: 2,
-          observedWinnerDigest: "w",
           nextAttemptAt: null,
           claimedUntil: null,
           deferReason: null,

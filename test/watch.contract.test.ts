@@ -382,7 +382,8 @@ for (const adapter of adapters) {
               ...row,
               verificationStatus: "repair_failed" satisfies VerificationStatus,
               verificationAttempts: attempts + 1,
-              observedWinnerDigest: "w-now",
+              // The winner the generation was opened against stays: a winner that moved is still news.
+              observedWinnerDigest: row.observedWinnerDigest,
               nextAttemptAt: null,
               claimedUntil: null,
               deferReason: null,

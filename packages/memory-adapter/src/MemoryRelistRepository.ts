@@ -1,5 +1,6 @@
 import {
   ACTIONABLE_SWEEP_STATUSES,
+  baselineEntryOf,
   candidateKey,
   collectableRelistRuns,
   compareCodePoints,
@@ -7,6 +8,7 @@ import {
   isCollectedWithRun,
   isCurrentRelistRun,
   type ProjectionWatch,
+  type RelistBaselineEntry,
   type RelistReceipt,
   RelistRepository,
   type RelistRun,
@@ -20,10 +22,16 @@ import type { MemoryDatabase } from "./MemoryDatabase.js"
 const RUNS = "relist_run"
 const RECEIPTS = "relist_receipt"
 const CANDIDATES = "relist_candidate"
+const BASELINE = "relist_baseline"
 /** The watch table, as the memory watch repository names it: the tracked set. */
 const WATCHES = "projection_watch"
 
 const receiptKey = (runID: string, sourceID: string): string => JSON.stringify([runID, sourceID])
+
+/** A baseline entry as stored: the entry and its run. */
+interface BaselineRow extends RelistBaselineEntry {
+  readonly runID: string
+}
 
 /** The keyset page of `rows` by source id. */
 const pageOf = <A extends { readonly sourceID: string }>(rows: ReadonlyArray<A>, page: SourcePage): ReadonlyArray<A> =>
@@ -41,6 +49,9 @@ export const makeMemoryRelistRepository = (db: MemoryDatabase): RelistRepository
   const runByID = (runID: string) => Effect.map(db.read<RelistRun>(RUNS), (table) => Option.fromNullable(table.get(runID)))
   const currentRun = (scope: Parameters<RelistRepository["Type"]["getCurrentRun"]>[0]) =>
     Effect.map(runs, (all) => Option.fromNullable(all.find((run) => sameRelistScope(run, scope) && isCurrentRelistRun(run))))
+  const baselineOf = (runID: string) =>
+    Effect.map(db.read<BaselineRow>(BASELINE), (table) => Array.from(table.values()).filter((row) => row.runID === runID))
+  const entryOf = ({ runID: _, ...entry }: BaselineRow): RelistBaselineEntry => entry
   const candidateByKey = (key: string) =>
     Effect.map(db.read<SweepCandidate>(CANDIDATES), (table) => Option.fromNullable(table.get(key)))
 
@@ -63,6 +74,24 @@ export const makeMemoryRelistRepository = (db: MemoryDatabase): RelistRepository
         table.set(next.runID, next)
         return true
       }),
+    putBaseline: (run) =>
+      Effect.flatMap(db.read<ProjectionWatch>(WATCHES), (watches) =>
+        db.write<BaselineRow, void>(BASELINE, (table) => {
+          for (const watch of watches.values()) {
+            if (sameRelistScope(watch, run)) {
+              table.set(receiptKey(run.runID, watch.sourceID), { runID: run.runID, ...baselineEntryOf(watch) })
+            }
+          }
+        })),
+    getBaseline: (runID, sourceIDs) =>
+      Effect.map(db.read<BaselineRow>(BASELINE), (table) => {
+        const found: Array<RelistBaselineEntry> = []
+        for (const sourceID of new Set(sourceIDs)) {
+          const row = table.get(receiptKey(runID, sourceID))
+          if (row !== undefined) found.push(entryOf(row))
+        }
+        return found
+      }),
     putReceipts: (runID, receipts, seenAt) =>
       db.write<RelistReceipt, void>(RECEIPTS, (table) => {
         for (const receipt of receipts) {
@@ -74,10 +103,15 @@ export const makeMemoryRelistRepository = (db: MemoryDatabase): RelistRepository
       Effect.gen(function*() {
         const watches = Array.from((yield* db.read<ProjectionWatch>(WATCHES)).values())
         const receipts = new Map((yield* receiptsOf(run.runID)).map((row) => [row.sourceID, row]))
-        const derivation = deriveSweepCandidates(run, watches, receipts, yield* candidates, now)
+        const baseline = new Map((yield* baselineOf(run.runID)).map((row) => [row.sourceID, entryOf(row)]))
+        const derivation = deriveSweepCandidates(run, watches, baseline, receipts, yield* candidates, now)
         yield* db.write<SweepCandidate, void>(CANDIDATES, (table) => {
           for (const [key, row] of table) if (sameRelistScope(row, run)) table.delete(key)
           for (const row of derivation.candidates) table.set(candidateKey(row), row)
+        })
+        const derived = new Set(derivation.candidates.filter((row) => row.runID === run.runID).map((row) => row.sourceID))
+        yield* db.write<BaselineRow, void>(BASELINE, (table) => {
+          for (const [key, row] of table) if (row.runID === run.runID && !derived.has(row.sourceID)) table.delete(key)
         })
         return derivation.counts
       }),
@@ -112,6 +146,9 @@ export const makeMemoryRelistRepository = (db: MemoryDatabase): RelistRepository
         })
         yield* db.write<SweepCandidate, void>(CANDIDATES, (table) => {
           for (const [key, row] of table) if (doomed.has(row.runID) && isCollectedWithRun(row, row.runID)) table.delete(key)
+        })
+        yield* db.write<BaselineRow, void>(BASELINE, (table) => {
+          for (const [key, row] of table) if (doomed.has(row.runID)) table.delete(key)
         })
         return yield* db.write<RelistRun, number>(RUNS, (table) => {
           for (const runID of doomed) table.delete(runID)

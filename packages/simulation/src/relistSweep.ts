@@ -109,34 +109,40 @@ export const relistSweep = async (store: PromiseConnectorStore<unknown>, world: 
     })
     for (const c of candidates) {
       const ref = { runID, sourceID: c.sourceID }
-      if (c.kind === "deleted") {
-        deleted++
-        const found = await world.read(c.sourceID)
-        if ("id" in found) {
-          await store.recordSweepOutcome(ref, "keep")
-          kept++
-          continue
-        }
-        await store.recordSweepOutcome(ref, "delete_local")
-        if (c.sourceID === failing) {
-          for (let i = 0; i < MAX_SWEEP_APPLY_ATTEMPTS; i++) {
-            const failed = await store.recordSweepApplyFailure(ref, { kind: "locked", message: "the document is open in an editor" })
-            applyFailures++
-            world.count(`relist.apply-failure.${failed}`)
+      try {
+        if (c.kind === "deleted") {
+          deleted++
+          const found = await world.read(c.sourceID)
+          if ("id" in found) {
+            await store.recordSweepOutcome(ref, "keep")
+            kept++
+            continue
           }
-          continue
+          await store.recordSweepOutcome(ref, "delete_local")
+          if (c.sourceID === failing) {
+            for (let i = 0; i < MAX_SWEEP_APPLY_ATTEMPTS; i++) {
+              const failed = await store.recordSweepApplyFailure(ref, { kind: "locked", message: "the document is open in an editor" })
+              applyFailures++
+              world.count(`relist.apply-failure.${failed}`)
+            }
+            continue
+          }
+          world.deleteLocally(c.documentID, c.sourceID, runID)
+          await store.markSweepCandidateApplied(ref)
+          deletedLocally++
+        } else {
+          diverged++
+          const found = await world.read(c.sourceID)
+          if (!("id" in found)) continue
+          await store.recordSweepOutcome(ref, "reingest")
+          world.ingest(c.documentID, found)
+          await store.markSweepCandidateApplied(ref)
+          reingested++
         }
-        world.deleteLocally(c.documentID, c.sourceID, runID)
-        await store.markSweepCandidateApplied(ref)
-        deletedLocally++
-      } else {
-        diverged++
-        const found = await world.read(c.sourceID)
-        if (!("id" in found)) continue
-        await store.recordSweepOutcome(ref, "reingest")
-        world.ingest(c.documentID, found)
-        await store.markSweepCandidateApplied(ref)
-        reingested++
+      } catch (error) {
+        // Re-derived when acted on: a candidate whose reason is gone is refused, and left alone.
+        if (!isTagged(error, "SweepCandidateWithdrawn")) throw error
+        world.count("relist.candidate-withdrawn")
       }
     }
     if (candidates.length < 50) break

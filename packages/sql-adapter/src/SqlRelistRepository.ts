@@ -1,5 +1,6 @@
 import {
   PersistenceError,
+  type RelistBaselineEntry,
   type RelistReceipt,
   RelistRepository,
   relistScopeKey,
@@ -72,6 +73,17 @@ export const decodeSweepCandidate = (row: RawRow): SweepCandidate => ({
   updatedAt: epoch(row["updated_at"])
 })
 
+/** A baseline entry as read from the relist-baseline table. */
+export const decodeBaselineEntry = (row: RawRow): RelistBaselineEntry => ({
+  sourceID: text(row["source_id"]),
+  documentID: text(row["document_id"]),
+  watchVersion: epoch(row["watch_version"]),
+  watchCreatedAt: epoch(row["watch_created_at"])
+})
+
+/** How many source ids go into one IN list (well under every driver's parameter limit). */
+const SOURCE_CHUNK = 1000
+
 /** How many receipts go into one INSERT (4 parameters each, well under every driver's limit). */
 const RECEIPT_CHUNK = 1000
 
@@ -111,6 +123,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
   const receipts = sql(tables.relistReceipt)
   const candidates = sql(tables.relistCandidate)
   const watches = sql(tables.projectionWatch)
+  const baseline = sql(tables.relistBaseline)
   const { withTransaction } = makeSqlTransactor(sql, tables.migrations)
 
   const inScope = (scope: RelistScope, alias?: string) => {
@@ -164,8 +177,10 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
           CASE WHEN r.source_id IS NULL THEN 'deleted' ELSE 'diverged' END,
           r.digest, w.verified_state_digest, 'open', NULL, 0, NULL, NULL, 0, ${now}, ${now}
         FROM ${watches} w
+        JOIN ${baseline} b ON b.run_id = ${run.runID} AND b.source_id = w.source_id
+          AND b.document_id = w.document_id AND b.watch_version = w.version AND b.watch_created_at = w.created_at
         LEFT JOIN ${receipts} r ON r.run_id = ${run.runID} AND r.source_id = w.source_id
-        WHERE ${inScope(run, "w")} AND w.updated_at < ${run.startedAt}
+        WHERE ${inScope(run, "w")}
           AND (r.source_id IS NULL OR (r.digest IS NOT NULL AND w.verified_state_digest IS NOT NULL
             AND r.digest <> w.verified_state_digest))
         ON CONFLICT (owner_did, connector_name, model, account_key, source_id) DO UPDATE SET
@@ -176,6 +191,9 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
           local_digest = excluded.local_digest,
           version = ${candidates}.version + 1,
           updated_at = excluded.updated_at`
+      // Only derived candidates' entries are read again (by the re-derivation).
+      yield* sql`DELETE FROM ${baseline} WHERE run_id = ${run.runID} AND NOT EXISTS (
+          SELECT 1 FROM ${candidates} c WHERE ${inScope(run, "c")} AND c.source_id = ${baseline}.source_id AND c.run_id = ${run.runID})`
       const [counts] = yield* sql<RawRow>`SELECT
           (SELECT COUNT(*) FROM ${receipts} WHERE run_id = ${run.runID}) AS receipts,
           (SELECT COUNT(*) FROM ${watches} WHERE ${inScope(run)}) AS tracked,
@@ -198,6 +216,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
           ORDER BY updated_at, run_id LIMIT ${limit} ${forUpdate(sql)}`).map((row) => text(row["run_id"]))
         if (doomed.length === 0) return 0
         yield* sql`DELETE FROM ${receipts} WHERE run_id IN ${sql.in(doomed)}`
+        yield* sql`DELETE FROM ${baseline} WHERE run_id IN ${sql.in(doomed)}`
         yield* sql`DELETE FROM ${candidates} WHERE run_id IN ${sql.in(doomed)} AND status <> 'given_up'`
         return (yield* sql<RawRow>`DELETE FROM ${runs} WHERE run_id IN ${sql.in(doomed)} RETURNING run_id`).length
       }).pipe(PersistenceError.refail("relist.collectRuns"))
@@ -234,6 +253,25 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
         sql<RawRow>`UPDATE ${runs} SET ${sql.update(runColumns(next))}
           WHERE run_id = ${next.runID} AND version = ${expectedVersion} RETURNING run_id`
       ),
+    putBaseline: (run) =>
+      sql`INSERT INTO ${baseline} (run_id, source_id, document_id, watch_version, watch_created_at)
+        SELECT ${run.runID}, w.source_id, w.document_id, w.version, w.created_at FROM ${watches} w WHERE ${inScope(run, "w")}
+        ON CONFLICT (run_id, source_id) DO NOTHING`.pipe(Effect.asVoid, PersistenceError.refail("relist.putBaseline")),
+    getBaseline: (runID, sourceIDs) => {
+      const distinct = Array.from(new Set(sourceIDs))
+      return Effect.map(
+        Effect.forEach(
+          Array.from({ length: Math.ceil(distinct.length / SOURCE_CHUNK) }, (_, i) => distinct.slice(i * SOURCE_CHUNK, (i + 1) * SOURCE_CHUNK)),
+          (chunk) =>
+            decodeAll(
+              "relist.getBaseline",
+              decodeBaselineEntry,
+              sql<RawRow>`SELECT * FROM ${baseline} WHERE run_id = ${runID} AND source_id IN ${sql.in(chunk)}`
+            )
+        ),
+        (pages) => pages.flat()
+      )
+    },
     putReceipts: (runID, list, seenAt) =>
       Effect.forEach(
         Array.from({ length: Math.ceil(list.length / RECEIPT_CHUNK) }, (_, i) => list.slice(i * RECEIPT_CHUNK, (i + 1) * RECEIPT_CHUNK)),

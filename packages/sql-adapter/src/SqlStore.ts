@@ -97,7 +97,8 @@ const portsLayer = (readOnly: boolean): Layer.Layer<SqlPorts, PersistenceError |
       projection_watch: tables.projectionWatch,
       relist_run: tables.relistRun,
       relist_receipt: tables.relistReceipt,
-      relist_candidate: tables.relistCandidate
+      relist_candidate: tables.relistCandidate,
+      relist_baseline: tables.relistBaseline
     }
     const watches = classifiedPort(makeSqlWatchRepository(sql, tables))
     const operations = classifiedPort(makeSqlOperationRepository(sql, tables))

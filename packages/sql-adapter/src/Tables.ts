@@ -14,6 +14,7 @@ export interface TableNames {
   readonly relistRun: string
   readonly relistReceipt: string
   readonly relistCandidate: string
+  readonly relistBaseline: string
   readonly migrations: string
   /** An index name: the seed's own under the default prefix, prefixed otherwise. */
   readonly index: (seedName: string) => string
@@ -47,6 +48,7 @@ export const tableNames = (prefix: string = DEFAULT_TABLE_PREFIX): TableNames =>
     relistRun: `${prefix}relist_run`,
     relistReceipt: `${prefix}relist_receipt`,
     relistCandidate: `${prefix}relist_candidate`,
+    relistBaseline: `${prefix}relist_baseline`,
     migrations: `${prefix}schema_migrations`,
     index: (seedName) => prefix === DEFAULT_TABLE_PREFIX ? seedName : `${prefix}${seedName}`
   }

@@ -332,6 +332,31 @@ export const migrations: ReadonlyArray<Migration> = [
     // movePendingAuthToOriginalColumns). Earlier releases of this project
     // created the table with columns of their own.
     up: movePendingAuthToOriginalColumns
+  },
+  {
+    id: 9,
+    name: "relist_baseline",
+    // Project: what a relist run judges is decided by the store's own write
+    // counter, not by clocks. At its start a run records every watch of its
+    // scope with the row's version and creation time; at completion only
+    // watches unchanged since then are judged, and the entries of derived
+    // candidates stay for the re-derivation at every later step. CREATE ...
+    // IF NOT EXISTS is safe twice and, under migrate's lock, from two
+    // processes. A run that started before this step has no baseline, so it
+    // judges nothing: it yields no candidates, and the next run does.
+    up: (sql, t) => {
+      const ordered = sql.onDialectOrElse({ pg: () => `text COLLATE "C"`, orElse: () => "text" })
+      return run(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.relistBaseline} (
+          run_id ${ordered} NOT NULL,
+          source_id ${ordered} NOT NULL,
+          document_id text NOT NULL,
+          watch_version integer NOT NULL,
+          watch_created_at bigint NOT NULL,
+          CONSTRAINT ${t.relistBaseline}_pkey PRIMARY KEY (run_id, source_id)
+        )`
+      ])
+    }
   }
 ]
 

@@ -19,9 +19,10 @@ type ClaimShown = "held" | "other" | "absent" | "null"
  * stale-generation; a claim shown that is not the row's → stale-claim
  * (neither writes nor reads the winner). Then the winner must be readable.
  * Fetched = the current winner (not null) → verified, both watermarks := the
- * winner. Else one more attempt: at `maxAttempts` → repair_failed (observed
- * := the winner, schedule cleared); below → pending (next := dueAt,
- * watermarks and status untouched). Every write clears claim and deferral.
+ * winner. Else one more attempt: at `maxAttempts` → repair_failed (schedule
+ * cleared, watermarks untouched: observed stays the winner the generation
+ * was opened against); below → pending (next := dueAt, watermarks and status
+ * untouched). Every write clears claim and deferral.
  */
 export class RecordVerification extends ModelCommand {
   constructor(
@@ -87,8 +88,7 @@ export class RecordVerification extends ModelCommand {
         putWatch(m, rewritten(row, m.now, {
           ...settled,
           verificationStatus: "repair_failed",
-          verificationAttempts: attempts,
-          observedWinnerDigest: winner
+          verificationAttempts: attempts
         }))
         return { ok: "repair_failed" }
       }

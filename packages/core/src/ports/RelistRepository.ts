@@ -1,6 +1,7 @@
 import { Context, type Effect, type Option } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { CollectParams } from "../operation/retention.js"
+import type { RelistBaselineEntry } from "../relist/derivation.js"
 import type { SweepCandidateCounts } from "../relist/lifecycle.js"
 import type { RelistReceiptInput, RelistReceipt, RelistRun, RelistScope } from "../relist/RelistRun.js"
 import type { SweepCandidate, SweepCandidateIdentity, SweepCandidateKind } from "../relist/SweepCandidate.js"
@@ -44,6 +45,17 @@ export class RelistRepository extends Context.Tag("@connector-store/core/RelistR
   /** Writes `next` only if the stored version is still `expectedVersion`; `false` when the race was lost. */
   readonly updateRun: (next: RelistRun, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
   /**
+   * Records the run's baseline: every watch of the run's scope as it is now
+   * (`baselineEntryOf`), in one set-based statement. Runs inside the
+   * transaction that inserts the run.
+   */
+  readonly putBaseline: (run: RelistRun) => Effect.Effect<void, PersistenceError>
+  /** The run's baseline entries for these source ids (those it has). */
+  readonly getBaseline: (
+    runID: string,
+    sourceIDs: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<RelistBaselineEntry>, PersistenceError>
+  /**
    * Records receipts of a run (distinct source ids), seen at `seenAt`. A
    * source id already receipted in the run takes the new digest and time.
    */
@@ -56,9 +68,11 @@ export class RelistRepository extends Context.Tag("@connector-store/core/RelistR
   readonly listReceipts: (runID: string, page: SourcePage) => Effect.Effect<ReadonlyArray<RelistReceipt>, PersistenceError>
   /**
    * Replaces the run's scope's candidates with what `run` derives, as
-   * `deriveSweepCandidates` defines it over the scope's watches and the
-   * run's receipts, and returns its counts. Set-based: no per-document
-   * query. Runs inside the transaction that completes `run`.
+   * `deriveSweepCandidates` defines it over the scope's watches, the run's
+   * baseline and its receipts, and returns its counts; then keeps only the
+   * baseline entries of the sources it derived a candidate for (what later
+   * re-derivations read). Set-based: no per-document query. Runs inside the
+   * transaction that completes `run`.
    */
   readonly deriveCandidates: (run: RelistRun, now: Millis) => Effect.Effect<SweepCandidateCounts, PersistenceError>
   /**
@@ -79,8 +93,8 @@ export class RelistRepository extends Context.Tag("@connector-store/core/RelistR
   readonly updateCandidate: (next: SweepCandidate, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
   /**
    * Deletes what the relist retention rule (`collectableRelistRuns`) allows:
-   * at most `limit` ended runs, with their receipts and their candidates
-   * that are not given up. Returns how many runs went.
+   * at most `limit` ended runs, with their receipts, their baselines and
+   * their candidates that are not given up. Returns how many runs went.
    */
   readonly collectRuns: (params: CollectParams) => Effect.Effect<number, PersistenceError>
 }>() {}

@@ -3,11 +3,46 @@ import type { SweepCandidateCounts } from "./lifecycle.js"
 import { type RelistReceipt, type RelistRun, sameRelistScope } from "./RelistRun.js"
 import type { SweepCandidate, SweepCandidateKind } from "./SweepCandidate.js"
 
-/** The part of a watch the derivation reads: what is tracked, and what was last agreed with the provider. */
+/**
+ * The part of a watch the derivation reads: what is tracked, what was last
+ * agreed with the provider, and the row's own write counter (`version`, bumped
+ * by every write) with its creation time, which together say whether the row
+ * was written since a run began.
+ */
 export type TrackedDocument = Pick<
   ProjectionWatch,
-  "ownerDID" | "connectorName" | "model" | "accountKey" | "sourceID" | "documentID" | "verifiedStateDigest" | "updatedAt"
+  "ownerDID" | "connectorName" | "model" | "accountKey" | "sourceID" | "documentID" | "verifiedStateDigest" | "version" | "createdAt"
 >
+
+/**
+ * One tracked watch as a run found it when it started: its source, document
+ * and the row's version and creation time at that moment. A run's baseline is
+ * the scope's watches at its start, recorded in the starting transaction.
+ */
+export interface RelistBaselineEntry {
+  readonly sourceID: string
+  readonly documentID: string
+  readonly watchVersion: number
+  readonly watchCreatedAt: Millis
+}
+
+/** A watch as a baseline records it. */
+export const baselineEntryOf = (watch: TrackedDocument): RelistBaselineEntry => ({
+  sourceID: watch.sourceID,
+  documentID: watch.documentID,
+  watchVersion: watch.version,
+  watchCreatedAt: watch.createdAt
+})
+
+/**
+ * True when `watch` is, row for row, the one the run's baseline recorded:
+ * same document, same version, same creation. Versions only grow and every
+ * write bumps one, so no clock is involved: a watch created, re-created or
+ * written in any way after the run started is never unchanged.
+ */
+export const isUnchangedSince = (entry: RelistBaselineEntry | undefined, watch: TrackedDocument): boolean =>
+  entry !== undefined && entry.sourceID === watch.sourceID && entry.documentID === watch.documentID &&
+  entry.watchVersion === watch.version && entry.watchCreatedAt === watch.createdAt
 
 /** What a complete run says about one tracked document, when it says anything. */
 export interface DerivedSweepCandidate {
@@ -18,18 +53,18 @@ export interface DerivedSweepCandidate {
 
 /**
  * True when the run may judge the watch at all: the watch belongs to the
- * run's scope and was last written before the run started. A watch created
- * or changed while the run was listing (a write-back landed, a verifier
- * settled it) may concern an entity the listing had already passed, or
- * moved within the listing's order, so this run says nothing about it; the
- * next run will.
+ * run's scope and is unchanged since the run started (`isUnchangedSince` its
+ * baseline entry). A watch created or changed while the run was listing (a
+ * write-back landed, a verifier settled it) may concern an entity the listing
+ * had already passed, or moved within the listing's order, so this run says
+ * nothing about it; the next run will. Wall-clock times play no part.
  */
-export const isJudgedBy = (run: RelistRun, watch: TrackedDocument): boolean =>
-  sameRelistScope(run, watch) && watch.updatedAt < run.startedAt
+export const isJudgedBy = (run: RelistRun, watch: TrackedDocument, entry: RelistBaselineEntry | undefined): boolean =>
+  sameRelistScope(run, watch) && isUnchangedSince(entry, watch)
 
 /**
  * The candidate rule for one tracked document of a complete run, given the
- * run's receipt for its source id (if any):
+ * run's baseline entry and receipt for its source id (if any):
  *
  * - no receipt → `deleted`: the full listing did not see the entity;
  * - a receipt whose digest differs from the watch's verified digest →
@@ -42,9 +77,10 @@ export const isJudgedBy = (run: RelistRun, watch: TrackedDocument): boolean =>
 export const deriveCandidate = (
   run: RelistRun,
   watch: TrackedDocument,
+  entry: RelistBaselineEntry | undefined,
   receipt: Pick<RelistReceipt, "digest"> | undefined
 ): DerivedSweepCandidate | undefined => {
-  if (!isJudgedBy(run, watch)) return undefined
+  if (!isJudgedBy(run, watch, entry)) return undefined
   if (receipt === undefined) return { kind: "deleted", providerDigest: null, localDigest: watch.verifiedStateDigest }
   return receipt.digest !== null && watch.verifiedStateDigest !== null && receipt.digest !== watch.verifiedStateDigest
     ? { kind: "diverged", providerDigest: receipt.digest, localDigest: watch.verifiedStateDigest }
@@ -59,7 +95,9 @@ export interface SweepDerivation {
 }
 
 /**
- * Replaces a scope's candidates with what the completed `run` derives.
+ * Replaces a scope's candidates with what the completed `run` derives from
+ * the scope's watches, its baseline (the watches as they were when it
+ * started) and its receipts.
  *
  * Every previous row of the scope goes, except given-up ones: a given-up
  * case stays given up (attempts and last error kept) and, when the run
@@ -69,6 +107,7 @@ export interface SweepDerivation {
 export const deriveSweepCandidates = (
   run: RelistRun,
   watches: ReadonlyArray<TrackedDocument>,
+  baseline: ReadonlyMap<string, RelistBaselineEntry>,
   receipts: ReadonlyMap<string, Pick<RelistReceipt, "digest">>,
   previous: ReadonlyArray<SweepCandidate>,
   now: Millis
@@ -81,7 +120,7 @@ export const deriveSweepCandidates = (
   let deletions = 0
   let divergences = 0
   for (const watch of tracked) {
-    const found = deriveCandidate(run, watch, receipts.get(watch.sourceID))
+    const found = deriveCandidate(run, watch, baseline.get(watch.sourceID), receipts.get(watch.sourceID))
     if (found === undefined) continue
     if (found.kind === "deleted") deletions++
     else divergences++

@@ -1,6 +1,7 @@
 import { Data } from "effect"
 import type { RelistRunState } from "./RelistRun.js"
 import type { SweepCandidateKind, SweepOutcome } from "./SweepCandidate.js"
+import type { SweepCandidateWithdrawal } from "./withdrawal.js"
 
 /** No relist run has this id (it never existed, or retention collected it). */
 export class RelistRunNotFound extends Data.TaggedError("RelistRunNotFound")<{
@@ -63,5 +64,23 @@ export class SweepOutcomeNotAllowed extends Data.TaggedError("SweepOutcomeNotAll
 }> {
   override get message(): string {
     return `recordSweepOutcome: ${this.outcome} is not allowed for a ${this.kind} candidate (source ${this.sourceID}, run ${this.runID})`
+  }
+}
+
+/**
+ * The candidate no longer stands: re-derived against the current watch and
+ * operations, its reason is gone (`reason`, see `SweepCandidateWithdrawal`).
+ * Nothing was recorded; do not act on it.
+ */
+export class SweepCandidateWithdrawn extends Data.TaggedError("SweepCandidateWithdrawn")<{
+  readonly method: string
+  readonly runID: string
+  readonly sourceID: string
+  readonly documentID: string
+  readonly kind: SweepCandidateKind
+  readonly reason: SweepCandidateWithdrawal
+}> {
+  override get message(): string {
+    return `${this.method}: the ${this.kind} candidate for source ${this.sourceID} (document ${this.documentID}, relist run ${this.runID}) is withdrawn: ${this.reason}`
   }
 }

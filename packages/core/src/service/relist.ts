@@ -116,6 +116,8 @@ export const makeRelistRunMethods = Effect.gen(function*() {
             yield* requireWon(yield* relist.updateRun(decision.superseded, current.version))
           }
           yield* requireWon(yield* relist.insertRun(decision.run))
+          // What the run will judge: the scope's watches as they are now, by version.
+          yield* relist.putBaseline(decision.run)
           return decision.run
         })))
       ),

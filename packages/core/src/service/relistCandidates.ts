@@ -1,7 +1,9 @@
 import { Clock, Effect, Option } from "effect"
 import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "../errors.js"
+import { OperationRepository } from "../ports/OperationRepository.js"
 import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
 import { Transactor } from "../ports/Transactor.js"
+import { WatchRepository } from "../ports/WatchRepository.js"
 import {
   type SweepApplyFailure,
   type SweepApplyFailureOutcome,
@@ -22,6 +24,7 @@ import {
   RelistRunNotComplete,
   RelistRunNotFound,
   SweepCandidateNotFound,
+  SweepCandidateWithdrawn,
   SweepOutcomeNotAllowed
 } from "../relist/errors.js"
 import { type RelistRun, type RelistScope, relistScopeOf } from "../relist/RelistRun.js"
@@ -32,8 +35,9 @@ import {
   type SweepCandidateKind,
   type SweepOutcome
 } from "../relist/SweepCandidate.js"
+import { type SweepCandidateBasis, withdrawalOf } from "../relist/withdrawal.js"
 import { fieldOf, identityChecks, optional, Rules, validate } from "../validation.js"
-import type { Millis } from "../watch/ProjectionWatch.js"
+import { type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { requireWon, retryOnLostRace } from "./cas.js"
 
 /** Names one candidate of one run, as `listSweepCandidates` returned it. */
@@ -61,13 +65,18 @@ export type StaleRelistRun = "stale-run"
 
 type CandidateErrors = InvalidInput | RelistRunNotFound | SweepCandidateNotFound | PersistenceError | ConcurrentUpdateExhausted
 
+/** What deciding or applying a candidate may fail with besides the common errors: it was withdrawn. */
+type ActingErrors = CandidateErrors | SweepCandidateWithdrawn
+
 /** The candidate half of the relist sweep's Effect API. */
 export interface SweepCandidateMethods {
   /**
-   * A page of the open and decided candidates of a complete, current run.
-   * Any other run fails with `RelistRunNotComplete`: an incomplete,
-   * abandoned or superseded run yields no candidates, ever. Given-up,
-   * applied and kept candidates are not listed.
+   * A page of the open and decided candidates of a complete, current run
+   * that still stand: each is re-derived against the current watch and
+   * operations (`withdrawalOf`), and a withdrawn one is not listed. Any other
+   * run fails with `RelistRunNotComplete`: an incomplete, abandoned or
+   * superseded run yields no candidates, ever. Given-up, applied and kept
+   * candidates are not listed.
    */
   readonly listSweepCandidates: (
     runID: string,
@@ -76,13 +85,22 @@ export interface SweepCandidateMethods {
     ReadonlyArray<SweepCandidate>,
     InvalidInput | RelistRunNotFound | RelistRunNotComplete | DeletionLimitExceeded | PersistenceError
   >
-  /** Records what to do about a candidate (see `decideSweepOutcome`). */
+  /**
+   * Records what to do about a candidate (see `decideSweepOutcome`). An open
+   * or decided candidate is re-derived first, in the same transaction, with
+   * the rows it depends on locked: a withdrawn one fails with
+   * `SweepCandidateWithdrawn` and nothing is recorded.
+   */
   readonly recordSweepOutcome: (
     ref: SweepCandidateRef,
     outcome: SweepOutcome
-  ) => Effect.Effect<"recorded" | "given-up" | "settled" | StaleRelistRun, CandidateErrors | SweepOutcomeNotAllowed>
-  /** Marks a decided candidate applied (see `decideSweepApplied`); never a given-up one. */
-  readonly markSweepCandidateApplied: (ref: SweepCandidateRef) => Effect.Effect<SweepApplyOutcome | StaleRelistRun, CandidateErrors>
+  ) => Effect.Effect<"recorded" | "given-up" | "settled" | StaleRelistRun, ActingErrors | SweepOutcomeNotAllowed>
+  /**
+   * Marks a decided candidate applied (see `decideSweepApplied`); never a
+   * given-up one, and never a withdrawn one (re-derived as
+   * `recordSweepOutcome` does: `SweepCandidateWithdrawn`, nothing written).
+   */
+  readonly markSweepCandidateApplied: (ref: SweepCandidateRef) => Effect.Effect<SweepApplyOutcome | StaleRelistRun, ActingErrors>
   /** Counts a failed apply; the fifth gives the candidate up (see `decideSweepApplyFailure`). */
   readonly recordSweepApplyFailure: (
     ref: SweepCandidateRef,
@@ -104,6 +122,8 @@ export interface SweepCandidateMethods {
 /** Builds the candidate methods over the ports. */
 export const makeSweepCandidateMethods = Effect.gen(function*() {
   const relist = yield* RelistRepository
+  const watches = yield* WatchRepository
+  const operations = yield* OperationRepository
   const { withTransaction } = yield* Transactor
 
   const findRun = (method: string, runID: string) =>
@@ -113,15 +133,68 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     }))
 
   /**
+   * The bases of a page of candidates, read in a few set-based reads: their
+   * documents' watches and operations, and the run's baseline entries.
+   */
+  const basesOf = (runID: string, rows: ReadonlyArray<SweepCandidate>) =>
+    Effect.gen(function*() {
+      const documentIDs = Array.from(new Set(rows.map((row) => row.documentID)))
+      const documentWatches = yield* watches.listByDocuments(documentIDs)
+      const documentOperations = yield* operations.listByDocuments(documentIDs)
+      const baseline = new Map((yield* relist.getBaseline(runID, rows.map((row) => row.sourceID))).map((e) => [e.sourceID, e]))
+      const byKey = new Map(documentWatches.map((watch) => [watchKey(watch), watch]))
+      return (row: SweepCandidate): SweepCandidateBasis => ({
+        watch: byKey.get(watchKey(row)),
+        baseline: baseline.get(row.sourceID),
+        documentWatches: documentWatches.filter((watch) => watch.documentID === row.documentID).map(watchIdentityOf),
+        documentOperations: documentOperations.filter((op) => op.documentID === row.documentID).map((op) => op.state)
+      })
+    })
+
+  /**
+   * The basis of one candidate about to be acted on, its rows locked until
+   * the transaction ends: the document's slot (which every finalize arming a
+   * watch on it takes first), then the candidate's watch.
+   */
+  const lockedBasisOf = (runID: string, row: SweepCandidate) =>
+    Effect.gen(function*() {
+      yield* watches.lockDocument({ ownerDID: row.ownerDID, model: row.model, documentID: row.documentID })
+      const watch = Option.getOrUndefined(yield* watches.lockRead(row))
+      const documentWatches = yield* watches.listByDocuments([row.documentID])
+      const documentOperations = yield* operations.listByDocuments([row.documentID])
+      const [baseline] = yield* relist.getBaseline(runID, [row.sourceID])
+      return {
+        watch,
+        baseline,
+        documentWatches: documentWatches.filter((other) => other.documentID === row.documentID).map(watchIdentityOf),
+        documentOperations: documentOperations.filter((op) => op.documentID === row.documentID).map((op) => op.state)
+      } satisfies SweepCandidateBasis
+    })
+
+  /**
+   * Re-derives an open or decided candidate against its locked basis: a
+   * withdrawn one fails with `SweepCandidateWithdrawn`. Settled and given-up
+   * candidates keep their own answers.
+   */
+  const standing = (method: string) => (runID: string, row: SweepCandidate) =>
+    row.status !== "open" && row.status !== "decided" ? Effect.void : Effect.flatMap(lockedBasisOf(runID, row), (basis) => {
+      const reason = withdrawalOf(row, basis)
+      return reason === undefined ? Effect.void : Effect.fail(
+        new SweepCandidateWithdrawn({ method, runID, sourceID: row.sourceID, documentID: row.documentID, kind: row.kind, reason })
+      )
+    })
+
+  /**
    * One read-decide-write on a run's candidate, retried on a lost race. The
    * candidate is locked before the run's state is read, so a newer run can
    * neither start-and-complete unseen in between nor rewrite the row under
-   * the decision.
+   * the decision. `guard` runs before the decision, in the same transaction.
    */
-  const transition = <O extends string, E>(
+  const transition = <O extends string, E, G = never>(
     method: string,
     ref: SweepCandidateRef,
-    decide: (row: SweepCandidate, now: Millis) => Effect.Effect<SweepCandidateDecision<O>, E>
+    decide: (row: SweepCandidate, now: Millis) => Effect.Effect<SweepCandidateDecision<O>, E>,
+    guard: (runID: string, row: SweepCandidate) => Effect.Effect<void, G | PersistenceError> = () => Effect.void
   ) =>
     retryOnLostRace(
       method,
@@ -134,6 +207,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
         if (!belongsToRun(row, run)) {
           return yield* new SweepCandidateNotFound({ method, runID: ref.runID, sourceID: ref.sourceID })
         }
+        yield* guard(run.runID, row)
         const decision = yield* decide(row, yield* Clock.currentTimeMillis)
         if (decision.next !== undefined) yield* requireWon(yield* relist.updateCandidate(decision.next, row.version))
         return decision.outcome
@@ -167,11 +241,24 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
             maxDeletionFraction
           })
         }
-        const rows = yield* relist.listCandidates(runID, { after: options.after, limit: options.limit, kind: options.kind })
+        // Each stored page is re-derived; withdrawn rows are left out and the
+        // next stored page read, so a short page still means the end.
+        const standing: Array<SweepCandidate> = []
+        let after = options.after
+        for (;;) {
+          const rows = yield* relist.listCandidates(runID, { after, limit: options.limit, kind: options.kind })
+          const basis = yield* basesOf(runID, rows)
+          for (const row of rows) {
+            if (standing.length < options.limit && withdrawalOf(row, basis(row)) === undefined) standing.push(row)
+          }
+          const last = rows.at(-1)
+          if (rows.length < options.limit || standing.length >= options.limit || last === undefined) break
+          after = last.sourceID
+        }
         // Rows come back only while the run is complete; an empty page must
         // not hide that it ended in between.
-        if (rows.length === 0) yield* refuseUnlessComplete(yield* findRun(method, runID))
-        return rows
+        if (standing.length === 0) yield* refuseUnlessComplete(yield* findRun(method, runID))
+        return standing
       }),
 
     recordSweepOutcome: (ref, outcome) =>
@@ -183,13 +270,13 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
             return Effect.fail(new SweepOutcomeNotAllowed({ runID: ref.runID, sourceID: ref.sourceID, kind: row.kind, outcome }))
           }
           return Effect.succeed(decision as SweepCandidateDecision<"recorded" | "given-up" | "settled">)
-        })
+        }, standing("recordSweepOutcome"))
       ),
 
     markSweepCandidateApplied: (ref) =>
       afterValidation(
         validate("markSweepCandidateApplied", candidateRefChecks("ref", ref)),
-        () => transition("markSweepCandidateApplied", ref, (row, now) => Effect.succeed(decideSweepApplied(row, now)))
+        () => transition("markSweepCandidateApplied", ref, (row, now) => Effect.succeed(decideSweepApplied(row, now)), standing("markSweepCandidateApplied"))
       ),
 
     recordSweepApplyFailure: (ref, failure) =>

@@ -34,7 +34,7 @@ export interface ProjectionWatch extends WatchIdentity {
   readonly documentID: string
   /** The winner digest last proved equal to the provider's state. */
   readonly verifiedStateDigest: Digest | null
-  /** The winner digest the current generation was opened (or given up) against. */
+  /** The winner digest the current generation was opened against (a give-up leaves it as it was). */
   readonly observedWinnerDigest: Digest | null
   /** `pending_verification` (a verifier has work), `verified` or `repair_failed` (given up; an operator's look). */
   readonly verificationStatus: VerificationStatus

@@ -195,8 +195,14 @@ export const staleVerification = (
 /**
  * Decides a verification result against the current winner: a match settles
  * the watch as verified; a mismatch spends an attempt and either reschedules
- * (watermarks untouched, so a winner that moved meanwhile is still news) or,
- * when attempts run out, gives the generation up as repair_failed.
+ * or, when attempts run out, gives the generation up as repair_failed. Both
+ * leave the watermarks untouched: `observedWinnerDigest` stays the winner
+ * the generation was opened against, so a winner that moved during the
+ * generation (an ingress that coalesced into it while a verifier that had
+ * fetched the older provider state held its last attempt, or a lost ingress)
+ * is still news to the ingress gate and the audit branch after the give-up.
+ * The give-up stays bounded: a new generation opens only against a winner
+ * that differs from the one the given-up generation was opened against.
  */
 export const decideVerification = (
   row: ProjectionWatch | undefined,
@@ -220,8 +226,7 @@ export const decideVerification = (
     return changed("repair_failed", bump(row, now, {
       ...settled,
       verificationStatus: "repair_failed",
-      verificationAttempts: attempts,
-      observedWinnerDigest: winner
+      verificationAttempts: attempts
     }))
   }
   return changed("pending", bump(row, now, {
