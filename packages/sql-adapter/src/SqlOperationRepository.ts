@@ -22,7 +22,7 @@ import {
 } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered, olderThanPosition } from "./internal/collation.js"
-import { collectFinishedStatement } from "./internal/retention.js"
+import { collectFinishedLocked, collectFinishedStatement } from "./internal/retention.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
 import { type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
@@ -215,11 +215,10 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       sql.onDialectOrElse({
         pg: () =>
           sql.withTransaction(
-            Effect.zipRight(sql`SET LOCAL jit = off`, collectFinishedStatement(sql, tables.operation, params, now))
+            Effect.zipRight(sql`SET LOCAL jit = off`, collectFinishedLocked(sql, tables.operation, params, now, decodeOperation))
           ),
-        orElse: () => collectFinishedStatement(sql, tables.operation, params, now)
+        orElse: () => Effect.map(collectFinishedStatement(sql, tables.operation, params, now), (rows) => rows.length)
       }).pipe(
-        Effect.map((rows) => rows.length),
         PersistenceError.refail("operation.collectFinished")
       ),
     listTracked: (query) =>

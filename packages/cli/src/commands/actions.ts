@@ -135,7 +135,13 @@ export const collectCommand = Command.make("collect", {
   ...databaseOptions,
   json,
   before: Options.text("before").pipe(
-    Options.withDescription("Collect what finished before this: a duration ago (7d, 12h) or an ISO date")
+    Options.withDefault("7d"),
+    Options.withDescription(
+      "Collect what finished before this: a duration ago (7d, 12h) or an ISO date; default 7d. " +
+        "An operation's idempotency key is remembered only while its row is kept: a caller replaying " +
+        "a key after its row went creates a new operation and sends again, so keep this at least 24h " +
+        "longer than any caller may retry a key"
+    )
   ),
   limit: Options.integer("limit").pipe(Options.withDefault(1000), Options.withDescription("At most this many rows")),
   relistRuns: Options.boolean("relist-runs").pipe(Options.withDescription("Also collect ended relist runs"))

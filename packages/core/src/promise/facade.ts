@@ -74,6 +74,11 @@ export interface PromiseWatchMethods<H> {
     now: Millis,
     readers?: PromiseWinnerReaders<H>
   ): Promise<{ operations: ReadonlyArray<ConnectorOperation>; watches: ReadonlyArray<ProjectionWatch> }>
+  /**
+   * Retention (see the Effect API's `collectFinishedOperations`): a deleted
+   * row's idempotency key is forgotten, so `before` is the idempotency
+   * window; keep it at least 24 hours in the past.
+   */
   collectFinishedOperations(params: CollectParams): Promise<number>
 }
 

@@ -43,7 +43,15 @@ export interface SweepMethods {
     now: Millis,
     readers?: WinnerReaders
   ) => Effect.Effect<DueWork, InvalidInput | WinnerReaderMissing | PersistenceError>
-  /** Deletes superseded finished operations (see `collectableOperations`); returns how many. */
+  /**
+   * Deletes superseded finished operations last updated before `before`
+   * (see `collectableOperations`), at most `limit`; returns how many. Every
+   * condition holds on each row when it is deleted, also against concurrent
+   * retries, settles and other passes. A deleted row's idempotency key is
+   * forgotten: a claim replaying it afterwards is a new operation and sends
+   * again, so `before` is the idempotency window; keep it at least 24 hours
+   * in the past and longer than any caller may replay a key.
+   */
   readonly collectFinishedOperations: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
 }
 
