@@ -8,7 +8,8 @@ import { allOperations, CALLER, generationKey, identityOf, keyOf, observe, SCOPE
 export const STORE_ERROR_TAGS = new Set([
   "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
   "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
-  "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed"
+  "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed",
+  "SweepCandidateWithdrawn", "SyncLeaseLost", "StoreSchemaNotReady"
 ])
 
 /**

@@ -185,7 +185,11 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
     const endRows = await allOperations(store)
     const violations = [
       ...know.violations,
-      ...judgeEnd({ ledger: world.provider.ledger, rows: endRows, watches: await allWatches(store), missedBySweep, know })
+      ...judgeEnd({ ledger: world.provider.ledger, rows: endRows, watches: await allWatches(store), missedBySweep, know,
+        winnerOf: (documentID) => {
+          const doc = world.documents.get(documentID)
+          return doc === undefined || doc.deleted ? null : doc.winner
+        } })
     ]
     return { violations, trace: il.formatTrace(), requests: world.provider.ledger.length }
   } finally {

@@ -87,10 +87,12 @@ export interface EndState {
   /** Attempted rows whose lease had lapsed and that were due, but that the due sweep did not list. */
   readonly missedBySweep: ReadonlyArray<string>
   readonly know: Knowledge
+  /** Each local document's winner at the end. */
+  readonly winnerOf: (documentID: string) => string | null
 }
 
 /** The checks over the end of a run, after recovery. */
-export const judgeEnd = ({ ledger, rows, watches, missedBySweep, know }: EndState): ReadonlyArray<Violation> => {
+export const judgeEnd = ({ ledger, rows, watches, missedBySweep, know, winnerOf }: EndState): ReadonlyArray<Violation> => {
   const out: Array<Violation> = []
   const plainApplied = new Map<string, Array<LedgerEntry>>()
   const anyApplied = new Map<string, Array<LedgerEntry>>()
@@ -129,7 +131,11 @@ export const judgeEnd = ({ ledger, rows, watches, missedBySweep, know }: EndStat
     if (w.verificationStatus === "repair_failed" && w.observedWinnerDigest !== null) {
       const ingressed = know.ingressWinners.get(w.documentID)?.has(w.observedWinnerDigest) ?? false
       const compared = know.claimedAgainst.get(generationKey(w))?.has(w.observedWinnerDigest) ?? false
-      if (ingressed && !compared) {
+      // A winner that differs from both watermarks is still news (the audit
+      // branch lists it, the next ingress opens): only one the watch records
+      // as seen is swallowed.
+      const hidden = winnerOf(w.documentID) === w.observedWinnerDigest
+      if (ingressed && !compared && hidden) {
         out.push({
           invariant: "no-give-up-swallows-a-later-winner",
           detail: `watch ${w.sourceID} g${w.repairGeneration} gave up with observed := ${w.observedWinnerDigest}, an ingress winner ` +
