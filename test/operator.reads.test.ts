@@ -107,6 +107,8 @@ for (const adapter of adapters) {
           leasesHeld: 1,
           inDoubt: 4,
           givenUpCandidates: 0,
+          syncStates: { total: 0, leasesHeld: 0, staleLeases: 0 },
+          pendingAuthorizations: { live: 0, expired: 0 },
           // f has no next attempt: due since its creation (NOW - 5000), before e (NOW - 1).
           oldestDueOperation: { callerDID: "did:caller:2", operationID: "f", dueAt: NOW - 5_000 },
           oldestDueWatch: { identity: identityOf({ sourceID: "s2" }), dueAt: NOW - 500 }
