@@ -3,8 +3,8 @@
 // READMEs and docs/*.md points at a file that exists, and an anchor at a
 // heading of it (GitHub's slugs) or an id of a generated API page; and, in
 // the API reference built by `npm run docs:api` (docs/api/api.json), every
-// property of the write-back and watch types (inputs, results, rows) has a
-// JSDoc comment. Run after `npm run docs:api`: links into docs/api need it.
+// property of the domain types (write-back, watch, sync state, pending auth,
+// relist, operator and error types: inputs, results, rows) has a JSDoc comment. Run after `npm run docs:api`: links into docs/api need it.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -57,7 +57,15 @@ for (const document of documents) {
 }
 
 // Properties of the domain's inputs, results and rows that must say what they are.
-const documented = ["packages/core/src/operation/", "packages/core/src/watch/"]
+const documented = [
+  "packages/core/src/operation/",
+  "packages/core/src/watch/",
+  "packages/core/src/syncstate/",
+  "packages/core/src/pendingauth/",
+  "packages/core/src/relist/",
+  "packages/core/src/operator/",
+  "packages/core/src/errors.ts"
+]
 const api = join(root, "docs/api/api.json")
 if (!existsSync(api)) {
   problems.push("docs/api/api.json is missing: run `npm run docs:api` first")

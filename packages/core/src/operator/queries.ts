@@ -9,10 +9,15 @@ import type { Millis, ProjectionWatch, VerificationStatus, WatchIdentity } from 
  * everything. Order: newest first by (createdAt, callerDID, operationID).
  */
 export interface OperatorOperationFields {
+  /** Only operations of this owner (DID). */
   readonly ownerDID?: string | undefined
+  /** Only operations of this connector. */
   readonly connectorName?: string | undefined
+  /** Only operations this caller (DID) submitted. */
   readonly callerDID?: string | undefined
+  /** Only operations in one of these states. */
   readonly states?: ReadonlyArray<OperationState> | undefined
+  /** Only operations on this local document. */
   readonly documentID?: string | undefined
   /** Only attempted operations due at this time (next attempt unset or not later). */
   readonly dueBy?: Millis | undefined
@@ -25,6 +30,7 @@ export interface OperatorOperationFields {
  * (cursor decoded): the filter, the page size and the position it starts after.
  */
 export interface OperatorOperationQuery extends OperatorOperationFields {
+  /** The page size: at most this many rows. */
   readonly limit: number
   /** Only rows strictly older than this position. */
   readonly after?: TrackedPosition | undefined
@@ -53,9 +59,13 @@ export const operatorOperationPage = (
 
 /** An operator's filter over every watch. Each field present narrows. */
 export interface OperatorWatchFields {
+  /** Only watches of this owner (DID). */
   readonly ownerDID?: string | undefined
+  /** Only watches of this connector. */
   readonly connectorName?: string | undefined
+  /** Only watches in one of these verification statuses. */
   readonly statuses?: ReadonlyArray<VerificationStatus> | undefined
+  /** Only watches projecting into this local document. */
   readonly documentID?: string | undefined
   /** Only watches whose scheduled attempt is due at this time (not verified, next set and not later). */
   readonly dueBy?: Millis | undefined
@@ -67,6 +77,7 @@ export interface OperatorWatchFields {
  * connector, model, account, source) in byte order.
  */
 export interface OperatorWatchQuery extends OperatorWatchFields {
+  /** The page size: at most this many rows. */
   readonly limit: number
   /** Only watches strictly after this identity. */
   readonly after?: WatchIdentity | undefined

@@ -12,12 +12,15 @@ import type { SyncStateRow } from "../syncstate/SyncState.js"
 
 /** The due operation that has waited longest (an unset next attempt counts as due since its creation). */
 export interface OldestDueOperation extends OperationKey {
+  /** Since when it has been due (ms since the epoch): its next attempt, or its creation when that is unset. */
   readonly dueAt: Millis
 }
 
 /** The due watch that has waited longest. */
 export interface OldestDueWatch {
+  /** Which watch it is. */
   readonly identity: WatchIdentity
+  /** Since when it has been due (ms since the epoch): its scheduled next attempt. */
   readonly dueAt: Millis
 }
 
@@ -26,9 +29,13 @@ export interface OldestDueWatch {
  * state, what has waited longest, and what needs a person.
  */
 export interface StoreStatus {
+  /** The moment the status describes (ms since the epoch), from the store's clock. */
   readonly at: Millis
+  /** How many operations are in each state (every state present, 0 when none). */
   readonly operations: Readonly<Record<OperationState, number>>
+  /** How many watches are in each verification status (every status present, 0 when none). */
   readonly watches: Readonly<Record<VerificationStatus, number>>
+  /** How many relist runs are in each state (every state present, 0 when none). */
   readonly relistRuns: Readonly<Record<RelistRunState, number>>
   /** Attempted operations under a live drive lease now. */
   readonly leasesHeld: number
@@ -36,7 +43,9 @@ export interface StoreStatus {
   readonly inDoubt: number
   /** Sweep candidates given up after too many failed applies: they wait for a person. */
   readonly givenUpCandidates: number
+  /** The due operation that has waited longest; `null` when none is due. */
   readonly oldestDueOperation: OldestDueOperation | null
+  /** The due watch that has waited longest; `null` when none is due. */
   readonly oldestDueWatch: OldestDueWatch | null
   /** Sync states: how many, leases live now, and stale leases (expired, never released: see `SyncLeaseState`). */
   readonly syncStates: SyncStateCounts

@@ -5,7 +5,9 @@ import type { Millis } from "../watch/ProjectionWatch.js"
 
 /** An operator's filter over every sync state. Each field present narrows. */
 export interface OperatorSyncStateFields {
+  /** Only sync states of this connector. */
   readonly connectorName?: string | undefined
+  /** Only sync states of this owner (DID). */
   readonly ownerDID?: string | undefined
   /** Only rows whose lease is in this state at the time of the read (see `SyncLeaseState`). */
   readonly lease?: SyncLeaseState | undefined
@@ -16,7 +18,9 @@ export interface OperatorSyncStateFields {
  * at `at`. Order: by (connectorName, ownerDID) in byte order.
  */
 export interface OperatorSyncStateQuery extends OperatorSyncStateFields {
+  /** The moment (ms since the epoch) at which lease states are judged. */
   readonly at: Millis
+  /** The page size: at most this many rows. */
   readonly limit: number
   /** Only rows strictly after this key. */
   readonly after?: SyncStateKey | undefined
@@ -24,6 +28,7 @@ export interface OperatorSyncStateQuery extends OperatorSyncStateFields {
 
 /** A sync state as an operator sees it: the public entry (no lease token) and where its lease stands. */
 export interface OperatorSyncState extends SyncStateEntry {
+  /** Where its lease stands at the time of the read: `none`, `held` or `stale`. */
   readonly lease: SyncLeaseState
 }
 
@@ -52,14 +57,19 @@ export const toOperatorSyncState = (row: SyncStateRow, now: Millis): OperatorSyn
 
 /** Sync-state counts for the store's status: rows, leases live now, and stale leases. */
 export interface SyncStateCounts {
+  /** How many sync-state rows there are. */
   readonly total: number
+  /** Rows whose lease is live now (expires after now). */
   readonly leasesHeld: number
+  /** Rows whose lease expired and was never released. */
   readonly staleLeases: number
 }
 
 /** Pending-authorization counts for the store's status, by expiry alone: still usable, and expired. */
 export interface PendingAuthCounts {
+  /** Pending authorizations that may still be completed (expiry now or later). */
   readonly live: number
+  /** Pending authorizations whose expiry has passed, waiting for `deleteExpiredPendingAuth`. */
   readonly expired: number
 }
 

@@ -9,17 +9,23 @@ import type { Millis } from "../watch/ProjectionWatch.js"
  * logging or tracing a record never shows it.
  */
 export interface PendingAuth {
+  /** The OAuth `state` parameter of the authorize redirect: the record's key, unique among pending authorizations. */
   readonly state: string
+  /** The PKCE code verifier (RFC 7636, 43 to 128 characters), kept `Redacted`; sent to the token endpoint at the callback. */
   readonly codeVerifier: Redacted.Redacted<string>
   /** The connector (OAuth provider) being authorized. */
   readonly provider: string
+  /** The DID of the owner the authorization is for. */
   readonly ownerDID: string
   /** Present only when one was stored. */
   readonly ownerWrappableDID?: string
   /** Present only when one was stored. */
   readonly controllerWrappableDID?: string
+  /** When the authorization was started (ms since the epoch); the caller's value or the store's clock. */
   readonly createdAt: Millis
+  /** The redirect URL the authorize request named, which the token request must repeat. */
   readonly redirectURL: string
+  /** The OAuth scopes requested. */
   readonly scopes: ReadonlyArray<string>
   /** The last instant the authorization may be completed (inclusive). */
   readonly expiresAt: Millis
@@ -30,8 +36,11 @@ export interface PendingAuth {
  * the store's clock, and the wrappable DIDs absent or `null` for none.
  */
 export interface PendingAuthInput extends Omit<PendingAuth, "createdAt" | "ownerWrappableDID" | "controllerWrappableDID"> {
+  /** When the authorization was started (ms since the epoch); omitted: the store's clock at creation. */
   readonly createdAt?: Millis | undefined
+  /** The owner's wrappable DID, if any; omitted or `null` stores none. */
   readonly ownerWrappableDID?: string | null | undefined
+  /** The controller's wrappable DID, if any; omitted or `null` stores none. */
   readonly controllerWrappableDID?: string | null | undefined
 }
 

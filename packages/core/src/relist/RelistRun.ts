@@ -2,9 +2,13 @@ import type { Digest, Millis } from "../watch/ProjectionWatch.js"
 
 /** What one relist lists in full: every provider entity of one account's model, for one owner and connector. */
 export interface RelistScope {
+  /** The DID of the owner whose entities are listed. */
   readonly ownerDID: string
+  /** The connector that lists them. */
   readonly connectorName: string
+  /** The provider's model (entity type) listed, as the connector names it. */
   readonly model: string
+  /** The provider account listed, as the connector names it. */
   readonly accountKey: string
 }
 
@@ -25,7 +29,9 @@ export type RelistRunState = "started" | "listing" | "complete" | "abandoned" | 
 
 /** One relist run of a scope. Every write bumps `version`. */
 export interface RelistRun extends RelistScope {
+  /** The run's id, given by the runner that starts it. */
   readonly runID: string
+  /** Where the run stands (see `RelistRunState`). */
   readonly state: RelistRunState
   /** The provider's cursor to list the next page from (`null`: from the beginning, or nothing left). */
   readonly cursor: string | null
@@ -39,9 +45,13 @@ export interface RelistRun extends RelistScope {
   readonly deletionCount: number | null
   /** Set when the run completed: divergence candidates it derived. */
   readonly divergenceCount: number | null
+  /** Bumped by every write (0 when started); a transition is written only if it is unchanged. */
   readonly version: number
+  /** When the run was started (ms since the epoch), from the store's clock. */
   readonly startedAt: Millis
+  /** When the run was last written (ms since the epoch). */
   readonly updatedAt: Millis
+  /** When its runner committed the last page (ms since the epoch); `null` until the run completes. */
   readonly completedAt: Millis | null
   /** When it was abandoned or superseded. */
   readonly endedAt: Millis | null
@@ -49,7 +59,9 @@ export interface RelistRun extends RelistScope {
 
 /** One provider entity a run saw, with the provider's digest (or etag) of it. */
 export interface RelistReceipt {
+  /** The run that saw the entity. */
   readonly runID: string
+  /** The provider entity's source id, as watches name it. */
   readonly sourceID: string
   /** `null` when the provider gave none: such an entity never counts as diverged. */
   readonly digest: Digest | null
@@ -59,7 +71,9 @@ export interface RelistReceipt {
 
 /** A receipt as a runner hands it in. */
 export interface RelistReceiptInput {
+  /** The provider entity's source id, as watches name it. */
   readonly sourceID: string
+  /** The provider's digest (or etag) of the entity; `null` when the provider gave none (never counts as diverged). */
   readonly digest: Digest | null
 }
 

@@ -31,6 +31,7 @@ export type SweepCandidateStatus = "open" | "decided" | "applied" | "kept" | "gi
 
 /** A candidate's identity: its scope and the provider entity's source id (the shape of a watch identity). */
 export interface SweepCandidateIdentity extends RelistScope {
+  /** The provider entity's source id, as the watch names it. */
   readonly sourceID: string
 }
 
@@ -42,20 +43,29 @@ export interface SweepCandidateIdentity extends RelistScope {
 export interface SweepCandidate extends SweepCandidateIdentity {
   /** The complete run that derived it last. */
   readonly runID: string
+  /** The local document the watch projects the entity into, which `delete_local` or `reingest` acts on. */
   readonly documentID: string
+  /** Why it is a candidate: `deleted` (the run did not see the entity) or `diverged` (it saw another digest). */
   readonly kind: SweepCandidateKind
   /** The digest the run saw at the provider (`null` for a deletion). */
   readonly providerDigest: Digest | null
   /** The watch's verified digest when the run derived it. */
   readonly localDigest: Digest | null
+  /** Where the candidate stands (see `SweepCandidateStatus`); `open` when derived. */
   readonly status: SweepCandidateStatus
+  /** What the sweep decided; `null` while open. */
   readonly outcome: SweepOutcome | null
   /** Failed applies since it was derived or last re-armed; never above `MAX_SWEEP_APPLY_ATTEMPTS`. */
   readonly applyAttempts: number
+  /** The kind of the last failed apply, as its runner reported it; `null` when none failed. */
   readonly lastErrorKind: string | null
+  /** The message of the last failed apply; `null` when none failed. */
   readonly lastErrorMessage: string | null
+  /** Bumped by every write (0 when derived); a transition is written only if it is unchanged. */
   readonly version: number
+  /** When the run that derived it completed (ms since the epoch); a given-up case keeps its first. */
   readonly createdAt: Millis
+  /** When it was last written (ms since the epoch). */
   readonly updatedAt: Millis
 }
 

@@ -12,7 +12,9 @@ import {
  * it changes. `next` carries `version + 1` and `updatedAt = now`.
  */
 export interface SweepCandidateDecision<O extends string> {
+  /** What the caller is told happened. */
   readonly outcome: O
+  /** The candidate row to write; `undefined` when nothing changes. */
   readonly next: SweepCandidate | undefined
 }
 
@@ -96,6 +98,7 @@ export const decideSweepApplied = (row: SweepCandidate, now: Millis): SweepCandi
 export interface SweepApplyFailure {
   /** A short, stable kind (e.g. `network`, `not_found`, `permission`). */
   readonly kind: string
+  /** What went wrong, in the runner's words; stored as the candidate's `lastErrorMessage`. */
   readonly message: string
 }
 

@@ -20,9 +20,13 @@ export type TrackedDocument = Pick<
  * the scope's watches at its start, recorded in the starting transaction.
  */
 export interface RelistBaselineEntry {
+  /** The watched entity's source id. */
   readonly sourceID: string
+  /** The local document the watch projects into. */
   readonly documentID: string
+  /** The watch row's version when the run started. */
   readonly watchVersion: number
+  /** When the watch row was created (ms since the epoch), telling a re-created watch from the old one. */
   readonly watchCreatedAt: Millis
 }
 
@@ -46,8 +50,11 @@ export const isUnchangedSince = (entry: RelistBaselineEntry | undefined, watch: 
 
 /** What a complete run says about one tracked document, when it says anything. */
 export interface DerivedSweepCandidate {
+  /** `deleted` when the run did not see the entity, `diverged` when it saw another digest. */
   readonly kind: SweepCandidateKind
+  /** The digest the run saw at the provider; `null` for a deletion. */
   readonly providerDigest: Digest | null
+  /** The watch's verified digest; `null` when none was verified. */
   readonly localDigest: Digest | null
 }
 
@@ -91,6 +98,7 @@ export const deriveCandidate = (
 export interface SweepDerivation {
   /** Every candidate row the scope keeps, replacing all its previous rows. */
   readonly candidates: ReadonlyArray<SweepCandidate>
+  /** What the derivation counted, stored on the completed run. */
   readonly counts: SweepCandidateCounts
 }
 

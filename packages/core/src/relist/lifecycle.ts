@@ -7,7 +7,9 @@ import { isCurrentRelistRun, isRelistRunListing, type RelistRun, type RelistScop
  * written only if the stored version is still the one read.
  */
 export interface RelistRunDecision<O extends string> {
+  /** What the caller is told happened. */
   readonly outcome: O
+  /** The run to write; `undefined` when nothing changes. */
   readonly next: RelistRun | undefined
 }
 
@@ -20,7 +22,9 @@ const bump = (run: RelistRun, now: Millis, patch: Partial<RelistRun>): RelistRun
 
 /** What starting a run writes: the new run, and the scope's previous current run marked superseded. */
 export interface RelistStartDecision {
+  /** The new run, in state `started`. */
   readonly run: RelistRun
+  /** The scope's previous current run, now `superseded`; `undefined` when there was none. */
   readonly superseded: RelistRun | undefined
 }
 
@@ -103,9 +107,13 @@ export const decideRelistReceipts = (run: RelistRun): RelistReceiptOutcome => is
 
 /** The counts a completed run derived, stored on it. */
 export interface SweepCandidateCounts {
+  /** Distinct provider entities the run receipted. */
   readonly receipts: number
+  /** Watches of the scope when the run completed. */
   readonly tracked: number
+  /** Deletion candidates derived. */
   readonly deletions: number
+  /** Divergence candidates derived. */
   readonly divergences: number
 }
 

@@ -9,28 +9,37 @@ export const SYNC_STATUSES: ReadonlyArray<SyncStatus> = ["idle", "syncing", "err
 
 /** The primary key of a sync state: one row per connector and owner. */
 export interface SyncStateKey {
+  /** The connector whose sync this is. */
   readonly connectorName: string
+  /** The DID of the owner whose data the connector syncs. */
   readonly ownerDID: string
 }
 
 /**
- * One connector's sync state for one owner, as callers see it (the seed's
- * published shape). `version` counts the progress writes of this
- * incarnation; `incarnation` is a random id given when the row was created,
- * so a row deleted and created again is never mistaken for the old one. Rows
- * written by the seed's older releases may have no incarnation.
+ * One connector's sync state for one owner, as callers see it. `version`
+ * counts the progress writes of this incarnation; `incarnation` is a random
+ * id given when the row was created, so a row deleted and created again is
+ * never mistaken for the old one. Rows written by older releases may have no
+ * incarnation.
  */
 export interface SyncState {
+  /** The runner's resume point, any JSON value; `null` until a progress or `setSyncState` write sets one. */
   readonly checkpoint: JsonValue
   /** Caller-defined text; `""` on a row no `setSyncState` has written yet. */
   readonly lastSyncedAt: string
+  /** How many entities the runner last reported synced; 0 on a row nobody reported on yet. */
   readonly entityCount: number
+  /** The status the runner last reported with `setSyncState`; `idle` on a new row. */
   readonly status: SyncStatus
   /** Until when a runner holds the sync lease; `null` when nobody does. */
   readonly leaseExpiresAt: Millis | null
+  /** The runner's recovery data, any JSON value, kept beside the checkpoint; `null` until written. */
   readonly recovery: JsonValue
+  /** How many progress writes this incarnation has taken (0 on a new row); a progress compare-and-set checks it. */
   readonly version: number
+  /** The random id given when the row was created; absent on rows from older releases that had none. */
   readonly incarnation?: string
+  /** The error text the runner last reported; absent when none (a later report without one clears it). */
   readonly error?: string
 }
 
@@ -46,15 +55,25 @@ export interface SyncStateEntry extends SyncStateKey, SyncState {}
  * key and the current lease token, which only the lease holder is told.
  */
 export interface SyncStateRow extends SyncStateKey {
+  /** The runner's resume point, any JSON value; `null` until written. */
   readonly checkpoint: JsonValue
+  /** Caller-defined text from the last report; `""` until one. */
   readonly lastSyncedAt: string
+  /** How many entities the runner last reported synced; 0 until a report. */
   readonly entityCount: number
+  /** The status the runner last reported; `idle` on a new row. */
   readonly status: SyncStatus
+  /** The error text the runner last reported; `null` when none. */
   readonly error: string | null
+  /** The secret token of the current sync lease, set by a claim; `null` when no lease was ever taken or it was released. */
   readonly leaseToken: string | null
+  /** When the current lease lapses (ms since the epoch); `null` when nobody holds one. */
   readonly leaseExpiresAt: Millis | null
+  /** The runner's recovery data, any JSON value; `null` until written. */
   readonly recovery: JsonValue
+  /** How many progress writes this incarnation has taken; 0 on a new row. */
   readonly version: number
+  /** The random id given when the row was created; `null` on rows from older releases. */
   readonly incarnation: string | null
 }
 
@@ -64,8 +83,11 @@ export interface SyncStateRow extends SyncStateKey {
  * fenced by the sync lease), still carries that lease token.
  */
 export interface SyncStateStamp {
+  /** The version the row must still have. */
   readonly version: number
+  /** The incarnation the row must still have (`null`: a row from an older release without one). */
   readonly incarnation: string | null
+  /** When given, the lease token the row must still carry; omitted for writes not fenced by the lease. */
   readonly leaseToken?: string | undefined
 }
 
@@ -80,8 +102,11 @@ export type ReportedField = "lastSyncedAt" | "entityCount" | "error"
 
 /** What a lease write checks: the row is still this incarnation with this lease on it. */
 export interface SyncLeaseStamp {
+  /** The incarnation the row must still have. */
   readonly incarnation: string | null
+  /** The lease token the row must still carry (`null`: no lease). */
   readonly leaseToken: string | null
+  /** The lease expiry the row must still carry (ms since the epoch; `null`: no lease). */
   readonly leaseExpiresAt: Millis | null
 }
 

@@ -8,7 +8,9 @@ import { blankSyncState, leaseStampOf, type SyncStateKey, type SyncStateRow, typ
  * on it. Keep it private to the runner.
  */
 export interface SyncLease extends SyncStateKey {
+  /** The lease's secret token, drawn by the store at the claim; renewals and releases must present it. */
   readonly token: string
+  /** When the lease lapses unless renewed (ms since the epoch): the claim's or renewal's `now + leaseMs`. */
   readonly expiresAt: Millis
 }
 
@@ -17,7 +19,9 @@ export type SyncLeaseHolder = Pick<SyncLease, "connectorName" | "ownerDID" | "to
 
 /** When a claim or renewal happens and how long the lease lasts from then. */
 export interface SyncLeaseTerms {
+  /** The instant of the claim or renewal (ms since the epoch), from the store's clock. */
   readonly now: Millis
+  /** How long the lease lasts from `now`, in milliseconds. */
   readonly leaseMs: number
 }
 
@@ -33,7 +37,9 @@ export type SyncLeaseRenewal =
 
 /** A lease decision: the outcome, and the write that makes it so (none when nothing changes). */
 export interface SyncLeaseDecision<O> {
+  /** What the caller is told happened. */
   readonly outcome: O
+  /** The row write that makes the outcome true; `undefined` when nothing is written. */
   readonly write: SyncStateWrite | undefined
 }
 

@@ -10,9 +10,13 @@ import {
 
 /** What a progress recompute is computed from: the stored checkpoint and recovery, and the stamp they carry. */
 export interface SyncProgressCASCurrent {
+  /** The stored checkpoint, a JSON value (`null` when none). */
   readonly checkpoint: JsonValue
+  /** The stored recovery data, a JSON value (`null` when none). */
   readonly recovery: JsonValue
+  /** The row's version when read; the write succeeds only if it is unchanged. */
   readonly version: number
+  /** The row's incarnation when read (`null` on a row from an older release). */
   readonly incarnation: string | null
 }
 
@@ -25,9 +29,13 @@ export interface SyncProgressCASCurrent {
  * field, is refused (a progress write never changes them).
  */
 export interface SyncProgressCASResult {
+  /** The new checkpoint; must be a JSON value. */
   readonly checkpoint: unknown
+  /** The new recovery data; must be a JSON value. */
   readonly recovery: unknown
+  /** When given, the caller-defined text to store as `lastSyncedAt`. */
   readonly lastSyncedAt?: string | undefined
+  /** When given, the entity count to store: an integer from 0 to 2^31 - 1. */
   readonly entityCount?: number | undefined
   /** `null` clears a stored error. */
   readonly error?: string | null | undefined
@@ -44,10 +52,15 @@ export type SyncProgressRecompute = (current: SyncProgressCASCurrent | null) => 
 
 /** A recompute result that passed its checks: only the fields a progress write takes. */
 export interface ValidProgress {
+  /** The new checkpoint, checked to be JSON. */
   readonly checkpoint: JsonValue
+  /** The new recovery data, checked to be JSON. */
   readonly recovery: JsonValue
+  /** The `lastSyncedAt` to write; absent keeps the stored one. */
   readonly lastSyncedAt?: string | undefined
+  /** The entity count to write; absent keeps the stored one. */
   readonly entityCount?: number | undefined
+  /** The error to write (`null` clears it); absent keeps the stored one. */
   readonly error?: string | null | undefined
 }
 

@@ -9,9 +9,13 @@ import { blankSyncState, stampOf, type SyncStateKey, type SyncStateRow, type Syn
  * is ignored: those belong to progress writes and the lease.
  */
 export interface SyncStateInput {
+  /** The status to report: `idle`, `syncing` or `error`. */
   readonly status: SyncStatus
+  /** Caller-defined text (typically when the last sync finished), stored as given. */
   readonly lastSyncedAt: string
+  /** How many entities the runner synced: an integer from 0 to 2^31 - 1. */
   readonly entityCount: number
+  /** The error text to store; omitted or `null` clears a previous one. */
   readonly error?: string | null | undefined
   /** A JSON value (checked at the boundary). */
   readonly checkpoint?: unknown
