@@ -261,6 +261,28 @@ const shareKeyOf = (filename: string): string | undefined => {
   }
 }
 
+const pause = new Int32Array(new SharedArrayBuffer(4))
+
+/**
+ * Puts the file in WAL mode, waiting up to `busyTimeoutMs` while another
+ * process holds the lock the pragma needs: SQLite can answer the pragma
+ * SQLITE_BUSY without calling the busy handler (another process recovering
+ * the WAL of one that was killed), so the busy timeout alone does not cover it.
+ */
+const walWithin = (db: Sqlite.Database, busyTimeoutMs: number): void => {
+  const deadline = Date.now() + busyTimeoutMs
+  for (;;) {
+    try {
+      db.pragma("journal_mode = WAL")
+      return
+    } catch (cause) {
+      const code = (cause as { code?: unknown }).code
+      if (typeof code !== "string" || !code.startsWith("SQLITE_BUSY") || Date.now() >= deadline) throw cause
+      Atomics.wait(pause, 0, 0, 20)
+    }
+  }
+}
+
 const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
   const resolved = shareKeyOf(options.filename)
   // A read-only connection is never shared with a writing one, nor the other way round.
@@ -273,8 +295,9 @@ const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
   const readonly = options.readOnly === true
   const db = new Sqlite(options.filename, { readonly, fileMustExist: readonly || options.fileMustExist === true })
   try {
-    db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 10_000)}`)
-    if (!readonly) db.pragma("journal_mode = WAL")
+    const busyTimeoutMs = Math.trunc(options.busyTimeoutMs ?? 10_000)
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+    if (!readonly) walWithin(db, busyTimeoutMs)
   } catch (cause) {
     db.close()
     throw cause
