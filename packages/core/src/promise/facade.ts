@@ -4,6 +4,7 @@ import { OperationPolicy } from "../operation/policy.js"
 import { DirectDatabase, type DirectDatabaseOf, directFor, type DirectTransactionOf, LaneDatabase } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
+import { type CallGate, makeCallGate } from "../service/gate.js"
 import { nativeTracer } from "../service/instrument.js"
 import { type DirectLane, makeDirectLane } from "./direct.js"
 import { StoreClosed } from "../errors.js"
@@ -45,8 +46,12 @@ export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, Promis
    */
   runEffect<A, E>(effect: Effect.Effect<A, E, StoreContext>): Promise<A>
   /**
-   * Releases the store's connections. Every call afterwards rejects with
-   * `StoreClosed` naming the method; closing again does nothing.
+   * Closes the store: every call from now on rejects with `StoreClosed`
+   * naming the method; the calls already running go on to their own end
+   * (nothing is cut off half-way), and once the last of them has settled
+   * the store's connections are released and the Promise resolves. Closing
+   * again waits for the same. Do not await it inside a winner reader or
+   * anything a running call waits on: it would wait for itself.
    */
   close(): Promise<void>
 }
@@ -230,7 +235,8 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
       }
       return runOn(ready.runtime, effect) as Promise<never>
     })
-  let closed = false
+  const gate = makeCallGate()
+  let closing: Promise<void> | undefined
   const viaEffect = {
     ...promiseWatchMethods(call, parts.handle),
     ...promiseSyncStateMethods(call),
@@ -252,22 +258,39 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     ...viaEffect,
     ...viaLane as Pick<PromiseConnectorStore<H>, (typeof LANE_METHODS)[number]>,
     runEffect: run,
-    close: () => {
-      if (closed) return Promise.resolve()
-      closed = true
-      return parts.runtime.dispose()
-    }
+    close: () => closing ??= gate.shut().then(() => parts.runtime.dispose())
   }
-  return closedAware(store, () => closed)
+  return gated(store, gate)
 }
 
-/** `store` with every method but `close` rejecting with `StoreClosed` once `isClosed()`. */
-const closedAware = <S extends object>(store: S, isClosed: () => boolean): S => {
+/**
+ * `store` with every method but `close` going through `gate`: refused with
+ * `StoreClosed` once it is shut, and leaving it when its Promise settles.
+ */
+const gated = <S extends object>(store: S, gate: CallGate): S => {
   const out: Record<string, unknown> = {}
+  const leave = <A>(value: A): A => {
+    gate.leave()
+    return value
+  }
+  const leaveRejected = (error: unknown): never => {
+    gate.leave()
+    throw error
+  }
   for (const [method, value] of Object.entries(store)) {
+    const call = value as (...args: ReadonlyArray<unknown>) => Promise<unknown>
     out[method] = typeof value === "function" && method !== "close"
-      ? (...args: ReadonlyArray<unknown>) =>
-        isClosed() ? Promise.reject(new StoreClosed({ method })) : (value as (...a: ReadonlyArray<unknown>) => unknown)(...args)
+      ? (...args: ReadonlyArray<unknown>) => {
+        if (!gate.enter()) return Promise.reject(new StoreClosed({ method }))
+        let settled: Promise<unknown>
+        try {
+          settled = call(...args)
+        } catch (defect) {
+          gate.leave()
+          return Promise.reject(defect)
+        }
+        return settled.then(leave, leaveRejected)
+      }
       : value
   }
   return out as S

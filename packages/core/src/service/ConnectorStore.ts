@@ -4,6 +4,7 @@ import type { RelistRepository } from "../ports/RelistRepository.js"
 import type { Transactor } from "../ports/Transactor.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { WinnerReader } from "../ports/WinnerReader.js"
+import { makeCallGate, shutGate } from "./gate.js"
 import { instrumentApi } from "./instrument.js"
 import { makeRelistRunMethods, type RelistRunMethods } from "./relist.js"
 import { makeSweepCandidateMethods, type SweepCandidateMethods } from "./relistCandidates.js"
@@ -36,8 +37,10 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
   /**
    * The store over whatever adapter provides the ports. Every method is
    * instrumented once (see `instrumentApi`): its errors name it, it runs in a
-   * span `connector-store.<method>`, and once the layer's scope closes every
-   * call fails with `StoreClosed`.
+   * span `connector-store.<method>`. When the layer's scope closes, every
+   * call from then on fails with `StoreClosed`, and the scope's release
+   * waits for the calls already running to end before the adapter's
+   * connections go.
    */
   static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.scoped(
     ConnectorStore,
@@ -52,9 +55,9 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
         makeOperationMethods,
         makeOperatorMethods
       ])
-      let closed = false
-      yield* Effect.addFinalizer(() => Effect.sync(() => closed = true))
-      return instrumentApi<ConnectorStoreApi>(Object.assign({}, ...parts), () => closed)
+      const gate = makeCallGate()
+      yield* Effect.addFinalizer(() => shutGate(gate))
+      return instrumentApi<ConnectorStoreApi>(Object.assign({}, ...parts), gate)
     })
   )
 }

@@ -1,6 +1,7 @@
 import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
 import { type DirectContext, directContextOf } from "./direct.js"
 import { InvalidClockReading, StoreClosed } from "../errors.js"
+import type { CallGate } from "./gate.js"
 import { storeSeries } from "./metrics.js"
 
 /** The span of a public method is named `connector-store.<method>`. */
@@ -126,22 +127,24 @@ const methodSpec = (method: string): MethodSpec => {
 
 /**
  * One call of a public method. Everything per call happens in one fiber
- * step and one exit handler (no chain of combinators): the closed check, the
- * call, and on exit the error's refinement (see `refine`), the metric
- * updates and the span's outcome. The span itself is only made when a
- * tracer is installed.
+ * step and one exit handler (no chain of combinators): the gate (a call
+ * of a closed store fails with `StoreClosed`; an admitted one leaves the
+ * gate when it ends, however it ends), the call, and on exit the error's
+ * refinement (see `refine`), the metric updates and the span's outcome. The
+ * span itself is only made when a tracer is installed.
  */
 const instrumentCall = (
   spec: MethodSpec,
-  isClosed: () => boolean,
+  gate: CallGate,
   call: Method,
   args: ReadonlyArray<never>
 ): Effect.Effect<unknown, unknown, unknown> =>
   Effect.withFiberRuntime((fiber) => {
-    const outcomes = outcomesOf(spec, fiber, performance.now())
+    const admitted = gate.enter()
+    const outcomes = outcomesOf(spec, fiber, performance.now(), admitted ? gate.leave : stayedOut)
     let body: Effect.Effect<unknown, unknown, unknown>
     try {
-      body = isClosed() ? Effect.fail(new StoreClosed({ method: spec.method })) : call(...args)
+      body = admitted ? call(...args) : Effect.fail(new StoreClosed({ method: spec.method }))
     } catch (defect) {
       body = Effect.die(defect)
     }
@@ -152,12 +155,23 @@ const instrumentCall = (
       : Effect.withSpan(measured, spec.spanName, { attributes: identityAttributes(args) })
   })
 
-/** How a call of `spec` started at `started` on `fiber` ends: the error refined, metrics and the span's outcome recorded. */
-const outcomesOf = (spec: MethodSpec, fiber: Fiber.RuntimeFiber<unknown, unknown>, started: number) => ({
-  onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<never, unknown> =>
-    callFailed(spec, fiber, fiber.getFiberRef(FiberRef.currentMetricLabels), started, cause),
-  onSuccess: (value: unknown): Effect.Effect<unknown> =>
-    callSucceeded(spec, fiber, fiber.getFiberRef(FiberRef.currentMetricLabels), started, value)
+/** What a call the gate refused does when it ends: nothing (it never entered). */
+const stayedOut = (): void => {}
+
+/**
+ * How a call of `spec` started at `started` on `fiber` ends: `leave` (the
+ * gate, for an admitted call), its error refined, metrics and the span's
+ * outcome recorded.
+ */
+const outcomesOf = (spec: MethodSpec, fiber: Fiber.RuntimeFiber<unknown, unknown>, started: number, leave: () => void) => ({
+  onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<never, unknown> => {
+    leave()
+    return callFailed(spec, fiber, fiber.getFiberRef(FiberRef.currentMetricLabels), started, cause)
+  },
+  onSuccess: (value: unknown): Effect.Effect<unknown> => {
+    leave()
+    return callSucceeded(spec, fiber, fiber.getFiberRef(FiberRef.currentMetricLabels), started, value)
+  }
 })
 
 /** A call that succeeded with `value`: counted, and its value as the call's exit. */
@@ -236,14 +250,14 @@ export const withAttemptNow = <Args extends ReadonlyArray<unknown>, A, E>(
  */
 const instrumentAttempt = (
   spec: MethodSpec,
-  isClosed: () => boolean,
+  gate: CallGate,
   call: Method,
   attempt: AttemptNow<ReadonlyArray<never>, unknown, unknown>,
   args: ReadonlyArray<never>
 ): Effect.Effect<unknown, unknown, unknown> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime((fiber) => {
-      if (fiber.currentTracer !== nativeTracer || isClosed()) return restore(instrumentCall(spec, isClosed, call, args))
+      if (fiber.currentTracer !== nativeTracer || !gate.enter()) return restore(instrumentCall(spec, gate, call, args))
       const started = performance.now()
       const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
       let body: Effect.Effect<unknown, unknown> | undefined
@@ -252,8 +266,9 @@ const instrumentAttempt = (
       } catch (defect) {
         body = Exit.die(defect)
       }
-      if (body === undefined) return restore(instrumentCall(spec, isClosed, call, args))
-      if (!Exit.isExit(body)) return Effect.matchCauseEffect(body, outcomesOf(spec, fiber, started))
+      if (!Exit.isExit(body) && body !== undefined) return Effect.matchCauseEffect(body, outcomesOf(spec, fiber, started, gate.leave))
+      gate.leave()
+      if (body === undefined) return restore(instrumentCall(spec, gate, call, args))
       const exit = body as Exit.Exit<unknown, unknown>
       return Exit.isSuccess(exit)
         ? callSucceeded(spec, fiber, labels, started, exit.value)
@@ -300,14 +315,15 @@ const refine = (spec: MethodSpec, cause: Cause.Cause<unknown>): unknown => {
 }
 
 /**
- * The API with every method wrapped once, generically: a call after the
- * store closed fails with `StoreClosed`; a bad reading of an injected clock
+ * The API with every method wrapped once, generically: every call goes
+ * through `gate`, so a call once it is shut fails with `StoreClosed` and
+ * shutting it waits for the calls admitted before; a bad reading of an injected clock
  * fails with `InvalidClockReading`; every error names the public method
  * (`method`); each call runs in a span `connector-store.<method>` with its
  * identity and outcome (when a tracer is installed: with Effect's default,
  * which exports nowhere, no span is made), and counts in `StoreMetrics`.
  */
-export const instrumentApi = <Api extends object>(api: Api, isClosed: () => boolean): Api => {
+export const instrumentApi = <Api extends object>(api: Api, gate: CallGate): Api => {
   const out: Record<string, unknown> = {}
   for (const [method, value] of Object.entries(api)) {
     if (typeof value !== "function") {
@@ -317,8 +333,8 @@ export const instrumentApi = <Api extends object>(api: Api, isClosed: () => bool
     const spec = methodSpec(method)
     const attempt = (value as { readonly [ATTEMPT_NOW]?: AttemptNow<ReadonlyArray<never>, unknown, unknown> })[ATTEMPT_NOW]
     out[method] = attempt === undefined
-      ? (...args: ReadonlyArray<never>) => instrumentCall(spec, isClosed, value as Method, args)
-      : (...args: ReadonlyArray<never>) => instrumentAttempt(spec, isClosed, value as Method, attempt, args)
+      ? (...args: ReadonlyArray<never>) => instrumentCall(spec, gate, value as Method, args)
+      : (...args: ReadonlyArray<never>) => instrumentAttempt(spec, gate, value as Method, attempt, args)
   }
   return out as Api
 }
