@@ -117,7 +117,10 @@ export const abandonedAuthorization = async (store: PromiseConnectorStore<unknow
  * elsewhere into its document (an ingress: the winner moves and the watch is
  * armed with `armWatch(…, "ingress")`), checkpoint each page with
  * `updateSyncProgress`, renew the lease per page, then record the report and
- * release the lease. Documents with a write in flight are left for later.
+ * release the lease. Every sync-state write is fenced by the lease's token:
+ * a worker whose lease was taken over stops at its next write
+ * (`SyncLeaseLost`) instead of overwriting the new holder's checkpoint.
+ * Documents with a write in flight are left for later.
  */
 export const syncOnce = async (store: PromiseConnectorStore<unknown>, world: World, scope: SimulationScope, worker: string) => {
   const { connectorName, ownerDID } = scope
@@ -125,6 +128,7 @@ export const syncOnce = async (store: PromiseConnectorStore<unknown>, world: Wor
   if (claim.outcome !== "claimed") return world.count("sync.lease-busy")
   world.count(`sync.lease-claimed.${worker}`)
   const lease = claim.lease
+  const fenced = { leaseToken: lease.token }
   const documentOf = new Map(world.plan.documents.map((d) => [d.entityID, d.documentID]))
   let cursor: string | null = null
   let page = 0
@@ -132,7 +136,7 @@ export const syncOnce = async (store: PromiseConnectorStore<unknown>, world: Wor
   try {
     for (;;) {
       if (world.isOffline() || world.isGrantExpired()) {
-        await store.setSyncState(connectorName, ownerDID, { status: "error", lastSyncedAt: "", entityCount: entities, error: "provider unreachable" })
+        await store.setSyncState(connectorName, ownerDID, { status: "error", lastSyncedAt: "", entityCount: entities, error: "provider unreachable" }, fenced)
         return world.count("sync.interrupted")
       }
       const listed = world.provider.list(cursor, SYNC_PAGE)
@@ -150,7 +154,7 @@ export const syncOnce = async (store: PromiseConnectorStore<unknown>, world: Wor
         world.count(`sync.ingress.${armed}`)
       }
       const next = listed.next
-      await store.updateSyncProgress(connectorName, ownerDID, () => ({ checkpoint: { cursor: next, page }, recovery: null }))
+      await store.updateSyncProgress(connectorName, ownerDID, () => ({ checkpoint: { cursor: next, page }, recovery: null }), fenced)
       world.count("sync.page-checkpointed")
       const renewed = await store.renewSyncLease(lease, { now: world.clock.now(), leaseMs: SYNC_LEASE_MS })
       if (renewed.outcome !== "renewed") return world.count("sync.lease-lost")
@@ -159,10 +163,14 @@ export const syncOnce = async (store: PromiseConnectorStore<unknown>, world: Wor
     }
     await store.setSyncState(connectorName, ownerDID, {
       status: "idle",
-      lastSyncedAt: new Date().toISOString(),
+      lastSyncedAt: new Date(world.clock.now()).toISOString(),
       entityCount: entities
-    })
+    }, fenced)
     world.count("sync.completed")
+  } catch (error) {
+    // Taken over since the last renewal: the new holder's checkpoint stands.
+    if ((error as { readonly _tag?: unknown })._tag !== "SyncLeaseLost") throw error
+    world.count("sync.lease-lost")
   } finally {
     await store.releaseSyncLease(lease)
   }
