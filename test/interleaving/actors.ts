@@ -76,7 +76,13 @@ export const drive = async (world: World, actor: string, input: ClaimOperationIn
   const { store, il, provider, know } = world
   const key = { callerDID: input.callerDID, operationID: input.operationID }
   const k = keyOf(key)
-  const claim = await il.call(actor, `claim ${k}`, () => store.claimOperation(input))
+  // Judged as the store answered, not when this actor resumes: a request sent in between, by whoever took the key over, came after the grant.
+  let landedAtGrant = false
+  const claim = await il.call(actor, `claim ${k}`, async () => {
+    const answered = await store.claimOperation(input)
+    landedAtGrant = provider.possiblyLanded(k)
+    return answered
+  })
   know.knownKeys.add(k)
   if (claim.outcome === "claimed" && claim.created && know.collected.has(k)) {
     // A key replayed after retention collected its row is outside its idempotency window: it starts over as a new key.
@@ -87,7 +93,7 @@ export const drive = async (world: World, actor: string, input: ClaimOperationIn
   }
   observe(know, claim.operation)
   if (claim.outcome !== "claimed") return claim.outcome
-  if (claim.reissue === null && provider.possiblyLanded(k) && !know.replayedAfterRetention.has(k)) {
+  if (claim.reissue === null && landedAtGrant && !know.replayedAfterRetention.has(k)) {
     know.violations.push({
       invariant: "no-blind-claim",
       detail: `${actor}'s claim of ${k} answered reissue: null, but an earlier request of it ${

@@ -7,6 +7,8 @@ import { configArbitrary, type ConfigOptions, interleavingRuns, KNOWN_VIOLATIONS
 const PROFILES: ReadonlyArray<Profile> = ["write-back", "watches", "relist", "everything"]
 /** Schedules per memory configuration (a third of it, at least one, on SQLite). */
 const RUNS = interleavingRuns(40)
+/** A longer run (more schedules than the CI default) gets the time it needs: about 1.5 s per schedule on a loaded machine. */
+const TIMEOUT_MS = Math.max(60_000, RUNS * 1_500)
 
 /** The property: a schedule of `options` breaks no invariant; a failure throws the readable report. */
 const property = (options: ConfigOptions) =>
@@ -27,7 +29,7 @@ describe.each(["memory", "sqlite"] as const)("interleavings on %s", (adapter) =>
       numRuns: adapter === "sqlite" ? Math.max(1, Math.ceil(RUNS / 3)) : RUNS,
       ...replayParameters()
     })
-  })
+  }, TIMEOUT_MS)
 })
 
 /**
