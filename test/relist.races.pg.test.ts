@@ -136,9 +136,10 @@ const setup = async (clocks: { readonly runner: number; readonly writer: number 
   }
   const holdCandidate = (sourceID: string) =>
     hold(`SELECT 1 FROM ${connection.tablePrefix}relist_candidate WHERE owner_did = $1 AND source_id = $2`, [scope.ownerDID, sourceID])
-  /** Resolves once `count` statements of this database wait on a lock. */
+  /** Resolves once `count` statements of this database wait on a lock; fails after 5 s of none. */
   const waiting = async (count: number) => {
-    for (;;) {
+    for (const deadline = Date.now() + 5_000;;) {
+      if (Date.now() > deadline) throw new Error(`fewer than ${count} statements wait on a lock`)
       const { rows: [row] } = await holder.query<{ n: string }>(
         `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`
       )
@@ -297,6 +298,38 @@ describe.runIf(postgres !== undefined)("the relist sweep racing write-backs of a
       expect(await applying).toMatchObject({ _tag: "SweepCandidateWithdrawn", sourceID: "s1", documentID: "doc-s1", reason: "watch-gone" })
       expect(await candidateStatus(ctx, "s1")).toBe("decided")
       expect(await ctx.writer.getWatchByDocument("doc-s1")).toMatchObject({ sourceID: "s1b" })
+    })
+
+    it("applied with the applier's work in the store's transaction: a write-back started meanwhile lands wholly after the apply", async () => {
+      const ctx = await setup({ runner: NOW + 10, writer: NOW + 20 }, { "doc-s1": "w1" })
+      const { ref } = await completeRunWithoutS1(ctx)
+      expect(await ctx.runner((s) => s.recordSweepOutcome(ref, "delete_local"))).toBe("recorded")
+      let finalizing: ReturnType<Awaited<ReturnType<Setup["sent"]>>> | undefined
+      const applied = await ctx.runner((s) =>
+        s.applySweepCandidate(ref, () =>
+          Effect.promise(async () => {
+            // The local deletion happens here. A write-back claimed now finalizes only after it commits.
+            finalizing = (await ctx.sent("s1", "doc-s1"))()
+            await ctx.waiting(1)
+          })))
+      expect(applied).toBe("applied")
+      expect((await finalizing!).outcome).toBe("committed")
+      expect(await candidateStatus(ctx, "s1")).toBe("applied")
+    })
+
+    it("an update that commits before the apply takes the candidate's lock: the applier never runs", async () => {
+      const ctx = await setup({ runner: NOW + 10, writer: NOW + 20 }, { "doc-s1": "w1" })
+      const { ref } = await completeRunWithoutS1(ctx)
+      expect(await ctx.runner((s) => s.recordSweepOutcome(ref, "delete_local"))).toBe("recorded")
+      const release = await ctx.holdCandidate("s1")
+      let ran = 0
+      const applying = ctx.refused((s) => s.applySweepCandidate(ref, () => Effect.sync(() => ran++)))
+      await ctx.waiting(1)
+      await ctx.writeBack("s1", "doc-s1")
+      await release()
+      expect(await applying).toMatchObject({ _tag: "SweepCandidateWithdrawn", method: "applySweepCandidate", reason: "watch-changed" })
+      expect(ran).toBe(0)
+      expect(await candidateStatus(ctx, "s1")).toBe("decided")
     })
 
     it("applying first (the finalize waits on the document's lock): applied, and the write lands wholly after it", async () => {
