@@ -180,6 +180,7 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
   },
   { method: "recordSweepOutcome", params: [["ref", ref], ["outcome", leaf({ oneOf: ["delete_local", "reingest", "keep"] }, "keep")]] },
   { method: "markSweepCandidateApplied", params: [["ref", ref]] },
+  { method: "applySweepCandidate", params: [["ref", ref], ["apply", leaf("function", () => undefined)]] },
   { method: "recordSweepApplyFailure", params: [["ref", ref], ["failure", rec({ kind: id("network"), message: leaf("text", "down") })]] },
   { method: "rearmSweepCandidate", params: [["identity", identity]] },
   { method: "getSweepCandidate", params: [["identity", identity]] },

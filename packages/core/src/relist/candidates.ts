@@ -77,7 +77,8 @@ export type SweepApplyOutcome = "applied" | "undecided" | "kept" | "given-up"
 /**
  * Marks a decided candidate applied. Applying twice is harmless. A given-up
  * candidate is never marked applied, an open one has nothing to apply yet,
- * and a kept one never had anything to apply.
+ * and a kept one never had anything to apply. The applier's work runs
+ * exactly when this writes (`next` defined): for a decided candidate only.
  */
 export const decideSweepApplied = (row: SweepCandidate, now: Millis): SweepCandidateDecision<SweepApplyOutcome> => {
   switch (row.status) {

@@ -84,3 +84,23 @@ export class SweepCandidateWithdrawn extends Data.TaggedError("SweepCandidateWit
     return `${this.method}: the ${this.kind} candidate for source ${this.sourceID} (document ${this.documentID}, relist run ${this.runID}) is withdrawn: ${this.reason}`
   }
 }
+
+/**
+ * The applier's own work (the `apply` callback of `applySweepCandidate`)
+ * failed or threw. Its transaction rolled back: the candidate was not marked
+ * applied and anything the callback wrote in that transaction is undone.
+ * `cause` is what the callback failed with.
+ */
+export class SweepApplyFailed extends Data.TaggedError("SweepApplyFailed")<{
+  readonly method: string
+  readonly runID: string
+  readonly sourceID: string
+  readonly documentID: string
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    return `${this.method}: applying the candidate for source ${this.sourceID} (document ${this.documentID}, relist run ${this.runID}) failed: ${
+      this.cause instanceof Error ? this.cause.message : String(this.cause)
+    }`
+  }
+}

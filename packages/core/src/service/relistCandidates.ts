@@ -17,12 +17,13 @@ import {
   decideSweepOutcome,
   type SweepRearmOutcome
 } from "../relist/candidates.js"
-import { afterValidation, candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
+import { afterValidation, callback, candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
 import { deletionLimitFor, exceedsDeletionLimit } from "../relist/derivation.js"
 import {
   DeletionLimitExceeded,
   RelistRunNotComplete,
   RelistRunNotFound,
+  SweepApplyFailed,
   SweepCandidateNotFound,
   SweepCandidateWithdrawn,
   SweepOutcomeNotAllowed
@@ -59,6 +60,14 @@ export interface SweepCandidateListOptions extends SourcePage {
   /** Lists deletions beyond `maxDeletionFraction` anyway: for a caller (or person) that checked. */
   readonly acceptDeletionsBeyondLimit?: boolean | undefined
 }
+
+/**
+ * An applier's work for one decided candidate (deleting the local document,
+ * re-ingesting it), run by `applySweepCandidate` inside the store's
+ * transaction while the candidate, its document's slot and its watch are
+ * locked. It must not call the store.
+ */
+export type SweepApply = (candidate: SweepCandidate) => Effect.Effect<void, unknown>
 
 /** What happens to a candidate call aimed at a run that is no longer complete and current. */
 export type StaleRelistRun = "stale-run"
@@ -101,6 +110,27 @@ export interface SweepCandidateMethods {
    * `recordSweepOutcome` does: `SweepCandidateWithdrawn`, nothing written).
    */
   readonly markSweepCandidateApplied: (ref: SweepCandidateRef) => Effect.Effect<SweepApplyOutcome | StaleRelistRun, ActingErrors>
+  /**
+   * Applies a decided candidate and marks it applied, in one transaction:
+   * the candidate is locked and re-derived as `markSweepCandidateApplied`
+   * does, then `apply` runs while the candidate, its document's slot and its
+   * watch stay locked, then the candidate is marked applied. So no write-back
+   * can arm or supersede the watch between the check and the apply: it lands
+   * wholly before (the call fails with `SweepCandidateWithdrawn` and `apply`
+   * never runs) or wholly after the commit. With the SQL adapters, `apply`
+   * runs on the transaction's connection: a document store in the same
+   * database deletes in the same transaction, and commits with the mark or
+   * not at all. `apply` failing fails the call with `SweepApplyFailed` and
+   * rolls everything back (nothing is marked; report it with
+   * `recordSweepApplyFailure`). `apply` runs only for a decided candidate
+   * (an open, kept, given-up or already applied one answers as
+   * `markSweepCandidateApplied` does), and again if the store retries a lost
+   * race, so work outside the transaction must be idempotent.
+   */
+  readonly applySweepCandidate: (
+    ref: SweepCandidateRef,
+    apply: SweepApply
+  ) => Effect.Effect<SweepApplyOutcome | StaleRelistRun, ActingErrors | SweepApplyFailed>
   /** Counts a failed apply; the fifth gives the candidate up (see `decideSweepApplyFailure`). */
   readonly recordSweepApplyFailure: (
     ref: SweepCandidateRef,
@@ -277,6 +307,24 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       afterValidation(
         validate("markSweepCandidateApplied", candidateRefChecks("ref", ref)),
         () => transition("markSweepCandidateApplied", ref, (row, now) => Effect.succeed(decideSweepApplied(row, now)), standing("markSweepCandidateApplied"))
+      ),
+
+    applySweepCandidate: (ref, apply) =>
+      afterValidation(
+        validate("applySweepCandidate", [...candidateRefChecks("ref", ref), ["apply", apply, callback]]),
+        () =>
+          transition("applySweepCandidate", ref, (row, now) => {
+            const decision = decideSweepApplied(row, now)
+            if (decision.next === undefined) return Effect.succeed(decision)
+            return Effect.as(
+              Effect.mapError(
+                Effect.suspend(() => apply(row)),
+                (cause) =>
+                  new SweepApplyFailed({ method: "applySweepCandidate", runID: row.runID, sourceID: row.sourceID, documentID: row.documentID, cause })
+              ),
+              decision
+            )
+          }, standing("applySweepCandidate"))
       ),
 
     recordSweepApplyFailure: (ref, failure) =>
