@@ -1,8 +1,7 @@
 import {
   ConnectorStore,
-  type PromiseCall,
   type ProjectionWatch,
-  promiseRelistMethods,
+  type PromiseConnectorStore,
   type RelistScope,
   type SweepCandidate,
   type SweepCandidateRef
@@ -11,7 +10,7 @@ import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { openConnectorStore, type SqlTransaction } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option, Runtime } from "effect"
+import { Effect, Option } from "effect"
 import { afterEach } from "vitest"
 import { NOW, watchRow } from "./support/contract/fixtures.js"
 import { at, onFreshStore, seedWatches, snapshot } from "./support/contract/store.js"
@@ -201,28 +200,15 @@ for (const adapter of adapters) {
       for (const close of closers.splice(0)) await close()
     })
 
-    /**
-     * A Promise store, and the relist methods over it with the transaction
-     * handle the adapter hands winner readers (a SQL handle queries on the
-     * calling fiber's transaction).
-     */
+    /** A Promise store, whose `applySweepCandidate` hands the callback the adapter's transaction handle, as winner readers get it. */
     const open = async () => {
       let now = NOW
-      const store = sqlAdapter
+      const store = (sqlAdapter
         ? await openConnectorStore({ ...(await adapter.connection()), now: () => now })
-        : openMemoryConnectorStore({ now: () => now })
+        : openMemoryConnectorStore({ now: () => now })) as PromiseConnectorStore<unknown>
       closers.push(() => store.close())
-      const call: PromiseCall = (use) => store.runEffect(Effect.flatMap(ConnectorStore, use))
       const sql = sqlAdapter ? await store.runEffect(Effect.map(Effect.serviceOption(SqlClient), Option.getOrThrow)) : undefined
-      const handle: Effect.Effect<SqlTransaction | undefined> = sql === undefined ? Effect.succeed(undefined) : Effect.map(
-        Effect.runtime<never>(),
-        (runtime) => ({
-          dialect: adapter.name === "postgres" ? "pg" as const : "sqlite" as const,
-          query: <Row>(text: string, params: ReadonlyArray<unknown> = []) =>
-            Runtime.runPromise(runtime)(sql.unsafe<Row & object>(text, params)) as Promise<ReadonlyArray<Row>>
-        })
-      )
-      const relist = promiseRelistMethods(call, handle)
+      const relist = store
       await store.runEffect(seedWatches(tracked("s1"), tracked("s2")) as never)
       const table = `app_document_${process.pid}_${++tables}`
       if (sql !== undefined) {
@@ -236,8 +222,12 @@ for (const adapter of adapters) {
         sql === undefined ? [] : (await store.runEffect(Effect.orDie(sql.unsafe<{ id: string }>(`SELECT id FROM ${table} ORDER BY id`))))
           .map((r) => r.id)
       const placeholder = adapter.name === "postgres" ? "$1" : "?"
-      const remove = (tx: SqlTransaction | undefined, documentID: string) =>
-        tx === undefined ? Promise.resolve() : tx.query(`DELETE FROM ${table} WHERE id = ${placeholder}`, [documentID]).then(() => {})
+      const remove = (tx: unknown, documentID: string) => {
+        if (sql === undefined) return Promise.resolve()
+        // On SQL the handle runs its queries inside the store's own transaction.
+        expect(tx).toMatchObject({ dialect: adapter.name === "postgres" ? "pg" : "sqlite" })
+        return (tx as SqlTransaction).query(`DELETE FROM ${table} WHERE id = ${placeholder}`, [documentID]).then(() => {})
+      }
       return { relist, runID: run.runID, present, remove }
     }
 

@@ -362,8 +362,8 @@ export const retention = (world: World, actor: string, rounds: number) => async 
 /**
  * A relist run over the scope: pages of the provider's listing committed as
  * checkpoints, then its deletion candidates decided `delete_local` and
- * applied (the local document deleted), each application judged at the
- * moment it happens: the provider must have no entity written from that
+ * applied (the local document deleted inside `applySweepCandidate`, under
+ * the store's re-check), each application judged at the moment it happens: the provider must have no entity written from that
  * document, and no write-back of it may have committed since the run
  * started. With `applierConfirms`, the applier looks before deleting (the
  * candidate's source gone, no entity of the document left, no write-back of
@@ -410,23 +410,31 @@ export const relist = (world: World, actor: string, pageSize: number) => async (
       }
     }
     await il.point(actor, `delete document ${c.documentID}`)
-    const writtenSince = (know.lastCommit.get(c.documentID) ?? 0) > (know.runStarted.get(runID) ?? Infinity)
-    if (world.applierConfirms && (provider.liveDocuments().has(c.documentID) || writtenSince)) {
-      // The confirming applier deletes under its own check: a write that landed since it looked stops it.
-      await il.call(actor, `keep ${c.sourceID}`, () => store.recordSweepOutcome(ref, "keep"))
-      continue
-    }
-    const doc = world.documents.get(c.documentID)
-    const liveAt = [...provider.entities.values()].filter((e) => e.documentID === c.documentID).map((e) => e.id)
-    if (liveAt.length > 0 || writtenSince) {
-      know.violations.push({
-        invariant: "relist-deletes-only-dead-documents",
-        detail: `${actor} applied delete_local of ${c.documentID} (candidate ${c.sourceID} of run ${runID.slice(0, 8)}) while ` +
-          (liveAt.length > 0 ? `the provider has ${liveAt.join(", ")} written from it` : "a write-back of it committed after the run started")
+    // The local deletion runs inside the store's transaction (applySweepCandidate), judged as it happens.
+    let keep = false
+    const applied = await il.call(actor, `apply ${c.sourceID}`, () =>
+      store.applySweepCandidate(ref, () => {
+        const writtenSince = (know.lastCommit.get(c.documentID) ?? 0) > (know.runStarted.get(runID) ?? Infinity)
+        if (world.applierConfirms && (provider.liveDocuments().has(c.documentID) || writtenSince)) {
+          // The confirming applier deletes under its own check: a write that landed since it looked stops it.
+          keep = true
+          throw new Error("keep")
+        }
+        const liveAt = [...provider.entities.values()].filter((e) => e.documentID === c.documentID).map((e) => e.id)
+        if (liveAt.length > 0 || writtenSince) {
+          know.violations.push({
+            invariant: "relist-deletes-only-dead-documents",
+            detail: `${actor} applied delete_local of ${c.documentID} (candidate ${c.sourceID} of run ${runID.slice(0, 8)}) while ` +
+              (liveAt.length > 0 ? `the provider has ${liveAt.join(", ")} written from it` : "a write-back of it committed after the run started")
+          })
+        }
+        const doc = world.documents.get(c.documentID)
+        if (doc !== undefined) doc.deleted = true
+        il.note(`document ${c.documentID} deleted locally`)
+      })).catch((error: unknown) => {
+        if (keep) return "kept" as const
+        throw error
       })
-    }
-    if (doc !== undefined) doc.deleted = true
-    il.note(`document ${c.documentID} deleted locally`)
-    await il.call(actor, `applied ${c.sourceID}`, () => store.markSweepCandidateApplied(ref))
+    if (applied === "kept") await il.call(actor, `keep ${c.sourceID}`, () => store.recordSweepOutcome(ref, "keep"))
   }
 }

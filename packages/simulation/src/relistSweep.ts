@@ -127,16 +127,17 @@ export const relistSweep = async (store: PromiseConnectorStore<unknown>, world: 
             }
             continue
           }
-          world.deleteLocally(c.documentID, c.sourceID, runID)
-          await store.markSweepCandidateApplied(ref)
+          // Deleted inside the store's transaction, after its last re-check of the candidate.
+          await store.applySweepCandidate(ref, () => world.deleteLocally(c.documentID, c.sourceID, runID))
           deletedLocally++
         } else {
           diverged++
           const found = await world.read(c.sourceID)
           if (!("id" in found)) continue
           await store.recordSweepOutcome(ref, "reingest")
-          world.ingest(c.documentID, found)
-          await store.markSweepCandidateApplied(ref)
+          await store.applySweepCandidate(ref, () => {
+            world.ingest(c.documentID, found)
+          })
           reingested++
         }
       } catch (error) {

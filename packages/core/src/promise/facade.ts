@@ -37,7 +37,7 @@ import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncSta
  *
  * `H` is the adapter's transaction handle handed to winner readers.
  */
-export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods, PromiseRelistMethods,
+export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods, PromiseRelistMethods<H>,
   PromiseOperationMethods, PromiseOperatorMethods
 {
   /**
@@ -240,7 +240,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
   const viaEffect = {
     ...promiseWatchMethods(call, parts.handle),
     ...promiseSyncStateMethods(call),
-    ...promiseRelistMethods(call),
+    ...promiseRelistMethods(call, parts.handle),
     ...promiseOperationMethods(call),
     ...promiseOperatorMethods(call)
   }
