@@ -12,7 +12,7 @@ import type { RelistReceipt, RelistReceiptInput, RelistRun, RelistScope } from "
 import type { SweepCandidate, SweepCandidateIdentity, SweepOutcome } from "../relist/SweepCandidate.js"
 import type { SweepCheckpoint } from "../service/relist.js"
 import type { StaleRelistRun, SweepCandidateListOptions, SweepCandidateRef } from "../service/relistCandidates.js"
-import type { PromiseCall } from "./facade.js"
+import type { PromiseCall } from "./call.js"
 
 /**
  * The relist sweep as Promises (see the Effect API for each method's

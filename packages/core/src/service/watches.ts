@@ -36,7 +36,8 @@ import {
   type VerificationOutcome
 } from "../watch/transitions.js"
 import { requireWon, retryOnLostRace } from "./cas.js"
-import { type DirectContext, directStatementNow, directTransactionNow, runAttempt } from "./direct.js"
+import type { DirectContext } from "./directContext.js"
+import { directStatementNow, directTransactionNow, runAttempt } from "./direct.js"
 import { withAttemptNow } from "./instrument.js"
 import { armDirect, verificationDirect } from "./directPrograms.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"

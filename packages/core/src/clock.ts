@@ -1,5 +1,5 @@
 import { Clock, type Duration, Effect } from "effect"
-import { InvalidClockReading } from "../errors.js"
+import { InvalidClockReading } from "./errors.js"
 
 const isTime = (reading: unknown): reading is number =>
   typeof reading === "number" && Number.isSafeInteger(reading) && reading >= 0
