@@ -6,8 +6,6 @@ import {
   decideRenewSyncLease,
   decideSetSyncState,
   decideSyncProgress,
-  decodeJsonColumn,
-  encodeJsonColumn,
   isPendingAuthExpired,
   isRedactedVerifier,
   jsonProblem,
@@ -17,6 +15,7 @@ import {
   type SyncStateRow,
   toSyncState
 } from "@connector-store/core"
+import { decodeJsonColumn, encodeJsonColumn } from "@connector-store/core/adapter"
 import { Option, Redacted } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"

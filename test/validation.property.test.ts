@@ -3,7 +3,8 @@
 // way: refuse NUL first, then a lone surrogate, then more than the byte limit
 // of UTF-8; over arbitrary strings, with NULs, surrogate halves and long
 // multi-byte runs made likely.
-import { MAX_ID_BYTES, Rules } from "@connector-store/core"
+import { MAX_ID_BYTES } from "@connector-store/core"
+import { Rules } from "@connector-store/core/adapter"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 

@@ -1,16 +1,6 @@
 import {
   ConnectorStore,
-  DirectDatabase,
-  type DirectTransactionOf,
-  fieldOf,
-  fromPromiseReaders,
   InvalidInput,
-  LaneDatabase,
-  nameMethod,
-  openOptionsProblem,
-  optional,
-  Rules,
-  makePromiseStore,
   OperationPolicy,
   OperationRepository,
   OperatorRepository,
@@ -22,9 +12,21 @@ import {
   Transactor,
   WatchRepository,
   WinnerReader,
-  type WinnerReaders,
-  winnerReadersProblem
+  type WinnerReaders
 } from "@connector-store/core"
+import {
+  DirectDatabase,
+  type DirectTransactionOf,
+  fieldOf,
+  fromPromiseReaders,
+  LaneDatabase,
+  nameMethod,
+  openOptionsProblem,
+  optional,
+  Rules,
+  makePromiseStore,
+  winnerReadersProblem
+} from "@connector-store/core/adapter"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as fs from "node:fs"
 import * as PgConnection from "./PgConnection.js"

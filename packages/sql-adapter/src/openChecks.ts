@@ -1,4 +1,5 @@
-import { allOptionNames, COMMON_OPEN_OPTIONS, InvalidInput, unknownKeyOf } from "@connector-store/core"
+import { InvalidInput } from "@connector-store/core"
+import { allOptionNames, COMMON_OPEN_OPTIONS, unknownKeyOf } from "@connector-store/core/adapter"
 import { CLOCK_SOURCES } from "./DatabaseClock.js"
 import type { OpenConnectorStoreOptions, SqlConnection } from "./connection.js"
 
