@@ -61,7 +61,7 @@ export const wonDirect = (won: boolean): void => {
 }
 
 /** The failures a direct transition throws as typed errors; anything else it throws is a defect. */
-const isTypedFailure = (error: unknown): error is PersistenceError | IdempotencyConflict | WinnerReadFailed =>
+export const isTypedFailure = (error: unknown): error is PersistenceError | IdempotencyConflict | WinnerReadFailed =>
   error instanceof PersistenceError || error instanceof IdempotencyConflict || error instanceof WinnerReadFailed
 
 /** A direct transition's try, given the time it decides at. */
