@@ -1,11 +1,13 @@
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
-const pkg = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url))
+const pkg = (name: string, entry = "index") => fileURLToPath(new URL(`./packages/${name}/src/${entry}.ts`, import.meta.url))
 
 export default defineConfig({
   resolve: {
+    // The subpath first: an alias also matches the paths under its name.
     alias: {
+      "@connector-store/core/adapter": pkg("core", "adapter"),
       "@connector-store/core": pkg("core"),
       "@connector-store/memory-adapter": pkg("memory-adapter"),
       "@connector-store/sql-adapter": pkg("sql-adapter"),

@@ -60,9 +60,14 @@ const published = rootPackage.workspaces
   .filter(({ manifest }) => olderEffect === undefined || !("@effect/sql" in (manifest.peerDependencies ?? {})))
   .filter(({ manifest }) => olderEffect === undefined || ["@connector-store/core", "@connector-store/memory-adapter"].includes(manifest.name))
 
-/** What a tarball must and must not ship. */
-const checkContents = (name, files) => {
-  for (const required of ["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts"]) {
+/** The files the `exports` of `manifest` name (each entry's `types` and `default`), without `./`. */
+const exportedFiles = (manifest) =>
+  Object.values(manifest.exports ?? {}).flatMap((entry) => typeof entry === "string" ? [entry] : Object.values(entry))
+    .map((file) => file.replace(/^\.\//, ""))
+
+/** What a tarball must and must not ship: every file its `exports` name among the must. */
+const checkContents = (name, files, manifest) => {
+  for (const required of new Set(["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts", ...exportedFiles(manifest)])) {
     if (!files.includes(required)) fail(`${name} does not ship ${required}`)
   }
   const unwanted = files.filter((file) => /tsbuildinfo|\.test\.|(^|\/)test\//.test(file))
@@ -145,7 +150,7 @@ packedInstall: try {
   const dependencies = {}
   for (const { dir, manifest } of published) {
     const [packed] = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", tarballs], dir).replace(/^[^[]*/s, ""))
-    checkContents(manifest.name, packed.files.map((file) => file.path))
+    checkContents(manifest.name, packed.files.map((file) => file.path), manifest)
     dependencies[manifest.name] = `file:${join(tarballs, packed.filename)}`
     for (const peer of Object.keys(manifest.peerDependencies ?? {})) {
       dependencies[peer] = peer === "effect" && olderEffect !== undefined ? olderEffect : pinned[peer]
@@ -234,7 +239,7 @@ packedInstall: try {
     verbatimModuleSyntax: true,
     skipLibCheck: false
   }
-  const programs = olderEffect === undefined ? ["cycle.ts", "memory.ts", "sql.ts"] : ["cycle.ts", "memory.ts"]
+  const programs = olderEffect === undefined ? ["adapter.ts", "cycle.ts", "memory.ts", "sql.ts"] : ["adapter.ts", "cycle.ts", "memory.ts"]
   for (const file of programs) cpSync(join(root, "test/packaging/app", file), join(app, "src", file))
   writeFileSync(join(app, "tsconfig.json"), JSON.stringify({ compilerOptions: { ...compilerOptions, rootDir: "src", outDir: "dist" }, include: ["src"] }))
 

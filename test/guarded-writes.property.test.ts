@@ -1,9 +1,5 @@
 import {
   type ConnectorOperation,
-  decideClaim,
-  decideDefer,
-  decideMarkSent,
-  DEFAULT_OPERATION_POLICY,
   OperationRepository,
   type OperationState,
   type DeferReason,
@@ -17,6 +13,7 @@ import { Effect, Layer, ManagedRuntime, Option } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { identityOfRow, NOW, operationRow, watchRow } from "./support/contract/fixtures.js"
 import { pgAvailable } from "./support/databases.js"
+import { propertyRuns } from "./support/runs.js"
 import { adaptersUnderTest, type StoreServices } from "./support/stores.js"
 
 /**
@@ -24,19 +21,79 @@ import { adaptersUnderTest, type StoreServices } from "./support/stores.js"
  * (`WatchRepository.claimAttempt` / `deferAttempt`), not a read, the pure
  * decision and a versioned write. These properties are what lets the guard
  * stand in for the decision: on every adapter, for any stored row and any
- * input, the guarded write changes the row exactly when `decideClaim` /
- * `decideDefer` decides a write, and then leaves exactly the decision's
- * `next`; otherwise it answers false and leaves the row as it was.
+ * input, the guarded write changes the row exactly when the contract's
+ * rule (docs/watch-state-machine.md, written out below as `claimed` /
+ * `deferred`, not taken from the code under test) allows it, and then
+ * leaves exactly the row the rule gives; otherwise it answers false and
+ * leaves the row as it was.
  *
  * markOperationSent's common case is one guarded write as well
- * (`OperationRepository.markSent`): it must write exactly when
- * `decideMarkSent` decides "sent", and then exactly that decision's `next`;
+ * (`OperationRepository.markSent`): it must write exactly when the lease
+ * holder may count a new attempt (`sent` below), and then exactly that row;
  * every other branch is decided from a read, so there it must write nothing.
  *
  * Times are drawn from a few ticks around one instant, so every boundary
  * (due exactly now, a claim expiring exactly now, equal claims) is hit often.
  */
 const adapters = await adaptersUnderTest()
+
+/** Every write bumps the version and stamps the time it was made at. */
+const written = <R extends { readonly version: number; readonly updatedAt: number }>(row: R, at: number, patch: Partial<R>): R => ({
+  ...row,
+  ...patch,
+  version: row.version + 1,
+  updatedAt: at
+})
+
+/**
+ * The contract's claim: a pending row of the same generation, due (next set
+ * and ≤ now), with no live claim (none, or one that ended at or before now),
+ * gets claimedUntil := until. The row after the claim, or undefined when refused.
+ */
+const claimed = (
+  row: ProjectionWatch | undefined,
+  input: { readonly generation: number; readonly until: number },
+  now: number,
+  writtenAt: number
+): ProjectionWatch | undefined =>
+  row !== undefined && row.verificationStatus === "pending_verification" && row.repairGeneration === input.generation &&
+    row.nextAttemptAt !== null && row.nextAttemptAt <= now && (row.claimedUntil === null || row.claimedUntil <= now)
+    ? written(row, writtenAt, { claimedUntil: input.until })
+    : undefined
+
+/**
+ * The contract's deferral: only the holder of the claim (the row's
+ * claimedUntil is the caller's) of a pending row of that generation; next :=
+ * nextAttemptAt, deferReason := reason (none: null), claim cleared.
+ */
+const deferred = (
+  row: ProjectionWatch | undefined,
+  input: { readonly generation: number; readonly claimedUntil: number; readonly nextAttemptAt: number; readonly reason?: DeferReason | null | undefined },
+  now: number
+): ProjectionWatch | undefined =>
+  row !== undefined && row.verificationStatus === "pending_verification" && row.repairGeneration === input.generation &&
+    row.claimedUntil === input.claimedUntil
+    ? written(row, now, { nextAttemptAt: input.nextAttemptAt, deferReason: input.reason ?? null, claimedUntil: null })
+    : undefined
+
+/**
+ * The contract's mark sent, where it writes: the lease holder (an attempted
+ * row whose lease token is the caller's) that has not marked this run yet
+ * (the marker is not its token) and has an attempt left records its token as
+ * the marker and counts the attempt; an earlier run's marker becomes
+ * durable doubt dated now, unless doubt is already dated. Undefined for
+ * every other case (already sent, exhausted, not the holder), which the
+ * guarded write must leave alone.
+ */
+const sent = (row: ConnectorOperation | undefined, token: string, maxAttempts: number, now: number): ConnectorOperation | undefined =>
+  row !== undefined && row.state === "attempted" && row.leaseToken === token && row.sendMarker !== token &&
+    row.attempts < maxAttempts
+    ? written(row, now, {
+      sendMarker: token,
+      attempts: row.attempts + 1,
+      inDoubtSince: row.inDoubtSince ?? (row.sendMarker !== null ? now : null)
+    })
+    : undefined
 
 const tick = fc.integer({ min: -2, max: 2 }).map((n) => NOW + n)
 const statuses: ReadonlyArray<VerificationStatus> = ["pending_verification", "verified", "repair_failed"]
@@ -86,9 +143,9 @@ const markSentCase = fc.record({
 })
 
 for (const adapter of adapters) {
-  const runs = 500
+  const runs = propertyRuns(500)
   describe.runIf(adapter.name !== "postgres" || pgAvailable)(
-    `guarded writes agree with the pure decisions on ${adapter.name}`,
+    `guarded writes agree with the contract on ${adapter.name}`,
     () => {
       const runtime = ManagedRuntime.make(
         adapter.layer({}) as Layer.Layer<StoreServices, PersistenceError>
@@ -106,24 +163,24 @@ for (const adapter of adapters) {
           return { row: stored === undefined ? undefined : row, identity: identityOfRow(row) }
         })
 
-      it("claimAttempt writes exactly what decideClaim decides", async () => {
+      it("claimAttempt writes exactly the contract's claim", async () => {
         await fc.assert(
           fc.asyncProperty(claimCase, (c) =>
             runtime.runPromise(Effect.gen(function*() {
               const repo = yield* WatchRepository
               const { row, identity } = yield* seed(c.stored)
               const input = { generation: c.generation, until: c.until }
-              const decision = decideClaim(row, input, c.now, c.writtenAt)
-              const claimed = yield* repo.claimAttempt(identity, input, c.now, c.writtenAt)
+              const expected = claimed(row, input, c.now, c.writtenAt)
+              const answer = yield* repo.claimAttempt(identity, input, c.now, c.writtenAt)
               const after = Option.getOrUndefined(yield* repo.get(identity))
-              expect(claimed).toBe(decision.outcome === "claimed")
-              expect(after).toEqual(decision.next ?? row)
+              expect(answer).toBe(expected !== undefined)
+              expect(after).toEqual(expected ?? row)
             }))),
           { numRuns: runs }
         )
       })
 
-      it("markSent writes exactly when decideMarkSent decides sent, and exactly its row", async () => {
+      it("markSent writes exactly when the holder may count a new attempt, and exactly that row", async () => {
         await fc.assert(
           fc.asyncProperty(markSentCase, (c) =>
             runtime.runPromise(Effect.gen(function*() {
@@ -134,33 +191,28 @@ for (const adapter of adapters) {
                 ? undefined
                 : operationRow({ ...key, nodeKey: `node-prop-${n}`, ...c.stored })
               if (row !== undefined && !(yield* repo.insert(row))) return yield* Effect.dieMessage("seed refused")
-              const decision = decideMarkSent(row, c.token, { ...DEFAULT_OPERATION_POLICY, maxAttempts: c.maxAttempts }, c.now)
-              const written = Option.getOrUndefined(yield* repo.markSent(key, c.token, c.maxAttempts, c.now))
+              const expected = sent(row, c.token, c.maxAttempts, c.now)
+              const answer = Option.getOrUndefined(yield* repo.markSent(key, c.token, c.maxAttempts, c.now))
               const after = Option.getOrUndefined(yield* repo.get(key))
-              if (decision.result.outcome === "sent") {
-                expect(written).toEqual(decision.next)
-                expect(after).toEqual(decision.next)
-              } else {
-                expect(written).toBeUndefined()
-                expect(after).toEqual(row)
-              }
+              expect(answer).toEqual(expected)
+              expect(after).toEqual(expected ?? row)
             }))),
           { numRuns: runs }
         )
       })
 
-      it("deferAttempt writes exactly what decideDefer decides", async () => {
+      it("deferAttempt writes exactly the contract's deferral", async () => {
         await fc.assert(
           fc.asyncProperty(deferCase, (c) =>
             runtime.runPromise(Effect.gen(function*() {
               const repo = yield* WatchRepository
               const { row, identity } = yield* seed(c.stored)
               const input = { generation: c.generation, claimedUntil: c.claimedUntil, nextAttemptAt: c.nextAttemptAt, reason: c.reason }
-              const decision = decideDefer(row, input, c.now)
-              const deferred = yield* repo.deferAttempt(identity, input, c.now)
+              const expected = deferred(row, input, c.now)
+              const answer = yield* repo.deferAttempt(identity, input, c.now)
               const after = Option.getOrUndefined(yield* repo.get(identity))
-              expect(deferred).toBe(decision.outcome === "deferred")
-              expect(after).toEqual(decision.next ?? row)
+              expect(answer).toBe(expected !== undefined)
+              expect(after).toEqual(expected ?? row)
             }))),
           { numRuns: runs }
         )

@@ -8,6 +8,7 @@ import { badCallOf, ENTRY_POINTS, type GeneratedBadCall, namesPath, NO_INPUT_MET
 import { NOW, operationRow, watchRow } from "./support/contract/fixtures.js"
 import { seedOperations, seedWatches } from "./support/contract/store.js"
 import { adaptersUnderTest, type AdapterUnderTest, type StoreServices } from "./support/stores.js"
+import { propertyRuns } from "./support/runs.js"
 
 // Generated invalid calls of every public entry point of both APIs: each is
 // refused with an `InvalidInput` naming the method and the wrong field, and
@@ -15,7 +16,7 @@ import { adaptersUnderTest, type AdapterUnderTest, type StoreServices } from "./
 
 const adapters = await adaptersUnderTest()
 const runsOn = (adapter: AdapterUnderTest): number => {
-  const base = Number(process.env["CONNECTOR_STORE_BAD_INPUT_RUNS"] ?? 40)
+  const base = Number(process.env["CONNECTOR_STORE_BAD_INPUT_RUNS"] ?? propertyRuns(40))
   return adapter.name === "postgres" ? Math.max(5, Math.floor(base / 4)) : base
 }
 

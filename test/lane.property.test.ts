@@ -9,6 +9,7 @@ import { seedWatches } from "./support/contract/store.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 import { pgPortsWithLane, sqlitePortsWithDirect } from "./support/direct.js"
 import { clock, normalized, promiseStoreOver } from "./support/laneScript.js"
+import { propertyRuns } from "./support/runs.js"
 
 /**
  * The Promise API's lane against the Effect path, differentially: random
@@ -232,7 +233,7 @@ const laneAgrees = (
       }
       await Promise.all(closing.splice(0).map((close) => close()))
     }),
-    { numRuns }
+    { numRuns: propertyRuns(numRuns) }
   )
 
 /** `ports` with both repositories decorated (copied), so that no direct path is for them (see `directFor`). */

@@ -1,4 +1,4 @@
-import { type ConnectorOperation, ConnectorStore, newestFirst } from "@connector-store/core"
+import { type ConnectorOperation, ConnectorStore } from "@connector-store/core"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { attemptedRow, claimed, claimInput, KEY, NOW, onOperationStore } from "./operations.fixtures.js"
@@ -8,6 +8,15 @@ import { adaptersUnderTest, type StoreServices } from "./support/stores.js"
 const adapters = await adaptersUnderTest()
 
 /** Operations seen by different parties, on different documents, connectors and states, some created at the same instant. */
+/**
+ * The contract's newest-first order, written out here: created_at
+ * descending, then caller DID, then operation id, both descending by their
+ * UTF-8 bytes (code points, not locale).
+ */
+const newestFirst = (a: ConnectorOperation, b: ConnectorOperation): number =>
+  b.createdAt - a.createdAt || Buffer.compare(Buffer.from(b.callerDID), Buffer.from(a.callerDID)) ||
+  Buffer.compare(Buffer.from(b.operationID), Buffer.from(a.operationID))
+
 const population = (): ReadonlyArray<ConnectorOperation> => {
   const rows: Array<ConnectorOperation> = []
   const states = ["attempted", "committed", "dead", "reconcile_only"] as const

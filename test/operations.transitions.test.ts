@@ -18,6 +18,7 @@ import {
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { attemptedRow, claimInput, NOW, POLICY } from "./operations.fixtures.js"
+import { propertyRuns } from "./support/runs.js"
 
 const fresh = { nodeKey: "node-new", incarnation: "inc-new", leaseToken: "token-new" }
 
@@ -139,7 +140,7 @@ describe("the pure decisions", () => {
       if (!claim.conflict && claim.result.outcome === "claimed" && (row.inDoubtSince !== null || row.sendMarker !== null)) {
         expect(claim.result.reissue, "a claim of a row in doubt never answers reissue: null").not.toBeNull()
       }
-    }), { numRuns: 2_000 })
+    }), { numRuns: propertyRuns(2_000) })
   })
 
   it("a claim conflicts exactly when the payload hash differs", () => {

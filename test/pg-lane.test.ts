@@ -1,4 +1,5 @@
-import { LaneDatabase, type PromiseWinnerReaders } from "@connector-store/core"
+import { type PromiseWinnerReaders } from "@connector-store/core"
+import { LaneDatabase } from "@connector-store/core/adapter"
 import { openConnectorStore, type SqlTransaction } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"

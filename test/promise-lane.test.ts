@@ -1,12 +1,5 @@
-import {
-  ConnectorStore,
-  DirectDatabase,
-  fromPromiseReaders,
-  makePromiseStore,
-  OperationPolicy,
-  type PromiseWinnerReaders,
-  WinnerReader
-} from "@connector-store/core"
+import { ConnectorStore, OperationPolicy, type PromiseWinnerReaders, WinnerReader } from "@connector-store/core"
+import { DirectDatabase, fromPromiseReaders, makePromiseStore } from "@connector-store/core/adapter"
 import { layerPorts, layerStockSqliteClient, type SqlTransaction, Tables } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
 import * as Memory from "@connector-store/memory-adapter"

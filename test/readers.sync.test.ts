@@ -1,4 +1,5 @@
-import { ConnectorStore, fromPromiseReaders, type PromiseConnectorStore, WinnerReadFailed } from "@connector-store/core"
+import { ConnectorStore, type PromiseConnectorStore, WinnerReadFailed } from "@connector-store/core"
+import { fromPromiseReaders } from "@connector-store/core/adapter"
 import * as Memory from "@connector-store/memory-adapter"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { Cause, Effect, Exit, ManagedRuntime, Option } from "effect"

@@ -23,6 +23,7 @@ import {
 } from "@connector-store/core"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
+import { propertyRuns } from "./support/runs.js"
 
 /** The documented number of failed applies that gives a candidate up, stated on its own (not read from the code). */
 const SWEEP_APPLY_ATTEMPTS = 5
@@ -138,7 +139,7 @@ describe("relist candidate rules", () => {
       const row = { ...watch("a", "d1", now), createdAt }
       const judged = deriveCandidate(run, row, entry("a", then, createdAt), undefined) !== undefined
       expect(judged).toBe(now === then)
-    }))
+    }), { numRuns: propertyRuns(100) })
   })
 
   it("a receipt with another digest than the verified one is a divergence; an unknown digest is none", () => {
@@ -161,7 +162,7 @@ describe("relist candidate rules", () => {
         expect(counts.deletions).toBe(sources.filter((s) => !receipts.has(s)).length)
         expect(counts.tracked).toBe(sources.length)
       }
-    ))
+    ), { numRuns: propertyRuns(100) })
   })
 
   it("a given-up case keeps its give-up across runs; every other case starts afresh", () => {
@@ -268,7 +269,7 @@ describe("relist candidate transitions", () => {
         if (row.status === "applied") expect(before.status === "decided" || before.status === "applied").toBe(true)
         expect(row.status === "given_up").toBe(failuresSinceArm >= SWEEP_APPLY_ATTEMPTS)
       }
-    }))
+    }), { numRuns: propertyRuns(100) })
   })
 })
 

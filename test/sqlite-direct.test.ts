@@ -2,7 +2,6 @@ import {
   clockFrom,
   ConcurrentUpdateExhausted,
   ConnectorStore,
-  DirectDatabase,
   OperationPolicy,
   PersistenceError,
   StoreMetrics,
@@ -10,6 +9,7 @@ import {
   type WinnerReaders,
   WinnerReadFailed
 } from "@connector-store/core"
+import { DirectDatabase } from "@connector-store/core/adapter"
 import * as Memory from "@connector-store/memory-adapter"
 import { SqliteConnection } from "@connector-store/sql-adapter"
 import { SqlClient, TransactionConnection } from "@effect/sql/SqlClient"

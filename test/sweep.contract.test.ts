@@ -21,6 +21,7 @@ import { expectedCollection } from "./support/contract/keepRule.js"
 import { retentionCase } from "./support/contract/retentionCase.js"
 import { Winners } from "./support/contract/winners.js"
 import { adaptersUnderTest, type StoreServices } from "./support/stores.js"
+import { propertyRuns } from "./support/runs.js"
 
 const adapters = await adaptersUnderTest()
 
@@ -392,7 +393,7 @@ for (const adapter of adapters) {
           expect(deleted).toEqual({ count: expected.length, gone: expected })
         }),
         // Each run builds a fresh store; Postgres migrates a fresh schema per run, so it gets fewer.
-        { numRuns: adapter.name === "postgres" ? 50 : 100 }
+        { numRuns: propertyRuns(adapter.name === "postgres" ? 50 : 100) }
       )
     }, 120_000)
   })

@@ -6,11 +6,12 @@ import { NOW } from "./support/contract/fixtures.js"
 import { failsChangingNothing, onFreshStore, snapshot } from "./support/contract/store.js"
 import { adaptersUnderTest } from "./support/stores.js"
 import { appending, type InterferingStore, interferingStore, logOf } from "./support/syncstate.js"
+import { propertyRuns } from "./support/runs.js"
 
 const adapters = await adaptersUnderTest()
 
 /** Values per adapter in the JSON round-trip property. */
-const JSON_RUNS = 100
+const JSON_RUNS = propertyRuns(100)
 
 const C = "gcal"
 const O = "did:owner:1"

@@ -6,8 +6,6 @@ import {
   decideRenewSyncLease,
   decideSetSyncState,
   decideSyncProgress,
-  decodeJsonColumn,
-  encodeJsonColumn,
   isPendingAuthExpired,
   isRedactedVerifier,
   jsonProblem,
@@ -17,9 +15,11 @@ import {
   type SyncStateRow,
   toSyncState
 } from "@connector-store/core"
+import { decodeJsonColumn, encodeJsonColumn } from "@connector-store/core/adapter"
 import { Option, Redacted } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
+import { propertyRuns } from "./support/runs.js"
 
 const key = { connectorName: "gcal", ownerDID: "did:o" }
 const row = (overrides: Partial<SyncStateRow> = {}): SyncStateRow => ({
@@ -40,7 +40,7 @@ describe("JSON columns (pure)", () => {
       const back = decodeJsonColumn(encodeJsonColumn(value as JsonValue))
       expect(back).toEqual(value)
       expect(JSON.stringify(back)).toBe(JSON.stringify(value))
-    }), { numRuns: 500 })
+    }), { numRuns: propertyRuns(500) })
   })
 
   it("the encoding is JSON.stringify's for every value without -0, so the seed's store reads it", () => {
@@ -49,7 +49,7 @@ describe("JSON columns (pure)", () => {
     fc.assert(fc.property(fc.jsonValue(), (value) => {
       fc.pre(value !== null && !hasNegativeZero(value))
       expect(encodeJsonColumn(value as JsonValue)).toBe(JSON.stringify(value))
-    }), { numRuns: 300 })
+    }), { numRuns: propertyRuns(300) })
     expect(encodeJsonColumn({ a: [-0] })).toBe(`{"a":[-0]}`)
     expect(encodeJsonColumn(null)).toBeNull()
   })

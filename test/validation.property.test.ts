@@ -3,9 +3,11 @@
 // way: refuse NUL first, then a lone surrogate, then more than the byte limit
 // of UTF-8; over arbitrary strings, with NULs, surrogate halves and long
 // multi-byte runs made likely.
-import { MAX_ID_BYTES, Rules } from "@connector-store/core"
+import { MAX_ID_BYTES } from "@connector-store/core"
+import { Rules } from "@connector-store/core/adapter"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
+import { propertyRuns } from "./support/runs.js"
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
@@ -34,7 +36,7 @@ describe("id and text rules", () => {
         expect(Rules.text(value)).toBe(reference(value, 1_048_576))
         expect(Rules.id(value)).toBe(value.length === 0 ? "must be a non-empty string" : reference(value, MAX_ID_BYTES))
       }),
-      { numRuns: 3000 }
+      { numRuns: propertyRuns(3000) }
     )
   })
 

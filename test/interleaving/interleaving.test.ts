@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest"
 import { formatReport, runSchedule } from "./harness.js"
 import type { InvariantName } from "./world.js"
 import { configArbitrary, type ConfigOptions, interleavingRuns, KNOWN_VIOLATIONS_AWAITING_FIX, replayParameters, type KnownViolation, type Profile } from "./profiles.js"
+import { propertyRuns } from "../support/runs.js"
 
 const PROFILES: ReadonlyArray<Profile> = ["write-back", "watches", "relist", "everything"]
 /** Schedules per memory configuration (a third of it, at least one, on SQLite). */
@@ -60,7 +61,7 @@ if (KNOWN_VIOLATIONS_AWAITING_FIX.length > 0) describe("known violations awaitin
 describe("the suite catches a broken runner", () => {
   it("a runner that ignores the claim's reissue and re-sends blind applies a write twice", async () => {
     const details = await fc.check(property({ adapter: "memory", profile: "write-back", ignoresReissue: true }), {
-      numRuns: 200,
+      numRuns: propertyRuns(200, { min: 200 }),
       seed: 21,
       endOnFailure: true
     })

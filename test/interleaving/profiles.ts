@@ -2,6 +2,7 @@ import fc from "fast-check"
 import type { WritePlan } from "./actors.js"
 import { actorNames, DOCUMENTS, type ScheduleConfig } from "./harness.js"
 import { REQUEST_FATES, type RequestFate } from "./provider.js"
+import { propertyRuns } from "../support/runs.js"
 
 /**
  * Known violations awaiting their fix. Each entry names a defect today's
@@ -126,9 +127,9 @@ export const replayParameters = (): { readonly seed: number; readonly path?: str
   return path === undefined || path === "" ? { seed, endOnFailure: true } : { seed, path, endOnFailure: true }
 }
 
-/** Runs per configuration: `CONNECTOR_STORE_INTERLEAVING_RUNS`, else the CI default. */
+/** Runs per configuration: `CONNECTOR_STORE_INTERLEAVING_RUNS`, else the CI default scaled as every property's (`propertyRuns`). */
 export const interleavingRuns = (ciDefault: number): number => {
   const raw = process.env.CONNECTOR_STORE_INTERLEAVING_RUNS
   const n = raw === undefined ? NaN : Number(raw)
-  return Number.isInteger(n) && n > 0 ? n : ciDefault
+  return Number.isInteger(n) && n > 0 ? n : propertyRuns(ciDefault)
 }

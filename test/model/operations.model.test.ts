@@ -6,17 +6,16 @@ import { ModelStore } from "./operations/ModelStore.js"
 import { emptyModel, KEYS, LATEST, type SendFate, type SourceName } from "./operations/OperationModel.js"
 import { Claim, type Evidence, Fail, Finalize, MarkSent, Renew, Send } from "./operations/runnerCommands.js"
 import { Advance, Crash, ResumeAuth, ResumeOffline, Retention, Sweep, WriteStates } from "./operations/storeCommands.js"
+import { MODEL_RUNS, propertyRuns } from "../support/runs.js"
 
 const adapters = await adaptersUnderTest()
 
-/** Runs per adapter: `CONNECTOR_STORE_MODEL_RUNS` (CI sets 200), 200 by default. */
-const MODEL_RUNS = Number(process.env["CONNECTOR_STORE_MODEL_RUNS"] ?? 200)
 
 /** A failure's seed and path replay with `CONNECTOR_STORE_MODEL_SEED` / `CONNECTOR_STORE_MODEL_PATH` (fast-check prints both). */
 const parameters = <T>(): fc.Parameters<T> => {
   const seed = process.env["CONNECTOR_STORE_MODEL_SEED"]
   const path = process.env["CONNECTOR_STORE_MODEL_PATH"]
-  return { numRuns: MODEL_RUNS, ...(seed === undefined ? {} : { seed: Number(seed) }), ...(path === undefined ? {} : { path }) }
+  return { numRuns: propertyRuns(200), ...(seed === undefined ? {} : { seed: Number(seed) }), ...(path === undefined ? {} : { path }) }
 }
 
 /** `times` copies of a command arbitrary: how `fc.commands` weighs one command over another. */

@@ -1,7 +1,8 @@
 import type fc from "fast-check"
+import { propertyRuns } from "../support/runs.js"
 
-/** Runs per adapter and property: `CONNECTOR_STORE_MODEL_RUNS` (CI sets 200), 200 by default. */
-export const MODEL_RUNS = Number(process.env["CONNECTOR_STORE_MODEL_RUNS"] ?? 200)
+/** Runs per adapter and property: `CONNECTOR_STORE_MODEL_RUNS` (CI sets 200), 200 by default (see `propertyRuns`). */
+export { MODEL_RUNS } from "../support/runs.js"
 
 /**
  * The fast-check parameters of a model property: the run count, and a
@@ -13,7 +14,7 @@ export const modelParameters = <T>(): fc.Parameters<T> => {
   const seed = process.env["CONNECTOR_STORE_MODEL_SEED"]
   const path = process.env["CONNECTOR_STORE_MODEL_PATH"]
   return {
-    numRuns: MODEL_RUNS,
+    numRuns: propertyRuns(200),
     ...(seed === undefined ? {} : { seed: Number(seed) }),
     ...(path === undefined ? {} : { path })
   }

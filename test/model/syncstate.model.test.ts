@@ -4,7 +4,7 @@ import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { adaptersUnderTest } from "../support/stores.js"
 import { appending } from "../support/syncstate.js"
-import { MODEL_RUNS, modelParameters } from "./runs.js"
+import { modelParameters } from "./runs.js"
 import {
   applyInterference,
   emptyModel,
@@ -21,6 +21,7 @@ import {
   RUNNERS,
   type SyncModel
 } from "./syncstate-model.js"
+import { propertyRuns } from "../support/runs.js"
 
 const adapters = await adaptersUnderTest()
 
@@ -211,7 +212,7 @@ describe("sync state agrees with a plain model after every command", () => {
             fc.asyncProperty(commands, async (cmds) => {
               await fc.asyncModelRun(() => ({ model: emptyModel(), real: real.fresh() }), cmds)
             }),
-            { ...modelParameters(), numRuns: MODEL_RUNS }
+            { ...modelParameters(), numRuns: propertyRuns(200) }
           )
         } finally {
           await real.dispose()

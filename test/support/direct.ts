@@ -1,4 +1,4 @@
-import { DirectDatabase, type DirectDatabaseApi, type DirectRowsOf, type LaneDatabase, type LaneDatabaseApi } from "@connector-store/core"
+import { DirectDatabase, type DirectDatabaseApi, type DirectRowsOf, type LaneDatabase, type LaneDatabaseApi } from "@connector-store/core/adapter"
 import { layerClient, layerPorts, Tables } from "@connector-store/sql-adapter"
 import { Layer } from "effect"
 

@@ -2,8 +2,6 @@
 // the lane and one without, to compare their answers and rows.
 import {
   ConnectorStore,
-  fromPromiseReaders,
-  makePromiseStore,
   OperationPolicy,
   type PromiseConnectorStore,
   type PromiseWinnerReaders,
@@ -12,6 +10,7 @@ import {
   StoreSnapshot,
   WinnerReader
 } from "@connector-store/core"
+import { fromPromiseReaders, makePromiseStore } from "@connector-store/core/adapter"
 import type { SqlTransaction } from "@connector-store/sql-adapter"
 import { Effect, Layer, ManagedRuntime, Metric, type MetricState } from "effect"
 import { expect } from "vitest"

@@ -67,6 +67,10 @@ const storableText = (value: string, maxBytes: number): string | undefined => {
 const idRule: Rule = (value) =>
   isString(value) && value.length > 0 ? storableText(value, MAX_ID_BYTES) : "must be a non-empty string"
 
+/** True when `value` is a time in epoch milliseconds: a non-negative safe integer. */
+export const isTime = (value: unknown): value is number =>
+  typeof value === "number" && Number.isSafeInteger(value) && value >= 0
+
 /** Rules for the inputs of the public API. */
 export const Rules = {
   /** A non-empty string of at most `MAX_ID_BYTES`, without NUL or lone surrogates. */
@@ -74,10 +78,7 @@ export const Rules = {
   /** Any string (possibly empty) of at most `MAX_TEXT_BYTES`, without NUL or lone surrogates. */
   text: (value) => isString(value) ? storableText(value, MAX_TEXT_BYTES) : "must be a string",
   /** A time in epoch milliseconds: a non-negative safe integer. */
-  millis: (value) =>
-    typeof value === "number" && Number.isSafeInteger(value) && value >= 0
-      ? undefined
-      : "must be a finite, non-negative integer number of milliseconds",
+  millis: (value) => isTime(value) ? undefined : "must be a finite, non-negative integer number of milliseconds",
   /** A time cutoff: any finite number. */
   finite: (value) => typeof value === "number" && Number.isFinite(value) ? undefined : "must be a finite number",
   /** A whole number above zero. */

@@ -1,4 +1,4 @@
-import { TurnQueue } from "@connector-store/core"
+import { TurnQueue } from "@connector-store/core/adapter"
 import { Effect, type Fiber, FiberRef } from "effect"
 import { DraftTable } from "./DraftTable.js"
 

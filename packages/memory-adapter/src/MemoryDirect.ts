@@ -2,11 +2,11 @@ import {
   type ConnectorOperation,
   decideClaim,
   decideDefer,
-  type DirectDatabaseApi,
   operationKey,
   type ProjectionWatch,
   watchKey
 } from "@connector-store/core"
+import { type DirectDatabaseApi } from "@connector-store/core/adapter"
 import type { MemoryDatabase, Transaction } from "./MemoryDatabase.js"
 import { operationChanges } from "./MemoryOperationRepository.js"
 import { watchChanges } from "./MemoryWatchRepository.js"

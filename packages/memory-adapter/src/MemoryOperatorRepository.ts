@@ -5,13 +5,12 @@ import {
   operatorWatchPage,
   type ProjectionWatch,
   type RelistRun,
-  relistRunPage,
   storeStatusOf,
   type SweepCandidate,
-  decodeJsonColumn,
   operatorSyncStatePage,
   type SyncStateRow
 } from "@connector-store/core"
+import { relistRunPage, decodeJsonColumn } from "@connector-store/core/adapter"
 import { Effect } from "effect"
 import type { MemoryDatabase } from "./MemoryDatabase.js"
 

@@ -1,10 +1,5 @@
 import {
   ConnectorStore,
-  DirectDatabase,
-  fromPromiseReaders,
-  makePromiseStore,
-  allOptionNames,
-  openOptionsProblem,
   type StoreObservability,
   OperationPolicy,
   type OperationPolicyOverrides,
@@ -21,6 +16,13 @@ import {
   WinnerReader,
   type WinnerReaders
 } from "@connector-store/core"
+import {
+  DirectDatabase,
+  fromPromiseReaders,
+  makePromiseStore,
+  allOptionNames,
+  openOptionsProblem
+} from "@connector-store/core/adapter"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { MemoryDatabase } from "./MemoryDatabase.js"
 import { makeMemoryDirect } from "./MemoryDirect.js"

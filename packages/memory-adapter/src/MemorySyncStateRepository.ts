@@ -1,13 +1,12 @@
 import {
   compareCodePoints,
-  decodeJsonColumn,
-  encodeJsonColumn,
   type SyncLeaseStamp,
   type SyncStateRow,
   type SyncStateStamp,
   SyncStateRepository,
   syncStateMapKey
 } from "@connector-store/core"
+import { decodeJsonColumn, encodeJsonColumn } from "@connector-store/core/adapter"
 import { Effect, Option } from "effect"
 import type { MemoryDatabase } from "./MemoryDatabase.js"
 

@@ -7,7 +7,7 @@ import { Cause, Context, Duration, Effect, Exit, type Fiber, Layer, type Scope }
 import Pg from "pg"
 import { routeStatements } from "./internal/statementRoutes.js"
 import type { PgLaneParts } from "./PgLane.js"
-import { nativeTracer } from "./internal/tracer.js"
+import { nativeTracer } from "@connector-store/core/adapter"
 import { withConnectionThen } from "./internal/transactionContext.js"
 
 /** What `layer` needs to reach a Postgres server. */

@@ -1,4 +1,4 @@
-import type { DirectRowsOf, DirectTransactionOf, LaneDatabaseApi } from "@connector-store/core"
+import type { DirectRowsOf, DirectTransactionOf, LaneDatabaseApi } from "@connector-store/core/adapter"
 import type * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { Statement } from "@effect/sql/Statement"

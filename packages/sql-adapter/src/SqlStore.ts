@@ -1,34 +1,32 @@
 import {
   ConnectorStore,
-  DirectDatabase,
-  type DirectTransactionOf,
-  fieldOf,
-  fromPromiseReaders,
   InvalidInput,
-  LaneDatabase,
-  nameMethod,
-  openOptionsProblem,
-  optional,
-  Rules,
-  type StoreObservability,
-  makePromiseStore,
   OperationPolicy,
-  type OperationPolicyOverrides,
   OperationRepository,
   OperatorRepository,
   PendingAuthRepository,
   PersistenceError,
   RelistRepository,
-  type PromiseConnectorStore,
-  type PromiseWinnerReaders,
   StoreSnapshot,
   SyncStateRepository,
   Transactor,
   WatchRepository,
   WinnerReader,
-  type WinnerReaders,
-  winnerReadersProblem
+  type WinnerReaders
 } from "@connector-store/core"
+import {
+  DirectDatabase,
+  type DirectTransactionOf,
+  fieldOf,
+  fromPromiseReaders,
+  LaneDatabase,
+  nameMethod,
+  openOptionsProblem,
+  optional,
+  Rules,
+  makePromiseStore,
+  winnerReadersProblem
+} from "@connector-store/core/adapter"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as fs from "node:fs"
 import * as PgConnection from "./PgConnection.js"
@@ -49,7 +47,8 @@ import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
 import { classified, classifiedPort } from "./SqlFailure.js"
 import { tablePrefixProblem, Tables } from "./Tables.js"
-import { type ClockSource, clockSourceOf, makeDatabaseClock } from "./DatabaseClock.js"
+import { clockSourceOf, makeDatabaseClock } from "./DatabaseClock.js"
+import type { OpenConnectorStoreOptions, SqlConnection, SqlConnectorStore, SqlTransaction } from "./connection.js"
 import {
   CONNECTION_OPTIONS,
   connectionOf,
@@ -134,38 +133,6 @@ const portsLayer = (readOnly: boolean): Layer.Layer<SqlPorts, PersistenceError |
       ? ports
       : Context.add(ports, LaneDatabase, makePgLane(sql, pg, tables, { watches, operations })) as Context.Context<SqlPorts>
   }))
-
-/** Where a SQL store lives. */
-export interface SqlConnection {
-  /**
-   * A SQLite file path, `:memory:`, a SQLite `file:` URI (read as SQLite
-   * reads one: `file:///path?mode=ro`), or a `postgres://` /
-   * `postgresql://` URL. Any other scheme (`mysql://`, `sqlite://`) is
-   * refused with `InvalidInput` naming `options.url`.
-   */
-  readonly url: string
-  /**
-   * Open for inspection only (default false): nothing is created, migrated
-   * or written. A SQLite file must exist (else `database-missing`) and is
-   * opened read-only; Postgres sessions are read-only transactions. The
-   * schema is checked instead of migrated: a missing table prefix or
-   * migration fails the open with `StoreSchemaNotReady`. Every write fails.
-   * A `file:` URI with `mode=ro` is read-only too.
-   */
-  readonly readOnly?: boolean | undefined
-  /** The table prefix; the seed's (`kubun_connector_`) by default. */
-  readonly tablePrefix?: string | undefined
-  /** Postgres pool size (default 10). */
-  readonly maxConnections?: number | undefined
-  /** How long SQLite waits for another process's write lock (default 10 s). */
-  readonly busyTimeoutMs?: number | undefined
-  /**
-   * The Postgres `application_name` of the store's connections (default
-   * `connector-store`), so an operator finds them in `pg_stat_activity`.
-   * 1 to 63 printable ASCII characters.
-   */
-  readonly applicationName?: string | undefined
-}
 
 /** True when `url` names a Postgres server rather than a SQLite file. */
 export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//.test(url)
@@ -274,16 +241,6 @@ export const layer = (
     )
   }))
 
-/**
- * What a SQL store hands winner readers: a way to query inside the very
- * transaction (and lock) the transition runs in.
- */
-export interface SqlTransaction {
-  readonly dialect: "sqlite" | "pg"
-  /** Runs `text` with `$1`-style (Postgres) or `?` (SQLite) parameters. */
-  readonly query: <Row = Record<string, unknown>>(text: string, params?: ReadonlyArray<unknown>) => Promise<ReadonlyArray<Row>>
-}
-
 /** The dialect a `SqlTransaction` on `sql` reports. */
 const dialectOf = (sql: SqlClient): SqlTransaction["dialect"] => sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
 
@@ -299,35 +256,6 @@ const currentTransaction = (sql: SqlClient): Effect.Effect<SqlTransaction> => {
     query: <Row>(text: string, params: ReadonlyArray<unknown> = []) =>
       Runtime.runPromise(runtime)(sql.unsafe<Row & object>(text, params)) as Promise<ReadonlyArray<Row>>
   }))
-}
-
-/** The options of `openConnectorStore`. */
-export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerReaders<SqlTransaction>, StoreObservability {
-  /** The machine's clock; the system clock when absent (see `clock` for what the store decides with). */
-  readonly now?: (() => number) | undefined
-  /**
-   * Where the store's clock comes from (see docs/time.md). `database`
-   * follows the Postgres server's clock (`now` plus an offset measured at
-   * open and every 30 s), so runners whose machine clocks disagree never
-   * hold one lease at once; `local` decides with `now` as it is. The
-   * default is `database` on Postgres, unless `now` is injected (a test's
-   * or an already synchronized clock), which is then taken as it is. On
-   * SQLite every runner shares one machine, so both mean `now`.
-   */
-  readonly clock?: ClockSource | undefined
-  /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
-  readonly operationPolicy?: OperationPolicyOverrides | undefined
-}
-
-/** A SQL store with the Promise API. */
-export interface SqlConnectorStore extends PromiseConnectorStore<SqlTransaction> {
-  /**
-   * The store's clock: the time every decision of this store is made at.
-   * Methods whose contract takes a time (`claimWatchAttempt`'s `now` and
-   * `until`, sync lease terms, `listDueOperations`, a `dueAt`) expect it on
-   * this clock: pass `store.now()` (plus a duration), never `Date.now()`.
-   */
-  now(): number
 }
 
 /**

@@ -1,12 +1,11 @@
 import {
-  decodeJsonColumn,
-  encodeJsonColumn,
   type SyncStateKey,
   type SyncStateStamp,
   SyncStateRepository,
   type SyncStateRow,
   type SyncStatus
 } from "@connector-store/core"
+import { decodeJsonColumn, encodeJsonColumn } from "@connector-store/core/adapter"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"

@@ -3,14 +3,13 @@ import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
-import { TurnQueue } from "@connector-store/core"
+import { nativeTracer, TurnQueue } from "@connector-store/core/adapter"
 import Sqlite from "better-sqlite3"
 import { Cause, Context, Effect, Exit, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { routeStatements } from "./internal/statementRoutes.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
-import { nativeTracer } from "./internal/tracer.js"
 
 /**
  * The project's own SQLite `SqlClient`: `@effect/sql`'s `Client.make` over

@@ -1,4 +1,4 @@
-import type { DirectDatabaseApi, DirectRowsOf } from "@connector-store/core"
+import type { DirectDatabaseApi, DirectRowsOf } from "@connector-store/core/adapter"
 import type * as Client from "@effect/sql/SqlClient"
 import type { Statement } from "@effect/sql/Statement"
 import type { Connection } from "@effect/sql/SqlConnection"

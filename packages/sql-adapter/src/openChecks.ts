@@ -1,6 +1,7 @@
-import { allOptionNames, COMMON_OPEN_OPTIONS, InvalidInput, unknownKeyOf } from "@connector-store/core"
+import { InvalidInput } from "@connector-store/core"
+import { allOptionNames, COMMON_OPEN_OPTIONS, unknownKeyOf } from "@connector-store/core/adapter"
 import { CLOCK_SOURCES } from "./DatabaseClock.js"
-import type { OpenConnectorStoreOptions, SqlConnection } from "./SqlStore.js"
+import type { OpenConnectorStoreOptions, SqlConnection } from "./connection.js"
 
 /** The option names of a SQL connection (`layer`, `layerClient`). */
 export const CONNECTION_OPTIONS = allOptionNames<SqlConnection>()([

@@ -1,7 +1,5 @@
 import {
   ConnectorStore,
-  DirectDatabase,
-  type DirectDatabaseApi,
   OperationRepository,
   type PersistenceError,
   type ProjectionWatch,
@@ -10,6 +8,7 @@ import {
   WatchRepository,
   type WinnerReaders
 } from "@connector-store/core"
+import { DirectDatabase, type DirectDatabaseApi } from "@connector-store/core/adapter"
 import * as Memory from "@connector-store/memory-adapter"
 import { Cause, Context, Effect, Exit, FiberRef, Layer, Option } from "effect"
 import type { StoreServices } from "../stores.js"

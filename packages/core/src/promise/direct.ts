@@ -1,6 +1,5 @@
 import type { MetricLabel } from "effect"
-import { ConcurrentUpdateExhausted, PersistenceError, WinnerReadFailed } from "../errors.js"
-import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
+import { ConcurrentUpdateExhausted, WinnerReadFailed } from "../errors.js"
 import type { MarkSentResult } from "../operation/attempt.js"
 import { asStoredJson, claimChecks, finalizeChecks, keyChecks, runnerChecks } from "../operation/checks.js"
 import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
@@ -10,12 +9,12 @@ import type { FinalizeOperationInput, FinalizeResult } from "../operation/finali
 import type { OperationPolicySettings } from "../operation/policy.js"
 import type { DirectDatabaseOf, DirectRowsOf, DirectTransactionOf } from "../ports/DirectDatabase.js"
 import { countLostRaceNow, MAX_CAS_ATTEMPTS } from "../service/cas.js"
-import { LOST_RACE, type Step } from "../service/direct.js"
+import { isTypedFailure, LOST_RACE, type Step } from "../service/direct.js"
 import { armDirect, operationPrograms, verificationDirect } from "../service/directPrograms.js"
 import { callMetrics, nameMethod } from "../service/instrument.js"
 import type { ArmWatchOptions, ClaimWatchOptions } from "../service/watches.js"
-import { armWatchChecks, claimWatchChecks, deferWatchChecks, verificationChecks } from "../service/watches.js"
-import { type Check, firstProblem } from "../validation.js"
+import { armWatchChecks, claimWatchChecks, deferWatchChecks, verificationChecks } from "../watch/checks.js"
+import { type Check, firstProblem, isTime } from "../validation.js"
 import { type Digest, formatWatchIdentity, type Millis, type WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ArmOutcome, ArmReason, DeferInput, VerificationInput, VerificationOutcome } from "../watch/transitions.js"
 import { digestOf, isThenable, type PromiseWinnerReaders, toMap } from "./readers.js"
@@ -70,13 +69,6 @@ export interface DirectLaneParts<H> {
   readonly now: () => number
   readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
 }
-
-const isTime = (reading: unknown): reading is number =>
-  typeof reading === "number" && Number.isSafeInteger(reading) && reading >= 0
-
-/** The typed failures a direct transition throws; anything else is a defect, passed on as it is. */
-const isTypedFailure = (error: unknown): boolean =>
-  error instanceof PersistenceError || error instanceof IdempotencyConflict || error instanceof WinnerReadFailed
 
 /**
  * The Promise API's hot methods (the watch cycle, claim, mark sent,

@@ -21,7 +21,8 @@ import type {
   VerificationInput,
   VerificationOutcome
 } from "../watch/transitions.js"
-import { clockFrom } from "./clock.js"
+import { clockFrom } from "../clock.js"
+import type { PromiseCall } from "./call.js"
 import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
 import { promiseOperationMethods, type PromiseOperationMethods } from "./operations.js"
 import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.js"
@@ -55,9 +56,6 @@ export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, Promis
    */
   close(): Promise<void>
 }
-
-/** Runs one call of the Effect API as a Promise (rejecting with the tagged error). */
-export type PromiseCall = <A, E>(use: (store: ConnectorStore["Type"]) => Effect.Effect<A, E>) => Promise<A>
 
 /** The watch, due-sweep and retention methods of the Promise API. */
 export interface PromiseWatchMethods<H> {

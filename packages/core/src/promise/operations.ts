@@ -6,7 +6,7 @@ import type { FinalizeOperationInput, FinalizeResult } from "../operation/finali
 import type { RenewResult } from "../operation/lease.js"
 import type { DocumentWriteState } from "../operation/reads.js"
 import type { RenewLeaseOptions, TrackedOperationFilter, TrackedOperationsPage } from "../service/operations.js"
-import type { PromiseCall } from "./facade.js"
+import type { PromiseCall } from "./call.js"
 
 /**
  * The write-back operation methods of the Promise API: the Effect API's

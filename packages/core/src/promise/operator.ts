@@ -14,7 +14,7 @@ import type {
   SettleResult
 } from "../service/operator.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
-import type { PromiseCall } from "./facade.js"
+import type { PromiseCall } from "./call.js"
 
 /**
  * The operator methods of the Promise API: the Effect API's with the same

@@ -12,7 +12,7 @@ import type { RelistReceipt, RelistReceiptInput, RelistRun, RelistScope } from "
 import type { SweepCandidate, SweepCandidateIdentity, SweepOutcome } from "../relist/SweepCandidate.js"
 import type { SweepCheckpoint } from "../service/relist.js"
 import type { StaleRelistRun, SweepApply, SweepCandidateListOptions, SweepCandidateRef } from "../service/relistCandidates.js"
-import type { PromiseCall } from "./facade.js"
+import type { PromiseCall } from "./call.js"
 
 /**
  * An applier's work for one decided candidate, run inside the store's

@@ -12,7 +12,7 @@ import type { SyncProgressRecompute } from "../syncstate/progress.js"
 import type { SyncStateInput } from "../syncstate/setState.js"
 import type { SyncState, SyncStateEntry } from "../syncstate/SyncState.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
-import type { PromiseCall } from "./facade.js"
+import type { PromiseCall } from "./call.js"
 
 /**
  * A pending authorization as the Promise API takes and gives it: the

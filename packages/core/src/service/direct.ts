@@ -1,10 +1,10 @@
-import { Cause, Clock, Context, Effect, Exit, type Fiber, FiberRef, type MetricLabel } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import { ConcurrentUpdateExhausted, PersistenceError, WinnerReadFailed } from "../errors.js"
 import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
 import type { DirectDatabaseApi, DirectTransaction } from "../ports/DirectDatabase.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
-import { clockReadingNow } from "../promise/clock.js"
 import { countLostRaceNow, MAX_CAS_ATTEMPTS } from "./cas.js"
+import { type DirectContext, directContextOf } from "./directContext.js"
 import { nativeTracer } from "./instrument.js"
 
 /**
@@ -61,48 +61,11 @@ export const wonDirect = (won: boolean): void => {
 }
 
 /** The failures a direct transition throws as typed errors; anything else it throws is a defect. */
-const isTypedFailure = (error: unknown): error is PersistenceError | IdempotencyConflict | WinnerReadFailed =>
+export const isTypedFailure = (error: unknown): error is PersistenceError | IdempotencyConflict | WinnerReadFailed =>
   error instanceof PersistenceError || error instanceof IdempotencyConflict || error instanceof WinnerReadFailed
 
 /** A direct transition's try, given the time it decides at. */
 export type DirectProgram<A> = (now: Millis) => Step<A>
-
-/** Lets an effect be interrupted again inside an uninterruptible region (`Effect.uninterruptibleMask`'s `restore`). */
-export type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
-
-/**
- * What a direct runner needs from the fiber it runs on: the time (the
- * fiber's clock, read synchronously; undefined for a reading the Effect path
- * must refuse), the metric labels, and `restore`, the runner being called in
- * an uninterruptible region.
- */
-export interface DirectContext {
-  readonly now: () => Millis | undefined
-  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
-  readonly restore: Restore
-}
-
-/** A fiber's direct context: one object per call, its clock read when asked. */
-class FiberDirectContext implements DirectContext {
-  constructor(
-    readonly fiber: Fiber.RuntimeFiber<unknown, unknown>,
-    readonly restore: Restore,
-    readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
-  ) {}
-  now(): Millis | undefined {
-    return clockReadingNow(Context.get(this.fiber.currentDefaultServices, Clock.Clock))
-  }
-}
-
-/**
- * The direct context of `fiber`, inside the uninterruptible region `restore`
- * belongs to (`labels`: the fiber's metric labels, when the caller has read them).
- */
-export const directContextOf = (
-  fiber: Fiber.RuntimeFiber<unknown, unknown>,
-  restore: Restore,
-  labels: ReadonlyArray<MetricLabel.MetricLabel> = fiber.getFiberRef(FiberRef.currentMetricLabels)
-): DirectContext => new FiberDirectContext(fiber, restore, labels)
 
 /**
  * Runs `program` as one transaction on `db` now, retried whole on a lost

@@ -1,5 +1,5 @@
 import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
-import { type DirectContext, directContextOf } from "./direct.js"
+import { type DirectContext, directContextOf } from "./directContext.js"
 import { InvalidClockReading, StoreClosed } from "../errors.js"
 import type { CallGate } from "./gate.js"
 import { storeSeries } from "./metrics.js"

@@ -13,7 +13,8 @@ import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { type ReadWinner, WinnerReader } from "../ports/WinnerReader.js"
-import { type Check, fieldOf, firstProblem, identityChecks, oneOf, optional, Rules, validate } from "../validation.js"
+import { firstProblem, identityChecks, Rules, validate } from "../validation.js"
+import { armWatchChecks, claimWatchChecks, deferWatchChecks, resumeAuthChecks, verificationChecks } from "../watch/checks.js"
 import {
   formatWatchIdentity,
   type Millis,
@@ -36,7 +37,8 @@ import {
   type VerificationOutcome
 } from "../watch/transitions.js"
 import { requireWon, retryOnLostRace } from "./cas.js"
-import { type DirectContext, directStatementNow, directTransactionNow, runAttempt } from "./direct.js"
+import type { DirectContext } from "./directContext.js"
+import { directStatementNow, directTransactionNow, runAttempt } from "./direct.js"
 import { withAttemptNow } from "./instrument.js"
 import { armDirect, verificationDirect } from "./directPrograms.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
@@ -100,61 +102,6 @@ export interface WatchMethods {
     params: ResumeAuthParams
   ) => Effect.Effect<void, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
 }
-
-const generation = Rules.nonNegativeInt
-const armReason = oneOf("ingress", "manual")
-const optionalDigest = optional(Rules.digestOrNull)
-const optionalDeferReason = optional(oneOf("offline", "auth", null))
-const millisOrNull = optional((value) => value === null ? undefined : Rules.millis(value))
-
-/** The checks of `armWatch`'s arguments. */
-export const armWatchChecks = (identity: unknown, reason: unknown, options: unknown): ReadonlyArray<Check> => {
-  const checks = identityChecks(
-    "identity",
-    identity,
-    ["options", options, Rules.record],
-    ["options.dueAt", fieldOf(options, "dueAt"), Rules.millis],
-    ["options.triggeringWinner", fieldOf(options, "triggeringWinner"), optionalDigest]
-  )
-  checks.unshift(["reason", reason, armReason])
-  return checks
-}
-
-/** The checks of `claimWatchAttempt`'s arguments. */
-export const claimWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> =>
-  identityChecks(
-    "identity",
-    identity,
-    ["options", options, Rules.record],
-    ["options.until", fieldOf(options, "until"), Rules.millis],
-    ["options.generation", fieldOf(options, "generation"), generation],
-    ["options.now", fieldOf(options, "now"), Rules.millis]
-  )
-
-/** The checks of `deferWatch`'s arguments. */
-export const deferWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> =>
-  identityChecks(
-    "identity",
-    identity,
-    ["options", options, Rules.record],
-    ["options.nextAttemptAt", fieldOf(options, "nextAttemptAt"), Rules.millis],
-    ["options.reason", fieldOf(options, "reason"), optionalDeferReason],
-    ["options.generation", fieldOf(options, "generation"), generation],
-    ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
-  )
-
-/** The checks of `recordVerification`'s arguments. */
-export const verificationChecks = (identity: unknown, input: unknown): ReadonlyArray<Check> =>
-  identityChecks(
-    "identity",
-    identity,
-    ["input", input, Rules.record],
-    ["input.generation", fieldOf(input, "generation"), generation],
-    ["input.claimedUntil", fieldOf(input, "claimedUntil"), millisOrNull],
-    ["input.fetchedDigest", fieldOf(input, "fetchedDigest"), Rules.digestOrNull],
-    ["input.maxAttempts", fieldOf(input, "maxAttempts"), Rules.positiveInt],
-    ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
-  )
 
 /** `armWatch`'s input from its arguments (checked already). */
 const armInputOf = (reason: ArmReason, options: ArmWatchOptions): ArmInput => ({
@@ -355,12 +302,7 @@ export const makeWatchMethods = Effect.gen(function*() {
 
     resumeAuthDeferred: (params) =>
       Effect.gen(function*() {
-        yield* validate("resumeAuthDeferred", [
-          ["params", params, Rules.record],
-          ["params.ownerDID", fieldOf(params, "ownerDID"), Rules.id],
-          ["params.connectorNames", fieldOf(params, "connectorNames"), Rules.ids],
-          ["params.now", fieldOf(params, "now"), Rules.millis]
-        ])
+        yield* validate("resumeAuthDeferred", resumeAuthChecks(params))
         if (params.connectorNames.length === 0) return
         yield* resume("resumeAuthDeferred", {
           reason: "auth",

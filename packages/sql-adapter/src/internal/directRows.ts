@@ -1,4 +1,5 @@
-import type { ConnectorOperation, DirectRowsOf, ProjectionWatch } from "@connector-store/core"
+import type { ConnectorOperation, ProjectionWatch } from "@connector-store/core"
+import type { DirectRowsOf } from "@connector-store/core/adapter"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { Statement } from "@effect/sql/Statement"
 import { decodeOperation, operationStatements } from "../SqlOperationRepository.js"

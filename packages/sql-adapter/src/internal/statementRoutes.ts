@@ -3,7 +3,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import { Effect, type Fiber } from "effect"
-import { nativeTracer } from "./tracer.js"
+import { nativeTracer } from "@connector-store/core/adapter"
 
 type Runtime = Fiber.RuntimeFiber<unknown, unknown>
 

@@ -1,8 +1,6 @@
 import { Clock, type Duration, Effect } from "effect"
-import { InvalidClockReading } from "../errors.js"
-
-const isTime = (reading: unknown): reading is number =>
-  typeof reading === "number" && Number.isSafeInteger(reading) && reading >= 0
+import { InvalidClockReading } from "./errors.js"
+import { isTime } from "./validation.js"
 
 const VALIDATED_READING: unique symbol = Symbol.for("@connector-store/core/clock/validatedReading")
 

@@ -1,0 +1,42 @@
+/**
+ * What an adapter builds a store with, beside the ports of the main entry:
+ * the synchronous and Promise row lanes (`DirectDatabase`, `LaneDatabase`,
+ * `TurnQueue`), the lost-race loop, the instrumentation, the Promise
+ * store's assembly (`makePromiseStore`) and the checks of open options. An
+ * app that uses a store needs none of it.
+ *
+ * @module @connector-store/core/adapter
+ */
+export * from "./ports/DirectDatabase.js"
+export * from "./ports/TurnQueue.js"
+export { relistRunPage } from "./ports/OperatorRepository.js"
+export * from "./service/cas.js"
+export * from "./service/instrument.js"
+export { storeSeries } from "./service/metrics.js"
+export { clockReadingNow } from "./clock.js"
+export { decodeJsonColumn, encodeJsonColumn } from "./syncstate/json.js"
+export {
+  type Check,
+  fieldOf,
+  firstProblem,
+  identityChecks,
+  oneOf,
+  optional,
+  type Rule,
+  Rules,
+  utf8Length,
+  validate,
+  validateRecord
+} from "./validation.js"
+export {
+  allOptionNames,
+  COMMON_OPEN_OPTIONS,
+  commonOpenChecks,
+  nearestName,
+  openOptionsProblem,
+  unknownKeyOf,
+  winnerReadersProblem
+} from "./promise/openOptions.js"
+export { digestOf, fromPromiseReaders, isThenable, toMap } from "./promise/readers.js"
+export type { PromiseCall } from "./promise/call.js"
+export { makePromiseStore, type PromiseStoreParts, promiseWatchMethods } from "./promise/facade.js"

@@ -1,0 +1,64 @@
+import { type Check, fieldOf, identityChecks, oneOf, optional, Rules } from "../validation.js"
+
+const generation = Rules.nonNegativeInt
+const armReason = oneOf("ingress", "manual")
+const optionalDigest = optional(Rules.digestOrNull)
+const optionalDeferReason = optional(oneOf("offline", "auth", null))
+const millisOrNull = optional((value) => value === null ? undefined : Rules.millis(value))
+
+/** The checks of `armWatch`'s arguments. */
+export const armWatchChecks = (identity: unknown, reason: unknown, options: unknown): ReadonlyArray<Check> => {
+  const checks = identityChecks(
+    "identity",
+    identity,
+    ["options", options, Rules.record],
+    ["options.dueAt", fieldOf(options, "dueAt"), Rules.millis],
+    ["options.triggeringWinner", fieldOf(options, "triggeringWinner"), optionalDigest]
+  )
+  checks.unshift(["reason", reason, armReason])
+  return checks
+}
+
+/** The checks of `claimWatchAttempt`'s arguments. */
+export const claimWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> =>
+  identityChecks(
+    "identity",
+    identity,
+    ["options", options, Rules.record],
+    ["options.until", fieldOf(options, "until"), Rules.millis],
+    ["options.generation", fieldOf(options, "generation"), generation],
+    ["options.now", fieldOf(options, "now"), Rules.millis]
+  )
+
+/** The checks of `deferWatch`'s arguments. */
+export const deferWatchChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> =>
+  identityChecks(
+    "identity",
+    identity,
+    ["options", options, Rules.record],
+    ["options.nextAttemptAt", fieldOf(options, "nextAttemptAt"), Rules.millis],
+    ["options.reason", fieldOf(options, "reason"), optionalDeferReason],
+    ["options.generation", fieldOf(options, "generation"), generation],
+    ["options.claimedUntil", fieldOf(options, "claimedUntil"), Rules.millis]
+  )
+
+/** The checks of `recordVerification`'s arguments. */
+export const verificationChecks = (identity: unknown, input: unknown): ReadonlyArray<Check> =>
+  identityChecks(
+    "identity",
+    identity,
+    ["input", input, Rules.record],
+    ["input.generation", fieldOf(input, "generation"), generation],
+    ["input.claimedUntil", fieldOf(input, "claimedUntil"), millisOrNull],
+    ["input.fetchedDigest", fieldOf(input, "fetchedDigest"), Rules.digestOrNull],
+    ["input.maxAttempts", fieldOf(input, "maxAttempts"), Rules.positiveInt],
+    ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
+  )
+
+/** The checks of `resumeAuthDeferred`'s parameters. */
+export const resumeAuthChecks = (params: unknown): ReadonlyArray<Check> => [
+  ["params", params, Rules.record],
+  ["params.ownerDID", fieldOf(params, "ownerDID"), Rules.id],
+  ["params.connectorNames", fieldOf(params, "connectorNames"), Rules.ids],
+  ["params.now", fieldOf(params, "now"), Rules.millis]
+]
