@@ -31,10 +31,32 @@ const finished = (operationID: string, state: "committed" | "dead", age: number)
     updatedAt: NOW - 30_000 + age
   })
 
-/** Two stores on one prefix (the retrier's clock at NOW, the cleanup's a minute ahead) and a raw client. */
-const setup = async (rows: ReadonlyArray<ConnectorOperation>) => {
+/** A finished row still in doubt: its run's request may have landed, so an operator may settle it. */
+const unconfirmed = (operationID: string, age: number): ConnectorOperation => ({
+  ...finished(operationID, "dead", age),
+  sendMarker: `run-${operationID}`,
+  inDoubtSince: NOW - 40_000 + age
+})
+
+/** An attempted row driven by a runner holding lease `lease-<operationID>`. */
+const leased = (operationID: string, age: number): ConnectorOperation =>
+  attemptedRow({
+    operationID,
+    nodeKey: `node-${operationID}`,
+    leaseToken: `lease-${operationID}`,
+    leaseExpiresAt: NOW + 30_000,
+    createdAt: NOW - 60_000 + age,
+    updatedAt: NOW - 30_000 + age
+  })
+
+/**
+ * Two stores on one prefix (the retrier's clock at `retrierNow`, NOW unless
+ * given; the cleanup's a minute ahead, collecting before its own now) and a
+ * raw client.
+ */
+const setup = async (rows: ReadonlyArray<ConnectorOperation>, retrierNow: number = NOW) => {
   const connection = await postgres!.connection()
-  const retrier = await openConnectorStore({ ...connection, clock: "local", now: () => NOW })
+  const retrier = await openConnectorStore({ ...connection, clock: "local", now: () => retrierNow, readWinner: () => null })
   closers.push(() => retrier.close())
   const cleaner = await openConnectorStore({ ...connection, clock: "local", now: () => NOW + 60_000 })
   closers.push(() => cleaner.close())
@@ -116,5 +138,89 @@ describe.runIf(postgres !== undefined)("retention racing other stores on Postgre
     const deleted = (await first) + (await second)
     expect(deleted).toBe(4)
     expect(await stored(cleaner)).toEqual([null, null, null, null, "committed"])
+  })
+
+  it("keeps an operation an operator settled as committed while the cleanup waited: it became its document's newest committed row", async () => {
+    // op-1 is dead but in doubt and superseded by a newer dead op-2: collectable, until it is settled as committed.
+    const { retrier, cleaner, hold, waiting, stored } = await setup([
+      unconfirmed("op-1", 0),
+      finished("op-2", "dead", 1_000)
+    ])
+    const release = await hold("op-1")
+    const settle = retrier.settleOperation(
+      { callerDID: "did:caller:1", operationID: "op-1" },
+      { outcome: "committed", sourceID: "src-1", documentID: "doc-1", watchDueAt: NOW + 60_000 }
+    )
+    await waiting(1)
+    const collect = cleaner.collectFinishedOperations({ before: NOW + 60_000, limit: 10 })
+    await waiting(2)
+    await release()
+    expect((await settle).operation.state).toBe("committed")
+    expect(await collect).toBe(0)
+    expect(await stored(cleaner)).toEqual(["committed", "dead"])
+  })
+
+  it("keeps an operation whose newer partner an operator settled onto another document while the cleanup waited", async () => {
+    // op-1 is superseded only by op-2, which is in doubt; settled onto doc-2, it leaves op-1 doc-1's newest row.
+    const { retrier, cleaner, hold, waiting, stored } = await setup([
+      finished("op-1", "dead", 0),
+      unconfirmed("op-2", 1_000)
+    ])
+    const releaseOne = await hold("op-1")
+    const releaseTwo = await hold("op-2")
+    const settle = retrier.settleOperation(
+      { callerDID: "did:caller:1", operationID: "op-2" },
+      { outcome: "committed", sourceID: "src-2", documentID: "doc-2", watchDueAt: NOW + 60_000 }
+    )
+    await waiting(1)
+    const collect = cleaner.collectFinishedOperations({ before: NOW + 60_000, limit: 10 })
+    await waiting(2)
+    await releaseTwo()
+    expect((await settle).operation.documentID).toBe("doc-2")
+    await releaseOne()
+    expect(await collect).toBe(0)
+    expect(await stored(cleaner)).toEqual(["dead", "committed"])
+  })
+
+  it("keeps an operation an operator settled while the cleanup waited, when the settle made it younger than the cutoff", async () => {
+    // The operator's clock runs past the cleanup's cutoff: settled dead, op-1 stays dead but was touched after it was chosen.
+    const { retrier, cleaner, hold, waiting, stored } = await setup([
+      unconfirmed("op-1", 0),
+      finished("op-2", "dead", 1_000)
+    ], NOW + 120_000)
+    const release = await hold("op-1")
+    const settle = retrier.settleOperation({ callerDID: "did:caller:1", operationID: "op-1" }, { outcome: "dead" })
+    await waiting(1)
+    const collect = cleaner.collectFinishedOperations({ before: NOW + 60_000, limit: 10 })
+    await waiting(2)
+    await release()
+    expect((await settle).operation.updatedAt).toBe(NOW + 120_000)
+    expect(await collect).toBe(0)
+    expect(await stored(cleaner)).toEqual(["dead", "dead"])
+  })
+
+  it("a finalize of a newer operation on the document while the cleanup waited: only the chosen rows go, the finalized one stays", async () => {
+    // op-1 is superseded by op-2; op-3 is newer, attempted and leased. Its finalize makes op-2 collectable too,
+    // but the cleanup chose op-1 alone (limit 1) and deletes no more than it chose.
+    const { retrier, cleaner, hold, waiting, stored } = await setup([
+      finished("op-1", "committed", 0),
+      finished("op-2", "committed", 1_000),
+      leased("op-3", 2_000)
+    ])
+    const release = await hold("op-3")
+    const finalize = retrier.finalizeOperationAndArmWatch(
+      { callerDID: "did:caller:1", operationID: "op-3" },
+      { leaseToken: "lease-op-3", sourceID: "src-3", documentID: "doc-1", watchDueAt: NOW + 60_000 }
+    )
+    await waiting(1)
+    const collect = cleaner.collectFinishedOperations({ before: NOW + 60_000, limit: 1 })
+    await waiting(2)
+    await release()
+    expect((await finalize).outcome).toBe("committed")
+    expect(await collect).toBe(1)
+    expect(await stored(cleaner)).toEqual([null, "committed", "committed"])
+    // The next pass sees the finalize: op-2 is superseded now, op-3 is the document's newest.
+    expect(await cleaner.collectFinishedOperations({ before: NOW + 60_000, limit: 10 })).toBe(1)
+    expect(await stored(cleaner)).toEqual([null, null, "committed"])
   })
 })
