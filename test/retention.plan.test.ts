@@ -80,14 +80,16 @@ describe("retention plan on SQLite", () => {
 })
 
 describe.skipIf(!pgAvailable)("retention plan on Postgres", () => {
-  it("reads candidates from the updated_at index without a sort, probes partitions and locks documents by index", async () => {
+  it("reads candidates from the updated_at index without a sort, probes partitions and locks by index", async () => {
     const { index, plan } = await planOf(await pgDatabaseForFile(), 20_000)
     // The LIMIT sits right on the ordered index scan: no sort of the finished rows.
     expect(plan).toMatch(new RegExp(`Limit .*\\n\\s*->\\s+Index Scan using ${index("idx_connector_operation_updated")}`))
     expect(plan).toMatch(new RegExp(`Index (Only )?Scan using ${index("idx_connector_operation_document_caller")}`))
     expect(plan).toMatch(new RegExp(`Index (Only )?Scan using ${index("idx_connector_operation_document_owner")}`))
-    // The lock reads the candidates' documents from their index, not the whole table.
-    expect(plan).toMatch(new RegExp(`Index Scan (using|on) ${index("idx_connector_operation_document")}\\s`))
+    // Each partition's newest rows (the witnesses) are a backward seek; each lock a primary-key seek.
+    expect(plan).toMatch(new RegExp(`Index Scan Backward using ${index("idx_connector_operation_document_caller")}`))
+    expect(plan).toMatch(new RegExp(`Index Scan Backward using ${index("idx_connector_operation_document_owner")}`))
+    expect(plan).toMatch(/LockRows .*\n\s*->\s+Index Scan using \S+_operation_pkey/)
     expect(plan).not.toContain("Seq Scan")
   })
 })

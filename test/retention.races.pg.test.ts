@@ -74,15 +74,16 @@ const setup = async (rows: ReadonlyArray<ConnectorOperation>, retrierNow: number
     await client.query(`SELECT 1 FROM ${table} WHERE operation_id = $1 FOR UPDATE`, [operationID])
     return () => client.query("COMMIT")
   }
-  /** Resolves once `count` statements of this database wait on a lock. */
+  /** Resolves once `count` statements of this database wait on a lock; fails after 10 s. */
   const waiting = async (count: number) => {
-    for (;;) {
+    for (const started = Date.now(); Date.now() - started < 10_000;) {
       const { rows: [row] } = await holder.query<{ n: string }>(
         `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`
       )
       if (Number(row!.n) >= count) return
       await new Promise((resolve) => setTimeout(resolve, 5))
     }
+    throw new Error(`expected ${count} statements waiting on a lock within 10 s`)
   }
   const stored = async (store: PromiseConnectorStore<unknown>) =>
     (await Promise.all(rows.map((row) => store.getOperation(row)))).map((row) => row === null ? null : row.state)
@@ -199,28 +200,53 @@ describe.runIf(postgres !== undefined)("retention racing other stores on Postgre
     expect(await stored(cleaner)).toEqual(["dead", "dead"])
   })
 
-  it("a finalize of a newer operation on the document while the cleanup waited: only the chosen rows go, the finalized one stays", async () => {
-    // op-1 is superseded by op-2; op-3 is newer, attempted and leased. Its finalize makes op-2 collectable too,
-    // but the cleanup chose op-1 alone (limit 1) and deletes no more than it chose.
+  it("a finalize of a newer operation on the document while the cleanup waited: the cleanup decides on what it locked, the finalized row stays", async () => {
+    // op-1 is superseded by op-2; op-3 is newer, attempted and leased. The cleanup waits on op-2 (op-1's witness)
+    // while op-3's finalize commits; op-1 goes, op-2 stays this pass (it was its document's newest when chosen).
     const { retrier, cleaner, hold, waiting, stored } = await setup([
       finished("op-1", "committed", 0),
       finished("op-2", "committed", 1_000),
       leased("op-3", 2_000)
     ])
-    const release = await hold("op-3")
+    const releaseTwo = await hold("op-2")
+    const releaseThree = await hold("op-3")
     const finalize = retrier.finalizeOperationAndArmWatch(
       { callerDID: "did:caller:1", operationID: "op-3" },
       { leaseToken: "lease-op-3", sourceID: "src-3", documentID: "doc-1", watchDueAt: NOW + 60_000 }
     )
     await waiting(1)
-    const collect = cleaner.collectFinishedOperations({ before: NOW + 60_000, limit: 1 })
+    const collect = cleaner.collectFinishedOperations({ before: NOW + 60_000, limit: 10 })
     await waiting(2)
-    await release()
+    await releaseThree()
     expect((await finalize).outcome).toBe("committed")
+    await releaseTwo()
     expect(await collect).toBe(1)
     expect(await stored(cleaner)).toEqual([null, "committed", "committed"])
     // The next pass sees the finalize: op-2 is superseded now, op-3 is the document's newest.
     expect(await cleaner.collectFinishedOperations({ before: NOW + 60_000, limit: 10 })).toBe(1)
     expect(await stored(cleaner)).toEqual([null, null, "committed"])
+  })
+
+  it("deletes no more than it chose, when a settle while it waited made a row it locked collectable", async () => {
+    // doc-2: op-1 is superseded by op-2 (op-1's witness). doc-1: op-3, dead in doubt, is superseded by a newer dead op-4.
+    // Settled as committed onto doc-2, op-3 (the newest row) supersedes op-2 there; op-2 was not chosen, so it stays.
+    const { retrier, cleaner, hold, waiting, stored } = await setup([
+      { ...finished("op-1", "committed", 0), documentID: "doc-2" },
+      { ...finished("op-2", "committed", 1_000), documentID: "doc-2" },
+      unconfirmed("op-3", 2_000),
+      finished("op-4", "dead", 3_000)
+    ])
+    const release = await hold("op-3")
+    const settle = retrier.settleOperation(
+      { callerDID: "did:caller:1", operationID: "op-3" },
+      { outcome: "committed", sourceID: "src-3", documentID: "doc-2", watchDueAt: NOW + 60_000 }
+    )
+    await waiting(1)
+    const collect = cleaner.collectFinishedOperations({ before: NOW + 60_000, limit: 10 })
+    await waiting(2)
+    await release()
+    expect((await settle).operation.documentID).toBe("doc-2")
+    expect(await collect).toBe(1)
+    expect(await stored(cleaner)).toEqual([null, "committed", "committed", "dead"])
   })
 })

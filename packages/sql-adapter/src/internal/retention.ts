@@ -62,16 +62,19 @@ export const collectFinishedStatement = (sql: SqlClient, tableName: string, para
 
 /**
  * Postgres's retention pass (READ COMMITTED) as one statement: the same
- * candidates as `collectFinishedStatement`, then every row of their documents
- * (and each document-less candidate) locked `FOR UPDATE` in key order, then
- * the whole keep rule decided again over the locked rows and only the
+ * candidates as `collectFinishedStatement`; their witnesses, the newest
+ * committed and the newest dead row of each candidate's caller and of its
+ * owner on its document (a candidate is superseded exactly when these are
+ * newer than it); candidates and witnesses locked `FOR UPDATE` in key order;
+ * then the whole keep rule decided again over the locked rows, and only the
  * candidates that still qualify deleted. A row Postgres locks after it
- * changed comes back as it now is (or not at all, when it left the
- * candidates' documents or was deleted), so the second decision sees every
- * revive, lease, settle or touch that committed while the pass waited. A row
- * written to a partition after the statement began is not seen, which only
- * keeps more. Two passes lock in the same order, so neither deadlocks the
- * other and the second decides on what the first left.
+ * changed comes back as it now is (or not at all, once deleted), so the second
+ * decision sees every revive, lease, settle or touch of a candidate or a
+ * witness that committed while the pass waited. Rows outside the locked set
+ * (written since the statement began, or older than a witness) only ever add
+ * newer rows, so not seeing them only keeps more. Two passes lock in the same
+ * order, so neither deadlocks the other and the second decides on what the
+ * first left. Runners' rows (attempted, reconcile_only) are never locked.
  *
  * The second decision is the keep rule over the locked rows, as window
  * counts: for each row, how many finished (and how many committed) rows of
@@ -89,21 +92,32 @@ export const collectFinishedLocked = (sql: SqlClient, tableName: string, params:
       PARTITION BY l.document_id, l.${sql(party)}
       ORDER BY l.created_at DESC, ${ordered("l.caller_did")} DESC, ${ordered("l.operation_id")} DESC
       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)`
-  // The documents as one array parameter of the lock scan, so Postgres reads
-  // them from idx_connector_operation_document (an IN over the CTE plans as
-  // a hash join over the whole table).
+  // The locks are taken one key at a time, in key order, each a primary-key
+  // seek (a join over the keys plans as a hash join over the whole table).
+  // The newest row of `party`'s partition in one state: a backward seek in
+  // idx_connector_operation_document_caller / _owner.
+  const newest = (party: "caller_did" | "owner_did") =>
+    sql`(SELECT n.caller_did, n.operation_id FROM ${table} n
+      WHERE n.document_id = p.document_id AND n.${sql(party)} = p.${sql(party)} AND n.state = s.state
+      ORDER BY n.created_at DESC, ${ordered("n.caller_did")} DESC, ${ordered("n.operation_id")} DESC
+      LIMIT 1)`
   return sql<{ caller_did: unknown }>`WITH chosen AS MATERIALIZED (
-      ${candidates(sql, tableName, params, now, "o.caller_did, o.operation_id, o.document_id")}
-    ), documents AS MATERIALIZED (
-      SELECT ${sql.literal(rule)} FROM ${table} t
-      WHERE t.document_id = ANY (ARRAY(SELECT DISTINCT c.document_id FROM chosen c WHERE c.document_id IS NOT NULL))
-      ORDER BY t.caller_did, t.operation_id
-      FOR UPDATE OF t
-    ), loose AS MATERIALIZED (
-      SELECT ${sql.literal(rule)} FROM ${table} t
-      WHERE (t.caller_did, t.operation_id) IN (SELECT c.caller_did, c.operation_id FROM chosen c WHERE c.document_id IS NULL)
-      ORDER BY t.caller_did, t.operation_id
-      FOR UPDATE OF t
+      ${candidates(sql, tableName, params, now, "o.caller_did, o.operation_id, o.owner_did, o.document_id")}
+    ), witnesses AS MATERIALIZED (
+      SELECT w.caller_did, w.operation_id
+      FROM (SELECT DISTINCT c.document_id, c.caller_did, c.owner_did FROM chosen c WHERE c.document_id IS NOT NULL) p
+      CROSS JOIN (VALUES ('committed'), ('dead')) AS s (state)
+      CROSS JOIN LATERAL (${newest("caller_did")} UNION ALL ${newest("owner_did")}) w
+    ), locked AS MATERIALIZED (
+      SELECT l.* FROM (
+        SELECT c.caller_did, c.operation_id FROM chosen c UNION SELECT w.caller_did, w.operation_id FROM witnesses w
+        ORDER BY caller_did, operation_id
+      ) k
+      CROSS JOIN LATERAL (
+        SELECT ${sql.literal(rule)} FROM ${table} t
+        WHERE t.caller_did = k.caller_did AND t.operation_id = k.operation_id
+        FOR UPDATE OF t
+      ) l
     ), decided AS (
       SELECT l.caller_did, l.operation_id, l.document_id, l.state, l.updated_at, l.lease_token, l.lease_expires_at,
         (l.caller_did, l.operation_id) IN (SELECT c.caller_did, c.operation_id FROM chosen c) AS chosen,
@@ -111,7 +125,7 @@ export const collectFinishedLocked = (sql: SqlClient, tableName: string, params:
         ${newer("owner_did", ["committed"])} AS owner_committed,
         ${newer("caller_did", ["committed", "dead"])} AS caller_finished,
         ${newer("owner_did", ["committed", "dead"])} AS owner_finished
-      FROM (SELECT * FROM documents UNION ALL SELECT * FROM loose) l
+      FROM locked l
     )
     DELETE FROM ${table} d USING decided r
     WHERE d.caller_did = r.caller_did AND d.operation_id = r.operation_id
