@@ -74,7 +74,10 @@ export const collectFinishedStatement = (sql: SqlClient, tableName: string, para
  * (written since the statement began, or older than a witness) only ever add
  * newer rows, so not seeing them only keeps more. Two passes lock in the same
  * order, so neither deadlocks the other and the second decides on what the
- * first left. Runners' rows (attempted, reconcile_only) are never locked.
+ * first left. Rows attempted or reconcile_only when the statement begins
+ * (runners' rows) are not locked. The locks are taken one key at a time, in
+ * key order, each a primary-key seek: a join over the keys plans as a hash
+ * join over the whole table.
  *
  * The second decision is the keep rule over the locked rows, as window
  * counts: for each row, how many finished (and how many committed) rows of
@@ -92,8 +95,6 @@ export const collectFinishedLocked = (sql: SqlClient, tableName: string, params:
       PARTITION BY l.document_id, l.${sql(party)}
       ORDER BY l.created_at DESC, ${ordered("l.caller_did")} DESC, ${ordered("l.operation_id")} DESC
       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)`
-  // The locks are taken one key at a time, in key order, each a primary-key
-  // seek (a join over the keys plans as a hash join over the whole table).
   // The newest row of `party`'s partition in one state: a backward seek in
   // idx_connector_operation_document_caller / _owner.
   const newest = (party: "caller_did" | "owner_did") =>
