@@ -215,10 +215,11 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       sql.onDialectOrElse({
         pg: () =>
           sql.withTransaction(
-            Effect.zipRight(sql`SET LOCAL jit = off`, collectFinishedLocked(sql, tables.operation, params, now, decodeOperation))
+            Effect.zipRight(sql`SET LOCAL jit = off`, collectFinishedLocked(sql, tables.operation, params, now))
           ),
-        orElse: () => Effect.map(collectFinishedStatement(sql, tables.operation, params, now), (rows) => rows.length)
+        orElse: () => collectFinishedStatement(sql, tables.operation, params, now)
       }).pipe(
+        Effect.map((rows) => rows.length),
         PersistenceError.refail("operation.collectFinished")
       ),
     listTracked: (query) =>
