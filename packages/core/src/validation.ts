@@ -99,6 +99,8 @@ export const Rules = {
     }
     return undefined
   },
+  /** A function (a callback the store calls). */
+  callback: (value) => typeof value === "function" ? undefined : "must be a function",
   /** An object (not null, not an array). */
   record: (value) =>
     typeof value === "object" && value !== null && !Array.isArray(value) ? undefined : "must be an object"

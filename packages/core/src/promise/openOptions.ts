@@ -17,14 +17,13 @@ export interface StoreObservability {
   readonly observability?: Layer.Layer<never, unknown, never> | undefined
 }
 
-const aFunction: Rule = (value) => typeof value === "function" ? undefined : "must be a function"
 const aLayer: Rule = (value) => Layer.isLayer(value) ? undefined : "must be an Effect Layer"
 
 /** The checks every adapter's open options share: the clock, the winner readers, the policy, observability. */
 export const commonOpenChecks = (options: unknown): ReadonlyArray<Check> => [
-  ["options.now", fieldOf(options, "now"), optional(aFunction)],
-  ["options.readWinner", fieldOf(options, "readWinner"), optional(aFunction)],
-  ["options.readWinners", fieldOf(options, "readWinners"), optional(aFunction)],
+  ["options.now", fieldOf(options, "now"), optional(Rules.callback)],
+  ["options.readWinner", fieldOf(options, "readWinner"), optional(Rules.callback)],
+  ["options.readWinners", fieldOf(options, "readWinners"), optional(Rules.callback)],
   ["options.operationPolicy", fieldOf(options, "operationPolicy"), optional(Rules.record)],
   ["options.observability", fieldOf(options, "observability"), optional(aLayer)]
 ]

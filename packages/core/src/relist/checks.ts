@@ -67,6 +67,3 @@ export const afterValidation = <A, E, R>(
   validation: Effect.Effect<void, InvalidInput>,
   body: () => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | InvalidInput, R> => Effect.zipRight(validation, Effect.suspend(body))
-
-/** A callback: anything that can be called. */
-export const callback: Rule = (value) => typeof value === "function" ? undefined : "must be a function"

@@ -17,7 +17,7 @@ import {
   decideSweepOutcome,
   type SweepRearmOutcome
 } from "../relist/candidates.js"
-import { afterValidation, callback, candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
+import { afterValidation, candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
 import { deletionLimitFor, exceedsDeletionLimit } from "../relist/derivation.js"
 import {
   DeletionLimitExceeded,
@@ -311,7 +311,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
 
     applySweepCandidate: (ref, apply) =>
       afterValidation(
-        validate("applySweepCandidate", [...candidateRefChecks("ref", ref), ["apply", apply, callback]]),
+        validate("applySweepCandidate", [...candidateRefChecks("ref", ref), ["apply", apply, Rules.callback]]),
         () =>
           transition("applySweepCandidate", ref, (row, now) => {
             const decision = decideSweepApplied(row, now)

@@ -219,7 +219,7 @@ export const makeSyncStateMethods = Effect.gen(function*() {
       Effect.gen(function*() {
         yield* validate("updateSyncProgress", [
           ...syncStateKeyChecks(connectorName, ownerDID),
-          ["recompute", recompute, (v) => typeof v === "function" ? undefined : "must be a function"],
+          ["recompute", recompute, Rules.callback],
           ...fenceChecks(options),
           ["options.maxRetries", fieldOf(options, "maxRetries"), (v) => v === undefined ? undefined : Rules.nonNegativeInt(v)]
         ])
