@@ -88,15 +88,20 @@ for (const adapter of adapters) {
   const sqlAdapter = adapter.name !== "memory"
   const onStore = <A, E>(body: Effect.Effect<A, E, StoreServices>) =>
     onFreshStore(adapter, new Winners({ "doc-s1": "v1" }).single(), Effect.zipRight(at(NOW), body))
+  /** A complete run whose candidate s1 is decided `delete_local`, and the app's documents beside it. */
+  const decidedS1 = Effect.gen(function*() {
+    const runID = yield* completeRun
+    const docs = yield* appDocuments(sqlAdapter)
+    const store = yield* ConnectorStore
+    const ref = { runID, sourceID: "s1" }
+    expect(yield* store.recordSweepOutcome(ref, "delete_local")).toBe("recorded")
+    return { docs, ref, runID, store }
+  })
 
   describe(`applying a sweep candidate inside the store's transaction, on ${adapter.name}`, () => {
     it.effect("a decided deletion is applied and marked in one transaction, the applier handed the candidate", () =>
       onStore(Effect.gen(function*() {
-        const runID = yield* completeRun
-        const docs = yield* appDocuments(sqlAdapter)
-        const store = yield* ConnectorStore
-        const ref = { runID, sourceID: "s1" }
-        expect(yield* store.recordSweepOutcome(ref, "delete_local")).toBe("recorded")
+        const { docs, ref, store } = yield* decidedS1
         const seen: Array<SweepCandidate> = []
         expect(yield* store.applySweepCandidate(ref, (candidate) => {
           seen.push(candidate)
@@ -112,11 +117,7 @@ for (const adapter of adapters) {
 
     it.effect("an applier that fails rolls back its own writes and marks nothing; the failure is then counted", () =>
       onStore(Effect.gen(function*() {
-        const runID = yield* completeRun
-        const docs = yield* appDocuments(sqlAdapter)
-        const store = yield* ConnectorStore
-        const ref = { runID, sourceID: "s1" }
-        expect(yield* store.recordSweepOutcome(ref, "delete_local")).toBe("recorded")
+        const { docs, ref, runID, store } = yield* decidedS1
         const cause = new Error("provider still has it")
         const failed = yield* Effect.flip(store.applySweepCandidate(ref, (candidate) =>
           Effect.zipRight(docs.remove(candidate.documentID), Effect.fail(cause))))
@@ -136,11 +137,7 @@ for (const adapter of adapters) {
 
     it.effect("a candidate withdrawn since it was decided never runs the applier", () =>
       onStore(Effect.gen(function*() {
-        const runID = yield* completeRun
-        const docs = yield* appDocuments(sqlAdapter)
-        const store = yield* ConnectorStore
-        const ref = { runID, sourceID: "s1" }
-        expect(yield* store.recordSweepOutcome(ref, "delete_local")).toBe("recorded")
+        const { docs, ref, store } = yield* decidedS1
         // The watch is written after the decision (a person re-arms it): the deletion's reason is gone.
         expect(yield* store.armWatch({ ...scope, sourceID: "s1" }, "manual", { dueAt: NOW + 10 })).toBe("opened")
         let ran = 0
@@ -179,10 +176,7 @@ for (const adapter of adapters) {
 
     it.effect("an applier that is not a function is refused, naming it, and nothing changes", () =>
       onStore(Effect.gen(function*() {
-        const runID = yield* completeRun
-        const store = yield* ConnectorStore
-        const ref = { runID, sourceID: "s1" }
-        expect(yield* store.recordSweepOutcome(ref, "delete_local")).toBe("recorded")
+        const { ref, runID, store } = yield* decidedS1
         const before = yield* snapshot
         for (const apply of [undefined, null, "delete", {}]) {
           expect(yield* Effect.flip(store.applySweepCandidate(ref, apply as never)))
