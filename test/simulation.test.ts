@@ -280,9 +280,11 @@ describe("--explain", () => {
     walkthrough.steps.forEach((step, i) => expect(step.meaning).toMatch(expected[i]!))
     const times = walkthrough.steps.map((s) => s.atMs)
     expect([...times].sort((x, y) => x - y)).toEqual(times)
-    expect(walkthrough.text).not.toMatch(/\d{12,}/)
-    expect(walkthrough.text).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-/)
-    expect(walkthrough.text.split("\n").slice(2).every((line) => /^\s*\+\d+(\.\d+)? m?s {2}\S/.test(line))).toBe(true)
+    // The header names the database file, whose random name may be all digits: judge the steps.
+    const stepLines = walkthrough.text.split("\n").slice(2)
+    expect(stepLines.join("\n")).not.toMatch(/\d{12,}/)
+    expect(stepLines.join("\n")).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-/)
+    expect(stepLines.every((line) => /^\s*\+\d+(\.\d+)? m?s {2}\S/.test(line))).toBe(true)
   }, 60_000)
 })
 
