@@ -24,7 +24,7 @@ const namesOf = (...specifiers: ReadonlyArray<string>): ReadonlyArray<ReadonlyAr
     `console.log(JSON.stringify(await Promise.all(${JSON.stringify(specifiers)}.map(async (s) => Object.keys(await import(s))))))`
   ], { cwd: root, encoding: "utf8" }))
 
-const ADAPTER_ONLY = ["LostRace", "countLostRaceNow", "retryOnLostRace", "withAttemptNow", "TurnQueue", "DirectDatabase", "LaneDatabase", "makePromiseStore", "nativeTracer", "openOptionsProblem"]
+const ADAPTER_ONLY = ["LostRace", "countLostRaceNow", "retryOnLostRace", "MAX_CAS_ATTEMPTS", "TurnQueue", "DirectDatabase", "LaneDatabase", "makePromiseStore", "nativeTracer", "openOptionsProblem"]
 
 describe("the core's package entries", () => {
   it("point at built files, types and code alike", () => {

@@ -12,17 +12,17 @@ import {
   LostRace,
   makePromiseStore,
   TurnQueue,
-  withAttemptNow
+  retryOnLostRace
 } from "@connector-store/core/adapter"
 import { Effect, Option } from "effect"
 
-const ADAPTER_ONLY = ["countLostRaceNow", "DirectDatabase", "LostRace", "makePromiseStore", "TurnQueue", "withAttemptNow"]
+const ADAPTER_ONLY = ["countLostRaceNow", "DirectDatabase", "LostRace", "makePromiseStore", "TurnQueue", "retryOnLostRace"]
 
 /** Fails unless the adapter entry is whole, apart from the main entry, and shared with the adapter behind `store`. */
 export const checkAdapterEntry = async <H>(store: PromiseConnectorStore<H>): Promise<void> => {
   const leaked = ADAPTER_ONLY.filter((name) => name in Core)
   if (leaked.length > 0) throw new Error(`the main entry exports ${leaked.join(", ")}`)
-  for (const [name, value] of Object.entries({ countLostRaceNow, makePromiseStore, TurnQueue, withAttemptNow })) {
+  for (const [name, value] of Object.entries({ countLostRaceNow, makePromiseStore, TurnQueue, retryOnLostRace })) {
     if (typeof value !== "function") throw new Error(`@connector-store/core/adapter: ${name} is ${typeof value}`)
   }
   if (new LostRace()._tag !== "LostRace") throw new Error("@connector-store/core/adapter: LostRace is not the tagged error")

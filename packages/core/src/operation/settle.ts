@@ -1,4 +1,4 @@
-import type { Millis } from "../watch/ProjectionWatch.js"
+import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { bumpOperation, released } from "./decision.js"
 import { isInDoubt } from "./doubt.js"
@@ -70,4 +70,11 @@ export const decideSettle = (row: ConnectorOperation, input: SettleOperationInpu
       resultEntity: input.resultEntity ?? null
     })
   }
+}
+
+/** What a settle did: the settled operation, and for `committed` the armed watch and the watches it superseded. */
+export interface SettleResult {
+  readonly operation: ConnectorOperation
+  readonly watch: ProjectionWatch | null
+  readonly superseded: ReadonlyArray<WatchIdentity>
 }

@@ -1,12 +1,11 @@
 import { Cause, Clock, Context, DefaultServices, Effect, Exit, FiberRef, FiberRefs, type ManagedRuntime, Option, Runtime } from "effect"
-import { OperationEntropy } from "../operation/entropy.js"
-import { OperationPolicy } from "../operation/policy.js"
 import { DirectDatabase, type DirectDatabaseOf, directFor, type DirectTransactionOf, LaneDatabase } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { type CallGate, makeCallGate } from "../service/gate.js"
-import { nativeTracer } from "../service/instrument.js"
-import { type DirectLane, makeDirectLane } from "./direct.js"
+import { hotSpecOf } from "../service/hot.js"
+import { nativeTracer } from "../service/tracing.js"
+import { type DirectLane, makeDirectLane } from "./lane.js"
 import { StoreClosed } from "../errors.js"
 import type { CollectParams } from "../operation/retention.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
@@ -123,7 +122,7 @@ export interface PromiseStoreParts<H> {
   /**
    * The user's winner readers as given. With them, and a `DirectDatabase`
    * or a `LaneDatabase` in the runtime, the hot methods run on the direct lane (see
-   * `makeDirectLane`) unless a tracer is installed.
+   * `makeDirectLane`).
    */
   readonly readers?: PromiseWinnerReaders<H> | undefined
   /** The handle readers get inside a direct transaction; by default `handle` run joined to it. */
@@ -137,20 +136,9 @@ export type StoreContext = ConnectorStore | StorePorts | StoreSnapshot
 interface Ready {
   readonly runtime: Runtime.Runtime<StoreContext>
   readonly store: ConnectorStore["Type"]
-  /** The direct lane, when the adapter offers a `DirectDatabase` or a `LaneDatabase` and no tracer is installed. */
+  /** The direct lane, when the adapter offers a `DirectDatabase` or a `LaneDatabase` and the store has readers. */
   readonly lane: DirectLane | undefined
 }
-
-/** The methods the direct lane answers. */
-const LANE_METHODS = [
-  "armWatch",
-  "claimWatchAttempt",
-  "deferWatch",
-  "recordVerification",
-  "claimOperation",
-  "markOperationSent",
-  "finalizeOperationAndArmWatch"
-] as const satisfies ReadonlyArray<keyof DirectLane>
 
 /**
  * Runs `effect` on `runtime` as a Promise. The fiber starts at once, on the
@@ -196,12 +184,11 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     const direct: DirectDatabaseOf<boolean> | undefined = directFor(Context.getOption(context, DirectDatabase), watches, operations) ??
       directFor(Context.getOption(context, LaneDatabase), watches, operations)
     if (direct === undefined || parts.readers === undefined) return undefined
-    if (Runtime.runSync(runtime)(Effect.tracer) !== nativeTracer) return undefined
     const handle = parts.handle
+    const tracer = Runtime.runSync(runtime)(Effect.tracer)
     return makeDirectLane({
       db: direct,
-      policy: Context.get(runtime.context as Context.Context<StoreContext | OperationPolicy>, OperationPolicy),
-      entropy: Context.get(runtime.context as Context.Context<StoreContext | OperationEntropy>, OperationEntropy),
+      tracer: tracer === nativeTracer ? undefined : tracer,
       readers: parts.readers,
       handle: parts.directHandle ?? ((transaction) => Effect.runSync(transaction.joined(handle))),
       now: parts.now ?? Date.now,
@@ -242,19 +229,20 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     ...promiseOperationMethods(call),
     ...promiseOperatorMethods(call)
   }
+  // A hot method runs on the lane, when the store has one; its Promise form takes and answers what its Effect form does.
   const viaLane: Record<string, unknown> = {}
-  for (const method of LANE_METHODS) {
-    const slow = viaEffect[method] as (...args: ReadonlyArray<unknown>) => Promise<unknown>
-    viaLane[method] = (...args: ReadonlyArray<unknown>) =>
-      whenReady((ready) =>
-        ready.lane === undefined
+  for (const [method, slow] of Object.entries(viaEffect) as Array<[string, (...args: ReadonlyArray<unknown>) => Promise<unknown>]>) {
+    viaLane[method] = (...args: ReadonlyArray<never>) =>
+      whenReady((ready) => {
+        const hot = ready.lane === undefined ? undefined : hotSpecOf((ready.store as unknown as Record<string, unknown>)[method])
+        return hot === undefined
           ? slow(...args)
-          : (ready.lane[method] as (...a: ReadonlyArray<unknown>) => Promise<unknown>)(...args, () => slow(...args))
-      )
+          : ready.lane!.call(method, hot, args, (transition, at) => runOn(ready.runtime, hot.ports(transition, at)))
+      })
   }
   const store: PromiseConnectorStore<H> = {
     ...viaEffect,
-    ...viaLane as Pick<PromiseConnectorStore<H>, (typeof LANE_METHODS)[number]>,
+    ...viaLane as typeof viaEffect,
     runEffect: run,
     close: () => closing ??= gate.shut().then(() => parts.runtime.dispose())
   }

@@ -1,6 +1,6 @@
 import { Effect, Option } from "effect"
 import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
-import type { SettleOperationInput } from "../operation/settle.js"
+import type { SettleOperationInput, SettleResult } from "../operation/settle.js"
 import type { StoreStatus } from "../operator/status.js"
 import type { OperatorSyncState } from "../operator/syncStates.js"
 import type { RelistRun } from "../relist/RelistRun.js"
@@ -10,8 +10,7 @@ import type {
   OperatorRelistFilter,
   OperatorSyncLeaseReleaseResult,
   OperatorSyncStateFilter,
-  OperatorWatchFilter,
-  SettleResult
+  OperatorWatchFilter
 } from "../service/operator.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { PromiseCall } from "./call.js"

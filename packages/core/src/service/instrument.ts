@@ -1,8 +1,10 @@
 import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
-import { type DirectContext, directContextOf } from "./directContext.js"
 import { InvalidClockReading, StoreClosed } from "../errors.js"
+import { directContextOf } from "./directContext.js"
 import type { CallGate } from "./gate.js"
+import { hotSpecOf, type HotSpec, isPrepareFailure, withHotSpec } from "./hot.js"
 import { storeSeries } from "./metrics.js"
+import { annotateSpanOf, isTraced } from "./tracing.js"
 
 /** The span of a public method is named `connector-store.<method>`. */
 export const SPAN_PREFIX = "connector-store."
@@ -79,22 +81,6 @@ export const outcomeOf = (exit: Exit.Exit<unknown, unknown>): string => {
   return successOutcome(exit.value)
 }
 
-/** The tracer Effect runs with when none is installed: its spans go nowhere. */
-export const nativeTracer = Effect.runSync(Effect.tracer)
-
-/**
- * Sets `attributes` on the span the fiber runs in, when a tracer is
- * installed (with Effect's native tracer nothing reads them, so nothing is
- * done). No span, nothing done (and no `NoSuchElementException` built, as
- * `Effect.annotateCurrentSpan` does when there is none).
- */
-export const annotateSpanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, attributes: Record<string, unknown>): void => {
-  if (fiber.currentTracer === nativeTracer) return
-  const span = fiber.currentSpan
-  if (span === undefined || span._tag !== "Span") return
-  for (const key in attributes) span.attribute(key, attributes[key])
-}
-
 type Method = (...args: ReadonlyArray<never>) => Effect.Effect<unknown, unknown, unknown>
 
 /** What one public method's calls share, built once when the API is instrumented. */
@@ -149,10 +135,8 @@ const instrumentCall = (
       body = Effect.die(defect)
     }
     const measured = Effect.uninterruptibleMask((restore) => Effect.matchCauseEffect(restore(body), outcomes))
-    // Effect's own tracer exports nowhere: without an installed tracer the span is skipped, which keeps an uninstrumented store fast.
-    return fiber.currentTracer === nativeTracer
-      ? measured
-      : Effect.withSpan(measured, spec.spanName, { attributes: identityAttributes(args) })
+    // Effect's own tracer exports nowhere: without an installed tracer no span is made (the same code runs either way).
+    return isTraced(fiber) ? Effect.withSpan(measured, spec.spanName, { attributes: identityAttributes(args) }) : measured
   })
 
 /** What a call the gate refused does when it ends: nothing (it never entered). */
@@ -216,78 +200,60 @@ const finishCall = (
   annotateSpanOf(fiber, { [OUTCOME]: outcome })
 }
 
-const ATTEMPT_NOW: unique symbol = Symbol.for("@connector-store/core/attemptNow")
-
 /**
- * A method's synchronous attempt (see `withAttemptNow`): called on the
- * fiber, in an uninterruptible region, with what a direct runner needs; an
- * `Exit` when it finished at once, an effect that goes on from what it
- * began, or undefined when the method's own effect must run instead.
+ * An instrumented call of a hot method (see `HotSpec`): its arguments
+ * prepared once, then its transition run in this same fiber step (plus a
+ * continuation when a winner read suspends or the database is busy), with
+ * the gate, refinement and metrics of `instrumentCall`. A call that
+ * finished at once is settled here without building the continuation's
+ * handlers. With a tracer installed, the same runs inside the method's span.
  */
-export type AttemptNow<Args extends ReadonlyArray<unknown>, A, E> = (
-  context: DirectContext,
-  ...args: Args
-) => Effect.Effect<A, E> | undefined
-
-/**
- * `method` with a synchronous attempt: an instrumented call tries it first
- * (no span, no tracer, store open), inside the call's own fiber step, and
- * runs `method`'s effect only when the attempt declines. The two must mean
- * the same; the attempt only skips the runtime steps between them. Without
- * an attempt (a store with no direct database), `method` as it is.
- */
-export const withAttemptNow = <Args extends ReadonlyArray<unknown>, A, E>(
-  method: (...args: Args) => Effect.Effect<A, E>,
-  attempt: AttemptNow<Args, A, E> | undefined
-): (...args: Args) => Effect.Effect<A, E> => attempt === undefined ? method : Object.assign(method, { [ATTEMPT_NOW]: attempt })
-
-/**
- * An instrumented call of a method that has a synchronous attempt: when it
- * answers, the call is this one fiber step (plus a continuation if a winner
- * read suspends), with the same refinement and metrics as `instrumentCall`.
- * An attempt that finished is settled here without building the
- * continuation's handlers.
- */
-const instrumentAttempt = (
+const instrumentHot = (
   spec: MethodSpec,
   gate: CallGate,
-  call: Method,
-  attempt: AttemptNow<ReadonlyArray<never>, unknown, unknown>,
+  hot: HotSpec<ReadonlyArray<never>, unknown, unknown>,
   args: ReadonlyArray<never>
 ): Effect.Effect<unknown, unknown, unknown> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.withFiberRuntime((fiber) => {
-      if (fiber.currentTracer !== nativeTracer || !gate.enter()) return restore(instrumentCall(spec, gate, call, args))
+  Effect.uninterruptibleMask((restore) => {
+    const body = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<unknown, unknown> => {
       const started = performance.now()
       const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
-      let body: Effect.Effect<unknown, unknown> | undefined
+      if (!gate.enter()) return callFailed(spec, fiber, labels, started, Cause.fail(new StoreClosed({ method: spec.method })))
+      let ran: Effect.Effect<unknown, unknown>
       try {
-        body = attempt(directContextOf(fiber, restore, labels), ...args)
+        const prepared = hot.prepare(...args)
+        ran = isPrepareFailure(prepared) ? Exit.fail(prepared) : hot.run(prepared, directContextOf(fiber, restore, labels))
       } catch (defect) {
-        body = Exit.die(defect)
+        ran = Exit.die(defect)
       }
-      if (!Exit.isExit(body) && body !== undefined) return Effect.matchCauseEffect(body, outcomesOf(spec, fiber, started, gate.leave))
+      if (!Exit.isExit(ran)) return Effect.matchCauseEffect(ran, outcomesOf(spec, fiber, started, gate.leave))
       gate.leave()
-      if (body === undefined) return restore(instrumentCall(spec, gate, call, args))
-      const exit = body as Exit.Exit<unknown, unknown>
+      const exit = ran as Exit.Exit<unknown, unknown>
       return Exit.isSuccess(exit)
         ? callSucceeded(spec, fiber, labels, started, exit.value)
         : callFailed(spec, fiber, labels, started, exit.cause)
-    })
-  )
+    }
+    return Effect.withFiberRuntime((fiber) =>
+      isTraced(fiber)
+        ? Effect.withSpan(Effect.withFiberRuntime(body), spec.spanName, { attributes: identityAttributes(args) })
+        : body(fiber)
+    )
+  })
 
 /**
  * Counts calls of `method` made outside a fiber (the Promise facade's
  * direct lane) in the same `StoreMetrics` series as instrumented calls:
  * `succeeded` and `failed` take the call's start (`performance.now()`) and
- * the runtime's metric labels. A failure that is not a tagged error counts
- * as a defect, as it does on the Effect path.
+ * the runtime's metric labels, and answer the outcome they counted. A
+ * failure that is not a tagged error counts as a defect, as it does on the
+ * Effect path.
  */
 export const callMetrics = (method: string) => {
   const spec = methodSpec(method)
-  const finish = (outcome: string, started: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void => {
+  const finish = (outcome: string, started: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): string => {
     spec.calls(outcome).unsafeUpdate(1, labels)
     spec.duration.unsafeUpdate(performance.now() - started, labels)
+    return outcome
   }
   return {
     succeeded: (value: unknown, started: number, labels: ReadonlyArray<MetricLabel.MetricLabel>) =>
@@ -331,10 +297,10 @@ export const instrumentApi = <Api extends object>(api: Api, gate: CallGate): Api
       continue
     }
     const spec = methodSpec(method)
-    const attempt = (value as { readonly [ATTEMPT_NOW]?: AttemptNow<ReadonlyArray<never>, unknown, unknown> })[ATTEMPT_NOW]
-    out[method] = attempt === undefined
+    const hot = hotSpecOf(value)
+    out[method] = hot === undefined
       ? (...args: ReadonlyArray<never>) => instrumentCall(spec, gate, value as Method, args)
-      : (...args: ReadonlyArray<never>) => instrumentAttempt(spec, gate, value as Method, attempt, args)
+      : withHotSpec((...args: ReadonlyArray<never>) => instrumentHot(spec, gate, hot, args), hot)
   }
   return out as Api
 }

@@ -3,10 +3,9 @@ import { Clock, Effect, Option } from "effect"
 import { type ConcurrentUpdateExhausted, InvalidInput, type PersistenceError, type WinnerReadFailed } from "../errors.js"
 import { asStoredJson, DEFAULT_TRACKED_PAGE, keyChecks } from "../operation/checks.js"
 import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
-import { armedByFinalize, supersededBy, watchIdentityOfCommit } from "../operation/finalize.js"
 import { decodeCursor, encodeCursor, positionOf } from "../operation/reads.js"
 import { decideRetry } from "../operation/retry.js"
-import { decideSettle, type SettleOperationInput } from "../operation/settle.js"
+import type { SettleOperationInput, SettleResult } from "../operation/settle.js"
 import {
   operationFilterChecks,
   operatorReleaseChecks,
@@ -37,17 +36,11 @@ import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
 import { type Check, Rules, validate } from "../validation.js"
-import {
-  type Digest,
-  formatWatchIdentity,
-  type Millis,
-  type ProjectionWatch,
-  type WatchIdentity,
-  watchIdentityOf,
-  watchKey
-} from "../watch/ProjectionWatch.js"
+import { type Digest, formatWatchIdentity, type Millis, type ProjectionWatch, type WatchIdentity } from "../watch/ProjectionWatch.js"
 import { decideArm } from "../watch/transitions.js"
-import { requireWon, retryOnLostRace } from "./cas.js"
+import { makeRunners } from "./hot.js"
+import { settleTransition } from "./programs.js"
+import { requireWon, retryOnLostRace } from "./run.js"
 import { singleWinnerReader } from "./winners.js"
 
 /** Paging of an operator list: page size (default 50, at most 500) and the previous page's `nextCursor`. */
@@ -79,13 +72,6 @@ export type OperatorSyncLeaseReleaseResult =
 export interface OperatorPage<A> {
   readonly items: ReadonlyArray<A>
   readonly nextCursor: string | null
-}
-
-/** What a settle did: the settled operation, and for `committed` the armed watch and the watches it superseded. */
-export interface SettleResult {
-  readonly operation: ConnectorOperation
-  readonly watch: ProjectionWatch | null
-  readonly superseded: ReadonlyArray<WatchIdentity>
 }
 
 type ActionErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted | OperatorTargetNotFound | OperatorActionRefused
@@ -191,20 +177,9 @@ export const makeOperatorMethods = Effect.gen(function*() {
       onSome: Effect.succeed
     }))
 
-  /** Arms the watch of a settled commit, as a finalize arms it, inside the caller's transaction. */
-  const armCommitted = (row: ConnectorOperation, sourceID: string, documentID: string, dueAt: Millis, now: Millis) =>
-    Effect.gen(function*() {
-      const identity = watchIdentityOfCommit(row, sourceID)
-      // As a finalize does (see lockArmTargets): the slot's lock, then the targets locked in one global order.
-      const targets = yield* watches.lockArmTargets({ ownerDID: row.ownerDID, model: row.model, documentID }, identity)
-      const existing = targets.find((target) => watchKey(target) === watchKey(identity))
-      const winner = yield* winnerOf("settleOperation", documentID, existing?.observedWinnerDigest ?? null)
-      const superseded = supersededBy(targets, identity, documentID)
-      for (const other of superseded) yield* requireWon(yield* watches.delete(watchIdentityOf(other), other.version))
-      const watch = armedByFinalize(existing, identity, documentID, winner, dueAt, now)
-      yield* requireWon(yield* (existing === undefined ? watches.insert(watch) : watches.update(existing, watch)))
-      return { watch, superseded: superseded.map(watchIdentityOf) }
-    })
+  const { onPorts } = yield* makeRunners
+  // With no reader, a settle arms with the watch's last winner.
+  const settleReader = hasReader ? yield* Effect.orDie(singleWinnerReader("settleOperation", readers)) : undefined
 
   const methods: OperatorMethods = {
     listOperations: (filter = {}) =>
@@ -289,18 +264,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
         const stored: SettleOperationInput = input.outcome === "committed"
           ? { ...input, resultEntity: asStoredJson(input.resultEntity) }
           : { outcome: "dead" }
-        return retryOnLostRace("settleOperation", formatOperationKey(key), withTransaction(Effect.gen(function*() {
-          const row = yield* lockOperation("settleOperation", key)
-          const now = yield* Clock.currentTimeMillis
-          const decision = decideSettle(row, stored, now)
-          if (!decision.settled) {
-            return yield* new OperatorActionRefused({ method: "settleOperation", identity: formatOperationKey(key), reason: decision.reason })
-          }
-          yield* requireWon(yield* operations.update(row, decision.next))
-          if (stored.outcome === "dead") return { operation: decision.next, watch: null, superseded: [] }
-          const armed = yield* armCommitted(row, stored.sourceID, stored.documentID, stored.watchDueAt, now)
-          return { operation: decision.next, ...armed }
-        })))
+        return onPorts(settleTransition(key, stored), settleReader)
       }),
 
     retryOperation: (key) =>

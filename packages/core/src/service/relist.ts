@@ -26,7 +26,7 @@ import {
   type RelistScope
 } from "../relist/RelistRun.js"
 import { fieldOf, optional, Rules, validate } from "../validation.js"
-import { requireWon, retryOnLostRace } from "./cas.js"
+import { requireWon, retryOnLostRace } from "./run.js"
 
 /** One page as its runner commits it: the page's receipts, and where to list on from. */
 export interface SweepCheckpoint extends SweepCheckpointInput {

@@ -39,7 +39,7 @@ import {
 import { type SweepCandidateBasis, withdrawalOf } from "../relist/withdrawal.js"
 import { fieldOf, identityChecks, optional, Rules, validate } from "../validation.js"
 import { type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
-import { requireWon, retryOnLostRace } from "./cas.js"
+import { requireWon, retryOnLostRace } from "./run.js"
 
 /** Names one candidate of one run, as `listSweepCandidates` returned it. */
 export interface SweepCandidateRef {

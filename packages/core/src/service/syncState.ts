@@ -41,7 +41,7 @@ import {
   toSyncStateEntry
 } from "../syncstate/SyncState.js"
 import { fieldOf, Rules, validate } from "../validation.js"
-import { requireWon, retryOnLostRace } from "./cas.js"
+import { requireWon, retryOnLostRace } from "./run.js"
 
 /**
  * The fence of a sync-state write. With `leaseToken` (the `token` of the

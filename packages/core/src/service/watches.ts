@@ -1,4 +1,4 @@
-import { Clock, Effect, Option } from "effect"
+import { Effect, type Either, type Option } from "effect"
 import {
   type ConcurrentUpdateExhausted,
   type InvalidInput,
@@ -8,39 +8,27 @@ import {
   type WinnerReadFailed
 } from "../errors.js"
 import { resumeDeferredOperation } from "../operation/resume.js"
-import { DirectDatabase, directFor } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { type ReadWinner, WinnerReader } from "../ports/WinnerReader.js"
 import { firstProblem, identityChecks, Rules, validate } from "../validation.js"
 import { armWatchChecks, claimWatchChecks, deferWatchChecks, resumeAuthChecks, verificationChecks } from "../watch/checks.js"
+import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import {
-  formatWatchIdentity,
-  type Millis,
-  type ProjectionWatch,
-  type WatchIdentity
-} from "../watch/ProjectionWatch.js"
-import {
+  type ArmInput,
   type ArmOutcome,
   type ArmReason,
   type ClaimInput,
-  decideArm,
-  decideVerification,
-  type Decision,
-  type ArmInput,
   type DeferInput,
   resumeDeferredWatch,
   type ResumeScope,
-  staleVerification,
   type VerificationInput,
   type VerificationOutcome
 } from "../watch/transitions.js"
-import { requireWon, retryOnLostRace } from "./cas.js"
-import type { DirectContext } from "./directContext.js"
-import { directStatementNow, directTransactionNow, runAttempt } from "./direct.js"
-import { withAttemptNow } from "./instrument.js"
-import { armDirect, verificationDirect } from "./directPrograms.js"
+import { makeRunners } from "./hot.js"
+import { armTransition, claimWatchTransition, deferTransition, verificationTransition } from "./programs.js"
+import { requireWon, retryOnLostRace } from "./run.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 
 /** The options of `armWatch`. */
@@ -110,101 +98,17 @@ const armInputOf = (reason: ArmReason, options: ArmWatchOptions): ArmInput => ({
   triggeringWinner: options.triggeringWinner
 })
 
-type TransitionErrors = InvalidInput | WinnerReaderMissing | WinnerReadFailed | PersistenceError | ConcurrentUpdateExhausted
-type ArmErrors = TransitionErrors | ReservedArmReason
-type VerificationErrors = TransitionErrors
-
 /** Builds the watch methods over the ports. */
 export const makeWatchMethods = Effect.gen(function*() {
   const watches = yield* WatchRepository
   const operations = yield* OperationRepository
   const { withTransaction } = yield* Transactor
   const readers = yield* WinnerReader
-  const direct = directFor(yield* Effect.serviceOption(DirectDatabase), watches, operations)
+  const { hot } = yield* makeRunners
   // The readers are fixed for the store's life: which one a method reads with is decided once.
   const armReader = yield* Effect.either(singleWinnerReader("armWatch", readers))
   const verificationReader = yield* Effect.either(singleWinnerReader("recordVerification", readers))
-
-  /**
-   * One read-decide-write on a watch, retried on a lost race. `decide` runs
-   * after the row is locked and may read more (the winner) inside the same
-   * transaction.
-   */
-  const transition = <O extends string, E>(
-    method: string,
-    identity: WatchIdentity,
-    decide: (row: ProjectionWatch | undefined, now: Millis) => Effect.Effect<Decision<O>, E>
-  ) =>
-    retryOnLostRace(
-      method,
-      formatWatchIdentity(identity),
-      withTransaction(Effect.gen(function*() {
-        const row = Option.getOrUndefined(yield* watches.lockRead(identity))
-        const now = yield* Clock.currentTimeMillis
-        const decision = yield* decide(row, now)
-        if (decision.next !== undefined && row !== undefined) {
-          yield* requireWon(yield* watches.update(row, decision.next))
-        }
-        return decision.outcome
-      }))
-    )
-
-  const armViaPorts = (identity: WatchIdentity, input: ArmInput, readWinner: ReadWinner) =>
-    transition("armWatch", identity, (row, now) =>
-      row === undefined
-        ? Effect.succeed(decideArm(row, input, null, now))
-        : Effect.map(readWinner(row.documentID), (winner) => decideArm(row, input, winner, now)))
-
-  const verificationViaPorts = (identity: WatchIdentity, input: VerificationInput, readWinner: ReadWinner) =>
-    transition("recordVerification", identity, (row, now) =>
-      // A stale result is refused before the winner is read at all.
-      staleVerification(row, input) !== undefined || row === undefined
-        ? Effect.succeed(decideVerification(row, input, null, now))
-        : Effect.map(readWinner(row.documentID), (winner) => decideVerification(row, input, winner, now)))
-
-  // The hot methods on the direct rows, in the caller's fiber step (see
-  // withAttemptNow): undefined, for the method's effect to run, when there
-  // are none or the call is anything but a plain one.
-
-  const armNow = (context: DirectContext, identity: WatchIdentity, reason: ArmReason, options: ArmWatchOptions) => {
-    if (direct === undefined || armReader._tag === "Left") return undefined
-    if (firstProblem("armWatch", armWatchChecks(identity, reason, options)) !== undefined) return undefined
-    const input = armInputOf(reason, options)
-    return directTransactionNow(
-      direct,
-      "armWatch",
-      formatWatchIdentity(identity),
-      (now) => armDirect(direct, identity, input, now),
-      armReader.right,
-      context,
-      () => armViaPorts(identity, input, armReader.right)
-    )
-  }
-
-  const claimNow = (context: DirectContext, identity: WatchIdentity, options: ClaimWatchOptions) =>
-    direct === undefined || firstProblem("claimWatchAttempt", claimWatchChecks(identity, options)) !== undefined
-      ? undefined
-      : directStatementNow(direct, (now) => direct.watches.claimAttempt(identity, options, options.now, now), context)
-
-  const deferNow = (context: DirectContext, identity: WatchIdentity, options: DeferInput) =>
-    direct === undefined || firstProblem("deferWatch", deferWatchChecks(identity, options)) !== undefined
-      ? undefined
-      : directStatementNow(direct, (now) => direct.watches.deferAttempt(identity, options, now), context)
-
-  const verificationNow = (context: DirectContext, identity: WatchIdentity, input: VerificationInput) => {
-    if (direct === undefined || verificationReader._tag === "Left") return undefined
-    if (firstProblem("recordVerification", verificationChecks(identity, input)) !== undefined) return undefined
-    const readWinner = verificationReader.right
-    return directTransactionNow(
-      direct,
-      "recordVerification",
-      formatWatchIdentity(identity),
-      (now) => verificationDirect(direct, identity, input, now),
-      readWinner,
-      context,
-      () => verificationViaPorts(identity, input, readWinner)
-    )
-  }
+  const reader = <L>(either: Either.Either<ReadWinner, L>) => either._tag === "Right" ? either.right : undefined
 
   const resume = (method: string, scope: ResumeScope, now: Millis) =>
     retryOnLostRace(
@@ -241,58 +145,22 @@ export const makeWatchMethods = Effect.gen(function*() {
         ))
       ),
 
-    armWatch: withAttemptNow(
-      (identity, reason, options) =>
-        Effect.suspend((): Effect.Effect<ArmOutcome, ArmErrors> => {
-          // Not in the type, but a JavaScript caller can still pass it.
-          if ((reason as string) === "finalize") return Effect.fail(new ReservedArmReason({ reason: "finalize" }))
-          const problem = firstProblem("armWatch", armWatchChecks(identity, reason, options))
-          if (problem !== undefined) return Effect.fail(problem)
-          if (armReader._tag === "Left") return Effect.fail(armReader.left)
-          const viaPorts = () => armViaPorts(identity, armInputOf(reason, options), armReader.right)
-          return direct === undefined ? viaPorts() : runAttempt((context) => armNow(context, identity, reason, options), viaPorts)
-        }),
-      direct === undefined ? undefined : armNow
-    ),
+    armWatch: hot((identity: WatchIdentity, reason: ArmReason, options: ArmWatchOptions) => {
+      // Not in the type, but a JavaScript caller can still pass it.
+      if ((reason as string) === "finalize") return new ReservedArmReason({ reason: "finalize" })
+      return firstProblem("armWatch", armWatchChecks(identity, reason, options)) ??
+        (armReader._tag === "Left" ? armReader.left : armTransition(identity, armInputOf(reason, options)))
+    }, reader(armReader)),
 
-    claimWatchAttempt: withAttemptNow(
-      (identity, options) =>
-        Effect.zipRight(
-          validate("claimWatchAttempt", claimWatchChecks(identity, options)),
-          Effect.suspend(() => {
-            // One guarded write (decideClaim's preconditions as its guard; see
-            // WatchRepository.claimAttempt): a claim that finds the attempt
-            // taken writes nothing and answers false, with no race to lose.
-            const viaPorts = () => Effect.flatMap(Clock.currentTimeMillis, (now) => watches.claimAttempt(identity, options, options.now, now))
-            return direct === undefined ? viaPorts() : runAttempt((context) => claimNow(context, identity, options), viaPorts)
-          })
-        ),
-      direct === undefined ? undefined : claimNow
-    ),
+    claimWatchAttempt: hot((identity: WatchIdentity, options: ClaimWatchOptions) =>
+      firstProblem("claimWatchAttempt", claimWatchChecks(identity, options)) ?? claimWatchTransition(identity, options)),
 
-    deferWatch: withAttemptNow(
-      (identity, options) =>
-        Effect.zipRight(
-          validate("deferWatch", deferWatchChecks(identity, options)),
-          Effect.suspend(() => {
-            const viaPorts = () => Effect.flatMap(Clock.currentTimeMillis, (now) => watches.deferAttempt(identity, options, now))
-            return direct === undefined ? viaPorts() : runAttempt((context) => deferNow(context, identity, options), viaPorts)
-          })
-        ),
-      direct === undefined ? undefined : deferNow
-    ),
+    deferWatch: hot((identity: WatchIdentity, options: DeferInput) =>
+      firstProblem("deferWatch", deferWatchChecks(identity, options)) ?? deferTransition(identity, options)),
 
-    recordVerification: withAttemptNow(
-      (identity, input) =>
-        Effect.suspend((): Effect.Effect<VerificationOutcome, VerificationErrors> => {
-          const problem = firstProblem("recordVerification", verificationChecks(identity, input))
-          if (problem !== undefined) return Effect.fail(problem)
-          if (verificationReader._tag === "Left") return Effect.fail(verificationReader.left)
-          const viaPorts = () => verificationViaPorts(identity, input, verificationReader.right)
-          return direct === undefined ? viaPorts() : runAttempt((context) => verificationNow(context, identity, input), viaPorts)
-        }),
-      direct === undefined ? undefined : verificationNow
-    ),
+    recordVerification: hot((identity: WatchIdentity, input: VerificationInput) =>
+      firstProblem("recordVerification", verificationChecks(identity, input)) ??
+        (verificationReader._tag === "Left" ? verificationReader.left : verificationTransition(identity, input)), reader(verificationReader)),
 
     resumeOfflineDeferred: (now) =>
       Effect.zipRight(

@@ -1,0 +1,127 @@
+import { type Cause, Effect } from "effect"
+import type { PersistenceError } from "../errors.js"
+import type { DirectOperationRows, DirectWatchRows } from "../ports/DirectDatabase.js"
+import type { Digest, Millis } from "../watch/ProjectionWatch.js"
+
+/**
+ * How a row call answers inside a program: at once (SQLite, memory), with
+ * a Promise (Postgres through `pg`), or as an effect (the repository ports).
+ */
+export type Answer<A> = A | Promise<A> | Effect.Effect<A, PersistenceError>
+
+type Answering<Rows> = {
+  readonly [K in keyof Rows]: Rows[K] extends (...args: infer P) => infer R ? (...args: P) => Answer<R> : never
+}
+
+/**
+ * The rows a program reads and writes, whichever way they answer: a direct
+ * database's (`DirectRowsOf`) or the ports' (`portRows`). Each call means
+ * what the `WatchRepository` or `OperationRepository` method of the same
+ * name means.
+ */
+export interface ProgramRows {
+  readonly watches: Answering<DirectWatchRows>
+  readonly operations: Answering<DirectOperationRows>
+}
+
+/**
+ * Where a transition's program stands: done with its value, waiting for one
+ * document's winner (read inside the open transaction), or waiting for a
+ * row call's answer (a Promise or an effect). A runner drives the steps; the
+ * program never knows which runner it is on.
+ */
+export type Step<A> =
+  | { readonly done: true; readonly value: A }
+  | {
+    readonly done: false
+    readonly documentID: string
+    readonly resume: (winner: Digest | null) => Step<A>
+    /** The winner to go on with when the store has no winner reader; without it, a reader is required. */
+    readonly unread?: { readonly winner: Digest | null } | undefined
+  }
+  | {
+    readonly done: false
+    readonly documentID?: undefined
+    readonly answer: Promise<unknown> | Effect.Effect<unknown, PersistenceError>
+    readonly resume: (answered: never) => Step<A>
+  }
+
+/** A step waiting for a winner (see `withWinner`). */
+export type AwaitingWinner<A> = Extract<Step<A>, { readonly documentID: string }>
+
+/** A step waiting for a row call's answer (see `after`). */
+export type AwaitingAnswer<A> = Exclude<Step<A>, AwaitingWinner<A> | { readonly done: true }>
+
+/** A finished step. */
+export const done = <A>(value: A): Step<A> => ({ done: true, value })
+
+/** A step that goes on with the winner of `documentID`. */
+export const withWinner = <A>(
+  documentID: string,
+  resume: (winner: Digest | null) => Step<A>,
+  unread?: { readonly winner: Digest | null }
+): Step<A> => ({ done: false, documentID, resume, unread })
+
+/** `step`, then `next` with its value: one program made of two. */
+export const andThen = <A, B>(step: Step<A>, next: (value: A) => Step<B>): Step<B> => {
+  if (step.done) return next(step.value)
+  if (step.documentID !== undefined) {
+    const waiting = step
+    return { done: false, documentID: waiting.documentID, resume: (winner) => andThen(waiting.resume(winner), next), unread: waiting.unread }
+  }
+  const waiting = step
+  return { done: false, answer: waiting.answer, resume: (answered: never) => andThen(waiting.resume(answered), next) }
+}
+
+/** Goes on with a row call's answer: at once when it has one, else once its Promise or effect answers. */
+export const after = <T, A>(answer: Answer<T>, next: (answered: T) => Step<A>): Step<A> =>
+  answer instanceof Promise || Effect.isEffect(answer)
+    ? { done: false, answer, resume: next as unknown as (answered: never) => Step<A> }
+    : next(answer as T)
+
+/** Thrown by a program whose versioned write matched nothing: the try is rolled back and run again. */
+export const LOST_RACE: unique symbol = Symbol("connector-store/LostRace")
+
+/** Goes on when a versioned write landed; otherwise abandons the try (see `LOST_RACE`). */
+export const afterWon = <A>(won: Answer<boolean>, next: () => Step<A>): Step<A> =>
+  after(won, (landed) => {
+    if (!landed) throw LOST_RACE
+    return next()
+  })
+
+/**
+ * What an optimistic first try answers when it cannot decide without the
+ * row locked (a guarded write that matched nothing): the locked tries
+ * decide, and no race was lost.
+ */
+export const LOCKED: unique symbol = Symbol("connector-store/Locked")
+
+/**
+ * Whether a program (or a winner reader) threw `error` as a typed failure,
+ * one of the store's tagged errors; anything else it throws is a defect.
+ */
+export const isTypedFailure = (error: unknown): error is TaggedFailure =>
+  error instanceof Error && Effect.isEffect(error) && typeof (error as { readonly _tag?: unknown })._tag === "string"
+
+/** A store error a program throws (`PersistenceError`, `IdempotencyConflict`, an operator refusal, …). */
+export type TaggedFailure = Cause.YieldableError & { readonly _tag: string }
+
+/**
+ * One transition of one call, prepared (its input checked and stored as it
+ * is written): what every runner runs. A try is `locked` in a transaction;
+ * an `unlocked` first try, when there is one, runs its statements with no
+ * transaction (a versioned write is a compare-and-set of its own), and its
+ * lost race (or `LOCKED`) sends the tries after it to `locked`. A
+ * transition with only `unlocked` is one guarded statement: it never loses.
+ * `F` is what its programs throw as typed failures (`IdempotencyConflict`, …).
+ */
+export interface Transition<A, F = never> {
+  /** The public method, for metrics and errors. */
+  readonly method: string
+  /** What the call is about, as `ConcurrentUpdateExhausted` names it. */
+  readonly identity: string
+  readonly unlocked?: ((rows: ProgramRows, now: Millis) => Step<A | typeof LOCKED>) | undefined
+  readonly locked?: ((rows: ProgramRows, now: Millis) => Step<A>) | undefined
+  /** Only a type: the typed failures its programs throw, besides `PersistenceError`. */
+  readonly fails?: F
+}

@@ -1,0 +1,263 @@
+import { type AttemptFailure, type AttemptFailureResult, decideAttemptFailure, decideMarkSent, type MarkSentResult } from "../operation/attempt.js"
+import { type ClaimOperationInput, type ClaimResult, decideOperationClaim, type FreshClaimValues } from "../operation/claim.js"
+import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
+import type { OperationDecision } from "../operation/decision.js"
+import type { OperationEntropy } from "../operation/entropy.js"
+import {
+  armedByFinalize,
+  decideCommit,
+  type FinalizeOperationInput,
+  type FinalizeResult,
+  supersededBy,
+  watchIdentityOfCommit
+} from "../operation/finalize.js"
+import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
+import { decideRenew, type RenewResult } from "../operation/lease.js"
+import type { OperationPolicySettings } from "../operation/policy.js"
+import { decideSettle, type SettleOperationInput, type SettleResult } from "../operation/settle.js"
+import { OperatorActionRefused, OperatorTargetNotFound } from "../operator/errors.js"
+import {
+  type Digest,
+  formatWatchIdentity,
+  type Millis,
+  type ProjectionWatch,
+  type WatchIdentity,
+  watchIdentityOf,
+  watchKey
+} from "../watch/ProjectionWatch.js"
+import {
+  type ArmInput,
+  type ArmOutcome,
+  type ClaimInput,
+  decideArm,
+  decideVerification,
+  type Decision,
+  type DeferInput,
+  staleVerification,
+  type VerificationInput,
+  type VerificationOutcome
+} from "../watch/transitions.js"
+import { after, afterWon, andThen, done, LOCKED, LOST_RACE, type ProgramRows, type Step, type Transition, withWinner } from "./program.js"
+
+/**
+ * Every transition of a watch or an operation that reads, decides and
+ * writes, as one program each: the reads, the pure decision and the writes,
+ * in order. Each runner (the Effect ports, the synchronous direct runner,
+ * the Promise lane; see `run.ts`) interprets these same programs.
+ */
+
+/** Writes a watch decision on the rows (a lost write abandons the try) and finishes with its outcome. */
+const applyWatch = <O extends string>(rows: ProgramRows, row: ProjectionWatch | undefined, decision: Decision<O>): Step<O> =>
+  decision.next !== undefined && row !== undefined
+    ? afterWon(rows.watches.update(row, decision.next), () => done(decision.outcome))
+    : done(decision.outcome)
+
+/** Writes an operation decision on the rows and finishes with its result. */
+const applyOperation = <R>(rows: ProgramRows, row: ConnectorOperation | undefined, decision: OperationDecision<R>): Step<R> =>
+  decision.next !== undefined && row !== undefined
+    ? afterWon(rows.operations.update(row, decision.next), () => done(decision.result))
+    : done(decision.result)
+
+/** `armWatch`: the row locked, its document's winner read, `decideArm`. */
+export const armTransition = (identity: WatchIdentity, input: ArmInput): Transition<ArmOutcome> => ({
+  method: "armWatch",
+  identity: formatWatchIdentity(identity),
+  locked: (rows, now) =>
+    after(rows.watches.lockRead(identity), (row) =>
+      row === undefined
+        ? applyWatch(rows, row, decideArm(row, input, null, now))
+        : withWinner(row.documentID, (winner) => applyWatch(rows, row, decideArm(row, input, winner, now))))
+})
+
+/** `recordVerification`: the row locked, a stale result refused before any winner is read, `decideVerification`. */
+export const verificationTransition = (identity: WatchIdentity, input: VerificationInput): Transition<VerificationOutcome> => ({
+  method: "recordVerification",
+  identity: formatWatchIdentity(identity),
+  locked: (rows, now) =>
+    after(rows.watches.lockRead(identity), (row) =>
+      staleVerification(row, input) !== undefined || row === undefined
+        ? applyWatch(rows, row, decideVerification(row, input, null, now))
+        : withWinner(row.documentID, (winner) => applyWatch(rows, row, decideVerification(row, input, winner, now))))
+})
+
+/**
+ * `claimWatchAttempt`: one guarded write (`decideClaim`'s preconditions as
+ * its guard): a claim that finds the attempt taken writes nothing and
+ * answers false, with no race to lose.
+ */
+export const claimWatchTransition = (identity: WatchIdentity, input: ClaimInput & { readonly now: Millis }): Transition<boolean> => ({
+  method: "claimWatchAttempt",
+  identity: formatWatchIdentity(identity),
+  unlocked: (rows, now) => after(rows.watches.claimAttempt(identity, input, input.now, now), done)
+})
+
+/** `deferWatch`: one guarded write, as a claim is. */
+export const deferTransition = (identity: WatchIdentity, input: DeferInput): Transition<boolean> => ({
+  method: "deferWatch",
+  identity: formatWatchIdentity(identity),
+  unlocked: (rows, now) => after(rows.watches.deferAttempt(identity, input, now), done)
+})
+
+/** Deletes each of `watches` at the version it was read at, in order; a lost delete abandons the try. */
+const deleteEach = <A>(rows: ProgramRows, watches: ReadonlyArray<ProjectionWatch>, index: number, next: () => Step<A>): Step<A> =>
+  index >= watches.length
+    ? next()
+    : afterWon(rows.watches.delete(watchIdentityOf(watches[index]!), watches[index]!.version), () =>
+      deleteEach(rows, watches, index + 1, next))
+
+/** What arming a commit's watch wrote. */
+interface Armed {
+  readonly watch: ProjectionWatch
+  readonly superseded: ReadonlyArray<WatchIdentity>
+}
+
+/**
+ * The commit `next` of the locked `row` written, and its watch armed on
+ * `documentID`, as a finalize does: the slot's arm targets locked (commits
+ * arming on one document take turns, and the watches come back in one
+ * global order, so two cannot deadlock), the document's winner read (or,
+ * with no reader, `unread`), the operation written, the watches it
+ * supersedes deleted, and its own watch inserted or updated.
+ */
+const commitAndArm = (
+  rows: ProgramRows,
+  row: ConnectorOperation,
+  next: ConnectorOperation,
+  commit: { readonly sourceID: string; readonly documentID: string; readonly watchDueAt: Millis },
+  now: Millis,
+  unread?: (existing: ProjectionWatch | undefined) => Digest | null
+): Step<Armed> => {
+  const identity = watchIdentityOfCommit(row, commit.sourceID)
+  const slot = { ownerDID: row.ownerDID, model: row.model, documentID: commit.documentID }
+  return after(rows.watches.lockArmTargets(slot, identity), (targets) => {
+    const existing = targets.find((target) => watchKey(target) === watchKey(identity))
+    return withWinner(commit.documentID, (winner) =>
+      afterWon(rows.operations.update(row, next), () => {
+        const superseded = supersededBy(targets, identity, commit.documentID)
+        return deleteEach(rows, superseded, 0, () => {
+          const watch = armedByFinalize(existing, identity, commit.documentID, winner, commit.watchDueAt, now)
+          return afterWon(existing === undefined ? rows.watches.insert(watch) : rows.watches.update(existing, watch), () =>
+            done({ watch, superseded: superseded.map(watchIdentityOf) }))
+        })
+      }), unread === undefined ? undefined : { winner: unread(existing) })
+  })
+}
+
+/**
+ * An operation's read-decide-write on its row alone: read unlocked on the
+ * first try and locked on the others (see `Transition`).
+ */
+const operationWrite = <R>(
+  method: string,
+  key: OperationKey,
+  decide: (row: ConnectorOperation | undefined, now: Millis) => OperationDecision<R>
+): Transition<R> => ({
+  method,
+  identity: formatOperationKey(key),
+  unlocked: (rows, now) => after(rows.operations.get(key), (row) => applyOperation(rows, row, decide(row, now))),
+  locked: (rows, now) => after(rows.operations.lockRead(key), (row) => applyOperation(rows, row, decide(row, now)))
+})
+
+/** The operation transitions under `policy`, drawing tokens from `entropy`. */
+export const operationTransitions = (policy: OperationPolicySettings, entropy: OperationEntropy["Type"]) => {
+  /** Fresh tokens for one try of a claim: a lost try may have lost on a node key clash. */
+  const freshValues = (): FreshClaimValues => ({ nodeKey: entropy.token(), incarnation: entropy.token(), leaseToken: entropy.token() })
+
+  /**
+   * One try of a claim: the insert first (a new key needs no more, and
+   * concurrent claims of one key all meet its unique index, so exactly one
+   * inserts), then the stored row, decided as a runner write is.
+   */
+  const claimTry = (rows: ProgramRows, input: ClaimOperationInput, now: Millis, locked: boolean): Step<ClaimResult> => {
+    const fresh = freshValues()
+    const created = decideOperationClaim(undefined, input, fresh, policy, now)
+    const decideStored = (): Step<ClaimResult> =>
+      after(locked ? rows.operations.lockRead(input) : rows.operations.get(input), (row) => {
+        if (row === undefined) throw LOST_RACE
+        const decision = decideOperationClaim(row, input, fresh, policy, now)
+        if (decision.conflict) throw new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
+        return applyOperation(rows, row, decision)
+      })
+    return !created.conflict && created.next !== undefined
+      ? after(rows.operations.insert(created.next), (inserted) => inserted ? done(created.result) : decideStored())
+      : decideStored()
+  }
+
+  return {
+    /** `claimOperation` (its input as stored). */
+    claim: (input: ClaimOperationInput): Transition<ClaimResult, IdempotencyConflict> => ({
+      method: "claimOperation",
+      identity: formatOperationKey(input),
+      unlocked: (rows, now) => claimTry(rows, input, now, false),
+      locked: (rows, now) => claimTry(rows, input, now, true)
+    }),
+
+    /**
+     * `markOperationSent`: the common mark (the holder's first, with
+     * attempts left) is one guarded write; anything else is decided from
+     * the locked row (`decideMarkSent`).
+     */
+    markSent: (key: OperationKey, leaseToken: string): Transition<MarkSentResult> => ({
+      method: "markOperationSent",
+      identity: formatOperationKey(key),
+      unlocked: (rows, now) =>
+        after(rows.operations.markSent(key, leaseToken, policy.maxAttempts, now), (operation) =>
+          done(operation === undefined ? LOCKED : { outcome: "sent", operation } satisfies MarkSentResult)),
+      locked: (rows, now) =>
+        after(rows.operations.lockRead(key), (row) => applyOperation(rows, row, decideMarkSent(row, leaseToken, policy, now)))
+    }),
+
+    /** `renewOperationLease` for `durationMs`. */
+    renew: (key: OperationKey, leaseToken: string, durationMs: number): Transition<RenewResult> =>
+      operationWrite("renewOperationLease", key, (row, now) => decideRenew(row, leaseToken, durationMs, now)),
+
+    /** `recordAttemptFailure`, with `random` for the backoff's jitter. */
+    attemptFailure: (key: OperationKey, failure: AttemptFailure, random: number): Transition<AttemptFailureResult> =>
+      operationWrite("recordAttemptFailure", key, (row, now) => decideAttemptFailure(row, failure, policy, random, now)),
+
+    /** `finalizeOperationAndArmWatch` (its input as stored): the commit and its watch in one transaction. */
+    finalize: (key: OperationKey, input: FinalizeOperationInput): Transition<FinalizeResult> => ({
+      method: "finalizeOperationAndArmWatch",
+      identity: formatOperationKey(key),
+      locked: (rows, now) =>
+        after(rows.operations.lockRead(key), (row): Step<FinalizeResult> => {
+          const commit = decideCommit(row, input, policy, now)
+          if (commit.result.outcome !== "committed") return done(commit.result)
+          if (commit.next === undefined || row === undefined) throw new Error("a commit decided without a row")
+          const operation = commit.result.operation
+          return andThen(commitAndArm(rows, row, commit.next, input, now), (armed) =>
+            done({ outcome: "committed", operation, ...armed } satisfies FinalizeResult))
+        })
+    })
+  }
+}
+
+/**
+ * The operator's `settleOperation` (its input as stored): a dead outcome
+ * writes the operation alone; a committed one arms its watch as a
+ * finalize does, with the watch's last winner when there is no reader.
+ */
+export const settleTransition = (
+  key: OperationKey,
+  input: SettleOperationInput
+): Transition<SettleResult, OperatorTargetNotFound | OperatorActionRefused> => {
+  const identity = formatOperationKey(key)
+  return {
+    method: "settleOperation",
+    identity,
+    locked: (rows, now) =>
+      after(rows.operations.lockRead(key), (row): Step<SettleResult> => {
+        if (row === undefined) throw new OperatorTargetNotFound({ method: "settleOperation", what: "operation", identity })
+        const decision = decideSettle(row, input, now)
+        if (!decision.settled) throw new OperatorActionRefused({ method: "settleOperation", identity, reason: decision.reason })
+        const next = decision.next
+        if (input.outcome === "dead") {
+          return afterWon(rows.operations.update(row, next), () => done({ operation: next, watch: null, superseded: [] }))
+        }
+        return andThen(
+          commitAndArm(rows, row, next, input, now, (existing) => existing?.observedWinnerDigest ?? null),
+          (armed) => done({ operation: next, ...armed })
+        )
+      })
+  }
+}
