@@ -2,20 +2,20 @@ import { ConnectorStore, type WinnerReaders } from "@connector-store/core"
 import * as Sql from "@connector-store/sql-adapter"
 import Sqlite from "better-sqlite3"
 import * as Statement from "@effect/sql/Statement"
-import { Effect, type Layer, TestContext } from "effect"
+import { Effect, Layer, TestContext } from "effect"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
 import { claimInput, KEY } from "./operations.fixtures.js"
 import { identityOf, NOW } from "./support/contract/fixtures.js"
 import { at, seedWatches } from "./support/contract/store.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
-import { normalized, seeded } from "./support/laneScript.js"
+import { clock, normalized, script as promiseScript, seeded } from "./support/laneScript.js"
 import { type RecordedSpan, recordingTracer } from "./support/secrecy.js"
 
 // Whether a tracer is installed must never change which code runs: the
-// same script through the Effect API makes the same statements, in the same
-// order, on the driver, with a tracer and without one; the tracer only adds
-// spans around them.
+// same script through the Effect API (and the hot calls through the Promise
+// API) makes the same statements, in the same order, on the driver, with a
+// tracer and without one; the tracer only adds spans around them.
 
 const id = identityOf()
 const readers: WinnerReaders = { readWinner: (documentID) => Effect.succeed(`w-${documentID}`) }
@@ -170,36 +170,58 @@ const observe = async (
 }
 
 /**
- * The spans a traced run must have opened: one per method called, named
+ * Runs the Promise API's script of hot calls (`support/laneScript.ts`) on a
+ * store `openConnectorStore` opens on `connection` (its migrations
+ * included), statements recorded by `record`; with a tracer installed (the
+ * `observability` option) when `traced`.
+ */
+const observePromise = async (
+  connection: { readonly url: string; readonly tablePrefix?: string },
+  record: (statements: Array<string>) => () => void,
+  traced: boolean
+): Promise<Observed> => {
+  const statements: Array<string> = []
+  const spans: Array<RecordedSpan> = []
+  clock.now = NOW
+  const stop = record(statements)
+  try {
+    const store = await Sql.openConnectorStore({
+      ...connection,
+      readWinner: (documentID) => `w-${documentID}`,
+      now: () => clock.now,
+      ...(traced ? { observability: Layer.setTracer(recordingTracer(spans)) } : {})
+    })
+    try {
+      return { statements, answers: normalized(await promiseScript(store)), spans }
+    } finally {
+      await store.close()
+    }
+  } finally {
+    stop()
+    clock.now = NOW
+  }
+}
+
+/** The hot methods, whose spans every traced run of either script must have. */
+const HOT_METHODS = [
+  "armWatch",
+  "claimWatchAttempt",
+  "deferWatch",
+  "recordVerification",
+  "claimOperation",
+  "markOperationSent",
+  "finalizeOperationAndArmWatch"
+]
+
+/**
+ * The spans a traced run must have opened: one per method of `methods`, named
  * `connector-store.<method>`; a `sql.transaction` span; and `sql.execute`
  * spans shaped as `@effect/sql` opens them, each around a statement the
  * driver ran.
  */
-const expectSpans = ({ spans, statements }: Observed) => {
+const expectSpans = ({ spans, statements }: Observed, methods: ReadonlyArray<string>) => {
   const names = new Set(spans.map((span) => span.name))
-  for (
-    const method of [
-      "getWatch",
-      "listWatchesByDocuments",
-      "armWatch",
-      "claimWatchAttempt",
-      "deferWatch",
-      "recordVerification",
-      "claimOperation",
-      "markOperationSent",
-      "finalizeOperationAndArmWatch",
-      "listTrackedOperations",
-      "listOperations",
-      "setSyncState",
-      "claimSyncLease",
-      "updateSyncProgress",
-      "startRelistRun",
-      "commitSweepCheckpoint",
-      "listSweepCandidates"
-    ]
-  ) {
-    expect(names, method).toContain(`connector-store.${method}`)
-  }
+  for (const method of methods) expect(names, method).toContain(`connector-store.${method}`)
   expect(names).toContain("sql.transaction")
   const statementSpans = spans.filter((span) => span.name === "sql.execute")
   expect(statementSpans.length).toBeGreaterThan(10)
@@ -212,6 +234,21 @@ const expectSpans = ({ spans, statements }: Observed) => {
   }
 }
 
+/** The methods of the Effect API's script, whose spans its traced run must have. */
+const EFFECT_METHODS = [
+  ...HOT_METHODS,
+  "getWatch",
+  "listWatchesByDocuments",
+  "listTrackedOperations",
+  "listOperations",
+  "setSyncState",
+  "claimSyncLease",
+  "updateSyncProgress",
+  "startRelistRun",
+  "commitSweepCheckpoint",
+  "listSweepCandidates"
+]
+
 describe("the same code runs with a tracer and without one", () => {
   it("on SQLite: the same statements in the same order, and the tracer sees the method and statement spans", async () => {
     const on = () => Sql.layer({ url: freshSqlitePath() }, readers)
@@ -221,7 +258,17 @@ describe("the same code runs with a tracer and without one", () => {
     expect(untraced.statements.length).toBeGreaterThan(50)
     expect(traced.statements).toEqual(untraced.statements)
     expect(traced.answers).toEqual(untraced.answers)
-    expectSpans(traced)
+    expectSpans(traced, EFFECT_METHODS)
+  })
+
+  it("on SQLite through the Promise API: the same statements in the same order, and the tracer sees the method and statement spans", async () => {
+    const record = recordingAll(recordSqlite, recordStockPath)
+    const untraced = await observePromise({ url: freshSqlitePath() }, record, false)
+    const traced = await observePromise({ url: freshSqlitePath() }, record, true)
+    expect(untraced.statements.length).toBeGreaterThan(50)
+    expect(traced.statements).toEqual(untraced.statements)
+    expect(traced.answers).toEqual(untraced.answers)
+    expectSpans(traced, HOT_METHODS)
   })
 
   describe.runIf(pgAvailable)("on Postgres", () => {
@@ -237,7 +284,20 @@ describe("the same code runs with a tracer and without one", () => {
       expect(untraced.statements.length).toBeGreaterThan(50)
       expect(traced.statements).toEqual(untraced.statements)
       expect(traced.answers).toEqual(untraced.answers)
-      expectSpans(traced)
+      expectSpans(traced, EFFECT_METHODS)
+    })
+
+    it("through the Promise API: the same statements in the same order, and the tracer sees the method and statement spans", async () => {
+      const url = await pgDatabaseForFile()
+      const tablePrefix = freshPrefix()
+      const record = recordingAll(recordPg, recordStockPath)
+      const untraced = await observePromise({ url, tablePrefix }, record, false)
+      await dropTables(url, tablePrefix)
+      const traced = await observePromise({ url, tablePrefix }, record, true)
+      expect(untraced.statements.length).toBeGreaterThan(50)
+      expect(traced.statements).toEqual(untraced.statements)
+      expect(traced.answers).toEqual(untraced.answers)
+      expectSpans(traced, HOT_METHODS)
     })
   })
 })
