@@ -5,13 +5,39 @@
 // shows what a change to the call path saved. On Postgres each step costs a
 // few µs of client CPU after every round trip's wait (the process sleeps in
 // between, and wakes with cold caches), which is why the count matters there.
+// BENCH_TRACED=1 counts each call with a tracer installed (one that keeps
+// nothing), for judging what tracing adds.
 import { ConnectorStore, WatchRepository } from "@connector-store/core"
 import { layer, layerClient } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Effect, ManagedRuntime, Scheduler } from "effect"
+import { Effect, ManagedRuntime, Scheduler, Tracer } from "effect"
 import { removeScratchDatabases, scratchDatabases } from "./support/databases.mjs"
 import { claimInputOf, finalizeInputOf, lifecyclePlan, WINNER } from "./support/operation-lifecycle.mjs"
 import { FETCHED, MAX_ATTEMPTS, seedRows, watchFleet } from "./support/watch-fleet.mjs"
+
+/** A tracer whose spans go nowhere, but which is not Effect's own: with it installed, calls are traced. */
+const quietTracer = Tracer.make({
+  span: (name, parent, context, links, startTime, kind) => ({
+    _tag: "Span",
+    name,
+    spanId: "span",
+    traceId: "trace",
+    parent,
+    context,
+    status: { _tag: "Started", startTime },
+    attributes: new Map(),
+    links: [],
+    sampled: true,
+    kind,
+    end: () => undefined,
+    attribute: () => undefined,
+    event: () => undefined,
+    addLinks: () => undefined
+  }),
+  context: (f) => f()
+})
+
+const traced = process.env["BENCH_TRACED"] === "1"
 
 const CALLS = 40
 const WARM_UP = 10
@@ -29,7 +55,7 @@ const stepCounter = (runtime) => {
   }
   return async (effect) => {
     const before = steps
-    const value = await runtime.runPromise(Effect.withScheduler(effect, counting))
+    const value = await runtime.runPromise(Effect.withScheduler(traced ? Effect.withTracer(effect, quietTracer) : effect, counting))
     return { value, steps: steps - before }
   }
 }
@@ -107,7 +133,7 @@ const table = async (context) => {
 
 /** The fiber-steps bench (see bench/README.md for the shape). */
 export default {
-  title: "runtime steps per call of the hot methods (Effect API), counted, not timed",
+  title: `runtime steps per call of the hot methods (Effect API${traced ? ", a tracer installed" : ""}), counted, not timed`,
   before: scratchDatabases,
   after: removeScratchDatabases,
   cases: [{ name: "steps per call (after warm-up, averaged)", run: table }]

@@ -7,8 +7,8 @@ import { Cause, Context, Duration, Effect, Exit, type Fiber, Layer, type Scope }
 import Pg from "pg"
 import { routeStatements } from "./internal/statementRoutes.js"
 import type { PgLaneParts } from "./PgLane.js"
-import { nativeTracer } from "@connector-store/core/adapter"
 import { withConnectionThen } from "./internal/transactionContext.js"
+import { traced, transactionSpan } from "./internal/tracing.js"
 
 /** What `layer` needs to reach a Postgres server. */
 export interface PgConnectionOptions {
@@ -139,17 +139,18 @@ const cancelRunning = (pool: Pg.Pool, client: Pg.PoolClient): Effect.Effect<void
 }
 
 /**
- * `@effect/sql`'s `withTransaction` for a top-level transaction, without
- * what only a tracer reads: a client of `pool` checked out, `BEGIN`, the
- * effect with that client's connection (`PgTransactionConnection`) as its
- * `TransactionConnection`, `COMMIT` (or `ROLLBACK`), the client handed back.
+ * `@effect/sql`'s `withTransaction` for a top-level transaction, lean: a
+ * client of `pool` checked out, `BEGIN`, the effect with that client's
+ * connection (`PgTransactionConnection`) as its `TransactionConnection`,
+ * `COMMIT` (or `ROLLBACK`), the client handed back.
  * Everything but the effect runs with interruption off. Failures are
  * `base`'s: a client that cannot be had fails with a `SqlError`, a failed
  * commit or rollback is a defect, and so is a `COMMIT` the server answers
  * with `ROLLBACK` (see `control`). A client whose commit or rollback failed,
  * or that reported an error, is discarded instead of going back to the pool,
- * where it could still hold an open transaction. A nested transaction
- * (savepoints) and any transaction with a tracer installed run `base`'s own.
+ * where it could still hold an open transaction. With a tracer installed
+ * the same runs, in a `sql.transaction` span as `base` opens one. A nested
+ * transaction (savepoints) runs `base`'s own.
  */
 export const leanTransactions = (
   base: Client.SqlClient,
@@ -179,32 +180,36 @@ export const leanTransactions = (
       }))
     })
   })
+  const spanAttributes = (base.unsafe("SELECT 1") as unknown as { readonly spanAttributes?: ReadonlyArray<readonly [string, unknown]> })
+    .spanAttributes ?? []
+  // `context` is the fiber's as the transaction begins (inside its span, when there is one).
+  const topLevel = <R, E, A>(context: Context.Context<never>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(checkout, ({ client, connection: stock, release }) => {
+        const connection = new PgTransactionConnection(stock, client)
+        const ending = (exit: Exit.Exit<A, E | SqlError>) => {
+          const end = control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
+          // Statements still running when a transaction fails (it was interrupted) are cancelled on the server first.
+          return Exit.isSuccess(exit) || connection.inFlight === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
+        }
+        return withConnectionThen(context, connection, 0, Effect.zipRight(control(client, "BEGIN"), restore(effect)), (exit) =>
+          Effect.flatMap(Effect.exit(ending(exit)), (ended): Effect.Effect<A, E | SqlError> => {
+            if (Exit.isSuccess(ended)) {
+              release()
+              return exit
+            }
+            const failure = Cause.squash(ended.cause)
+            release(failure)
+            return Effect.die(failure)
+          }))
+      })
+    )
   return <R, E, A>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.withFiberRuntime((fiber) => {
       const context = fiber.currentContext
-      if (fiber.currentTracer !== nativeTracer || Context.getOption(context, Client.TransactionConnection)._tag === "Some") {
-        return base.withTransaction(effect)
-      }
-      return Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(checkout, ({ client, connection: stock, release }) => {
-          const connection = new PgTransactionConnection(stock, client)
-          const ending = (exit: Exit.Exit<A, E | SqlError>) => {
-            const end = control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
-            // Statements still running when a transaction fails (it was interrupted) are cancelled on the server first.
-            return Exit.isSuccess(exit) || connection.inFlight === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
-          }
-          return withConnectionThen(context, connection, 0, Effect.zipRight(control(client, "BEGIN"), restore(effect)), (exit) =>
-            Effect.flatMap(Effect.exit(ending(exit)), (ended): Effect.Effect<A, E | SqlError> => {
-              if (Exit.isSuccess(ended)) {
-                release()
-                return exit
-              }
-              const failure = Cause.squash(ended.cause)
-              release(failure)
-              return Effect.die(failure)
-            }))
-        })
-      )
+      if (Context.getOption(context, Client.TransactionConnection)._tag === "Some") return base.withTransaction(effect)
+      if (!traced(fiber)) return topLevel(context, effect)
+      return transactionSpan(Effect.withFiberRuntime((inSpan) => topLevel(inSpan.currentContext, effect)), spanAttributes)
     })
 }
 

@@ -3,12 +3,13 @@ import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
-import { nativeTracer, TurnQueue } from "@connector-store/core/adapter"
+import { TurnQueue } from "@connector-store/core/adapter"
 import Sqlite from "better-sqlite3"
 import { Cause, Context, Effect, Exit, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { routeStatements } from "./internal/statementRoutes.js"
+import { traced, transactionSpan } from "./internal/tracing.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
 
 /**
@@ -34,9 +35,10 @@ import { withConnectionThen } from "./internal/transactionContext.js"
  *   a lock its own process holds. The busy timeout only serves other
  *   processes.
  *
- * Without an installed tracer, statements open no `sql.execute` span and
- * transactions no `sql.transaction` span (Effect's own tracer exports
- * nowhere); with one, they get both, as on the stock client.
+ * With a tracer installed the same statements run in the same way, each in
+ * a `sql.execute` span and each transaction in a `sql.transaction` span, as
+ * on the stock client; without one there are no spans (Effect's own tracer
+ * exports nowhere).
  */
 export interface SqliteConnectionOptions {
   /** A file path, or `:memory:`. */
@@ -393,6 +395,9 @@ const makeWithTransaction = (shared: SharedDatabase) => {
     )
 }
 
+/** What every span of the client carries, as on the stock client. */
+const spanAttributes: ReadonlyArray<readonly [string, unknown]> = [["db.system.name", "sqlite"]]
+
 /**
  * The client on a connection to `options.filename` (shared with every other
  * store of this process on that file), closed with the scope.
@@ -409,7 +414,7 @@ export const make = (
     const base = yield* Client.make({
       acquirer: Effect.succeed(shared.outside),
       compiler,
-      spanAttributes: [["db.system.name", "sqlite"]]
+      spanAttributes
     })
     return fastClient(base, shared)
   })
@@ -436,12 +441,10 @@ const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlC
   })
   if (routed === undefined) throw new Error("@effect/sql's statements are not of the shape the SQLite client relies on")
   const client: Client.SqlClient = Object.assign(routed, {
-    // With a tracer installed, transactions get the stock client's span.
+    // With a tracer installed, the same transaction in the stock client's span.
     withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      Effect.tracerWith((tracer) =>
-        tracer === nativeTracer
-          ? withTransaction(effect)
-          : Effect.withSpan(withTransaction(effect), "sql.transaction", { kind: "client", captureStackTrace: false })
+      Effect.withFiberRuntime<A, E | SqlError, R>((fiber) =>
+        traced(fiber) ? transactionSpan(withTransaction(effect), spanAttributes) : withTransaction(effect)
       ),
     withoutTransforms: () => client,
     [MARKER]: true,
