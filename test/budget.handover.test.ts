@@ -87,13 +87,12 @@ const readers = { readWinner: (documentID: string) => `w-${documentID}` }
 const storeOn = (backend: keyof typeof backends, api: "effect" | "promise", plan: Plan) => {
   const handle = Effect.succeed({})
   const ports = Layer.map(backends[backend]() as Layer.Layer<WatchRepository | DirectDatabase, unknown>, (context) => rigged(context, plan))
-  const runtime = ManagedRuntime.make(
-    ConnectorStore.layer.pipe(
-      Layer.provideMerge(Layer.succeed(WinnerReader, fromPromiseReaders(readers, handle))),
-      Layer.provideMerge(ports as never),
-      Layer.provideMerge(OperationPolicy.layer(undefined))
-    )
-  ) as unknown as ManagedRuntime.ManagedRuntime<ConnectorStore, unknown>
+  const layer = ConnectorStore.layer.pipe(
+    Layer.provideMerge(Layer.succeed(WinnerReader, fromPromiseReaders(readers, handle))),
+    Layer.provideMerge(ports as never),
+    Layer.provideMerge(OperationPolicy.layer(undefined))
+  ) as Layer.Layer<ConnectorStore, unknown>
+  const runtime = ManagedRuntime.make(layer)
   const promise: PromiseConnectorStore<unknown> = makePromiseStore({ runtime: runtime as never, handle, readers })
   closing.push(() => promise.close())
   const seed = () => promise.runEffect(seedWatches(seeded))
