@@ -41,6 +41,8 @@ const finalizeInput = (leaseToken: string) => ({
 for (const cell of runnerCells) {
   describe(`hot transitions on ${cell.name}`, () => {
     let store: CellStore
+    /** The store opened for the test, to close (none when opening failed). */
+    let opened: CellStore | undefined
     /** The winners the document store holds (`w-` and the id when absent), and every read made. */
     let winners: Map<string, string>
     let reads: Array<string>
@@ -48,21 +50,24 @@ for (const cell of runnerCells) {
     beforeEach(async () => {
       winners = new Map()
       reads = []
+      opened = undefined
       store = await cell.open({
         readWinner: (documentID: string) => {
           reads.push(documentID)
           return winners.get(documentID) ?? `w-${documentID}`
         }
       }, POLICY)
+      opened = store
       await store.seedWatches(bystander)
     })
 
     afterEach(async () => {
+      if (opened === undefined) return
       try {
         store.expectRanOnRunner()
         expect(await store.watch(bystander)).toEqual(bystander)
       } finally {
-        await store.close()
+        await opened.close()
       }
     })
 

@@ -159,7 +159,10 @@ interface AdapterPorts {
 const memoryPorts: AdapterPorts = {
   adapter: "memory",
   ports: async () =>
-    Layer.effectContext(Effect.sync(() => Memory.portsOf(new Memory.MemoryDatabase()) as Context.Context<Memory.MemoryPorts | DirectDatabase>)),
+    Layer.effectContext(Effect.sync(() => Memory.portsOf(new Memory.MemoryDatabase()) as Context.Context<Memory.MemoryPorts | DirectDatabase>)) as Layer.Layer<
+      unknown,
+      unknown
+    >,
   handle: { adapter: "memory" } satisfies Memory.MemoryTransaction
 }
 
@@ -202,7 +205,7 @@ async (readers: PromiseWinnerReaders<unknown>, policy: OperationPolicySettings):
       Layer.provideMerge(Layer.succeed(OperationPolicy, policy))
     )
   )
-  const run = <A, E>(effect: Effect.Effect<A, E, Layer.Layer.Success<typeof runtime.layer>>): Promise<A> =>
+  const run = <A, E>(effect: Effect.Effect<A, E, ManagedRuntime.ManagedRuntime.Context<typeof runtime>>): Promise<A> =>
     runtime.runPromiseExit(Effect.withClock(effect, clockFrom(() => clock.now))).then(settled)
   // What the store holds, proved once: the ports cells of memory and SQLite have no direct rows at all.
   const context = await runtime.runPromise(Effect.context<never>()) as Context.Context<DirectDatabase | LaneDatabase>
