@@ -27,7 +27,7 @@ import type { SqlTransaction } from "@connector-store/sql-adapter"
 import { Cause, Context, Effect, Exit, Fiber, Layer, ManagedRuntime, Option } from "effect"
 import { NOW } from "./contract/fixtures.js"
 import { freshPrefix, freshSqlitePath, PG_ADMIN_URL, pgAvailable, pgDatabaseForFile } from "./databases.js"
-import { pgPortsWithLane, sqlitePortsWithDirect } from "./direct.js"
+import { memoryPortsWithDirect, pgPortsWithLane, sqlitePortsWithDirect, withoutDirect } from "./direct.js"
 
 /**
  * Where a hot method runs: on the repository ports (`ports`), on the Effect
@@ -145,10 +145,6 @@ const countedPorts = <P>(ports: Layer.Layer<P, unknown>, calls: RowCalls): Layer
     return out as Context.Context<P>
   })).pipe(Layer.provide(ports))
 
-/** `ports` without the DirectDatabase they offer: the store runs every call on the ports. */
-const withoutDirect = <P>(ports: Layer.Layer<P, unknown>): Layer.Layer<P, unknown> =>
-  Layer.map(ports, (context) => Context.omit(DirectDatabase)(context as Context.Context<P | DirectDatabase>) as Context.Context<P>)
-
 /** What each adapter's stores are built over, and the handle its winner readers get. */
 interface AdapterPorts {
   readonly adapter: RunnerCell["adapter"]
@@ -158,11 +154,7 @@ interface AdapterPorts {
 
 const memoryPorts: AdapterPorts = {
   adapter: "memory",
-  ports: async () =>
-    Layer.effectContext(Effect.sync(() => Memory.portsOf(new Memory.MemoryDatabase()) as Context.Context<Memory.MemoryPorts | DirectDatabase>)) as Layer.Layer<
-      unknown,
-      unknown
-    >,
+  ports: async () => memoryPortsWithDirect() as Layer.Layer<unknown, unknown>,
   handle: { adapter: "memory" } satisfies Memory.MemoryTransaction
 }
 
