@@ -7,7 +7,7 @@ import { claimInput } from "./operations.fixtures.js"
 import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
-import { pgPortsWithLane, sqlitePortsWithDirect } from "./support/direct.js"
+import { memoryPortsWithDirect, pgPortsWithLane, sqlitePortsWithDirect } from "./support/direct.js"
 import { clock, normalized, promiseStoreOver } from "./support/laneScript.js"
 import { propertyRuns } from "./support/runs.js"
 
@@ -38,7 +38,7 @@ type Command =
   | { readonly kind: "winner"; readonly document: number; readonly digest: string }
   | { readonly kind: "claimWatch"; readonly source: number; readonly stale: boolean; readonly forMs: number }
   | { readonly kind: "verify"; readonly source: number; readonly fetched: "winner" | "other" | null; readonly staleClaim: boolean; readonly maxAttempts: number }
-  | { readonly kind: "defer"; readonly source: number; readonly byMs: number }
+  | { readonly kind: "defer"; readonly source: number; readonly byMs: number; readonly holder: boolean }
   | { readonly kind: "arm"; readonly source: number; readonly reason: "manual" | "ingress"; readonly triggeringMatches: boolean }
   | { readonly kind: "claimOperation"; readonly key: number; readonly otherPayload: boolean }
   | { readonly kind: "markSent"; readonly key: number; readonly holder: boolean }
@@ -58,7 +58,7 @@ const command: fc.Arbitrary<Command> = fc.oneof(
     staleClaim: fc.boolean(),
     maxAttempts: fc.integer({ min: 1, max: 3 })
   }),
-  fc.record({ kind: fc.constant("defer" as const), source: fc.nat(SOURCES - 1), byMs: fc.constantFrom(1_000, 60_000) }),
+  fc.record({ kind: fc.constant("defer" as const), source: fc.nat(SOURCES - 1), byMs: fc.constantFrom(1_000, 60_000), holder: mostly }),
   fc.record({
     kind: fc.constant("arm" as const),
     source: fc.nat(SOURCES - 1),
@@ -126,7 +126,8 @@ const apply = async (
         store.deferWatch(identity(command.source), {
           nextAttemptAt: clock.now + command.byMs,
           generation: row?.repairGeneration ?? 1,
-          claimedUntil: row?.claimedUntil ?? clock.now
+          // A stranger names a claim that is not the row's.
+          claimedUntil: (row?.claimedUntil ?? clock.now) + (command.holder ? 0 : 1)
         })
       )
     }
@@ -175,9 +176,9 @@ type Reader = (documentID: string) => string | Promise<string>
 
 /**
  * How a side's calls run: on the Promise API's lane; on the Effect path
- * (which on SQLite takes the Effect API's own direct path); or, on SQLite,
- * on the Effect path over the ports alone (the repositories decorated, so
- * no direct path applies).
+ * (which on SQLite and in memory takes the Effect API's own direct path);
+ * or, on SQLite and in memory, on the Effect path over the ports alone (the
+ * repositories decorated, so no direct path applies).
  */
 type Path = "lane" | "effect" | "ports"
 
@@ -249,7 +250,21 @@ const sqliteSide = (path: Path, readers: { readWinner: Reader }) => {
   return promiseStoreOver(path === "ports" ? decorated(ports) : ports, readers, { lane: path === "lane", dialect: "sqlite" }, closing)
 }
 
+/** A Promise store on a fresh memory database whose calls take `path`. */
+const memorySide = (path: Path, readers: { readWinner: Reader }) => {
+  const ports = memoryPortsWithDirect() as Layer.Layer<unknown, unknown>
+  return promiseStoreOver(path === "ports" ? decorated(ports) : ports, readers, { lane: path === "lane", dialect: "memory" }, closing)
+}
+
 describe("the Promise API's lane, the Effect API's direct path and the ports agree on random sequences of hot calls", () => {
+  it("in memory", async () => {
+    await laneAgrees(memorySide, 100, "sync", ["lane", "effect", "ports"])
+  })
+
+  it("in memory, with a winner reader that answers with a Promise", async () => {
+    await laneAgrees(memorySide, 100, "async", ["lane", "effect", "ports"])
+  })
+
   it("on SQLite", async () => {
     await laneAgrees(sqliteSide, 40, "sync", ["lane", "effect", "ports"])
   })

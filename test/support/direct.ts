@@ -1,6 +1,7 @@
 import { DirectDatabase, type DirectDatabaseApi, type DirectRowsOf, type LaneDatabase, type LaneDatabaseApi } from "@connector-store/core/adapter"
+import * as Memory from "@connector-store/memory-adapter"
 import { layerClient, layerPorts, Tables } from "@connector-store/sql-adapter"
-import { Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 
 /** What a test saw a direct database do: transactions begun, and begins refused because it was busy. */
 export interface Seen {
@@ -35,6 +36,17 @@ export const sqlitePortsWithDirect = (url: string) => {
   const base = layerPorts.pipe(Layer.provideMerge(Tables.layer(undefined)), Layer.provideMerge(layerClient({ url })))
   return base as Layer.Layer<Layer.Layer.Success<typeof base> | DirectDatabase, Layer.Layer.Error<typeof base>>
 }
+
+/**
+ * The memory adapter's ports over a fresh database, typed with the
+ * `DirectDatabase` that `portsOf` adds outside its type.
+ */
+export const memoryPortsWithDirect = (): Layer.Layer<Memory.MemoryPorts | DirectDatabase> =>
+  Layer.effectContext(Effect.sync(() => Memory.portsOf(new Memory.MemoryDatabase()) as Context.Context<Memory.MemoryPorts | DirectDatabase>))
+
+/** `ports` without the `DirectDatabase` they offer: a store over them runs every call on the ports. */
+export const withoutDirect = <P, E>(ports: Layer.Layer<P, E>): Layer.Layer<Exclude<P, DirectDatabase>, E> =>
+  Layer.map(ports, (context) => Context.omit(DirectDatabase)(context as Context.Context<P | DirectDatabase>) as Context.Context<Exclude<P, DirectDatabase>>)
 
 /** `rows` with their versioned writes losing as `lose` says. */
 const losing = <Later extends boolean>(rows: DirectRowsOf<Later>, lose: Losses): DirectRowsOf<Later> => ({

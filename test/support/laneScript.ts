@@ -91,17 +91,23 @@ export const readers = { readWinner: (documentID: string) => `w-${documentID}` }
 
 /**
  * A Promise store over `ports`, built as `openConnectorStore` builds one,
- * deciding with `clock`; its readers get `dialect`'s stub handle. `lane:
+ * deciding with `clock`; its readers get `dialect`'s stub handle (the
+ * memory adapter's, for "memory"). `lane:
  * false` gives the store no readers for the lane, so every call takes the
  * Effect path. `close` is handed to `closing`.
  */
 export const promiseStoreOver = <P>(
   ports: Layer.Layer<P, unknown>,
   readers: PromiseWinnerReaders<SqlTransaction>,
-  options: { readonly lane: boolean; readonly dialect: SqlTransaction["dialect"] },
+  options: { readonly lane: boolean; readonly dialect: SqlTransaction["dialect"] | "memory" },
   closing: Array<() => Promise<void>>
 ) => {
-  const handle = Effect.succeed<SqlTransaction>({ dialect: options.dialect, query: () => Promise.resolve([]) })
+  // The memory adapter's handle; readers given to these stores never look at it.
+  const handle = Effect.succeed<SqlTransaction>(
+    options.dialect === "memory"
+      ? { adapter: "memory" } as unknown as SqlTransaction
+      : { dialect: options.dialect, query: () => Promise.resolve([]) }
+  )
   const runtime = ManagedRuntime.make(
     ConnectorStore.layer.pipe(
       Layer.provideMerge(Layer.succeed(WinnerReader, fromPromiseReaders(readers, handle))),

@@ -3,6 +3,7 @@ import * as Memory from "@connector-store/memory-adapter"
 import * as Sql from "@connector-store/sql-adapter"
 import { Layer } from "effect"
 import { freshPrefix, freshSqlitePath, PG_ADMIN_URL, pgAvailable, pgDatabaseForFile } from "./databases.js"
+import { withoutDirect } from "./direct.js"
 
 /** Everything a contract test can reach on a store. */
 export type StoreServices = ConnectorStore | StorePorts | StoreSnapshot
@@ -50,7 +51,19 @@ export const stockSqliteAdapter: AdapterUnderTest = {
   connection: async () => ({ url: freshSqlitePath() })
 }
 
-let stockSqliteOnly = false
+/**
+ * The memory adapter with its `DirectDatabase` left out, so the Effect API
+ * runs every hot method on the ports (the default memory adapter runs them
+ * on its direct rows whenever the database is free).
+ */
+export const memoryPortsAdapter: AdapterUnderTest = {
+  name: "memory",
+  layer: (readers) => ConnectorStore.layer.pipe(Layer.provideMerge(Layer.merge(withoutDirect(Memory.layerPorts), Layer.succeed(WinnerReader, readers)))),
+  connection: async () => ({ url: "memory" })
+}
+
+/** The one adapter `adaptersUnderTest` answers in this test file, when a file chose one. */
+let only: AdapterUnderTest | undefined
 
 /**
  * From now on in this test file, `adaptersUnderTest` answers the stock-client
@@ -58,7 +71,16 @@ let stockSqliteOnly = false
  * on that client (see sqlite-stock-client.test.ts).
  */
 export const useStockSqliteOnly = (): void => {
-  stockSqliteOnly = true
+  only = stockSqliteAdapter
+}
+
+/**
+ * From now on in this test file, `adaptersUnderTest` answers the memory
+ * adapter without its direct rows alone (`memoryPortsAdapter`; see
+ * memory-ports.test.ts).
+ */
+export const useMemoryPortsOnly = (): void => {
+  only = memoryPortsAdapter
 }
 
 /** Postgres: one database per test file, one table prefix per store. */
@@ -88,4 +110,4 @@ const absentPostgres: AdapterUnderTest = {
  * the run's summary when it is absent, an error in CI).
  */
 export const adaptersUnderTest = async (): Promise<ReadonlyArray<AdapterUnderTest>> =>
-  stockSqliteOnly ? [stockSqliteAdapter] : [memory, sqlite, pgAvailable ? await postgresAdapter() : absentPostgres]
+  only !== undefined ? [only] : [memory, sqlite, pgAvailable ? await postgresAdapter() : absentPostgres]
