@@ -1,9 +1,10 @@
 import type { DeferReason, Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
-import { bumpOperation, changed, type OperationDecision, released, unchanged } from "./decision.js"
+import { changed, type OperationDecision, released, unchanged } from "./decision.js"
 import { foldedDoubt, isInDoubt, provesNotApplied } from "./doubt.js"
 import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
 import { backoffDelay, type OperationPolicySettings } from "./policy.js"
+import { bump } from "../versioned.js"
 
 /**
  * What `markOperationSent` answers. `sent`: the attempt is counted and the
@@ -46,12 +47,12 @@ export const decideMarkSent = (
     const state = isInDoubt(row) ? "reconcile_only" : "dead"
     const inDoubtSince = foldedDoubt(row, now)
     return changed(
-      bumpOperation(row, now, { state, ...released, nextAttemptAt: null, lastKind: "exhausted", inDoubtSince }),
+      bump(row, now, { state, ...released, nextAttemptAt: null, lastKind: "exhausted", inDoubtSince }),
       (next) => ({ outcome: "exhausted", operation: next })
     )
   }
   return changed(
-    bumpOperation(row, now, { sendMarker: token, attempts: row.attempts + 1, inDoubtSince: foldedDoubt(row, now) }),
+    bump(row, now, { sendMarker: token, attempts: row.attempts + 1, inDoubtSince: foldedDoubt(row, now) }),
     (next) => ({ outcome: "sent", operation: next })
   )
 }
@@ -140,7 +141,7 @@ export const decideAttemptFailure = (
   const lastHTTPStatus = failure.httpStatus ?? null
   const common = { ...released, lastKind: failure.kind, lastHTTPStatus, deferReason: null, inDoubtSince }
   const to = (outcome: "retrying" | "dead" | "reconcile_only" | "deferred", patch: Partial<ConnectorOperation>) =>
-    changed(bumpOperation(row, now, { ...common, ...patch }), (next) => ({ outcome, operation: next }))
+    changed(bump(row, now, { ...common, ...patch }), (next) => ({ outcome, operation: next }))
   const reconcile = () =>
     to("reconcile_only", { state: "reconcile_only", attempts: spent, sendMarker: failure.leaseToken, nextAttemptAt: null })
   switch (failure.kind) {

@@ -1,10 +1,11 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation, OperationKey, OperationOp } from "./ConnectorOperation.js"
-import { bumpOperation, changed, type OperationDecision, released, unchanged } from "./decision.js"
+import { changed, type OperationDecision, released, unchanged } from "./decision.js"
 import { foldedDoubt } from "./doubt.js"
 import { holdsLiveLease, type Lease, leaseColumns, leaseOf } from "./lease.js"
 import type { OperationPolicySettings } from "./policy.js"
 import { type ReissueIntent, safeReissue, type SafeReissue } from "./reissue.js"
+import { bump } from "../versioned.js"
 
 /** What a runner claims: the operation it is about to drive, keyed by the caller's idempotency key. */
 export interface ClaimOperationInput extends OperationKey {
@@ -129,7 +130,7 @@ const decided = (decision: OperationDecision<ClaimResult>): ClaimDecision => ({ 
 
 const finishes = (row: ConnectorOperation, state: "dead" | "reconcile_only", now: Millis): ClaimDecision =>
   decided(changed(
-    bumpOperation(row, now, { state, ...released, nextAttemptAt: null, deferReason: null, inDoubtSince: foldedDoubt(row, now) }),
+    bump(row, now, { state, ...released, nextAttemptAt: null, deferReason: null, inDoubtSince: foldedDoubt(row, now) }),
     (next) => ({ outcome: "finished", operation: next })
   ))
 
@@ -173,7 +174,7 @@ export const decideOperationClaim = (
   const reissue = inDoubt ? safeReissue(row.reissueIntent) : undefined
   if (inDoubt && reissue === undefined) return finishes(row, "reconcile_only", now)
   return decided(changed(
-    bumpOperation(row, now, {
+    bump(row, now, {
       ...leaseColumns(fresh.leaseToken, now, leaseMs),
       sendMarker: null,
       inDoubtSince,

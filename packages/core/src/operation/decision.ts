@@ -1,4 +1,3 @@
-import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 
 /**
@@ -23,12 +22,6 @@ export const changed = <R>(next: ConnectorOperation, result: (next: ConnectorOpe
   next
 })
 
-/** `row` with `patch` applied, its version bumped and `updatedAt` set to `now`. */
-export const bumpOperation = (
-  row: ConnectorOperation,
-  now: Millis,
-  patch: Partial<ConnectorOperation>
-): ConnectorOperation => ({ ...row, ...patch, version: row.version + 1, updatedAt: now })
 
 /** The lease columns of a row no runner drives. */
 export const released = { leaseToken: null, leaseExpiresAt: null } as const

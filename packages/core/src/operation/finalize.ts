@@ -7,10 +7,11 @@ import {
 } from "../watch/ProjectionWatch.js"
 import { openGeneration } from "../watch/transitions.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
-import { bumpOperation, changed, type OperationDecision, released, unchanged } from "./decision.js"
+import { changed, type OperationDecision, released, unchanged } from "./decision.js"
 import { countAttempt } from "./attempt.js"
 import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
 import type { OperationPolicySettings } from "./policy.js"
+import { bump } from "../versioned.js"
 
 /** What the lease holder reports once the provider applied the write. */
 export interface FinalizeOperationInput {
@@ -79,7 +80,7 @@ export const decideCommit = (
   }
   if (row === undefined || !mayCommit(row, input.leaseToken)) return unchanged(leaseLost(row))
   return changed(
-    bumpOperation(row, now, {
+    bump(row, now, {
       state: "committed",
       sourceID: input.sourceID,
       documentID: input.documentID,

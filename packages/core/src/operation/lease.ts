@@ -1,6 +1,7 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
-import { bumpOperation, changed, type OperationDecision, unchanged } from "./decision.js"
+import { changed, type OperationDecision, unchanged } from "./decision.js"
+import { bump } from "../versioned.js"
 
 /** The drive lease a runner holds: its fencing token and when it lapses. */
 export interface Lease {
@@ -71,7 +72,7 @@ export const decideRenew = (
   now: Millis
 ): OperationDecision<RenewResult> =>
   row !== undefined && isLeaseHolder(row, token)
-    ? changed(bumpOperation(row, now, leaseColumns(token, now, durationMs)), (next) => ({
+    ? changed(bump(row, now, leaseColumns(token, now, durationMs)), (next) => ({
       outcome: "renewed",
       operation: next,
       lease: leaseOf(next)

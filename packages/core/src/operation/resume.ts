@@ -1,6 +1,7 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import { resumeReaches, type ResumeScope } from "../watch/transitions.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
+import { bump } from "../versioned.js"
 
 /**
  * Makes an attempted operation deferred within `scope` due now, reason
@@ -12,5 +13,5 @@ export const resumeDeferredOperation = (
   now: Millis
 ): ConnectorOperation | undefined =>
   row.state === "attempted" && resumeReaches(scope, row)
-    ? { ...row, nextAttemptAt: now, deferReason: null, version: row.version + 1, updatedAt: now }
+    ? bump(row, now, { nextAttemptAt: now, deferReason: null })
     : undefined

@@ -1,8 +1,9 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
-import { bumpOperation, released } from "./decision.js"
+import { released } from "./decision.js"
 import { foldedDoubt, isInDoubt } from "./doubt.js"
 import { safeReissue } from "./reissue.js"
+import { bump } from "../versioned.js"
 
 /** A retry decision: the row to write, or why the retry is refused. */
 export type RetryDecision =
@@ -39,7 +40,7 @@ export const decideRetry = (row: ConnectorOperation, now: Millis): RetryDecision
     retried: true,
     // The old run's marker is folded into the durable doubt, as a takeover
     // folds it: the retried operation stays in doubt until an outcome is known.
-    next: bumpOperation(row, now, {
+    next: bump(row, now, {
       ...released,
       state: "attempted",
       attempts: 0,

@@ -1,7 +1,8 @@
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
-import { bumpOperation, released } from "./decision.js"
+import { released } from "./decision.js"
 import { isInDoubt } from "./doubt.js"
+import { bump } from "../versioned.js"
 
 /**
  * What a person (or a lookup at the provider) found out about an operation
@@ -58,10 +59,10 @@ export const decideSettle = (row: ConnectorOperation, input: SettleOperationInpu
     }
   }
   const common = { ...released, ...doubtCleared, nextAttemptAt: null, deferReason: null }
-  if (input.outcome === "dead") return { settled: true, next: bumpOperation(row, now, { ...common, state: "dead" }) }
+  if (input.outcome === "dead") return { settled: true, next: bump(row, now, { ...common, state: "dead" }) }
   return {
     settled: true,
-    next: bumpOperation(row, now, {
+    next: bump(row, now, {
       ...common,
       state: "committed",
       sourceID: input.sourceID,

@@ -6,6 +6,7 @@ import {
   type SweepCandidateStatus,
   type SweepOutcome
 } from "./SweepCandidate.js"
+import { bump } from "../versioned.js"
 
 /**
  * What a candidate transition decided: an outcome, and the row to write when
@@ -20,12 +21,6 @@ export interface SweepCandidateDecision<O extends string> {
 
 const unchanged = <O extends string>(outcome: O): SweepCandidateDecision<O> => ({ outcome, next: undefined })
 
-const bump = (row: SweepCandidate, now: Millis, patch: Partial<SweepCandidate>): SweepCandidate => ({
-  ...row,
-  ...patch,
-  version: row.version + 1,
-  updatedAt: now
-})
 
 /**
  * Whether a run still stands behind its candidates: `current` while it is

@@ -2,6 +2,7 @@ import type { Digest, Millis, ProjectionWatch } from "../watch/ProjectionWatch.j
 import type { SweepCandidateCounts } from "./lifecycle.js"
 import { type RelistReceipt, type RelistRun, sameRelistScope } from "./RelistRun.js"
 import type { SweepCandidate, SweepCandidateKind } from "./SweepCandidate.js"
+import { bump } from "../versioned.js"
 
 /**
  * The part of a watch the derivation reads: what is tracked, what was last
@@ -154,7 +155,7 @@ export const deriveSweepCandidates = (
           createdAt: now,
           updatedAt: now
         }
-        : { ...kept, ...found, runID: run.runID, documentID: watch.documentID, version: kept.version + 1, updatedAt: now }
+        : bump(kept, now, { ...found, runID: run.runID, documentID: watch.documentID })
     )
   }
   const stillGivenUp = Array.from(givenUp.values()).filter((row) => !derived.has(row.sourceID))

@@ -1,5 +1,6 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import { isCurrentRelistRun, isRelistRunListing, type RelistRun, type RelistScope, relistScopeOf } from "./RelistRun.js"
+import { bump } from "../versioned.js"
 
 /**
  * What a run transition decided: an outcome, and the run to write when it
@@ -13,12 +14,6 @@ export interface RelistRunDecision<O extends string> {
   readonly next: RelistRun | undefined
 }
 
-const bump = (run: RelistRun, now: Millis, patch: Partial<RelistRun>): RelistRun => ({
-  ...run,
-  ...patch,
-  version: run.version + 1,
-  updatedAt: now
-})
 
 /** What starting a run writes: the new run, and the scope's previous current run marked superseded. */
 export interface RelistStartDecision {

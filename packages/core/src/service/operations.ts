@@ -144,9 +144,9 @@ export const makeOperationMethods = Effect.gen(function*() {
     claimOperation: hot((input: ClaimOperationInput) =>
       firstProblem("claimOperation", claimChecks(input)) ?? transitions.claim(storedClaim(input))),
 
-    renewOperationLease: (key, options) =>
-      validated("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))], () =>
-        onPorts(transitions.renew(key, options.leaseToken, options.leaseMs ?? policy.leaseMs))),
+    renewOperationLease: hot((key: OperationKey, options: RenewLeaseOptions) =>
+      firstProblem("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))]) ??
+        transitions.renew(key, options.leaseToken, options.leaseMs ?? policy.leaseMs)),
 
     markOperationSent: hot((key: OperationKey, options: { readonly leaseToken: string }) =>
       firstProblem("markOperationSent", markSentChecks(key, options)) ?? transitions.markSent(key, options.leaseToken)),

@@ -1,4 +1,5 @@
 import type { DeferReason, Digest, Millis, ProjectionWatch } from "./ProjectionWatch.js"
+import { bump } from "../versioned.js"
 
 /**
  * What a transition decided: an outcome, and the row to write when the
@@ -16,12 +17,6 @@ export interface Decision<O extends string> {
 const unchanged = <O extends string>(outcome: O): Decision<O> => ({ outcome, next: undefined })
 const changed = <O extends string>(outcome: O, next: ProjectionWatch): Decision<O> => ({ outcome, next })
 
-const bump = (row: ProjectionWatch, now: Millis, patch: Partial<ProjectionWatch>): ProjectionWatch => ({
-  ...row,
-  ...patch,
-  version: row.version + 1,
-  updatedAt: now
-})
 
 /**
  * Why a caller arms a watch. Finalize arms its own watch
