@@ -10,7 +10,7 @@ export interface ProviderRequest {
   readonly key: string
   readonly documentID: string | null
   readonly reissue: string | null
-  readonly op: "update" | "create"
+  readonly op: "update" | "create" | "delete"
   readonly entityID?: string
   readonly ifMatch?: string
   readonly providerID?: string

@@ -52,10 +52,13 @@ export const claimInputOf = (row) => ({
  * The request a run may send. No reissue (no earlier request can have
  * landed): an update goes out unconditionally and a reconcile-only create
  * without an id, as a plain client would; a deterministic create always
- * names its id. With a reissue: exactly what it says, never anything blind.
+ * names its id; a delete is a delete. With a reissue: exactly what it says,
+ * never anything blind.
  */
 export const requestFor = (input, reissue) => {
   const base = { key: input.operationID, documentID: input.documentID, reissue: reissue?.kind ?? null }
+  // A delete re-sends as itself: gone (410) means an earlier request landed.
+  if (input.op === "delete") return { ...base, op: "delete", entityID: input.sourceID }
   if (reissue?.kind === "conditional-update") return { ...base, op: "update", entityID: input.sourceID, ifMatch: reissue.ifMatch }
   if (reissue?.kind === "deterministic-create") return { ...base, op: "create", providerID: reissue.providerID }
   if (input.op === "update") return { ...base, op: "update", entityID: input.sourceID }
@@ -99,8 +102,11 @@ export const driveOperation = async (ctx, input) => {
     const result = await call("recordAttemptFailure", () => store.recordAttemptFailure(key, { leaseToken, kind, ...extra }))
     return `${kind}:${result.outcome}`
   }
-  const finalize = (sourceID, etag) =>
-    call("finalizeOperationAndArmWatch", () =>
+  const finalize = (sourceID, etag) => input.op === "delete"
+    ? call("finalizeDeleteOperation", () =>
+      store.finalizeDeleteOperation(key, { leaseToken, sourceID, documentID: input.documentID }))
+      .then((result) => `finalize-delete:${result.outcome}`)
+    : call("finalizeOperationAndArmWatch", () =>
       store.finalizeOperationAndArmWatch(key, {
         leaseToken, sourceID, documentID: input.documentID, providerEtag: etag, resultEntity: { etag },
         watchDueAt: Date.now() + ctx.watchDueInMs
@@ -129,6 +135,10 @@ export const driveOperation = async (ctx, input) => {
   switch (answer.status) {
     case 200:
       return finalize(answer.body.entityID, answer.body.etag)
+    case 404:
+    case 410: // a delete of an entity that is gone: this key's earlier request deleted it
+      if (input.op === "delete") return finalize(input.sourceID, null)
+      return fail("retryable", { httpStatus: answer.status })
     case "timeout": {
       const outcome = await fail("unknown")
       return outcome === "unknown:reconcile_only" ? settle(outcome) : outcome

@@ -5,7 +5,8 @@
 // a seeded PRNG: latency, 429 with Retry-After, 5xx before or after applying,
 // a timeout after the write landed, validation 4xx, auth expiry. Entities
 // carry etags: a stale `ifMatch` gets 412, a taken deterministic id 409;
-// neither applies anything.
+// neither applies anything. A delete removes its entity; a delete of one
+// already gone answers 410 and applies nothing.
 import { appendFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { derive, prng } from "./random.mjs"
@@ -45,7 +46,14 @@ export const startProvider = async ({ seed, ledgerPath }) => {
   let etagSerial = 0
   const newEtag = () => `etag-${++etagSerial}`
 
+  const deleted = new Set()
   const apply = (body) => {
+    if (body.op === "delete") {
+      if (!entities.has(body.entityID)) return { status: deleted.has(body.entityID) ? 410 : 404 }
+      entities.delete(body.entityID)
+      deleted.add(body.entityID)
+      return { status: 200, entityID: body.entityID, etag: null }
+    }
     if (body.op === "update") {
       const entity = entities.get(body.entityID)
       if (entity === undefined) return { status: 404 }

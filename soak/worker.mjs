@@ -38,7 +38,7 @@ const ctx = {
 }
 
 let serial = 0
-/** A new key: an update of an entity seeded at the provider, a deterministic create, or a create that can only be reconciled. */
+/** A new key: an update or a delete of an entity seeded at the provider, a deterministic create, or a create that can only be reconciled. */
 const newKey = async () => {
   const operationID = `k-${config.seed}-${config.worker}-${++serial}`
   const documentID = `doc-${operationID}`
@@ -48,10 +48,12 @@ const newKey = async () => {
     payloadHash: `hash-${operationID}`, documentID
   }
   const kind = rng.next()
-  if (kind < 0.5) {
+  if (kind < 0.55) {
     const entityID = `ent-${operationID}`
     const seeded = await send(config.providerUrl, "/seed", { entityID, documentID: `seed-${operationID}` }, 5_000)
     if (seeded.status !== 200) return null
+    // One seeded entity in four is deleted (the user removed the document), the others updated.
+    if (kind < 0.14) return { ...common, op: "delete", sourceID: entityID, providerEtag: null, reissueIntent: { kind: "idempotent-delete" } }
     return { ...common, op: "update", sourceID: entityID, providerEtag: seeded.body.etag,
       reissueIntent: { kind: "conditional-update", ifMatch: seeded.body.etag } }
   }

@@ -115,7 +115,7 @@ describe("the pure decisions", () => {
         decideMarkSent(row, token, POLICY, NOW),
         ...(["retryable", "permanent", "unknown"] as const).map((kind) =>
           decideAttemptFailure(row, { leaseToken: token, kind }, POLICY, random, NOW)),
-        decideCommit(row, { leaseToken: token, sourceID: "s", documentID: "d", watchDueAt: NOW }, POLICY, NOW)
+        decideCommit(row, { leaseToken: token, sourceID: "s", documentID: "d" }, POLICY, NOW)
       ]
       // offline / auth say this run's own request did not leave: they drop its own marker, and nothing else.
       const deferrals = (["offline", "auth"] as const).map((kind) =>

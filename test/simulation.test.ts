@@ -350,6 +350,7 @@ describe("the invariant checks on a hand-made run", () => {
     watches: [watchOf(0), watchOf(1)],
     ledger: [entry(0, 1, true, false), entry(1, 1, true, false), entry(2, 1, false, false)],
     deletions: [] as ReadonlyArray<CheckedDeletion>,
+    entitiesAtProvider: [] as ReadonlyArray<string>,
     incompleteRefused: 2,
     incompleteListed: 0,
     finished: true,

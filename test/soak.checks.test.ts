@@ -108,6 +108,14 @@ describe("requestFor", () => {
       key: "k", documentID: "d", reissue: "deterministic-create", op: "create", providerID: "p1"
     })
   })
+
+  it("sends a delete as a delete, first time or re-sent", () => {
+    const remove = { operationID: "k", documentID: "d", op: "delete", sourceID: "ent", reissueIntent: { kind: "idempotent-delete" } }
+    expect(requestFor(remove, null)).toEqual({ key: "k", documentID: "d", reissue: null, op: "delete", entityID: "ent" })
+    expect(requestFor(remove, { kind: "idempotent-delete" })).toEqual({
+      key: "k", documentID: "d", reissue: "idempotent-delete", op: "delete", entityID: "ent"
+    })
+  })
 })
 
 describe("storeCall", () => {

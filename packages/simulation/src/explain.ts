@@ -92,7 +92,9 @@ export const explainWriteBack = async (options: { readonly database: string; rea
       : reissue.kind === "conditional-update"
       ? `Runner B takes the operation over. Because A's request may have landed, the store hands B a reissue: re-send only ` +
         `as an update conditional on the provider etag the edit was based on (${reissue.ifMatch}), never blindly.`
-      : `Runner B takes the operation over, with a reissue: re-send only as a create with the deterministic id ${reissue.providerID}.`)
+      : reissue.kind === "deterministic-create"
+      ? `Runner B takes the operation over, with a reissue: re-send only as a create with the deterministic id ${reissue.providerID}.`
+      : `Runner B takes the operation over, with a reissue: re-send the delete; "gone" means it landed.`)
     const sentB = await store.markOperationSent(key, { leaseToken: claimB.lease.token })
     say(`Runner B marks its request sent (${sentB.outcome}): attempt ${sentB.operation?.attempts ?? "?"}.`)
     const second = await provider.write(requestFor(op, reissue), realClock)

@@ -29,7 +29,8 @@ export const formatReport = (r: SimulationReport): string => {
   add(`Connector simulation · seed ${r.seed} · ${r.database} · ${where} · ${seconds(r.elapsedMs)}`)
   if (!r.finished) add("The duration ran out before every write-back reached a final state; the relist sweep and retention were skipped.")
   add()
-  add(`Write-backs (${o.planned} planned: the user's edits on three devices, each one idempotency key)`)
+  add(`Write-backs (${o.planned} planned: the user's edits on three devices, each one idempotency key; ` +
+    `${o.plannedByKind.create} creates, ${o.plannedByKind.update} updates, ${o.plannedByKind.delete} deletes)`)
   add(`  final states: committed ${o.byState.committed} · dead ${o.byState.dead} · reconcile_only ${o.byState.reconcile_only}` +
     ` · still attempted ${o.byState.attempted} · collected by retention ${o.collectedByRetention}`)
   add(`  attempts the store counted: ${o.attempts} (a request is counted before it leaves)`)

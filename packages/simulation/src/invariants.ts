@@ -30,6 +30,8 @@ export interface InvariantInputs {
   readonly watches: ReadonlyArray<ProjectionWatch>
   readonly ledger: ReadonlyArray<LedgerEntry>
   readonly deletions: ReadonlyArray<CheckedDeletion>
+  /** The ids of the entities the provider holds at the end. */
+  readonly entitiesAtProvider: ReadonlyArray<string>
   readonly incompleteRefused: number
   readonly incompleteListed: number
   /** True when every planned write reached a final state (retention ran only then). */
@@ -48,12 +50,14 @@ const check = (name: string, detail: string, violations: ReadonlyArray<string>):
  * The run's invariants, from what the store holds and what the provider
  * saw: no write applied twice except by a sanctioned reissue (a re-send the
  * store handed out after a request may have landed); every committed write
- * applied and watched; no write reported dead that the provider applied; no
- * local deletion from a relist run that was not complete, or of an entity
- * the provider still has; retention took only superseded writes.
+ * applied and watched, every committed delete's entity gone and its watch
+ * retired; no write reported dead that the provider applied; no local
+ * deletion from a relist run that was not complete, or of an entity the
+ * provider still has; retention took only superseded writes.
  */
 export const checkInvariants = (inputs: InvariantInputs): ReadonlyArray<InvariantCheck> => {
   const { plan, rows, watches, ledger, deletions, incompleteRefused, incompleteListed, finished, collected } = inputs
+  const atProvider = new Set(inputs.entitiesAtProvider)
   const byState: Record<OperationState, number> = { attempted: 0, committed: 0, dead: 0, reconcile_only: 0 }
   for (const row of rows) byState[row.state]++
   const appliedBy = new Map<number, { plain: number; reissue: number }>()
@@ -77,7 +81,11 @@ export const checkInvariants = (inputs: InvariantInputs): ReadonlyArray<Invarian
     if (index === undefined) continue
     const tally = appliedBy.get(index)
     const applied = (tally?.plain ?? 0) + (tally?.reissue ?? 0)
-    if (row.state === "committed" && applied === 0) committedUnapplied.push(`${row.operationID}: committed, but no request of it was applied`)
+    // A delete whose entity was already gone (deleted elsewhere) is done without applying anything.
+    const goneBefore = row.op === "delete" && row.sourceID !== null && !atProvider.has(row.sourceID)
+    if (row.state === "committed" && applied === 0 && !goneBefore) {
+      committedUnapplied.push(`${row.operationID}: committed, but no request of it was applied`)
+    }
     // A dead operation still in doubt reads as unconfirmed, not failed: only one the store calls failed counts.
     if (row.state === "dead" && row.inDoubtSince === null && applied > 0) {
       deadApplied.push(`${row.operationID}: reported failed (dead, ${row.lastKind}, not in doubt), but the provider applied it`)
@@ -85,10 +93,21 @@ export const checkInvariants = (inputs: InvariantInputs): ReadonlyArray<Invarian
   }
 
   const watchBySource = new Map(watches.map((w) => [w.sourceID, w]))
+  const deletedDocuments = new Set(rows.filter((r) => r.op === "delete" && r.state === "committed").map((r) => r.documentID))
   const unwatched: Array<string> = []
+  const deletesUndone: Array<string> = []
   for (const row of rows) {
     if (row.state !== "committed") continue
     const watch = row.sourceID === null ? undefined : watchBySource.get(row.sourceID)
+    if (row.op === "delete") {
+      if (watch !== undefined) deletesUndone.push(`${row.operationID}: committed delete, but the watch of ${row.sourceID} remains`)
+      if (row.sourceID !== null && atProvider.has(row.sourceID)) {
+        deletesUndone.push(`${row.operationID}: committed delete, but ${row.sourceID} still exists at the provider`)
+      }
+      continue
+    }
+    // A later committed delete of the document retired this write's watch.
+    if (deletedDocuments.has(row.documentID)) continue
     if (watch === undefined || watch.documentID !== row.documentID) unwatched.push(`${row.operationID}: committed without a watch on ${row.documentID}`)
   }
 
@@ -116,6 +135,11 @@ export const checkInvariants = (inputs: InvariantInputs): ReadonlyArray<Invarian
     check("every committed write was applied at the provider", `${byState.committed} committed operations`, committedUnapplied),
     check("no write reported failed (dead, not in doubt) was applied at the provider", `${byState.dead} dead operations`, deadApplied),
     check("every committed write's watch is verified or reported", `${byState.committed} committed operations, ${watches.length} watches`, unwatched),
+    check(
+      "every committed delete removed its entity and retired its watch",
+      `${rows.filter((r) => r.op === "delete" && r.state === "committed").length} committed deletes`,
+      deletesUndone
+    ),
     check(
       "no deletion from an incomplete relist",
       `${deletions.length} local deletions, ${incompleteRefused} listings of incomplete runs refused`,

@@ -33,14 +33,14 @@ export interface DocumentContent {
   readonly by: string
 }
 
-/** One write-back the user's edits cause: a create or an update of one document's entity. */
+/** One write-back the user's edits cause: a create, an update or a delete of one document's entity. */
 export interface PlannedOperation {
   readonly index: number
   readonly callerDID: string
   readonly operationID: string
   readonly document: PlannedDocument
-  readonly op: "create" | "update"
-  /** What the write sends (and the document's winner once the edit is made locally). */
+  readonly op: "create" | "update" | "delete"
+  /** What the write sends (and the document's winner once the edit is made locally); a delete sends none of it. */
   readonly content: DocumentContent
   /** The operation on the same document that must finish first, if any. */
   readonly after: number | null
@@ -60,8 +60,9 @@ export interface SimulationPlan {
  * new locally (their first write is a create with a deterministic provider
  * id), the rest exist at the provider; about one operation in five is a
  * follow-up edit of a document edited before, so retention has superseded
- * rows to collect; a few documents are lossy at the provider (they end as
- * `repair_failed` watches).
+ * rows to collect, and about one follow-up in seven deletes its document
+ * (the document's last write); a few documents are lossy at the provider
+ * (they end as `repair_failed` watches).
  */
 export const makePlan = (seed: string | number, runTag: string, operations: number): SimulationPlan => {
   const scope: SimulationScope = {
@@ -87,19 +88,26 @@ export const makePlan = (seed: string | number, runTag: string, operations: numb
   const lastOn = new Map<number, number>()
   const revisions = new Map<number, number>()
   const planned: Array<PlannedOperation> = []
+  // Documents a planned delete removed: they take no later write.
+  const alive = [...documents]
   for (let i = 0; i < operations; i++) {
-    const document = i < documentCount ? documents[i]! : draw.pick(documents)
+    const followUp = i >= documentCount
+    const document = followUp ? draw.pick(alive) : documents[i]!
     const previous = lastOn.get(document.index)
     const revision = (revisions.get(document.index) ?? 0) + 1
     revisions.set(document.index, revision)
     const callerDID = DEVICES[draw.int(0, DEVICES.length - 1)]!
+    const deletes = followUp && alive.length > 1 && draw.chance(0.15)
+    if (deletes) alive.splice(alive.indexOf(document), 1)
     planned.push({
       index: i,
       callerDID,
       operationID: `op-${runTag}-${i}`,
       document,
-      op: previous === undefined && !document.existsAtProvider ? "create" : "update",
-      content: { title: `Meeting ${document.index} (edit ${revision})`, revision, by: callerDID },
+      op: deletes ? "delete" : previous === undefined && !document.existsAtProvider ? "create" : "update",
+      content: deletes
+        ? { title: `Meeting ${document.index} (deleted)`, revision, by: callerDID }
+        : { title: `Meeting ${document.index} (edit ${revision})`, revision, by: callerDID },
       after: previous ?? null
     })
     lastOn.set(document.index, i)
@@ -118,7 +126,8 @@ export const operationIndexOf = (operationID: string, runTag: string): number | 
 /**
  * The claim of a planned write. `baseEtag` is the provider etag the edit is
  * based on (the last one the device saw): a re-send after a request may have
- * landed is conditional on it. A create's re-send carries its deterministic id.
+ * landed is conditional on it. A create's re-send carries its deterministic
+ * id; a delete's re-send is the delete again (gone means applied).
  */
 export const claimInputOf = (
   scope: SimulationScope,
@@ -127,6 +136,8 @@ export const claimInputOf = (
 ): ClaimOperationInput => {
   const reissueIntent: ReissueIntent = op.op === "create"
     ? { kind: "deterministic-create", providerID: op.document.entityID }
+    : op.op === "delete"
+    ? { kind: "idempotent-delete" }
     : baseEtag === null
     ? { kind: "reconcile" }
     : { kind: "conditional-update", ifMatch: baseEtag }
@@ -136,7 +147,7 @@ export const claimInputOf = (
     ...scope,
     op: op.op,
     target: "calendars/primary",
-    sourceID: op.op === "update" ? op.document.entityID : null,
+    sourceID: op.op === "create" ? null : op.document.entityID,
     deterministicEventID: op.document.entityID,
     payloadHash: digestOf(op.content),
     reissueIntent,

@@ -42,7 +42,7 @@ export const planFault = (seed: string | number, opIndex: number, n: number): Fa
 /** A provider write as the connector sends it. */
 export interface WriteRequest {
   readonly opIndex: number
-  readonly kind: "create" | "update"
+  readonly kind: "create" | "update" | "delete"
   readonly entityID: string
   readonly content: DocumentContent
   /** A conditional update: applied only while the entity's etag is this one (else 412). */
@@ -61,7 +61,8 @@ export interface Entity {
 /** What the connector sees of a request: an HTTP answer, no answer at all, or no network. */
 export type ProviderAnswer =
   | { readonly status: 200 | 201; readonly entity: Entity }
-  | { readonly status: 400 | 401 | 404 | 409 | 412 | 500 | 503 }
+  | { readonly status: 204 }
+  | { readonly status: 400 | 401 | 404 | 409 | 410 | 412 | 500 | 503 }
   | { readonly status: 429; readonly retryAfterMs: number }
   | { readonly status: "timeout" }
   | { readonly status: "offline" }
@@ -71,7 +72,7 @@ export interface LedgerEntry {
   readonly opIndex: number
   /** The request's number among those of its operation that reached the provider's write path. */
   readonly n: number
-  readonly kind: "create" | "update"
+  readonly kind: "create" | "update" | "delete"
   readonly conditional: boolean
   readonly sanctionedReissue: boolean
   readonly fault: Fault
@@ -89,8 +90,10 @@ export const TIMEOUT_MS = 60
  * request and whether it applied, and faults drawn from the seed per
  * (operation, request number). A conditional update with a stale `ifMatch`
  * is refused with 412, a create of an existing id with 409; an update of a
- * missing entity is 404. Lossy entities store a normalized title, so their
- * state never projects back to what the connector wrote.
+ * missing entity is 404. A delete removes the entity (204); a delete of an
+ * entity that is gone answers 410 when the provider remembers deleting it,
+ * else 404, and changes nothing. Lossy entities store a normalized title, so
+ * their state never projects back to what the connector wrote.
  */
 export class FakeProvider {
   readonly ledger: Array<LedgerEntry> = []
@@ -157,6 +160,17 @@ export class FakeProvider {
         break
     }
     const current = this.entities.get(request.entityID)
+    if (request.kind === "delete") {
+      if (current === undefined) {
+        return this.deleted.has(request.entityID) ? answer(410, { status: 410 }) : answer(404, { status: 404 })
+      }
+      this.entities.delete(request.entityID)
+      this.deleted.add(request.entityID)
+      applied = true
+      if (plan.fault === "server-error-after-apply") return answer(503, { status: 503 })
+      if (plan.fault === "timeout-after-apply") return answer("timeout", { status: "timeout" })
+      return answer(204, { status: 204 })
+    }
     if (request.kind === "create" && current !== undefined) return answer(409, { status: 409 })
     if (request.kind === "update" && current === undefined) return answer(404, { status: 404 })
     if (request.ifMatch !== undefined && current !== undefined && current.etag !== request.ifMatch) {
@@ -167,6 +181,11 @@ export class FakeProvider {
     if (plan.fault === "server-error-after-apply") return answer(503, { status: 503 })
     if (plan.fault === "timeout-after-apply") return answer("timeout", { status: "timeout" })
     return answer(request.kind === "create" ? 201 : 200, { status: request.kind === "create" ? 201 : 200, entity })
+  }
+
+  /** The ids of the entities the provider holds now. */
+  entityIDs(): ReadonlyArray<string> {
+    return [...this.entities.keys()]
   }
 
   /** The entity as a GET returns it, or `undefined` (404). */

@@ -25,6 +25,8 @@ export interface SimulationReport {
   readonly finished: boolean
   readonly operations: {
     readonly planned: number
+    /** How many planned write-backs of each kind (create, update, delete). */
+    readonly plannedByKind: Readonly<Record<"create" | "update" | "delete", number>>
     readonly byState: Readonly<Record<OperationState, number>>
     readonly collectedByRetention: number
     /** Attempts the store counted over the operations still stored. */
@@ -156,6 +158,7 @@ export const buildReport = async (
     watches,
     ledger,
     deletions,
+    entitiesAtProvider: world.provider.entityIDs(),
     incompleteRefused: relist?.incompleteRefused ?? 0,
     incompleteListed: relist?.incompleteListed ?? 0,
     finished: inputs.finished,
@@ -213,6 +216,11 @@ export const buildReport = async (
     finished: inputs.finished,
     operations: {
       planned: plan.operations.length,
+      plannedByKind: {
+        create: plan.operations.filter((op) => op.op === "create").length,
+        update: plan.operations.filter((op) => op.op === "update").length,
+        delete: plan.operations.filter((op) => op.op === "delete").length
+      },
       byState,
       collectedByRetention: inputs.collected,
       attempts: rows.reduce((sum, r) => sum + r.attempts, 0),

@@ -12,8 +12,8 @@ export interface WorldClient {
   readWinner(documentID: string): Promise<string | null>
   /** The winners of many documents (absent: no readable winner), for the due sweep's audit. */
   readWinners(documentIDs: ReadonlyArray<string>): Promise<Readonly<Record<string, string | null>>>
-  /** The device made the edit: the document's winner becomes the new content's digest. */
-  editLocally(documentID: string, content: DocumentContent): Promise<void>
+  /** The device made the edit: the document's winner becomes the new content's digest (null: the user deleted it, no winner). */
+  editLocally(documentID: string, content: DocumentContent | null): Promise<void>
   /** The write landed as `entity`: the device now knows that etag (the base of its next edit). */
   noteWritten(documentID: string, entity: Entity): Promise<void>
   /** The etag the device last saw for a document's entity, or null. */
@@ -82,6 +82,8 @@ export class World implements WorldClient {
   readonly counters = new Map<string, number>()
   readonly localDeletions: Array<{ readonly documentID: string; readonly entityID: string; readonly runID: string }> = []
   private readonly documents = new Map<string, LocalDocument>()
+  /** Documents the user deleted: an ingress never brings them back. */
+  private readonly deletedByUser = new Set<string>()
   private readonly claims = new Map<number, number>()
   private readonly startedAt: number
   private grantExpiresAt: number
@@ -183,18 +185,19 @@ export class World implements WorldClient {
     return this.documents.get(documentID)?.content ?? null
   }
 
-  async editLocally(documentID: string, content: DocumentContent): Promise<void> {
+  async editLocally(documentID: string, content: DocumentContent | null): Promise<void> {
     const document = this.documents.get(documentID)
     if (document === undefined) return
     document.content = content
-    document.winner = digestOf(content)
+    document.winner = content === null ? null : digestOf(content)
+    if (content === null) this.deletedByUser.add(documentID)
     this.changed(documentID)
   }
 
-  /** An ingress: the sync pulled the provider's state of a document; the winner becomes its digest. */
+  /** An ingress: the sync pulled the provider's state of a document; the winner becomes its digest. A document the user deleted stays deleted. */
   ingest(documentID: string, entity: Entity): string | null {
     const document = this.documents.get(documentID)
-    if (document === undefined) return null
+    if (document === undefined || this.deletedByUser.has(documentID)) return null
     document.content = entity.content
     document.winner = digestOf(entity.content)
     document.etag = entity.etag

@@ -28,14 +28,20 @@ export interface WriteBackContext {
  * unconditional update; a create with its deterministic id). A re-drive that
  * the store handed a reissue (`claim.reissue`) re-sends exactly as the intent
  * says, marked as a sanctioned reissue: an update conditional on the etag the
- * edit was based on, or the create with the deterministic provider id.
+ * edit was based on, the create with the deterministic provider id, or the
+ * delete again.
  */
 export const requestFor = (op: PlannedOperation, reissue: SafeReissue | null): WriteRequest => {
   const plain = { opIndex: op.index, kind: op.op, entityID: op.document.entityID, content: op.content }
   if (reissue === null) return { ...plain, sanctionedReissue: false }
-  return reissue.kind === "conditional-update"
-    ? { ...plain, kind: "update", ifMatch: reissue.ifMatch, sanctionedReissue: true }
-    : { ...plain, kind: "create", entityID: reissue.providerID, sanctionedReissue: true }
+  switch (reissue.kind) {
+    case "conditional-update":
+      return { ...plain, kind: "update", ifMatch: reissue.ifMatch, sanctionedReissue: true }
+    case "deterministic-create":
+      return { ...plain, kind: "create", entityID: reissue.providerID, sanctionedReissue: true }
+    case "idempotent-delete":
+      return { ...plain, kind: "delete", sanctionedReissue: true }
+  }
 }
 
 /** True when the provider's entity carries this operation's write (the provider may normalize the title). */
@@ -44,7 +50,8 @@ const carries = (entity: Entity, op: PlannedOperation): boolean =>
 
 /**
  * Drives one write-back through the store's public API: claim → mark sent
- * → provider call → finalize-and-arm, or the failure the answer means.
+ * → provider call → finalize-and-arm (a delete: finalize-and-retire), or
+ * the failure the answer means.
  * The world may choose a crash site for this claim: the runner then simply
  * stops there (lease held, nothing recorded), as a killed process would;
  * the due sweep finds the operation once the lease lapses.
@@ -58,7 +65,7 @@ export const driveWriteBack = async (
   const claim = await store.claimOperation(input)
   world.count(`claim.${claim.outcome}`)
   if (claim.outcome !== "claimed") return
-  if (claim.created) await world.editLocally(op.document.documentID, op.content)
+  if (claim.created) await world.editLocally(op.document.documentID, op.op === "delete" ? null : op.content)
   const key: OperationKey = { callerDID: input.callerDID, operationID: input.operationID }
   const leaseToken = claim.lease.token
   const crash = await world.crashSite(op.index)
@@ -119,6 +126,36 @@ const settle = async (
     world.count(`finalize.${done.outcome}`)
     if (done.outcome === "committed") await world.noteWritten(op.document.documentID, entity)
   }
+  if (request.kind === "delete") {
+    const retire = async () => {
+      const done = await store.finalizeDeleteOperation(key, {
+        leaseToken,
+        sourceID: request.entityID,
+        documentID: op.document.documentID
+      })
+      world.count(`finalize-delete.${done.outcome}`)
+    }
+    switch (answer.status) {
+      case 204:
+      // Gone: this delete (or an earlier request of it) removed the entity, or someone else did. Either way it is done.
+      case 404:
+      case 410:
+        return retire()
+      case 429:
+        return fail("retryable", 429, ctx.clock.now() + answer.retryAfterMs)
+      case 500:
+      case 503:
+        return fail("retryable", answer.status)
+      case "timeout":
+        return fail("retryable", null)
+      case 401:
+        return fail("auth", 401)
+      case "offline":
+        return fail("offline", null)
+      default:
+        return fail("permanent", answer.status)
+    }
+  }
   switch (answer.status) {
     case 200:
     case 201:
@@ -138,6 +175,8 @@ const settle = async (
     }
     case 400:
     case 404:
+    case 410:
+    case 204:
       return fail("permanent", answer.status)
     case 429:
       return fail("retryable", 429, ctx.clock.now() + answer.retryAfterMs)

@@ -11,9 +11,11 @@ export type OperationState = "attempted" | "committed" | "dead" | "reconcile_onl
 /**
  * The provider call an operation makes: `create` (a new provider entity;
  * its id is learnt at commit, unless a deterministic-create reissue names
- * it) or `update` (an existing entity, named by `sourceID`).
+ * it), `update` (an existing entity, named by `sourceID`) or `delete` (the
+ * entity named by `sourceID` removed at the provider; finalized with
+ * `finalizeDeleteOperation`, which retires its watch).
  */
-export type OperationOp = "create" | "update"
+export type OperationOp = "create" | "update" | "delete"
 
 /** The caller's idempotency key of an operation: its primary key. */
 export interface OperationKey {
@@ -25,7 +27,7 @@ export interface OperationKey {
 
 /**
  * One row of the operation table: the durable envelope of one provider
- * create or update, keyed by the caller's idempotency key.
+ * create, update or delete, keyed by the caller's idempotency key.
  */
 export interface ConnectorOperation extends OperationKey {
   /** An opaque random public id, given when the key is first claimed. */

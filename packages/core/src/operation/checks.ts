@@ -1,7 +1,7 @@
 import type { Check, Rule } from "../validation.js"
 import { fieldOf, oneOf, optional, Rules } from "../validation.js"
 import { jsonProblem } from "../syncstate/json.js"
-import { reissueIntentProblem } from "./reissue.js"
+import { reissueFitProblem, type ReissueIntent, reissueIntentProblem } from "./reissue.js"
 
 /** The largest page `listTrackedOperations` returns. */
 export const MAX_TRACKED_PAGE = 500
@@ -58,7 +58,7 @@ export const keyChecks = (prefix: string, key: unknown): Array<Check> => {
 
 const CLAIM_IDS = ["ownerDID", "connectorName", "model", "accountKey", "target", "deterministicEventID", "payloadHash"] as const
 const CLAIM_ID_NAMES = CLAIM_IDS.map((field) => `input.${field}`)
-const operationKind = oneOf("create", "update")
+const operationKind = oneOf("create", "update", "delete")
 const optionalIdOrNull = optional(idOrNull)
 const optionalTextOrNull = optional(textOrNull)
 const optionalLease = optional(leaseDuration)
@@ -73,6 +73,7 @@ export const claimChecks = (input: unknown): ReadonlyArray<Check> => {
     ["input.documentID", fieldOf(input, "documentID"), optionalIdOrNull],
     ["input.providerEtag", fieldOf(input, "providerEtag"), optionalTextOrNull],
     ["input.reissueIntent", fieldOf(input, "reissueIntent"), reissueIntentProblem],
+    ["input.reissueIntent", fieldOf(input, "reissueIntent"), (intent) => reissueFitProblem(String(fieldOf(input, "op")), intent as ReissueIntent)],
     ["input.leaseMs", fieldOf(input, "leaseMs"), optionalLease]
   )
   return checks
@@ -104,6 +105,12 @@ export const failureChecks = (options: unknown): ReadonlyArray<Check> => [
   ["options.httpStatus", fieldOf(options, "httpStatus"), optionalHttpStatus],
   ["options.notApplied", fieldOf(options, "notApplied"), optionalBoolean],
   ["options.retryAt", fieldOf(options, "retryAt"), optionalMillis]
+]
+
+/** The extra checks of a `FinalizeDeleteInput`. */
+export const finalizeDeleteChecks = (options: unknown): ReadonlyArray<Check> => [
+  ["options.sourceID", fieldOf(options, "sourceID"), Rules.id],
+  ["options.documentID", fieldOf(options, "documentID"), Rules.id]
 ]
 
 /** The extra checks of a `FinalizeOperationInput`. */

@@ -13,10 +13,46 @@ import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
 import type { OperationPolicySettings } from "./policy.js"
 import { bump } from "../versioned.js"
 
-/** What the lease holder reports once the provider applied the write. */
-export interface FinalizeOperationInput {
+/** What every commit names: the lease that commits, the provider entity and the local document. */
+export interface CommitInput {
   /** The token of the claim's lease (`claim.lease.token`): only the run holding it may finalize. */
   readonly leaseToken: string
+  /** The provider entity the write created, updated or deleted: the watch's source. */
+  readonly sourceID: string
+  /** The local document the write projected into (or, for a delete, the document deleted). */
+  readonly documentID: string
+  /** The etag the provider returned for the written entity, if any. */
+  readonly providerEtag?: string | null | undefined
+  /** The provider entity as the write returned it (any JSON value). */
+  readonly resultEntity?: unknown
+}
+
+/** What the lease holder of a delete reports once the provider deleted the entity (or answered that it is gone). */
+export interface FinalizeDeleteInput {
+  /** The token of the claim's lease (`claim.lease.token`): only the run holding it may finalize. */
+  readonly leaseToken: string
+  /** The provider entity deleted: its watch is retired. */
+  readonly sourceID: string
+  /** The local document that was deleted. */
+  readonly documentID: string
+}
+
+/**
+ * What `finalizeDeleteOperation` answers. `committed`: the delete is
+ * committed and `retired` names the watch it removed (none when the entity
+ * had no watch). `already-committed` and `lease-lost` as for a finalize.
+ */
+export type FinalizeDeleteResult =
+  | {
+    readonly outcome: "committed"
+    readonly operation: ConnectorOperation
+    readonly retired: ReadonlyArray<WatchIdentity>
+  }
+  | { readonly outcome: "already-committed"; readonly operation: ConnectorOperation }
+  | LeaseLost
+
+/** What the lease holder reports once the provider applied the write. */
+export interface FinalizeOperationInput extends CommitInput {
   /** The provider entity the write created or updated: the watch's source. */
   readonly sourceID: string
   /** The local document the write projected into. */
@@ -71,7 +107,7 @@ export const mayCommit = (row: ConnectorOperation, token: string): boolean =>
  */
 export const decideCommit = (
   row: ConnectorOperation | undefined,
-  input: FinalizeOperationInput,
+  input: CommitInput,
   policy: OperationPolicySettings,
   now: Millis
 ): OperationDecision<FinalizeCommit> => {

@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import type { AttemptFailure, AttemptFailureResult, MarkSentResult } from "../operation/attempt.js"
 import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
 import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
-import type { FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
+import type { FinalizeDeleteInput, FinalizeDeleteResult, FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
 import type { RenewResult } from "../operation/lease.js"
 import type { DocumentWriteState } from "../operation/reads.js"
 import type { RenewLeaseOptions, TrackedOperationFilter, TrackedOperationsPage } from "../service/operations.js"
@@ -20,6 +20,7 @@ export interface PromiseOperationMethods {
   markOperationSent(key: OperationKey, options: { readonly leaseToken: string }): Promise<MarkSentResult>
   recordAttemptFailure(key: OperationKey, options: AttemptFailure): Promise<AttemptFailureResult>
   finalizeOperationAndArmWatch(key: OperationKey, options: FinalizeOperationInput): Promise<FinalizeResult>
+  finalizeDeleteOperation(key: OperationKey, options: FinalizeDeleteInput): Promise<FinalizeDeleteResult>
   getOperation(key: OperationKey): Promise<ConnectorOperation | null>
   getOperationByNodeKey(nodeKey: string, viewerDID: string): Promise<ConnectorOperation | null>
   listTrackedOperations(filter: TrackedOperationFilter): Promise<TrackedOperationsPage>
@@ -33,6 +34,7 @@ export const promiseOperationMethods = (call: PromiseCall): PromiseOperationMeth
   markOperationSent: (key, options) => call((s) => s.markOperationSent(key, options)),
   recordAttemptFailure: (key, options) => call((s) => s.recordAttemptFailure(key, options)),
   finalizeOperationAndArmWatch: (key, options) => call((s) => s.finalizeOperationAndArmWatch(key, options)),
+  finalizeDeleteOperation: (key, options) => call((s) => s.finalizeDeleteOperation(key, options)),
   getOperation: (key) => call((s) => Effect.map(s.getOperation(key), Option.getOrNull)),
   getOperationByNodeKey: (nodeKey, viewerDID) =>
     call((s) => Effect.map(s.getOperationByNodeKey(nodeKey, viewerDID), Option.getOrNull)),

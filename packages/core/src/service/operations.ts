@@ -13,6 +13,7 @@ import {
   DEFAULT_TRACKED_PAGE,
   failureChecks,
   finalizeChecks,
+  finalizeDeleteChecks,
   keyChecks,
   runnerChecks,
   renewChecks,
@@ -21,7 +22,7 @@ import {
 import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
 import type { ConnectorOperation, OperationKey, OperationState } from "../operation/ConnectorOperation.js"
 import { OperationEntropy } from "../operation/entropy.js"
-import type { FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
+import type { FinalizeDeleteInput, FinalizeDeleteResult, FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
 import type { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
 import type { RenewResult } from "../operation/lease.js"
 import { OperationPolicy } from "../operation/policy.js"
@@ -90,6 +91,17 @@ export interface OperationMethods {
     key: OperationKey,
     options: FinalizeOperationInput
   ) => Effect.Effect<FinalizeResult, RunnerErrors | WinnerReaderMissing | WinnerReadFailed>
+  /**
+   * Commits a delete write-back and retires the deleted entity's watch in
+   * one transaction (see `FinalizeDeleteResult`); a stale lease holder
+   * changes nothing. A key that names a create or an update is refused with
+   * `InvalidInput` (finalize those with `finalizeOperationAndArmWatch`, which
+   * likewise refuses a delete).
+   */
+  readonly finalizeDeleteOperation: (
+    key: OperationKey,
+    options: FinalizeDeleteInput
+  ) => Effect.Effect<FinalizeDeleteResult, RunnerErrors>
   readonly getOperation: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors>
   /** The operation of a node key, only for its caller or owner; anyone else sees none, as for an unknown key. */
   readonly getOperationByNodeKey: (
@@ -159,6 +171,10 @@ export const makeOperationMethods = Effect.gen(function*() {
       firstProblem("finalizeOperationAndArmWatch", finalizeOperationChecks(key, options)) ??
         (finalizeReader._tag === "Left" ? finalizeReader.left : transitions.finalize(key, storedFinalize(options))),
       finalizeReader._tag === "Right" ? finalizeReader.right : undefined),
+
+    finalizeDeleteOperation: hot((key: OperationKey, options: FinalizeDeleteInput) =>
+      firstProblem("finalizeDeleteOperation", [...keyChecks("key", key), ...runnerChecks(options, finalizeDeleteChecks(options))]) ??
+        transitions.finalizeDelete(key, options)),
 
     getOperation: (key) => validated("getOperation", keyChecks("key", key), () => operations.get(key)),
 

@@ -3,9 +3,12 @@ import { type ClaimOperationInput, type ClaimResult, decideOperationClaim, type 
 import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
 import type { OperationDecision } from "../operation/decision.js"
 import type { OperationEntropy } from "../operation/entropy.js"
+import { InvalidInput } from "../errors.js"
 import {
   armedByFinalize,
   decideCommit,
+  type FinalizeDeleteInput,
+  type FinalizeDeleteResult,
   type FinalizeOperationInput,
   type FinalizeResult,
   supersededBy,
@@ -158,6 +161,10 @@ const operationWrite = <R>(
   locked: (rows, now) => after(rows.operations.lockRead(key), (row) => applyOperation(rows, row, decide(row, now)))
 })
 
+/** The refusal of a finalize of the wrong kind: the key names an operation another finalize ends. */
+const wrongFinalize = (method: string, op: string, instead: string) =>
+  new InvalidInput({ method, field: "key", reason: `names a ${op} write-back: finalize it with ${instead}` })
+
 /** The operation transitions under `policy`, drawing tokens from `entropy`. */
 export const operationTransitions = (policy: OperationPolicySettings, entropy: OperationEntropy["Type"]) => {
   /** Fresh tokens for one try of a claim: a lost try may have lost on a node key clash. */
@@ -215,12 +222,44 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
     attemptFailure: (key: OperationKey, failure: AttemptFailure, random: number): Transition<AttemptFailureResult> =>
       operationWrite("recordAttemptFailure", key, (row, now) => decideAttemptFailure(row, failure, policy, random, now)),
 
+    /**
+     * `finalizeDeleteOperation`: the delete committed and the deleted
+     * entity's watch retired (deleted at the version read, under the same
+     * slot lock a finalize arming on the document takes), in one transaction.
+     */
+    finalizeDelete: (key: OperationKey, input: FinalizeDeleteInput): Transition<FinalizeDeleteResult, InvalidInput> => ({
+      method: "finalizeDeleteOperation",
+      identity: formatOperationKey(key),
+      locked: (rows, now) =>
+        after(rows.operations.lockRead(key), (row): Step<FinalizeDeleteResult> => {
+          if (row !== undefined && row.op !== "delete") {
+            throw wrongFinalize("finalizeDeleteOperation", row.op, "finalizeOperationAndArmWatch")
+          }
+          const commit = decideCommit(row, input, policy, now)
+          if (commit.result.outcome !== "committed") return done(commit.result)
+          if (commit.next === undefined || row === undefined) throw new Error("a commit decided without a row")
+          const next = commit.next
+          const operation = commit.result.operation
+          const identity = watchIdentityOfCommit(row, input.sourceID)
+          const slot = { ownerDID: row.ownerDID, model: row.model, documentID: input.documentID }
+          return after(rows.watches.lockArmTargets(slot, identity), (targets) =>
+            afterWon(rows.operations.update(row, next), () => {
+              const watch = targets.find((target) => watchKey(target) === watchKey(identity))
+              return watch === undefined
+                ? done({ outcome: "committed", operation, retired: [] })
+                : afterWon(rows.watches.delete(identity, watch.version), () =>
+                  done({ outcome: "committed", operation, retired: [identity] }))
+            }))
+        })
+    }),
+
     /** `finalizeOperationAndArmWatch` (its input as stored): the commit and its watch in one transaction. */
     finalize: (key: OperationKey, input: FinalizeOperationInput): Transition<FinalizeResult> => ({
       method: "finalizeOperationAndArmWatch",
       identity: formatOperationKey(key),
       locked: (rows, now) =>
         after(rows.operations.lockRead(key), (row): Step<FinalizeResult> => {
+          if (row?.op === "delete") throw wrongFinalize("finalizeOperationAndArmWatch", "delete", "finalizeDeleteOperation")
           const commit = decideCommit(row, input, policy, now)
           if (commit.result.outcome !== "committed") return done(commit.result)
           if (commit.next === undefined || row === undefined) throw new Error("a commit decided without a row")
