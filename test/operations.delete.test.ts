@@ -2,9 +2,9 @@ import { ConnectorStore, type FinalizeDeleteInput } from "@connector-store/core"
 import { describe, expect, it } from "@effect/vitest"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { Effect } from "effect"
-import { claimed, claimedAndSent, claimInput, KEY, NOW, onOperationStore } from "./operations.fixtures.js"
+import { attemptedRow, claimed, claimedAndSent, claimInput, KEY, NOW, onOperationStore } from "./operations.fixtures.js"
 import { identityOf, watchRow } from "./support/contract/fixtures.js"
-import { at, failsChangingNothing, seedWatches, storedOperation, succeedsChangingNothing } from "./support/contract/store.js"
+import { at, failsChangingNothing, seedOperations, seedWatches, storedOperation, succeedsChangingNothing } from "./support/contract/store.js"
 import { Winners } from "./support/contract/winners.js"
 import { adaptersUnderTest, type StoreServices } from "./support/stores.js"
 
@@ -84,6 +84,28 @@ for (const adapter of adapters) {
           outcome: "finished",
           operation: { state: "reconcile_only" }
         })
+      })))
+
+    it.effect("an operator settling a reconcile_only delete as committed retires the watch instead of arming one", () =>
+      onStore(Effect.gen(function*() {
+        const store = yield* ConnectorStore
+        yield* seedWatches(watchRow())
+        yield* seedOperations(attemptedRow({
+          op: "delete",
+          reissueIntent: { kind: "idempotent-delete" },
+          state: "reconcile_only",
+          sendMarker: "run-1",
+          nextAttemptAt: null,
+          lastKind: "unknown"
+        }))
+        const result = yield* store.settleOperation(KEY, {
+          outcome: "committed",
+          sourceID: "src-1",
+          documentID: "doc-1",
+          watchDueAt: NOW + 60_000
+        })
+        expect(result).toMatchObject({ operation: { state: "committed", op: "delete" }, watch: null, superseded: [id] })
+        expect(yield* store.getWatch(id)).toMatchObject({ _tag: "None" })
       })))
 
     it.effect("a finalize of the wrong kind is refused with InvalidInput naming the key, and changes nothing", () =>

@@ -73,7 +73,11 @@ export const decideSettle = (row: ConnectorOperation, input: SettleOperationInpu
   }
 }
 
-/** What a settle did: the settled operation, and for `committed` the armed watch and the watches it superseded. */
+/**
+ * What a settle did: the settled operation, and for `committed` the armed
+ * watch and the watches it superseded (for a delete: no watch, and the
+ * deleted entity's watch it retired in `superseded`).
+ */
 export interface SettleResult {
   readonly operation: ConnectorOperation
   readonly watch: ProjectionWatch | null

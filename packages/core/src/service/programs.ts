@@ -147,6 +147,29 @@ const commitAndArm = (
 }
 
 /**
+ * The commit `next` of the locked delete `row` written, and the deleted
+ * entity's watch retired: under the slot's lock a finalize arming on the
+ * document takes, the operation written and the watch deleted at the
+ * version read. Answers the watches retired (none when it had no watch).
+ */
+const commitAndRetire = (
+  rows: ProgramRows,
+  row: ConnectorOperation,
+  next: ConnectorOperation,
+  commit: { readonly sourceID: string; readonly documentID: string }
+): Step<ReadonlyArray<WatchIdentity>> => {
+  const identity = watchIdentityOfCommit(row, commit.sourceID)
+  const slot = { ownerDID: row.ownerDID, model: row.model, documentID: commit.documentID }
+  return after(rows.watches.lockArmTargets(slot, identity), (targets) =>
+    afterWon(rows.operations.update(row, next), () => {
+      const watch = targets.find((target) => watchKey(target) === watchKey(identity))
+      return watch === undefined
+        ? done([])
+        : afterWon(rows.watches.delete(identity, watch.version), () => done([identity]))
+    }))
+}
+
+/**
  * An operation's read-decide-write on its row alone: read unlocked on the
  * first try and locked on the others (see `Transition`).
  */
@@ -238,18 +261,9 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
           const commit = decideCommit(row, input, policy, now)
           if (commit.result.outcome !== "committed") return done(commit.result)
           if (commit.next === undefined || row === undefined) throw new Error("a commit decided without a row")
-          const next = commit.next
           const operation = commit.result.operation
-          const identity = watchIdentityOfCommit(row, input.sourceID)
-          const slot = { ownerDID: row.ownerDID, model: row.model, documentID: input.documentID }
-          return after(rows.watches.lockArmTargets(slot, identity), (targets) =>
-            afterWon(rows.operations.update(row, next), () => {
-              const watch = targets.find((target) => watchKey(target) === watchKey(identity))
-              return watch === undefined
-                ? done({ outcome: "committed", operation, retired: [] })
-                : afterWon(rows.watches.delete(identity, watch.version), () =>
-                  done({ outcome: "committed", operation, retired: [identity] }))
-            }))
+          return andThen(commitAndRetire(rows, row, commit.next, input), (retired) =>
+            done({ outcome: "committed", operation, retired }))
         })
     }),
 
@@ -274,7 +288,8 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
 /**
  * The operator's `settleOperation` (its input as stored): a dead outcome
  * writes the operation alone; a committed one arms its watch as a
- * finalize does, with the watch's last winner when there is no reader.
+ * finalize does, with the watch's last winner when there is no reader (a
+ * committed delete retires its watch instead, listed in `superseded`).
  */
 export const settleTransition = (
   key: OperationKey,
@@ -292,6 +307,10 @@ export const settleTransition = (
         const next = decision.next
         if (input.outcome === "dead") {
           return afterWon(rows.operations.update(row, next), () => done({ operation: next, watch: null, superseded: [] }))
+        }
+        // A settled delete retires its entity's watch, as its finalize would have.
+        if (row.op === "delete") {
+          return andThen(commitAndRetire(rows, row, next, input), (retired) => done({ operation: next, watch: null, superseded: retired }))
         }
         return andThen(
           commitAndArm(rows, row, next, input, now, (existing) => existing?.observedWinnerDigest ?? null),
