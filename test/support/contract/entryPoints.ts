@@ -200,7 +200,7 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
         target: id("calendar/primary"),
         deterministicEventID: id("event-9"),
         payloadHash: id("hash-9"),
-        op: leaf({ oneOf: ["create", "update"] }, "update"),
+        op: leaf({ oneOf: ["create", "update", "delete"] }, "update"),
         sourceID: opt("idOrNull", "src-9"),
         documentID: opt("idOrNull", "doc-9"),
         providerEtag: opt("textOrNull", null),
@@ -235,6 +235,10 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
         watchDueAt: leaf("millis", NOW)
       })
     ]]
+  },
+  {
+    method: "finalizeDeleteOperation",
+    params: [["key", key], ["options", rec({ leaseToken: id("lease-1"), sourceID: id("src-1"), documentID: id("doc-1") })]]
   },
   { method: "getOperation", params: [["key", key]] },
   { method: "getOperationByNodeKey", params: [["nodeKey", id("node-1")], ["viewerDID", id("did:caller:1")]] },
