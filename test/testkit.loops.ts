@@ -78,22 +78,21 @@ export const finalizeInTryLoop: RunnerLoop = async (store, provider, edit) => {
   }
 }
 
-/** A loop that drops the claim's lease token and reads whichever token the row holds when it needs one. */
+/** A loop that drops the claim's lease token: it calls the store with a token of its own making instead. */
 export const droppedTokenLoop: RunnerLoop = async (store: CheckedStore, provider, edit) => {
   const claim = await store.claimOperation(edit)
   if (claim.outcome !== "claimed") return claim.outcome
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }
-  const token = async () => (await store.getOperation(key))?.leaseToken ?? claim.lease.token
-  if ((await store.markOperationSent(key, { leaseToken: await token() })).outcome !== "sent") return "lease-lost"
+  const leaseToken = `lease-of-${edit.operationID}` // wrong: the claim's token is claim.lease.token
+  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
   const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
-  const id = deterministicID(edit)
   let entity: ProviderEntity | null = null, failure: unknown
   try {
-    entity = await send(provider, edit, { ifMatch, id })
+    entity = await send(provider, edit, { ifMatch, id: deterministicID(edit) })
   } catch (error) {
     failure = error
   }
-  if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken: await token(), ...classify(failure, store.now()) })).outcome
-  return (await store.finalizeOperationAndArmWatch(key, { leaseToken: await token(), sourceID: entity.id, documentID: edit.documentID,
+  if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome
+  return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
     providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
 }

@@ -74,6 +74,7 @@ export const EDIT_KINDS: ReadonlyArray<EditKind> = ["update", "create"]
 export type Disturbance =
   | { readonly kind: "clock"; readonly ms: number }
   | { readonly kind: "sweep" }
+  | { readonly kind: "takeover" }
   | { readonly kind: "verify" }
   | { readonly kind: "retention" }
   | { readonly kind: "offline"; readonly requests: number }
@@ -189,6 +190,12 @@ export class RunnerLoopCheckFailed extends Error {
   ) {
     super(report)
   }
+}
+
+/** Each task is released once the work already running (the store's fibers) has settled: a run's order is its seed's alone. */
+const settled = async (release: () => Promise<void>): Promise<void> => {
+  await new Promise<void>((resolve) => setImmediate(resolve))
+  await release()
 }
 
 /** The tags of the store's errors: a rejection without one of them is untyped. */
@@ -383,6 +390,10 @@ export const runPlan = async (
         return
       case "sweep":
         return sweep({ verify: false, drive: true })
+      case "takeover":
+        clock.advance(CHECK_POLICY.leaseMs + 1)
+        il.note(`clock +${CHECK_POLICY.leaseMs + 1} ms (every lease lapses) → +${clock.now() - CHECK_START}; the sweep takes over`)
+        return sweep({ verify: false, drive: true })
       case "verify":
         return sweep({ verify: true, drive: false })
       case "retention": {
@@ -450,6 +461,8 @@ export const runPlan = async (
         await disturb(d)
       }
     }
+    // The store's runtime is built by its first call: before the schedule, so no run depends on how long that takes.
+    await store.getOperation({ callerDID: CHECK_CALLER, operationID: "warm-up" })
     il.note("— schedule starts —")
     await il.waitFor(Promise.all([...plan.runners.map((steps, i) => runner(`runner${i + 1}`, steps)()), world()]))
     await il.drain()
@@ -504,6 +517,8 @@ const disturbanceArbitrary = (storeFaults: boolean): fc.Arbitrary<Disturbance> =
   const plain: Array<fc.Arbitrary<Disturbance>> = [
     fc.constantFrom(300, 1_001, 1_500, 3_000, -2_000, 0).map((ms) => ({ kind: "clock" as const, ms })),
     fc.constant({ kind: "sweep" as const }),
+    fc.constant({ kind: "takeover" as const }),
+    fc.constant({ kind: "takeover" as const }),
     fc.constant({ kind: "verify" as const }),
     fc.constant({ kind: "retention" as const }),
     fc.integer({ min: 1, max: 3 }).map((requests) => ({ kind: "offline" as const, requests })),
@@ -584,7 +599,7 @@ export const formatRunReport = (plan: CheckPlan, result: RunResult): string =>
 export const checkRunnerLoop = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {}): Promise<CheckRunnerLoopReport> => {
   const started = Date.now()
   const numRuns = options.numRuns ?? defaultRuns()
-  const property = fc.asyncProperty(fc.scheduler(), planArbitrary(options), async (s, plan) => {
+  const property = fc.asyncProperty(fc.scheduler({ act: settled }), planArbitrary(options), async (s, plan) => {
     const result = await runPlan(loop, s, plan, options.openStore)
     if (result.violations.length > 0) {
       const report = formatRunReport(plan, result)
@@ -604,7 +619,8 @@ export const checkRunnerLoop = async (loop: RunnerLoop, options: CheckRunnerLoop
   const path = details.counterexamplePath ?? ""
   const report = [
     `checkRunnerLoop: your runner loop broke ${invariants.join(", ") || "the check"} (after ${details.numRuns} run(s), shrunk ${details.numShrinks} time(s))`,
-    `replay it: checkRunnerLoop(loop, { seed: ${details.seed}, path: ${JSON.stringify(path)} })`,
+    `replay it: checkRunnerLoop(loop, { seed: ${details.seed}, path: ${JSON.stringify(path)} })` +
+      ` (the run before shrinking: path ${JSON.stringify(path.split(":")[0] ?? "")})`,
     message
   ].join("\n")
   throw new RunnerLoopCheckFailed(invariants, details.seed, path, report)

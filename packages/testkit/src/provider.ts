@@ -315,6 +315,8 @@ export class FakeProvider {
       return { status: "offline" }
     }
     let waiting = true
+    let arrived = (): void => {}
+    const arrival = new Promise<void>((resolve) => { arrived = resolve })
     const answered = entry.fate === "lost"
       ? new Promise<never>(() => {})
       : pacer.provider(`request #${entry.n} (${request.key}, ${entry.fate}) arrives`).then(() => {
@@ -323,12 +325,21 @@ export class FakeProvider {
         entry.status = answer.status
         entry.late = !waiting
         pacer.note(`provider: #${entry.n} ${request.key} → ${answer.status}${entry.applied ? " applied" : ""}${entry.late ? " LATE" : ""}`)
+        arrived()
         if (entry.fate === "applied-no-answer" && entry.applied) return new Promise<never>(() => {})
         return pacer.provider(`answer of #${entry.n} travels back`).then(() => answer)
       })
-    if (entry.fate === "lost") entry.arrival = "lost"
+    if (entry.fate === "lost") {
+      entry.arrival = "lost"
+      arrived()
+    }
+    const never = new Promise<never>(() => {})
+    const noAnswer = entry.fate === "lost" || entry.fate === "applied-no-answer"
+    // Under a schedule the sender may stop waiting at any point; without one, only when no answer comes.
     const timeout = pacer.calm
-      ? new Promise<never>(() => {})
+      ? never
+      : pacer.racesTimeouts === false
+      ? noAnswer ? arrival.then((): WriteAnswer => ({ status: "timeout" })) : never
       : pacer.provider(`${actor} stops waiting for #${entry.n}`).then((): WriteAnswer => ({ status: "timeout" }))
     const answer = await Promise.race([answered, timeout])
     waiting = false

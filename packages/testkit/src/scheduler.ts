@@ -37,6 +37,8 @@ export interface Pacer {
   provider(label: string): Promise<void>
   /** True while points resolve at once and nothing crashes (no timeouts, every fate `ok`). */
   readonly calm: boolean
+  /** False when a sender stops waiting only for a request that will not be answered; by default it may give up on any. */
+  readonly racesTimeouts?: boolean | undefined
   /** Adds an answer to the trace without a point. */
   record(actor: string, what: string, answer: string): void
   /** Adds a note (a ground-truth event) to the trace. */
@@ -49,6 +51,7 @@ export const immediatePacer = (): Pacer & { readonly trace: Array<TraceLine> } =
   return {
     trace,
     calm: false,
+    racesTimeouts: false,
     point: async () => {},
     provider: async () => {},
     record: (actor, what, answer) => void trace.push({ actor, what, answer }),
