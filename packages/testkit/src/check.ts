@@ -10,6 +10,7 @@ import type {
   WatchIdentity
 } from "@connector-store/core"
 import fc from "fast-check"
+import { requestFate } from "./arbitraries.js"
 import { FaultController, openFaultyMemoryStore, type WriteKind } from "./faults.js"
 import { FakeProvider, type ProviderClient, type ProviderEntity, type RequestFate, type WriteRequest, keyOf } from "./provider.js"
 import { Crash, describeError, Interleaving } from "./scheduler.js"
@@ -544,11 +545,7 @@ export const planArbitrary = (options: CheckRunnerLoopOptions = {}): fc.Arbitrar
   const runners = Math.min(4, Math.max(1, options.runners ?? 2))
   const perRunner = Math.max(1, options.editsPerRunner ?? 2)
   const crashes = Math.max(0, options.crashes ?? 2)
-  const fates = options.fates ?? ["ok", "400", "401", "404", "409", "410", "412", "422", "429", "500", "503", "502-after-apply", "applied-no-answer", "lost", "offline", "grant-expires"]
-  const others = fates.filter((f) => f !== "ok")
-  const fate: fc.Arbitrary<RequestFate> = others.length === 0
-    ? fc.constant("ok")
-    : fc.oneof({ weight: 3, arbitrary: fc.constant<RequestFate>("ok") }, { weight: 2, arbitrary: fc.constantFrom(...others) })
+  const fate = requestFate(options.fates)
   const names = Array.from({ length: runners }, (_, i) => `runner${i + 1}`)
   return fc.record({
     runners: fc.array(
