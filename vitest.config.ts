@@ -11,7 +11,8 @@ export default defineConfig({
       "@connector-store/core": pkg("core"),
       "@connector-store/memory-adapter": pkg("memory-adapter"),
       "@connector-store/sql-adapter": pkg("sql-adapter"),
-      "@connector-store/simulation": pkg("simulation")
+      "@connector-store/simulation": pkg("simulation"),
+      "@connector-store/testkit": pkg("testkit")
     }
   },
   test: {

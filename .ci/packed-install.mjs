@@ -161,6 +161,7 @@ packedInstall: try {
   const documents = [
     ...published.map(({ dir }) => join(dir.slice(root.length + 1), "README.md")),
     "docs/testing-with-the-memory-adapter.md",
+    "docs/testing-your-connector.md",
     "docs/observability.md"
   ]
   // On an older effect (outside the lines' pins) the app gets the packages and their peers instead.

@@ -50,6 +50,14 @@ describe("the core's package entries", () => {
     expect(namesOf("@connector-store/sql-adapter", "@connector-store/memory-adapter")).toHaveLength(2)
   })
 
+  it("include the testkit, whose built entry imports the adapter entry and the memory adapter", () => {
+    const [testkit = []] = namesOf("@connector-store/testkit")
+    expect(testkit).toEqual(expect.arrayContaining(["checkRunnerLoop", "FakeProvider", "openFaultyMemoryStore", "faultyMemoryLayer", "claimInput"]))
+    const faults = readFileSync(join(root, "packages/testkit/dist/faults.js"), "utf8")
+    expect(faults).toContain(`from "@connector-store/core/adapter"`)
+    expect(faults).toContain(`from "@connector-store/memory-adapter"`)
+  })
+
   it("share one copy of each module: the memory store's direct lane is under the adapter entry's tag", async () => {
     const store = openMemoryConnectorStore({ readWinner: async () => null })
     try {

@@ -1,0 +1,625 @@
+import type {
+  ClaimOperationInput,
+  ClaimResult,
+  ConnectorOperation,
+  OperationKey,
+  ProjectionWatch,
+  PromiseConnectorStore,
+  PromiseWinnerReaders,
+  SafeReissue,
+  WatchIdentity
+} from "@connector-store/core"
+import fc from "fast-check"
+import { requestFate } from "./arbitraries.js"
+import { FaultController, openFaultyMemoryStore, type WriteKind } from "./faults.js"
+import { FakeProvider, type ProviderClient, type ProviderEntity, type RequestFate, type WriteRequest, keyOf } from "./provider.js"
+import { Crash, describeError, Interleaving } from "./scheduler.js"
+
+/** The one scope every write-back of a check runs in. */
+export const CHECK_SCOPE = { ownerDID: "did:example:owner", connectorName: "calendar", model: "Event", accountKey: "owner@example.com" } as const
+
+/** The caller every write-back of a check comes from. */
+export const CHECK_CALLER = "did:example:device"
+
+/** The store's policy in every check: short times, so lapses and limits happen within a schedule. */
+export const CHECK_POLICY = {
+  leaseMs: 1_000,
+  maxAttempts: 4,
+  backoff: { baseDelayMs: 100, maxDelayMs: 400, jitter: "none" as const },
+  deferMs: 500
+}
+
+/** The start of every check's clock. */
+export const CHECK_START = 1_700_000_000_000
+
+/** The local documents of a check; each starts bound to one provider entity. */
+export const CHECK_DOCUMENTS = ["D1", "D2"] as const
+
+/**
+ * The edit a runner loop is handed: a complete `claimOperation` input (its
+ * `payloadHash` is what the write sends), with the local document it comes
+ * from. An update names its entity (`sourceID`) and bases its
+ * `reissueIntent` on the etag it read; a create names its deterministic id
+ * in `reissueIntent.providerID`.
+ */
+export interface CheckEdit extends ClaimOperationInput {
+  /** The local document the write comes from. */
+  readonly documentID: string
+}
+
+/** The store a runner loop is handed: the Promise API on the store's clock. */
+export interface CheckedStore extends PromiseConnectorStore<unknown> {
+  /** The store's clock: the time every decision of the check is made at. */
+  now(): number
+}
+
+/**
+ * Your runner loop: one pass of the write-back of `edit` (claim → mark sent
+ * → provider call → finalize or record the failure). It is called for each
+ * edit by each runner, and again for every operation the due sweep lists.
+ */
+export type RunnerLoop = (store: CheckedStore, provider: ProviderClient, edit: CheckEdit) => Promise<unknown>
+
+/** The kinds of local edit a check generates. */
+export type EditKind = "update" | "create"
+
+/**
+ * The edit kinds the checker generates. When the store takes `op: "delete"`
+ * write-backs, add `"delete"` here and its input in `editInput`: the
+ * provider already takes deletes (a delete of a deleted entity is 404/410,
+ * applied once).
+ */
+export const EDIT_KINDS: ReadonlyArray<EditKind> = ["update", "create"]
+
+/** What happens between the runners' steps, one at a time, in the order drawn. */
+export type Disturbance =
+  | { readonly kind: "clock"; readonly ms: number }
+  | { readonly kind: "sweep" }
+  | { readonly kind: "takeover" }
+  | { readonly kind: "verify" }
+  | { readonly kind: "retention" }
+  | { readonly kind: "offline"; readonly requests: number }
+  | { readonly kind: "reconnect" }
+  | { readonly kind: "expire-grant" }
+  | { readonly kind: "reauth" }
+  | { readonly kind: "fail-writes"; readonly rows: WriteKind; readonly count: number; readonly method?: string | undefined }
+  | { readonly kind: "lose-race"; readonly rows: WriteKind }
+  | { readonly kind: "fail-winner-read" }
+
+/** One run's plan: each runner's edits, the disturbances, the crashes and the request fates. */
+export interface CheckPlan {
+  /** Per runner, the edits it makes, in order (a create makes a new document; its `documentID` is not used). */
+  readonly runners: ReadonlyArray<ReadonlyArray<{ readonly documentID: string; readonly kind: EditKind }>>
+  /** What happens between steps. */
+  readonly disturbances: ReadonlyArray<Disturbance>
+  /** Per runner name, the point (1-based, of its own) at which it crashes. */
+  readonly crashes: ReadonlyArray<readonly [string, number]>
+  /** The provider requests' fates in the order they leave (past the end: `ok`). */
+  readonly fates: ReadonlyArray<RequestFate>
+}
+
+/** The invariants `checkRunnerLoop` judges, each with what it says. */
+export const RUNNER_INVARIANTS = {
+  "no-double-apply": "the provider applied no write twice, except where a sanctioned reissue was one of them",
+  "nothing-lost": "every edit has its operation row (unless retention removed it), and no operation committed that the provider never applied",
+  "no-failed-that-applied": "no operation reads failed (dead, not in doubt) when the provider applied it: a write that landed was recorded as failed",
+  "nothing-stuck": "after recovery (leases lapsed, everything due driven) no operation is attempted and no watch pending",
+  "committed-has-watch": "every committed write-back has its watch",
+  "typed-rejections": "every store call that rejected, and every loop that rejected, did so with one of the store's errors (or a simulated crash)"
+} as const
+
+/** The name of an invariant `checkRunnerLoop` judges. */
+export type RunnerInvariant = keyof typeof RUNNER_INVARIANTS
+
+/** One broken invariant of a run. */
+export interface RunnerViolation {
+  /** Which invariant. */
+  readonly invariant: RunnerInvariant
+  /** What broke it, naming keys, requests and runners. */
+  readonly detail: string
+}
+
+/** What one run found. */
+export interface RunResult {
+  /** The violations, empty when the loop held. */
+  readonly violations: ReadonlyArray<RunnerViolation>
+  /** The calls in order, with each answer, one a line. */
+  readonly trace: string
+  /** The provider requests the run made. */
+  readonly requests: number
+}
+
+/** How a check opens its store: given the clock, the winner reader and the policy. The faulty memory store by default. */
+export type OpenCheckedStore = (options: {
+  readonly now: () => number
+  readonly readWinner: NonNullable<PromiseWinnerReaders<unknown>["readWinner"]>
+  readonly operationPolicy: typeof CHECK_POLICY
+  readonly faults: FaultController
+}) => Promise<PromiseConnectorStore<unknown>> | PromiseConnectorStore<unknown>
+
+/** The options of `checkRunnerLoop`. */
+export interface CheckRunnerLoopOptions {
+  /** Concurrent runners (2 by default, 1 to 4). */
+  readonly runners?: number | undefined
+  /** Edits per runner (1 to `editsPerRunner`, 2 by default). */
+  readonly editsPerRunner?: number | undefined
+  /** At most this many crashes per run (2 by default; 0 for none). */
+  readonly crashes?: number | undefined
+  /** The fates provider requests may meet (every fate by default; `["ok"]` for a provider that never fails). */
+  readonly fates?: ReadonlyArray<RequestFate> | undefined
+  /** Storage faults (failing writes, lost races, failing winner reads) among the disturbances (true by default). */
+  readonly storeFaults?: boolean | undefined
+  /** Runs (`CONNECTOR_STORE_MODEL_RUNS` / 200 × 40 by default, at least 1). */
+  readonly numRuns?: number | undefined
+  /** Replays one run: the seed a failure printed. */
+  readonly seed?: number | undefined
+  /** Replays one run: the path a failure printed (with `seed`). */
+  readonly path?: string | undefined
+  /** Prints each failing run's report as fast-check finds and shrinks it, and a line at the end. */
+  readonly verbose?: boolean | undefined
+  /**
+   * Opens the store each run uses; the faulty memory store by default. A
+   * SQLite file: `(o) => openConnectorStore({ url: join(dir, \`\${n++}.sqlite\`), now: o.now, readWinner: o.readWinner, operationPolicy: o.operationPolicy })`
+   * (storage faults then do nothing: they live in the memory store's ports).
+   */
+  readonly openStore?: OpenCheckedStore | undefined
+}
+
+/** What a passing check ran. */
+export interface CheckRunnerLoopReport {
+  /** Runs made. */
+  readonly runs: number
+  /** The seed, to replay the same runs. */
+  readonly seed: number
+  /** Wall time, in ms. */
+  readonly elapsedMs: number
+}
+
+/** A failed check: the shrunk counterexample, readable by a person, and how to replay it. */
+export class RunnerLoopCheckFailed extends Error {
+  /** Always `"RunnerLoopCheckFailed"`. */
+  override readonly name = "RunnerLoopCheckFailed"
+  constructor(
+    /** The invariants the shrunk run broke. */
+    readonly invariants: ReadonlyArray<RunnerInvariant>,
+    /** The seed to replay with. */
+    readonly seed: number,
+    /** The path to replay with. */
+    readonly path: string,
+    /** The report: the violations, the plan, the calls in order with each answer. */
+    readonly report: string
+  ) {
+    super(report)
+  }
+}
+
+/** Each task is released once the work already running (the store's fibers) has settled: a run's order is its seed's alone. */
+const settled = async (release: () => Promise<void>): Promise<void> => {
+  await new Promise<void>((resolve) => setImmediate(resolve))
+  await release()
+}
+
+/** The tags of the store's errors: a rejection without one of them is untyped. */
+export const STORE_ERROR_TAGS: ReadonlySet<string> = new Set([
+  "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
+  "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
+  "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed",
+  "SweepCandidateWithdrawn", "SweepApplyFailed", "SyncLeaseLost", "StoreSchemaNotReady"
+])
+
+const typed = (error: unknown): boolean => {
+  const tag = (error as { _tag?: unknown } | null)?._tag
+  return error instanceof Crash || (typeof tag === "string" && STORE_ERROR_TAGS.has(tag))
+}
+
+/** The default runs: 40, scaled by `CONNECTOR_STORE_MODEL_RUNS` / 200 (every property of the project scales so). */
+export const defaultRuns = (): number => {
+  const raw = typeof process === "undefined" ? undefined : process.env["CONNECTOR_STORE_MODEL_RUNS"]
+  const configured = raw === undefined ? 200 : Number(raw)
+  if (!Number.isSafeInteger(configured) || configured <= 0) {
+    throw new Error(`CONNECTOR_STORE_MODEL_RUNS must be a positive whole number of runs, got ${JSON.stringify(raw)}`)
+  }
+  return Math.max(1, Math.round(40 * configured / 200))
+}
+
+/** A local document of a run. */
+interface LocalDocument {
+  winner: string
+  rev: number
+  source: string
+}
+
+/** The claim input of an edit of `doc` of kind `kind` by `actor`, its `n`-th. The one place an edit's input is made. */
+const editInput = (actor: string, n: number, documentID: string, doc: LocalDocument, kind: EditKind, current: ProviderEntity | undefined): CheckEdit => {
+  const base = {
+    callerDID: CHECK_CALLER,
+    operationID: `${actor}-${n}`,
+    ...CHECK_SCOPE,
+    target: "calendars/primary",
+    deterministicEventID: `${documentID}-${doc.rev}`,
+    payloadHash: doc.winner,
+    documentID
+  }
+  // An update of an entity deleted at the provider creates it again.
+  if (kind === "update" && current !== undefined) {
+    return { ...base, op: "update", sourceID: current.id, reissueIntent: { kind: "conditional-update", ifMatch: current.etag }, providerEtag: current.etag }
+  }
+  return { ...base, op: "create", sourceID: null, reissueIntent: { kind: "deterministic-create", providerID: `${documentID}-s${doc.rev}` } }
+}
+
+const describeCall = (method: string, args: ReadonlyArray<unknown>): string => {
+  const [first, second] = args as [Record<string, unknown> | undefined, Record<string, unknown> | undefined]
+  const key = first !== undefined && typeof first === "object" && "operationID" in first ? ` ${keyOf(first as unknown as OperationKey)}` : ""
+  const token = typeof second?.leaseToken === "string" ? ` token …${second.leaseToken.slice(-6)}` : ""
+  switch (method) {
+    case "recordAttemptFailure":
+      return `${method}${key} ${String(second?.kind)}${second?.httpStatus === undefined || second.httpStatus === null ? "" : ` ${String(second.httpStatus)}`}${token}`
+    case "finalizeOperationAndArmWatch":
+      return `${method}${key} → ${String(second?.sourceID)} ${String(second?.providerEtag ?? "")}${token}`
+    case "listDueOperations":
+      return `${method} at +${Number(first) - CHECK_START}`
+    default:
+      return `${method}${key}${token}`
+  }
+}
+
+/** Runs one plan of `loop` under `s`; never rejects for the loop's sake. */
+export const runPlan = async (
+  loop: RunnerLoop,
+  s: fc.Scheduler,
+  plan: CheckPlan,
+  openStore?: OpenCheckedStore
+): Promise<RunResult> => {
+  const il = new Interleaving(s, new Map(plan.crashes))
+  const faults = new FaultController(CHECK_START)
+  const clock = faults.clock
+  const provider = new FakeProvider({ fates: plan.fates, pacer: il })
+  const documents = new Map<string, LocalDocument>(CHECK_DOCUMENTS.map((id) => [id, { winner: `${id}@0`, rev: 0, source: `${id}-s0` }]))
+  for (const [id, doc] of documents) provider.seed(doc.source, doc.winner, id)
+  const readWinner = async (documentID: string): Promise<string | null> => {
+    await il.provider(`winner read ${documentID}`)
+    return documents.get(documentID)?.winner ?? null
+  }
+  const store = openStore === undefined
+    ? openFaultyMemoryStore({ faults, readWinner, operationPolicy: CHECK_POLICY }) as PromiseConnectorStore<unknown>
+    : await openStore({ now: clock.now, readWinner, operationPolicy: CHECK_POLICY, faults })
+  const violations: Array<RunnerViolation> = []
+  const edits = new Map<string, CheckEdit>()
+  const lastReissue = new Map<string, SafeReissue | null>()
+  const collected = new Set<string>()
+  const startedOver = new Set<string>()
+  /** Keys some claim answered for: the store knows them. */
+  const answered = new Set<string>()
+
+  const storeFor = (actor: string): CheckedStore => {
+    const view: Record<string, unknown> = { now: clock.now }
+    for (const [method, fn] of Object.entries(store)) {
+      if (typeof fn !== "function" || method === "now" || method === "close" || method === "runEffect") continue
+      view[method] = (...args: Array<unknown>) =>
+        il.call(actor, describeCall(method, args), async () => {
+          try {
+            const answer = await (fn as (...a: Array<unknown>) => Promise<unknown>).apply(store, args)
+            if (method === "claimOperation") {
+              const claim = answer as ClaimResult
+              const k = keyOf(args[0] as OperationKey)
+              answered.add(k)
+              if (claim.outcome === "claimed") {
+                lastReissue.set(`${actor} ${k}`, claim.reissue)
+                if (claim.created && collected.has(k)) {
+                  collected.delete(k)
+                  startedOver.add(k)
+                  il.note(`${k} claimed again after retention removed it: a new operation`)
+                }
+              }
+            }
+            return answer
+          } catch (error) {
+            if (!typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}: ${method} rejected with ${describeError(error)}` })
+            throw error
+          }
+        })
+    }
+    return view as unknown as CheckedStore
+  }
+  const reissueOf = (actor: string) => (request: Omit<WriteRequest, "reissue">): WriteRequest["reissue"] => {
+    const reissue = lastReissue.get(`${actor} ${request.key}`) ?? null
+    if (reissue?.kind === "conditional-update" && request.op === "update" && request.ifMatch === reissue.ifMatch) return reissue.kind
+    if (reissue?.kind === "deterministic-create" && request.op === "create" && request.providerID === reissue.providerID) return reissue.kind
+    return null
+  }
+  const runLoop = async (actor: string, edit: CheckEdit): Promise<"ok" | "crashed"> => {
+    try {
+      await loop(storeFor(actor), provider.client(actor, reissueOf(actor)), edit)
+    } catch (error) {
+      if (error instanceof Crash) return "crashed"
+      if (!typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}'s loop for ${keyOf(edit)} rejected with ${describeError(error)}` })
+    }
+    return "ok"
+  }
+  const verify = async (actor: string, watch: ProjectionWatch): Promise<void> => {
+    const identity: WatchIdentity = { ...CHECK_SCOPE, sourceID: watch.sourceID }
+    const s = storeFor(actor)
+    try {
+      const until = clock.now() + 1_000
+      if (!(await s.claimWatchAttempt(identity, { generation: watch.repairGeneration, now: clock.now(), until }))) return
+      const entity = await provider.get(actor, watch.sourceID)
+      const outcome = await s.recordVerification(identity, {
+        generation: watch.repairGeneration, claimedUntil: until, fetchedDigest: entity?.digest ?? null, maxAttempts: 3, dueAt: clock.now()
+      })
+      const doc = documents.get(watch.documentID)
+      if (outcome === "pending" && entity !== null && doc !== undefined) {
+        doc.winner = entity.digest // the repair: the local document takes the provider's state
+        il.note(`verifier repairs ${watch.documentID} from ${entity.id}: winner ${entity.digest}`)
+      }
+    } catch (error) {
+      if (!(error instanceof Crash) && !typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}: verify rejected with ${describeError(error)}` })
+    }
+  }
+  const editOf = (row: ConnectorOperation): CheckEdit => edits.get(keyOf(row)) ?? {
+    callerDID: row.callerDID, operationID: row.operationID, ownerDID: row.ownerDID, connectorName: row.connectorName, model: row.model,
+    op: row.op, accountKey: row.accountKey, target: row.target, sourceID: row.sourceID, deterministicEventID: row.deterministicEventID,
+    payloadHash: row.payloadHash, reissueIntent: row.reissueIntent as ClaimOperationInput["reissueIntent"], providerEtag: row.providerEtag,
+    documentID: row.documentID ?? ""
+  }
+  let sweeps = 0
+  const sweep = async (rounds: { verify: boolean; drive: boolean }) => {
+    const actor = `sweep${++sweeps}`
+    let due: { operations: ReadonlyArray<ConnectorOperation>; watches: ReadonlyArray<ProjectionWatch> }
+    try {
+      due = await storeFor(actor).listDueOperations(clock.now())
+    } catch {
+      return
+    }
+    if (rounds.drive) for (const row of due.operations) await runLoop(actor, editOf(row))
+    if (rounds.verify) for (const watch of due.watches) await verify(actor, watch)
+  }
+  const allOperations = async (): Promise<ReadonlyArray<ConnectorOperation>> => {
+    const out: Array<ConnectorOperation> = []
+    let cursor: string | undefined
+    for (;;) {
+      const page = await store.listOperations({ limit: 500, cursor })
+      out.push(...page.items)
+      if (page.nextCursor === null) return out
+      cursor = page.nextCursor
+    }
+  }
+  const disturb = async (d: Disturbance): Promise<void> => {
+    switch (d.kind) {
+      case "clock":
+        clock.advance(d.ms)
+        il.note(`clock ${d.ms >= 0 ? "+" : ""}${d.ms} ms → +${clock.now() - CHECK_START}`)
+        return
+      case "sweep":
+        return sweep({ verify: false, drive: true })
+      case "takeover":
+        clock.advance(CHECK_POLICY.leaseMs + 1)
+        il.note(`clock +${CHECK_POLICY.leaseMs + 1} ms (every lease lapses) → +${clock.now() - CHECK_START}; the sweep takes over`)
+        return sweep({ verify: false, drive: true })
+      case "verify":
+        return sweep({ verify: true, drive: false })
+      case "retention": {
+        const before = new Set((await allOperations()).map(keyOf))
+        await storeFor("retention").collectFinishedOperations({ before: clock.now() - 500, limit: 50 }).catch(() => 0)
+        const after = new Set((await allOperations()).map(keyOf))
+        for (const k of before) if (!after.has(k)) collected.add(k)
+        return
+      }
+      case "offline":
+        provider.goOffline(d.requests)
+        il.note(`network down for the next ${d.requests} request(s)`)
+        return
+      case "reconnect":
+        provider.comeOnline()
+        await storeFor("world").resumeOfflineDeferred(clock.now()).catch(() => undefined)
+        return
+      case "expire-grant":
+        provider.expireGrant()
+        il.note("the OAuth grant expires")
+        return
+      case "reauth":
+        provider.renewGrant()
+        await storeFor("world").resumeAuthDeferred({ ownerDID: CHECK_SCOPE.ownerDID, connectorNames: [CHECK_SCOPE.connectorName], now: clock.now() })
+          .catch(() => undefined)
+        return
+      case "fail-writes":
+        faults.failNextWrites(d.rows, d.count, d.method)
+        il.note(`storage: the next ${d.count} ${d.rows}${d.method === undefined ? "" : ` ${d.method}`} write(s) fail`)
+        return
+      case "lose-race":
+        faults.loseNextRaces(d.rows)
+        il.note(`storage: the next versioned ${d.rows} write loses its race`)
+        return
+      case "fail-winner-read":
+        faults.failNextWinnerReads()
+        il.note("the next winner read fails")
+        return
+    }
+  }
+
+  try {
+    const runner = (actor: string, steps: CheckPlan["runners"][number]) => async () => {
+      for (const [i, step] of steps.entries()) {
+        try {
+          await il.point(actor, `edit ${step.documentID}`)
+        } catch {
+          return
+        }
+        // A create is a new local document; an update edits one bound to an entity.
+        const documentID = step.kind === "create" ? `${actor}-new${i + 1}` : step.documentID
+        const doc = documents.get(documentID) ?? { winner: "", rev: 0, source: "" }
+        documents.set(documentID, doc)
+        doc.rev++
+        doc.winner = `${documentID}@${doc.rev}`
+        const edit = editInput(actor, i + 1, documentID, doc, step.kind, provider.entities.get(doc.source))
+        edits.set(keyOf(edit), edit)
+        il.note(`${actor} ${step.kind === "create" ? "creates" : "edits"} ${documentID} → ${doc.winner}: ${edit.op} as ${keyOf(edit)}`)
+        if ((await runLoop(actor, edit)) === "crashed") return
+      }
+    }
+    const world = async () => {
+      for (const d of plan.disturbances) {
+        await il.point("world", d.kind === "clock" ? `clock ${d.ms}` : d.kind)
+        await disturb(d)
+      }
+    }
+    // The store's runtime is built by its first call: before the schedule, so no run depends on how long that takes.
+    await store.getOperation({ callerDID: CHECK_CALLER, operationID: "warm-up" })
+    il.note("— schedule starts —")
+    await il.waitFor(Promise.all([...plan.runners.map((steps, i) => runner(`runner${i + 1}`, steps)()), world()]))
+    await il.drain()
+    il.calm = true
+    faults.clear()
+    provider.comeOnline()
+    provider.renewGrant()
+    clock.set(Math.max(clock.now(), CHECK_START) + 60_000)
+    il.note("— schedule over: late requests arrived; recovery with every lease lapsed, the network and the grant back —")
+    for (let round = 0; round < 20; round++) {
+      await store.resumeOfflineDeferred(clock.now())
+      await store.resumeAuthDeferred({ ownerDID: CHECK_SCOPE.ownerDID, connectorNames: [CHECK_SCOPE.connectorName], now: clock.now() })
+      const due = await store.listDueOperations(clock.now())
+      for (const row of due.operations) await runLoop("recovery", editOf(row))
+      for (const watch of due.watches) await verify("recovery", watch)
+      const attempted = (await allOperations()).some((r) => r.state === "attempted")
+      if (!attempted && due.operations.length === 0 && due.watches.length === 0) break
+      clock.advance(2_000)
+    }
+
+    const rows = await allOperations()
+    const byKey = new Map(rows.map((r) => [keyOf(r), r]))
+    violations.push(...provider.check({ startedOver }))
+    for (const k of new Set([...answered, ...provider.ledger.map((e) => e.request.key)])) {
+      if (!byKey.has(k) && !collected.has(k)) violations.push({ invariant: "nothing-lost", detail: `${k} has no row, and no retention call removed it` })
+    }
+    for (const row of rows) {
+      const k = keyOf(row)
+      const applied = provider.appliedOf(k)
+      if (row.state === "committed" && applied.length === 0 && !startedOver.has(k)) {
+        violations.push({ invariant: "nothing-lost", detail: `${k} is committed (→ ${row.sourceID}), but the provider never applied a request of it` })
+      }
+      if (row.state === "dead" && row.inDoubtSince === null && applied.length > 0) {
+        violations.push({ invariant: "no-failed-that-applied", detail: `${k} is dead and not in doubt, but the provider applied it (request #${applied.map((e) => e.n).join(", #")})` })
+      }
+      if (row.state === "attempted") violations.push({ invariant: "nothing-stuck", detail: `${k} still attempted after recovery` })
+      if (row.state === "committed" && row.documentID !== null && (await store.getWatchByDocument(row.documentID)) === null) {
+        violations.push({ invariant: "committed-has-watch", detail: `${k} committed → ${row.sourceID} for ${row.documentID}, which has no watch` })
+      }
+    }
+    const watches = (await store.listWatches({ limit: 500 })).items
+    for (const w of watches) {
+      if (w.verificationStatus === "pending_verification") violations.push({ invariant: "nothing-stuck", detail: `watch ${w.sourceID} g${w.repairGeneration} still pending after recovery` })
+    }
+    return { violations, trace: il.formatTrace(), requests: provider.ledger.length }
+  } finally {
+    await store.close()
+  }
+}
+
+const disturbanceArbitrary = (storeFaults: boolean): fc.Arbitrary<Disturbance> => {
+  const plain: Array<fc.Arbitrary<Disturbance>> = [
+    fc.constantFrom(300, 1_001, 1_500, 3_000, -2_000, 0).map((ms) => ({ kind: "clock" as const, ms })),
+    fc.constant({ kind: "sweep" as const }),
+    fc.constant({ kind: "takeover" as const }),
+    fc.constant({ kind: "takeover" as const }),
+    fc.constant({ kind: "verify" as const }),
+    fc.constant({ kind: "retention" as const }),
+    fc.integer({ min: 1, max: 3 }).map((requests) => ({ kind: "offline" as const, requests })),
+    fc.constant({ kind: "reconnect" as const }),
+    fc.constant({ kind: "expire-grant" as const }),
+    fc.constant({ kind: "reauth" as const })
+  ]
+  const faulty: Array<fc.Arbitrary<Disturbance>> = [
+    fc.record({
+      kind: fc.constant("fail-writes" as const),
+      rows: fc.constantFrom<WriteKind>("operation", "watch"),
+      count: fc.integer({ min: 1, max: 2 }),
+      method: fc.constantFrom<string | undefined>(undefined, "update", "insert")
+    }),
+    fc.record({ kind: fc.constant("lose-race" as const), rows: fc.constantFrom<WriteKind>("operation", "watch") }),
+    fc.constant({ kind: "fail-winner-read" as const })
+  ]
+  return fc.oneof(...plain, ...(storeFaults ? faulty : []))
+}
+
+/** The plans `checkRunnerLoop` draws, for `options` (exported for your own properties over `runPlan`). */
+export const planArbitrary = (options: CheckRunnerLoopOptions = {}): fc.Arbitrary<CheckPlan> => {
+  const runners = Math.min(4, Math.max(1, options.runners ?? 2))
+  const perRunner = Math.max(1, options.editsPerRunner ?? 2)
+  const crashes = Math.max(0, options.crashes ?? 2)
+  const fate = requestFate(options.fates)
+  const names = Array.from({ length: runners }, (_, i) => `runner${i + 1}`)
+  return fc.record({
+    runners: fc.array(
+      fc.array(fc.record({ documentID: fc.constantFrom(...CHECK_DOCUMENTS), kind: fc.constantFrom(...EDIT_KINDS) }), { minLength: 1, maxLength: perRunner }),
+      { minLength: runners, maxLength: runners }
+    ),
+    disturbances: fc.array(disturbanceArbitrary(options.storeFaults ?? true), { maxLength: 8 }),
+    crashes: crashes === 0 ? fc.constant([]) : fc.array(fc.tuple(fc.constantFrom(...names), fc.integer({ min: 1, max: 30 })), { maxLength: crashes }),
+    fates: fc.array(fate, { maxLength: 10 })
+  })
+}
+
+const describePlan = (plan: CheckPlan): string =>
+  [
+    ...plan.runners.map((steps, i) => `  runner${i + 1}: ${steps.map((s) => s.kind === "create" ? "create a document" : `update ${s.documentID}`).join(", ")}`),
+    `  between steps: ${plan.disturbances.map((d) => d.kind === "clock" ? `clock ${d.ms}` : d.kind === "fail-writes" ? `fail ${d.count} ${d.rows}${d.method === undefined ? "" : ` ${d.method}`} write(s)` : d.kind === "lose-race" ? `lose a ${d.rows} race` : d.kind === "offline" ? `offline for ${d.requests}` : d.kind).join(", ") || "nothing"}`,
+    `  crashes: ${plan.crashes.map(([a, p]) => `${a} at its point ${p}`).join(", ") || "none"}`,
+    `  request fates: ${plan.fates.join(", ") || "all ok"}`
+  ].join("\n")
+
+/** A failing run's report: the invariants broken, the plan, and the calls in order with their answers. */
+export const formatRunReport = (plan: CheckPlan, result: RunResult): string =>
+  [
+    `${result.violations.length} violation(s):`,
+    ...result.violations.map((v) => `  ✗ ${v.invariant} (${RUNNER_INVARIANTS[v.invariant]}):\n      ${v.detail}`),
+    "the run:",
+    describePlan(plan),
+    "the calls in order, with each answer:",
+    result.trace
+  ].join("\n")
+
+/**
+ * Checks your runner loop the way connector-store checks itself: runs it as
+ * several runners over a fresh memory store (or the store `openStore`
+ * opens) against a `FakeProvider`, under fast-check's scheduler, so every
+ * await is a possible interleaving and a possible crash. Between steps the
+ * clock moves (leases lapse, and a runner takes another's operation over),
+ * the due sweep re-drives what it lists through your loop, the verifier
+ * and retention run, the network goes down and the grant expires, and
+ * storage writes fail or lose their race. After the schedule every lease
+ * lapses and a calm recovery drives everything due. Resolves with what it
+ * ran; rejects with `RunnerLoopCheckFailed` (the shrunk counterexample: its
+ * seed and path, the plan, and the calls in order with each answer) when
+ * a write was applied twice outside a sanctioned reissue, lost, recorded
+ * as failed although it landed, left stuck, committed without a watch, or
+ * a call rejected untyped (`RUNNER_INVARIANTS`).
+ */
+export const checkRunnerLoop = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {}): Promise<CheckRunnerLoopReport> => {
+  const started = Date.now()
+  const numRuns = options.numRuns ?? defaultRuns()
+  const property = fc.asyncProperty(fc.scheduler({ act: settled }), planArbitrary(options), async (s, plan) => {
+    const result = await runPlan(loop, s, plan, options.openStore)
+    if (result.violations.length > 0) {
+      const report = formatRunReport(plan, result)
+      if (options.verbose === true) console.log(report)
+      throw new Error(report)
+    }
+  })
+  const replay = options.seed === undefined ? {} : options.path === undefined ? { seed: options.seed } : { seed: options.seed, path: options.path, endOnFailure: true }
+  const details = await fc.check(property, { numRuns, ...replay })
+  const elapsedMs = Date.now() - started
+  if (!details.failed) {
+    if (options.verbose === true) console.log(`checkRunnerLoop: ${details.numRuns} runs passed in ${elapsedMs} ms (seed ${details.seed})`)
+    return { runs: details.numRuns, seed: details.seed, elapsedMs }
+  }
+  const message = String((details.errorInstance as Error | undefined)?.message ?? details.errorInstance)
+  const invariants = [...new Set([...message.matchAll(/✗ ([a-z-]+) \(/g)].map((m) => m[1] as RunnerInvariant))]
+  const path = details.counterexamplePath ?? ""
+  const report = [
+    `checkRunnerLoop: your runner loop broke ${invariants.join(", ") || "the check"} (after ${details.numRuns} run(s), shrunk ${details.numShrinks} time(s))`,
+    `replay it: checkRunnerLoop(loop, { seed: ${details.seed}, path: ${JSON.stringify(path)} })` +
+      ` (the run before shrinking: path ${JSON.stringify(path.split(":")[0] ?? "")})`,
+    message
+  ].join("\n")
+  throw new RunnerLoopCheckFailed(invariants, details.seed, path, report)
+}
+

@@ -1,0 +1,13 @@
+/**
+ * `@connector-store/testkit`: check your own connector's runner loop the
+ * way connector-store checks itself. Arbitraries for every input of the
+ * public API, a fake provider with an append-only ledger and per-request
+ * fates, faults for the memory store (both APIs), and `checkRunnerLoop`,
+ * which runs your loop as several runners under fast-check's scheduler.
+ * @module
+ */
+export * from "./arbitraries.js"
+export * from "./check.js"
+export * from "./faults.js"
+export * from "./provider.js"
+export * from "./scheduler.js"

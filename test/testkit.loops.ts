@@ -1,0 +1,98 @@
+import type { FailureKind } from "@connector-store/core"
+import { type CheckedStore, type CheckEdit, type ProviderClient, type ProviderEntity, ProviderError, type RunnerLoop } from "@connector-store/testkit"
+
+/** What an error proves: a 4xx proves "not applied"; a timeout or a 5xx does not; no network defers. */
+export const classify = (error: unknown, now: number): { kind: FailureKind; httpStatus: number | null; retryAt?: number } => {
+  const status = error instanceof ProviderError ? error.status : null
+  if (status === "offline") return { kind: "offline", httpStatus: null }
+  if (status === 401) return { kind: "auth", httpStatus: status }
+  if (status === 429 && error instanceof ProviderError) return { kind: "retryable", httpStatus: 429, retryAt: now + (error.retryAfterMs ?? 0) }
+  if (typeof status === "number" && status >= 400 && status < 500) return { kind: "permanent", httpStatus: status }
+  return { kind: "retryable", httpStatus: typeof status === "number" ? status : null }
+}
+
+const carriesWrite = (entity: ProviderEntity, edit: CheckEdit) => entity.digest === edit.payloadHash
+
+const send = (provider: ProviderClient, edit: CheckEdit, reissue: { ifMatch?: string | undefined; id?: string | undefined }) =>
+  edit.op === "create" ? provider.create(edit, { id: reissue.id }) : provider.update(edit, { ifMatch: reissue.ifMatch })
+
+const deterministicID = (edit: CheckEdit) => edit.reissueIntent.kind === "deterministic-create" ? edit.reissueIntent.providerID : undefined
+
+/** The README's write-back loop, on the testkit's provider: only the provider call in the try, the reissue rule, 412/409 means look it up. */
+export const readmeLoop: RunnerLoop = async (store, provider, edit) => {
+  const claim = await store.claimOperation(edit)
+  if (claim.outcome !== "claimed") return claim.outcome
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
+  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
+  const id = deterministicID(edit)
+  let entity: ProviderEntity | null = null, failure: unknown
+  try {
+    entity = await send(provider, edit, { ifMatch, id })
+  } catch (error) {
+    failure = error
+  }
+  const { kind, httpStatus, retryAt } = entity === null ? classify(failure, store.now()) : { kind: "unknown" as const, httpStatus: null, retryAt: undefined }
+  if (entity === null && (ifMatch !== undefined || id !== undefined) && (httpStatus === 412 || httpStatus === 409)) {
+    const found = await provider.get(ifMatch !== undefined ? edit.sourceID! : id!) // did our earlier request land?
+    if (found === null || !carriesWrite(found, edit)) return (await store.recordAttemptFailure(key, { leaseToken, kind: "unknown", httpStatus })).outcome
+    entity = found
+  }
+  if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, kind, httpStatus, retryAt })).outcome
+  return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
+    providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+}
+
+/** A loop that ignores `claim.reissue` and re-sends the plain write. */
+export const blindResendLoop: RunnerLoop = async (store, provider, edit) => {
+  const claim = await store.claimOperation(edit)
+  if (claim.outcome !== "claimed") return claim.outcome
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
+  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  let entity: ProviderEntity | null = null, failure: unknown
+  try {
+    entity = await send(provider, edit, { id: deterministicID(edit) }) // never If-Match: blind
+  } catch (error) {
+    failure = error
+  }
+  if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome
+  return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
+    providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+}
+
+/** A loop whose try holds the finalize too: a finalize that fails is recorded as the provider's failure. */
+export const finalizeInTryLoop: RunnerLoop = async (store, provider, edit) => {
+  const claim = await store.claimOperation(edit)
+  if (claim.outcome !== "claimed") return claim.outcome
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
+  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
+  try {
+    const entity = await send(provider, edit, { ifMatch, id: deterministicID(edit) })
+    return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
+      providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+  } catch (error) {
+    // Wrong: a store error lands here too, and anything that is not the provider's is called permanent.
+    const failure = error instanceof ProviderError ? classify(error, store.now()) : { kind: "permanent" as const, httpStatus: 500 }
+    return (await store.recordAttemptFailure(key, { leaseToken, ...failure, notApplied: !(error instanceof ProviderError) })).outcome
+  }
+}
+
+/** A loop that drops the claim's lease token: it calls the store with a token of its own making instead. */
+export const droppedTokenLoop: RunnerLoop = async (store: CheckedStore, provider, edit) => {
+  const claim = await store.claimOperation(edit)
+  if (claim.outcome !== "claimed") return claim.outcome
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }
+  const leaseToken = `lease-of-${edit.operationID}` // wrong: the claim's token is claim.lease.token
+  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
+  let entity: ProviderEntity | null = null, failure: unknown
+  try {
+    entity = await send(provider, edit, { ifMatch, id: deterministicID(edit) })
+  } catch (error) {
+    failure = error
+  }
+  if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome
+  return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
+    providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+}
