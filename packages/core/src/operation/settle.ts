@@ -79,7 +79,10 @@ export const decideSettle = (row: ConnectorOperation, input: SettleOperationInpu
  * deleted entity's watch it retired in `superseded`).
  */
 export interface SettleResult {
+  /** The operation as settled. */
   readonly operation: ConnectorOperation
+  /** The watch a committed create or update armed; null for `dead` and for a delete. */
   readonly watch: ProjectionWatch | null
+  /** The watches deleted: superseded by the armed one, or the deleted entity's watch a delete retired. */
   readonly superseded: ReadonlyArray<WatchIdentity>
 }
