@@ -126,6 +126,24 @@ const settle = async (
     world.count(`finalize.${done.outcome}`)
     if (done.outcome === "committed") await world.noteWritten(op.document.documentID, entity)
   }
+  /** The failure an answer that says nothing about this write's kind means (rate limit, 5xx, no answer, auth, offline), or undefined. */
+  const transient = () => {
+    switch (answer.status) {
+      case 429:
+        return fail("retryable", 429, ctx.clock.now() + answer.retryAfterMs)
+      case 500:
+      case 503:
+        return fail("retryable", answer.status)
+      case "timeout":
+        return fail("retryable", null)
+      case 401:
+        return fail("auth", 401)
+      case "offline":
+        return fail("offline", null)
+      default:
+        return undefined
+    }
+  }
   if (request.kind === "delete") {
     const retire = async () => {
       const done = await store.finalizeDeleteOperation(key, {
@@ -141,19 +159,8 @@ const settle = async (
       case 404:
       case 410:
         return retire()
-      case 429:
-        return fail("retryable", 429, ctx.clock.now() + answer.retryAfterMs)
-      case 500:
-      case 503:
-        return fail("retryable", answer.status)
-      case "timeout":
-        return fail("retryable", null)
-      case 401:
-        return fail("auth", 401)
-      case "offline":
-        return fail("offline", null)
       default:
-        return fail("permanent", answer.status)
+        return transient() ?? fail("permanent", answer.status as number)
     }
   }
   switch (answer.status) {
@@ -178,16 +185,7 @@ const settle = async (
     case 410:
     case 204:
       return fail("permanent", answer.status)
-    case 429:
-      return fail("retryable", 429, ctx.clock.now() + answer.retryAfterMs)
-    case 500:
-    case 503:
-      return fail("retryable", answer.status)
-    case "timeout":
-      return fail("retryable", null)
-    case 401:
-      return fail("auth", 401)
-    case "offline":
-      return fail("offline", null)
+    default:
+      return transient()
   }
 }
