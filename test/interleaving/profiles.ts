@@ -1,7 +1,7 @@
+import type { RequestFate } from "@connector-store/testkit"
 import fc from "fast-check"
 import type { WritePlan } from "./actors.js"
 import { actorNames, DOCUMENTS, type ScheduleConfig } from "./harness.js"
-import type { RequestFate } from "@connector-store/testkit"
 import { propertyRuns } from "../support/runs.js"
 
 /**
