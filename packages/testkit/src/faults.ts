@@ -1,6 +1,7 @@
 import {
   clockFrom,
   ConnectorStore,
+  OperationEntropy,
   type InvalidInput,
   OperationPolicy,
   type OperationPolicyOverrides,
@@ -214,6 +215,12 @@ export interface FaultyMemoryStoreOptions extends PromiseWinnerReaders<Memory.Me
   readonly operationPolicy?: OperationPolicyOverrides | undefined
   /** The faults (and clock) to use; a fresh controller by default. */
   readonly faults?: FaultController | undefined
+  /**
+   * Where the store's lease tokens and other random ids come from (random
+   * UUIDs by default). A counter makes a run's calls, and its trace, the
+   * same every time it is replayed.
+   */
+  readonly token?: (() => string) | undefined
 }
 
 /** A memory store with the Promise API whose storage, winner reads and calls fail as its `faults` say. */
@@ -240,7 +247,8 @@ export const openFaultyMemoryStore = (options: FaultyMemoryStoreOptions = {}): F
     Layer.provideMerge(Layer.mergeAll(
       faultyMemoryPorts(faults),
       Layer.succeed(WinnerReader, faultyReaders(fromPromiseReaders(readers, handle), faults)),
-      OperationPolicy.layer(options.operationPolicy)
+      OperationPolicy.layer(options.operationPolicy),
+      options.token === undefined ? Layer.empty : Layer.succeed(OperationEntropy, { token: options.token })
     ))
   )
   const store = makePromiseStore({ runtime: ManagedRuntime.make(layered), handle, now: faults.clock.now, readers })
