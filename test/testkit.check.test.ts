@@ -1,6 +1,14 @@
-import { checkRunnerLoop, type CheckRunnerLoopOptions, RunnerLoopCheckFailed, type RunnerInvariant, type RunnerLoop } from "@connector-store/testkit"
+import {
+  checkRunnerLoop,
+  type CheckRunnerLoopOptions,
+  RunnerLoopCheckFailed,
+  type RunnerInvariant,
+  type RunnerLoop,
+  schedulerOf
+} from "@connector-store/testkit"
+import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { blindResendLoop, droppedTokenLoop, finalizeInTryLoop, goneAlwaysLoop, goneAsFailureLoop, ignoresLeaseLostLoop, readmeLoop } from "./testkit.loops.js"
+import { blindResendLoop, droppedTokenLoop, finalizeInTryLoop, goneAlwaysLoop, goneAsFailureLoop, ignoresLeaseLostLoop, readmeLoop, wrongSourceDeleteLoop } from "./testkit.loops.js"
 
 /** The check's failure, or a test failure when it passed. */
 const failureOf = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {}): Promise<RunnerLoopCheckFailed> => {
@@ -12,7 +20,22 @@ const failureOf = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {})
 /** The report below its first two lines (how many runs and shrinks, the replay line): the counterexample itself. */
 const counterexample = (failure: RunnerLoopCheckFailed) => failure.report.split("\n").slice(2).join("\n")
 
+/** The order in which `s` releases five tasks scheduled at once. */
+const releaseOrder = async (s: fc.Scheduler): Promise<string> => {
+  const out: Array<string> = []
+  for (const label of ["a", "b", "c", "d", "e"]) void s.schedule(Promise.resolve(label), label).then((v) => out.push(v))
+  await s.waitAll()
+  return out.join("")
+}
+
 describe("checkRunnerLoop", () => {
+  it("gives every run a scheduler whose order is its seed's alone (clones of one drawn scheduler share their random source)", async () => {
+    expect(await releaseOrder(schedulerOf(1))).toBe(await releaseOrder(schedulerOf(1)))
+    const [drawn] = fc.sample(fc.scheduler(), { seed: 1, numRuns: 1 }) as [fc.Scheduler & Record<symbol, () => fc.Scheduler>]
+    const clones = [await releaseOrder(drawn[fc.cloneMethod]!()), await releaseOrder(drawn[fc.cloneMethod]!()), await releaseOrder(drawn[fc.cloneMethod]!())]
+    expect(new Set(clones).size, "fast-check's clones now replay one order: the per-run scheduler may no longer be needed").toBeGreaterThan(1)
+  })
+
   it("passes the README's runner loop with its default options", async () => {
     const report = await checkRunnerLoop(readmeLoop)
     console.log(`checkRunnerLoop(readmeLoop) with default options: ${report.runs} runs in ${report.elapsedMs} ms`)
@@ -46,6 +69,12 @@ describe("checkRunnerLoop", () => {
       "delete-removed",
       /is a committed delete of \S+, but the provider still has \S+: it was finalized without being applied/,
       misleading404
+    ],
+    [
+      "finalizes a delete naming another entity",
+      wrongSourceDeleteLoop,
+      "delete-removed",
+      /is a committed delete of D\d-s\d+, but its watch \(g\d+, D\d\) is still there/
     ],
     [
       "records a 404 or 410 of an idempotent delete as a failure",

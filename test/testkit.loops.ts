@@ -22,7 +22,14 @@ const deterministicID = (edit: CheckEdit) => edit.reissueIntent.kind === "determ
 const goneAnswer = (failure: unknown) => failure instanceof ProviderError && (failure.status === 404 || failure.status === 410)
 
 /** A delete's write-back once marked sent: gone (deleted now or before) finalizes; under `reconcile` a 404/410 is in doubt. */
-const deleteBack = async (store: CheckedStore, provider: ProviderClient, edit: CheckEdit, leaseToken: string, goneMeansApplied: (edit: CheckEdit) => boolean) => {
+const deleteBack = async (
+  store: CheckedStore,
+  provider: ProviderClient,
+  edit: CheckEdit,
+  leaseToken: string,
+  goneMeansApplied: (edit: CheckEdit) => boolean,
+  sourceID = edit.sourceID!
+) => {
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }
   let failure: unknown, deleted = true
   try {
@@ -32,7 +39,7 @@ const deleteBack = async (store: CheckedStore, provider: ProviderClient, edit: C
     deleted = false
   }
   if (deleted || (goneAnswer(failure) && goneMeansApplied(edit))) {
-    return (await store.finalizeDeleteOperation(key, { leaseToken, sourceID: edit.sourceID!, documentID: edit.documentID })).outcome
+    return (await store.finalizeDeleteOperation(key, { leaseToken, sourceID, documentID: edit.documentID })).outcome
   }
   const { kind, httpStatus, retryAt } = goneAnswer(failure)
     ? { kind: "unknown" as const, httpStatus: (failure as ProviderError).status as number, retryAt: undefined }
@@ -167,4 +174,14 @@ export const goneAsFailureLoop: RunnerLoop = async (store, provider, edit) => {
   }
   if (failure === undefined) return (await store.finalizeDeleteOperation(key, { leaseToken, sourceID: edit.sourceID!, documentID: edit.documentID })).outcome
   return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome // wrong: 404/410 is gone
+}
+
+/** The README's loop, but a delete is finalized naming the document instead of the entity: the deleted entity's watch is never retired. */
+export const wrongSourceDeleteLoop: RunnerLoop = async (store, provider, edit) => {
+  if (edit.op !== "delete") return readmeLoop(store, provider, edit)
+  const claim = await store.claimOperation(edit)
+  if (claim.outcome !== "claimed") return claim.outcome
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
+  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete", edit.documentID) // wrong: sourceID is edit.sourceID
 }
