@@ -42,26 +42,29 @@ describe("checkRunnerLoop", () => {
     expect(report.runs).toBeGreaterThan(0)
   }, 120_000)
 
+  /** A provider that answers 404 and 410 for other reasons too (a wrong path, a wrong account): what `reconcile` deletes are for. */
+  const misleading404: CheckRunnerLoopOptions = { fates: ["ok", "404", "410", "503"] }
+
   it("passes the README's runner loop under a provider whose 404 and 410 may mean another thing", async () => {
     expect((await checkRunnerLoop(readmeLoop, { ...misleading404, numRuns: 100, seed: 7 })).runs).toBe(100)
   }, 120_000)
 
-  /** A provider that answers 404 and 410 for other reasons too (a wrong path, a wrong account): what `reconcile` deletes are for. */
-  const misleading404: CheckRunnerLoopOptions = { fates: ["ok", "404", "410", "503"] }
-  const broken: ReadonlyArray<readonly [string, RunnerLoop, RunnerInvariant, RegExp, CheckRunnerLoopOptions?]> = [
-    ["ignores the reissue and re-sends blind", blindResendLoop, "no-double-apply", /applied 2 times by requests that were not sanctioned reissues/],
-    ["records a failure when finalize itself failed", finalizeInTryLoop, "no-failed-that-applied", /is dead and not in doubt, but the provider applied it/],
+  const broken: ReadonlyArray<readonly [string, RunnerLoop, RunnerInvariant, RegExp, CheckRunnerLoopOptions]> = [
+    ["ignores the reissue and re-sends blind", blindResendLoop, "no-double-apply", /applied 2 times by requests that were not sanctioned reissues/, {}],
+    ["records a failure when finalize itself failed", finalizeInTryLoop, "no-failed-that-applied", /is dead and not in doubt, but the provider applied it/, {}],
     [
       "calls the store under a lease token of its own making",
       droppedTokenLoop,
       "lease-token-from-claim",
-      /runner\d called markOperationSent on \S+ with lease token lease-of-\S+, but its claim handed it lease-\d+ \(answered lease-lost\)/
+      /runner\d called markOperationSent on \S+ with lease token lease-of-\S+, but its claim handed it lease-\d+ \(answered lease-lost\)/,
+      {}
     ],
     [
       "sends although markOperationSent answered that its lease is gone",
       ignoresLeaseLostLoop,
       "sent-under-lease",
-      /\w+ sent (an update|a create|a delete)\b.* \(request #\d+\) for \S+ although its markOperationSent answered (lease-lost|exhausted)/
+      /\w+ sent (an update|a create|a delete)\b.* \(request #\d+\) for \S+ although its markOperationSent answered (lease-lost|exhausted)/,
+      {}
     ],
     [
       "takes a 404 or 410 of a reconcile delete as the entity gone",
@@ -74,16 +77,18 @@ describe("checkRunnerLoop", () => {
       "finalizes a delete naming another entity",
       wrongSourceDeleteLoop,
       "delete-removed",
-      /is a committed delete of D\d-s\d+, but its watch \(g\d+, D\d\) is still there/
+      /is a committed delete of D\d-s\d+, but its watch \(g\d+, D\d\) is still there/,
+      {}
     ],
     [
       "records a 404 or 410 of an idempotent delete as a failure",
       goneAsFailureLoop,
       "no-failed-that-applied",
-      /is dead and not in doubt, but the provider deleted its entity or answered it gone/
+      /is dead and not in doubt, but the provider deleted its entity or answered it gone/,
+      {}
     ]
   ]
-  it.each(broken)("fails a loop that %s, with a counterexample naming the problem that its printed replay reproduces", async (_, loop, invariant, detail, options = {}) => {
+  it.each(broken)("fails a loop that %s, with a counterexample naming the problem that its printed replay reproduces", async (_, loop, invariant, detail, options) => {
     const failure = await failureOf(loop, options)
     expect(failure.invariants).toContain(invariant)
     expect(failure.message).toMatch(detail)
