@@ -319,7 +319,7 @@ export interface CheckRunnerLoopOptions {
   readonly numRuns?: number | undefined
   /** Replays one run: the seed a failure printed. */
   readonly seed?: number | undefined
-  /** Replays one run: the path a failure printed (with `seed`). */
+  /** Replays one run: the path a failure printed (with `seed`); the shrunk run, call for call. */
   readonly path?: string | undefined
   /** Prints each failing run's report as fast-check finds and shrinks it, and a line at the end. */
   readonly verbose?: boolean | undefined
@@ -443,7 +443,7 @@ const describeCall = (method: string, args: ReadonlyArray<unknown>): string => {
   }
 }
 
-/** Runs one plan of `loop` under `s`; never rejects for the loop's sake. */
+/** Runs one plan of `loop` under `s` (`schedulerOf(plan.schedule)` is the check's own); never rejects for the loop's sake. */
 export const runPlan = async (
   loop: RunnerLoop,
   s: fc.Scheduler,
@@ -827,8 +827,11 @@ export const formatRunReport = (plan: CheckPlan, result: RunResult): string =>
  * ran; rejects with `RunnerLoopCheckFailed` (the shrunk counterexample: its
  * seed and path, the plan, and the calls in order with each answer) when
  * a write was applied twice outside a sanctioned reissue, lost, recorded
- * as failed although it landed, left stuck, committed without a watch, or
- * a call rejected untyped (`RUNNER_INVARIANTS`).
+ * as failed although it landed, left stuck, committed without a watch, a
+ * committed delete left its entity or its watch, the loop called the store
+ * under a token its claim did not hand out or sent without holding the
+ * lease, or a call rejected untyped (`RUNNER_INVARIANTS`). The printed seed
+ * and path replay the shrunk run call for call.
  */
 export const checkRunnerLoop = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {}): Promise<CheckRunnerLoopReport> => {
   const started = Date.now()
