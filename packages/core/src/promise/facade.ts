@@ -193,7 +193,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
       const hot = hotSpecOf(value)
       if (hot === undefined) continue
       const handOver = (transition: Transition<unknown, unknown>, at: Position) => runOn(runtime, hot.ports(transition, at))
-      methods.set(method, (args) => lane.call(method, hot, args, handOver))
+      methods.set(method, lane.method(method, hot, handOver))
     }
     return methods
   }
