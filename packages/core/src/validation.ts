@@ -135,6 +135,17 @@ export const validate = (method: string, checks: ReadonlyArray<Check>): Effect.E
     return problem === undefined ? Effect.void : Effect.fail(problem)
   })
 
+/**
+ * Runs `body` only once every check passed: the body is not even built
+ * before, so a malformed argument fails as `InvalidInput`, never as a
+ * defect thrown while reading it.
+ */
+export const validated = <A, E, R>(
+  method: string,
+  checks: ReadonlyArray<Check>,
+  body: () => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | InvalidInput, R> => Effect.zipRight(validate(method, checks), Effect.suspend(body))
+
 /** Checks that `value` is an object before its fields are read; a missing argument fails as `field`. */
 export const validateRecord = (method: string, field: string, value: unknown): Effect.Effect<void, InvalidInput> =>
   validate(method, [[field, value, Rules.record]])

@@ -15,3 +15,22 @@ export const bump = <R extends Versioned>(row: R, now: number, patch: Partial<R>
   version: row.version + 1,
   updatedAt: now
 })
+
+/**
+ * What a transition decided about one row: the outcome the caller is told,
+ * and the row to write when the row changes. `next` is the read row
+ * `bump`ed (`version + 1`, `updatedAt = now`), written only if the stored
+ * version is still the one read.
+ */
+export interface Decided<Row, O> {
+  /** What the caller is told happened. */
+  readonly outcome: O
+  /** The row to write (`version + 1`), or undefined when nothing changes. */
+  readonly next: Row | undefined
+}
+
+/** A decision that writes nothing. */
+export const unchanged = <O extends string>(outcome: O): Decided<never, O> => ({ outcome, next: undefined })
+
+/** A decision that writes `next`. */
+export const changed = <Row, O extends string>(outcome: O, next: Row): Decided<Row, O> => ({ outcome, next })

@@ -10,7 +10,8 @@ export const MAX_TRACKED_PAGE = 500
 export const DEFAULT_TRACKED_PAGE = 50
 
 const idOrNull: Rule = (value) => value === null ? undefined : Rules.id(value)
-const textOrNull: Rule = (value) => value === null ? undefined : Rules.text(value)
+/** A string as `Rules.text`, or null. */
+export const textOrNull: Rule = (value) => value === null ? undefined : Rules.text(value)
 
 /**
  * A JSON value the store keeps exactly, or absent: the same rule as every
@@ -29,7 +30,8 @@ const httpStatus: Rule = (value) =>
     ? undefined
     : "must be an HTTP status (100-599) or null"
 
-const boolean: Rule = (value) => typeof value === "boolean" ? undefined : "must be true or false"
+/** True or false. */
+export const boolean: Rule = (value) => typeof value === "boolean" ? undefined : "must be true or false"
 
 /** The longest lease a runner may ask for: a day. */
 export const MAX_LEASE_MS = 86_400_000
@@ -37,7 +39,8 @@ export const MAX_LEASE_MS = 86_400_000
 const leaseDuration: Rule = (value) =>
   Rules.positiveInt(value) ?? ((value as number) > MAX_LEASE_MS ? `must be at most ${MAX_LEASE_MS} ms` : undefined)
 
-const pageSize: Rule = (value) =>
+/** A page size from 1 to `MAX_TRACKED_PAGE` (the tracked and operator listings). */
+export const pageSize: Rule = (value) =>
   Rules.positiveInt(value) ?? ((value as number) > MAX_TRACKED_PAGE ? `must be at most ${MAX_TRACKED_PAGE}` : undefined)
 
 const keyFieldNames = new Map<string, readonly [string, string]>()

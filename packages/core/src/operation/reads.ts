@@ -1,5 +1,6 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation, OperationState } from "./ConnectorOperation.js"
+import { decodeCursorParts, encodeCursorParts } from "../operator/cursors.js"
 import { isInDoubt } from "./doubt.js"
 import { compareByAge } from "./retention.js"
 
@@ -67,20 +68,16 @@ export const trackedPage = (rows: ReadonlyArray<ConnectorOperation>, query: Trac
 
 /** The opaque cursor of a position. */
 export const encodeCursor = (position: TrackedPosition): string =>
-  Buffer.from(JSON.stringify([position.createdAt, position.callerDID, position.operationID]), "utf8").toString("base64url")
+  encodeCursorParts([position.createdAt, position.callerDID, position.operationID])
 
 /** The position a cursor names, or `undefined` when it is not a cursor this store made. */
 export const decodeCursor = (cursor: string): TrackedPosition | undefined => {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"))
-    if (!Array.isArray(value) || value.length !== 3) return undefined
-    const [createdAt, callerDID, operationID] = value as [unknown, unknown, unknown]
-    if (typeof createdAt !== "number" || !Number.isSafeInteger(createdAt)) return undefined
-    if (typeof callerDID !== "string" || typeof operationID !== "string") return undefined
-    return { createdAt, callerDID, operationID }
-  } catch {
-    return undefined
-  }
+  const parts = decodeCursorParts(cursor)
+  if (parts === undefined || parts.length !== 3) return undefined
+  const [createdAt, callerDID, operationID] = parts
+  if (typeof createdAt !== "number" || !Number.isSafeInteger(createdAt)) return undefined
+  if (typeof callerDID !== "string" || typeof operationID !== "string") return undefined
+  return { createdAt, callerDID, operationID }
 }
 
 /**

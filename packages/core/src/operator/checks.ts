@@ -1,16 +1,11 @@
-import { MAX_TRACKED_PAGE } from "../operation/checks.js"
+import { boolean, pageSize, textOrNull } from "../operation/checks.js"
 import type { Check, Rule } from "../validation.js"
 import { fieldOf, identityChecks, oneOf, optional, Rules } from "../validation.js"
-
-const pageSize: Rule = (value) =>
-  Rules.positiveInt(value) ?? ((value as number) > MAX_TRACKED_PAGE ? `must be at most ${MAX_TRACKED_PAGE}` : undefined)
 
 const listOf = (what: string, ...allowed: ReadonlyArray<string>): Rule => (value) =>
   Array.isArray(value) && value.every((item) => oneOf(...allowed)(item) === undefined)
     ? undefined
     : `must be an array of ${what} (${allowed.join(", ")})`
-
-const flag: Rule = (value) => typeof value === "boolean" ? undefined : "must be true or false"
 
 /** The checks every operator page filter shares: the object, its page size and cursor. */
 const pageChecks = (filter: unknown): ReadonlyArray<Check> => [
@@ -26,7 +21,7 @@ export const operationFilterChecks = (filter: unknown): ReadonlyArray<Check> => 
     .map((field): Check => [`filter.${field}`, fieldOf(filter, field), optional(Rules.id)]),
   ["filter.states", fieldOf(filter, "states"), optional(listOf("operation states", "attempted", "committed", "dead", "reconcile_only"))],
   ["filter.dueBy", fieldOf(filter, "dueBy"), optional(Rules.millis)],
-  ["filter.inDoubt", fieldOf(filter, "inDoubt"), optional(flag)]
+  ["filter.inDoubt", fieldOf(filter, "inDoubt"), optional(boolean)]
 ]
 
 /** The checks of an `OperatorWatchFilter`. */
@@ -57,10 +52,8 @@ export const operatorReleaseChecks = (connectorName: unknown, ownerDID: unknown,
   ["connectorName", connectorName, Rules.id],
   ["ownerDID", ownerDID, Rules.id],
   ["options", options, optional(Rules.record)],
-  ["options.force", fieldOf(options, "force"), optional(flag)]
+  ["options.force", fieldOf(options, "force"), optional(boolean)]
 ]
-
-const textOrNull: Rule = (value) => value === null ? undefined : Rules.text(value)
 
 const jsonValue: Rule = (value) => {
   if (value === undefined) return undefined

@@ -1,9 +1,12 @@
 import type { SyncStateKey } from "../syncstate/SyncState.js"
 import type { Millis, WatchIdentity } from "../watch/ProjectionWatch.js"
 
-const encode = (parts: ReadonlyArray<unknown>): string => Buffer.from(JSON.stringify(parts), "utf8").toString("base64url")
+/** An opaque cursor of `parts` (JSON values): base64url of their JSON array. */
+export const encodeCursorParts = (parts: ReadonlyArray<unknown>): string =>
+  Buffer.from(JSON.stringify(parts), "utf8").toString("base64url")
 
-const decode = (cursor: string): ReadonlyArray<unknown> | undefined => {
+/** The parts of a cursor `encodeCursorParts` made, or `undefined` for anything else. */
+export const decodeCursorParts = (cursor: string): ReadonlyArray<unknown> | undefined => {
   try {
     const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"))
     return Array.isArray(value) ? value : undefined
@@ -14,11 +17,11 @@ const decode = (cursor: string): ReadonlyArray<unknown> | undefined => {
 
 /** The opaque cursor after a watch, in the operator's watch order. */
 export const encodeWatchCursor = (id: WatchIdentity): string =>
-  encode(["w", id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID])
+  encodeCursorParts(["w", id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID])
 
 /** The identity a watch cursor names, or `undefined` when it is not one this store made. */
 export const decodeWatchCursor = (cursor: string): WatchIdentity | undefined => {
-  const parts = decode(cursor)
+  const parts = decodeCursorParts(cursor)
   if (parts === undefined || parts.length !== 6 || parts[0] !== "w") return undefined
   if (!parts.every((part) => typeof part === "string")) return undefined
   const [, ownerDID, connectorName, model, accountKey, sourceID] = parts as ReadonlyArray<string>
@@ -27,11 +30,11 @@ export const decodeWatchCursor = (cursor: string): WatchIdentity | undefined => 
 
 /** The opaque cursor after a relist run, in the operator's run order. */
 export const encodeRunCursor = (run: { readonly startedAt: Millis; readonly runID: string }): string =>
-  encode(["r", run.startedAt, run.runID])
+  encodeCursorParts(["r", run.startedAt, run.runID])
 
 /** The position a run cursor names, or `undefined` when it is not one this store made. */
 export const decodeRunCursor = (cursor: string): { startedAt: Millis; runID: string } | undefined => {
-  const parts = decode(cursor)
+  const parts = decodeCursorParts(cursor)
   if (parts === undefined || parts.length !== 3 || parts[0] !== "r") return undefined
   const [, startedAt, runID] = parts
   return typeof startedAt === "number" && Number.isSafeInteger(startedAt) && typeof runID === "string"
@@ -40,11 +43,11 @@ export const decodeRunCursor = (cursor: string): { startedAt: Millis; runID: str
 }
 
 /** The opaque cursor after a sync state, in the operator's sync-state order. */
-export const encodeSyncStateCursor = (key: SyncStateKey): string => encode(["s", key.connectorName, key.ownerDID])
+export const encodeSyncStateCursor = (key: SyncStateKey): string => encodeCursorParts(["s", key.connectorName, key.ownerDID])
 
 /** The key a sync-state cursor names, or `undefined` when it is not one this store made. */
 export const decodeSyncStateCursor = (cursor: string): SyncStateKey | undefined => {
-  const parts = decode(cursor)
+  const parts = decodeCursorParts(cursor)
   if (parts === undefined || parts.length !== 3 || parts[0] !== "s") return undefined
   const [, connectorName, ownerDID] = parts
   return typeof connectorName === "string" && typeof ownerDID === "string" ? { connectorName, ownerDID } : undefined

@@ -4,6 +4,8 @@ import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { type CallGate, makeCallGate } from "../service/gate.js"
 import { hotSpecOf } from "../service/hot.js"
+import type { Transition } from "../service/program.js"
+import type { Position } from "../service/run.js"
 import { nativeTracer } from "../service/tracing.js"
 import { type DirectLane, makeDirectLane } from "./lane.js"
 import { StoreClosed } from "../errors.js"
@@ -136,8 +138,12 @@ export type StoreContext = ConnectorStore | StorePorts | StoreSnapshot
 interface Ready {
   readonly runtime: Runtime.Runtime<StoreContext>
   readonly store: ConnectorStore["Type"]
-  /** The direct lane, when the adapter offers a `DirectDatabase` or a `LaneDatabase` and the store has readers. */
-  readonly lane: DirectLane | undefined
+  /**
+   * The hot methods on the direct lane, by name, built once with the runtime:
+   * empty unless the adapter offers a `DirectDatabase` or a `LaneDatabase`
+   * and the store has readers.
+   */
+  readonly onLane: ReadonlyMap<string, (args: ReadonlyArray<never>) => Promise<unknown>>
 }
 
 /**
@@ -175,7 +181,21 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
       DefaultServices.currentServices,
       Context.add(FiberRefs.getOrDefault(exit.value.fiberRefs, DefaultServices.currentServices), Clock.Clock, clock)
     )
-    return { runtime, store: Context.get(runtime.context, ConnectorStore), lane: laneOn(runtime) }
+    const store = Context.get(runtime.context, ConnectorStore)
+    return { runtime, store, onLane: laneMethods(runtime, store) }
+  }
+  /** Each hot method of `store` as the lane runs it, handed to the ports on `runtime` when the lane cannot go on. */
+  const laneMethods = (runtime: Runtime.Runtime<StoreContext>, store: ConnectorStore["Type"]): Ready["onLane"] => {
+    const methods = new Map<string, (args: ReadonlyArray<never>) => Promise<unknown>>()
+    const lane = laneOn(runtime)
+    if (lane === undefined) return methods
+    for (const [method, value] of Object.entries(store)) {
+      const hot = hotSpecOf(value)
+      if (hot === undefined) continue
+      const handOver = (transition: Transition<unknown, unknown>, at: Position) => runOn(runtime, hot.ports(transition, at))
+      methods.set(method, lane.method(method, hot, handOver))
+    }
+    return methods
   }
   const laneOn = (runtime: Runtime.Runtime<StoreContext>): DirectLane | undefined => {
     const context = runtime.context as Context.Context<StoreContext | DirectDatabase | LaneDatabase>
@@ -234,10 +254,8 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
   for (const [method, slow] of Object.entries(viaEffect) as Array<[string, (...args: ReadonlyArray<unknown>) => Promise<unknown>]>) {
     viaLane[method] = (...args: ReadonlyArray<never>) =>
       whenReady((ready) => {
-        const hot = ready.lane === undefined ? undefined : hotSpecOf((ready.store as unknown as Record<string, unknown>)[method])
-        return hot === undefined
-          ? slow(...args)
-          : ready.lane!.call(method, hot, args, (transition, at) => runOn(ready.runtime, hot.ports(transition, at)))
+        const onLane = ready.onLane.get(method)
+        return onLane === undefined ? slow(...args) : onLane(args)
       })
   }
   const store: PromiseConnectorStore<H> = {

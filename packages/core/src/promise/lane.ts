@@ -27,16 +27,15 @@ export interface DirectLaneParts<H> {
 /** The Promise API's runner of hot methods (see `makeDirectLane`). */
 export interface DirectLane {
   /**
-   * Runs a call of the hot method `method` (its `HotSpec`, its arguments)
-   * on the lane; `handOver` runs its prepared transition on the ports from
-   * where the lane stopped.
+   * The hot method `method` (its `HotSpec`) as the lane runs it, built once:
+   * each call runs on the lane, and `handOver` runs its prepared transition
+   * on the ports from where the lane stopped.
    */
-  readonly call: (
+  readonly method: (
     method: string,
     hot: HotSpec<ReadonlyArray<never>, unknown, unknown>,
-    args: ReadonlyArray<never>,
     handOver: (transition: Transition<unknown, unknown>, at: Position) => Promise<unknown>
-  ) => Promise<unknown>
+  ) => (args: ReadonlyArray<never>) => Promise<unknown>
 }
 
 /**
@@ -50,16 +49,6 @@ export interface DirectLane {
  * here once.
  */
 export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
-  const metrics = new Map<string, ReturnType<typeof callMetrics>>()
-  const metricsOf = (method: string) => {
-    let found = metrics.get(method)
-    if (found === undefined) {
-      found = callMetrics(method)
-      metrics.set(method, found)
-    }
-    return found
-  }
-
   /** The winner of `documentID` as the Effect path reads it (`fromPromiseReaders`, `singleWinnerReader`): a value, or a Promise of one. */
   const readWinner = (documentID: string, transaction: DirectTransactionOf<boolean>): Digest | null | Promise<Digest | null> => {
     const failed = (cause: unknown) => new WinnerReadFailed({ documentID, cause })
@@ -100,39 +89,42 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
   }
 
   return {
-    call: (method, hot, args, handOver) => {
-      const started = performance.now()
-      const span = spanOf(method, args)
-      const { succeeded, failed } = metricsOf(method)
-      const rejected = (error: unknown): Promise<never> => {
-        const named = isTypedFailure(error) || error instanceof ConcurrentUpdateExhausted ? nameMethod(method)(error) : error
-        const outcome = failed(named, started, parts.labels)
-        span?.attribute(`${SPAN_PREFIX}outcome`, outcome)
-        span?.end(process.hrtime.bigint(), Exit.fail(named))
-        return Promise.reject(named)
+    method: (method, hot, handOver) => {
+      const { succeeded, failed } = callMetrics(method)
+      const withMethod = nameMethod(method)
+      return (args) => {
+        const started = performance.now()
+        const span = spanOf(method, args)
+        const rejected = (error: unknown): Promise<never> => {
+          const named = isTypedFailure(error) || error instanceof ConcurrentUpdateExhausted ? withMethod(error) : error
+          const outcome = failed(named, started, parts.labels)
+          span?.attribute(`${SPAN_PREFIX}outcome`, outcome)
+          span?.end(process.hrtime.bigint(), Exit.fail(named))
+          return Promise.reject(named)
+        }
+        const resolved = (value: unknown): unknown => {
+          const outcome = succeeded(value, started, parts.labels)
+          span?.attribute(`${SPAN_PREFIX}outcome`, outcome)
+          span?.end(process.hrtime.bigint(), Exit.succeed(value))
+          return value
+        }
+        let answer: unknown
+        let transition: Transition<unknown, unknown>
+        try {
+          const prepared = hot.prepare(...args)
+          if (isPrepareFailure(prepared)) return rejected(prepared)
+          transition = prepared
+          answer = runOnLane(runner, transition, undefined, span === undefined ? undefined : (attempts) => {
+            span.attribute(`${SPAN_PREFIX}attempts`, attempts)
+            span.attribute(`${SPAN_PREFIX}retries`, attempts - 1)
+          })
+        } catch (thrown) {
+          return rejected(thrown)
+        }
+        const settle = (value: unknown): unknown =>
+          value instanceof HandOver ? handOver(transition, value.at).then(resolved, rejected) : resolved(value)
+        return answer instanceof Promise ? answer.then(settle, rejected) : Promise.resolve(settle(answer))
       }
-      const resolved = (value: unknown): unknown => {
-        const outcome = succeeded(value, started, parts.labels)
-        span?.attribute(`${SPAN_PREFIX}outcome`, outcome)
-        span?.end(process.hrtime.bigint(), Exit.succeed(value))
-        return value
-      }
-      let answer: unknown
-      let transition: Transition<unknown, unknown>
-      try {
-        const prepared = hot.prepare(...args)
-        if (isPrepareFailure(prepared)) return rejected(prepared)
-        transition = prepared
-        answer = runOnLane(runner, transition, undefined, span === undefined ? undefined : (attempts) => {
-          span.attribute(`${SPAN_PREFIX}attempts`, attempts)
-          span.attribute(`${SPAN_PREFIX}retries`, attempts - 1)
-        })
-      } catch (thrown) {
-        return rejected(thrown)
-      }
-      const settle = (value: unknown): unknown =>
-        value instanceof HandOver ? handOver(transition, value.at).then(resolved, rejected) : resolved(value)
-      return answer instanceof Promise ? answer.then(settle, rejected) : Promise.resolve(settle(answer))
     }
   }
 }

@@ -72,15 +72,6 @@ export interface SweepCandidate extends SweepCandidateIdentity {
 /** The statuses that are still work for the sweep: listed by `listSweepCandidates`. */
 export const ACTIONABLE_SWEEP_STATUSES: ReadonlyArray<SweepCandidateStatus> = ["open", "decided"]
 
-/** The identity part of a candidate. */
-export const candidateIdentityOf = (row: SweepCandidateIdentity): SweepCandidateIdentity => ({
-  ownerDID: row.ownerDID,
-  connectorName: row.connectorName,
-  model: row.model,
-  accountKey: row.accountKey,
-  sourceID: row.sourceID
-})
-
 /** An unambiguous map key for a candidate identity. */
 export const candidateKey = (id: SweepCandidateIdentity): string =>
   JSON.stringify([id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID])

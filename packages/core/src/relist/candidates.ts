@@ -6,21 +6,13 @@ import {
   type SweepCandidateStatus,
   type SweepOutcome
 } from "./SweepCandidate.js"
-import { bump } from "../versioned.js"
+import { bump, changed, type Decided, unchanged } from "../versioned.js"
 
 /**
  * What a candidate transition decided: an outcome, and the row to write when
  * it changes. `next` carries `version + 1` and `updatedAt = now`.
  */
-export interface SweepCandidateDecision<O extends string> {
-  /** What the caller is told happened. */
-  readonly outcome: O
-  /** The candidate row to write; `undefined` when nothing changes. */
-  readonly next: SweepCandidate | undefined
-}
-
-const unchanged = <O extends string>(outcome: O): SweepCandidateDecision<O> => ({ outcome, next: undefined })
-
+export type SweepCandidateDecision<O extends string> = Decided<SweepCandidate, O>
 
 /**
  * Whether a run still stands behind its candidates: `current` while it is
@@ -60,14 +52,19 @@ export const decideSweepOutcome = (
   if (settledStatuses.includes(row.status)) return unchanged("settled")
   if (outcome === "delete_local" && row.kind !== "deleted") return unchanged("not-allowed")
   if (row.status === "decided" && row.outcome === outcome) return unchanged("recorded")
-  return {
-    outcome: "recorded",
-    next: bump(row, now, { outcome, status: outcome === "keep" ? "kept" : "decided" })
-  }
+  return changed("recorded", bump(row, now, { outcome, status: outcome === "keep" ? "kept" : "decided" }))
 }
 
 /** What `markSweepCandidateApplied` did. */
 export type SweepApplyOutcome = "applied" | "undecided" | "kept" | "given-up"
+
+/** What an apply (or its failure) of a candidate that is not decided answers: nothing is written. */
+const NOT_DECIDED = {
+  given_up: "given-up",
+  open: "undecided",
+  kept: "kept",
+  applied: "applied"
+} as const satisfies Record<Exclude<SweepCandidateStatus, "decided">, SweepApplyOutcome & SweepApplyFailureOutcome>
 
 /**
  * Marks a decided candidate applied. Applying twice is harmless. A given-up
@@ -75,20 +72,8 @@ export type SweepApplyOutcome = "applied" | "undecided" | "kept" | "given-up"
  * and a kept one never had anything to apply. The applier's work runs
  * exactly when this writes (`next` defined): for a decided candidate only.
  */
-export const decideSweepApplied = (row: SweepCandidate, now: Millis): SweepCandidateDecision<SweepApplyOutcome> => {
-  switch (row.status) {
-    case "given_up":
-      return unchanged("given-up")
-    case "open":
-      return unchanged("undecided")
-    case "kept":
-      return unchanged("kept")
-    case "applied":
-      return unchanged("applied")
-    case "decided":
-      return { outcome: "applied", next: bump(row, now, { status: "applied" }) }
-  }
-}
+export const decideSweepApplied = (row: SweepCandidate, now: Millis): SweepCandidateDecision<SweepApplyOutcome> =>
+  row.status === "decided" ? changed("applied", bump(row, now, { status: "applied" })) : unchanged(NOT_DECIDED[row.status])
 
 /** A failed apply, as its runner reports it. */
 export interface SweepApplyFailure {
@@ -119,29 +104,18 @@ export const decideSweepApplyFailure = (
   failure: SweepApplyFailure,
   now: Millis
 ): SweepCandidateDecision<SweepApplyFailureOutcome> => {
-  switch (row.status) {
-    case "given_up":
-      return unchanged("given-up")
-    case "open":
-      return unchanged("undecided")
-    case "kept":
-      return unchanged("kept")
-    case "applied":
-      return unchanged("applied")
-    case "decided": {
-      const attempts = Math.min(row.applyAttempts + 1, MAX_SWEEP_APPLY_ATTEMPTS)
-      const givenUp = attempts >= MAX_SWEEP_APPLY_ATTEMPTS
-      return {
-        outcome: givenUp ? "given-up" : "retry",
-        next: bump(row, now, {
-          applyAttempts: attempts,
-          lastErrorKind: failure.kind,
-          lastErrorMessage: failure.message,
-          status: givenUp ? "given_up" : "decided"
-        })
-      }
-    }
-  }
+  if (row.status !== "decided") return unchanged(NOT_DECIDED[row.status])
+  const attempts = Math.min(row.applyAttempts + 1, MAX_SWEEP_APPLY_ATTEMPTS)
+  const givenUp = attempts >= MAX_SWEEP_APPLY_ATTEMPTS
+  return changed(
+    givenUp ? "given-up" : "retry",
+    bump(row, now, {
+      applyAttempts: attempts,
+      lastErrorKind: failure.kind,
+      lastErrorMessage: failure.message,
+      status: givenUp ? "given_up" : "decided"
+    })
+  )
 }
 
 /** What `rearmSweepCandidate` did. */
@@ -154,5 +128,5 @@ export type SweepRearmOutcome = "rearmed" | "not-given-up"
  */
 export const decideSweepRearm = (row: SweepCandidate, now: Millis): SweepCandidateDecision<SweepRearmOutcome> =>
   row.status === "given_up"
-    ? { outcome: "rearmed", next: bump(row, now, { status: "open", outcome: null, applyAttempts: 0 }) }
+    ? changed("rearmed", bump(row, now, { status: "open", outcome: null, applyAttempts: 0 }))
     : unchanged("not-given-up")

@@ -1,5 +1,3 @@
-import { Effect } from "effect"
-import type { InvalidInput } from "../errors.js"
 import { type Check, fieldOf, oneOf, optional, type Rule, Rules } from "../validation.js"
 
 /** The checks for a relist scope under `prefix`. */
@@ -57,13 +55,3 @@ export const candidateKind: Rule = oneOf("deleted", "diverged")
 
 /** A sweep outcome. */
 export const sweepOutcome: Rule = oneOf("delete_local", "reingest", "keep")
-
-/**
- * Runs `body` only once `validation` passed: the body is not even built
- * before, so a malformed argument fails as `InvalidInput`, never as a
- * defect thrown while reading it.
- */
-export const afterValidation = <A, E, R>(
-  validation: Effect.Effect<void, InvalidInput>,
-  body: () => Effect.Effect<A, E, R>
-): Effect.Effect<A, E | InvalidInput, R> => Effect.zipRight(validation, Effect.suspend(body))

@@ -1,18 +1,13 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import { isCurrentRelistRun, isRelistRunListing, type RelistRun, type RelistScope, relistScopeOf } from "./RelistRun.js"
-import { bump } from "../versioned.js"
+import { bump, changed, type Decided, unchanged } from "../versioned.js"
 
 /**
  * What a run transition decided: an outcome, and the run to write when it
  * changes. `next` always carries `version + 1` and `updatedAt = now`; it is
  * written only if the stored version is still the one read.
  */
-export interface RelistRunDecision<O extends string> {
-  /** What the caller is told happened. */
-  readonly outcome: O
-  /** The run to write; `undefined` when nothing changes. */
-  readonly next: RelistRun | undefined
-}
+export type RelistRunDecision<O extends string> = Decided<RelistRun, O>
 
 
 /** What starting a run writes: the new run, and the scope's previous current run marked superseded. */
@@ -87,11 +82,11 @@ export const decideSweepCheckpoint = (
   input: SweepCheckpointInput,
   now: Millis
 ): RelistRunDecision<SweepCheckpointOutcome> => {
-  if (!isRelistRunListing(run)) return { outcome: "stale-run", next: undefined }
-  if (input.page !== run.pagesCommitted + 1) return { outcome: "stale-page", next: undefined }
+  if (!isRelistRunListing(run)) return unchanged("stale-run")
+  if (input.page !== run.pagesCommitted + 1) return unchanged("stale-page")
   return input.complete === true
-    ? { outcome: "completed", next: bump(run, now, { state: "complete", cursor: null, pagesCommitted: input.page, completedAt: now }) }
-    : { outcome: "committed", next: bump(run, now, { state: "listing", cursor: input.cursor, pagesCommitted: input.page }) }
+    ? changed("completed", bump(run, now, { state: "complete", cursor: null, pagesCommitted: input.page, completedAt: now }))
+    : changed("committed", bump(run, now, { state: "listing", cursor: input.cursor, pagesCommitted: input.page }))
 }
 
 /** What `recordRelistReceipt` did. */
@@ -130,5 +125,5 @@ export type RelistAbandonOutcome = "abandoned" | "already-ended"
  */
 export const decideRelistAbandon = (run: RelistRun, now: Millis): RelistRunDecision<RelistAbandonOutcome> =>
   isCurrentRelistRun(run)
-    ? { outcome: "abandoned", next: bump(run, now, { state: "abandoned", endedAt: now }) }
-    : { outcome: "already-ended", next: undefined }
+    ? changed("abandoned", bump(run, now, { state: "abandoned", endedAt: now }))
+    : unchanged("already-ended")

@@ -194,10 +194,13 @@ const finishCall = (
   labels: ReadonlyArray<MetricLabel.MetricLabel>,
   started: number,
   outcome: string
-): void => {
+): void => annotateSpanOf(fiber, { [OUTCOME]: countCall(spec, labels, started, outcome) })
+
+/** Counts a call of `spec` that started at `started` and ended with `outcome`; answers `outcome`. */
+const countCall = (spec: MethodSpec, labels: ReadonlyArray<MetricLabel.MetricLabel>, started: number, outcome: string): string => {
   spec.calls(outcome).unsafeUpdate(1, labels)
   spec.duration.unsafeUpdate(performance.now() - started, labels)
-  annotateSpanOf(fiber, { [OUTCOME]: outcome })
+  return outcome
 }
 
 /**
@@ -250,16 +253,11 @@ const instrumentHot = (
  */
 export const callMetrics = (method: string) => {
   const spec = methodSpec(method)
-  const finish = (outcome: string, started: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): string => {
-    spec.calls(outcome).unsafeUpdate(1, labels)
-    spec.duration.unsafeUpdate(performance.now() - started, labels)
-    return outcome
-  }
   return {
     succeeded: (value: unknown, started: number, labels: ReadonlyArray<MetricLabel.MetricLabel>) =>
-      finish(successOutcome(value), started, labels),
+      countCall(spec, labels, started, successOutcome(value)),
     failed: (error: unknown, started: number, labels: ReadonlyArray<MetricLabel.MetricLabel>) =>
-      finish(failureOutcome(error), started, labels)
+      countCall(spec, labels, started, failureOutcome(error))
   }
 }
 

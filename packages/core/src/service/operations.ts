@@ -36,7 +36,7 @@ import {
 } from "../operation/reads.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
-import { type Check, firstProblem, Rules, validate } from "../validation.js"
+import { type Check, firstProblem, Rules, validate, validated } from "../validation.js"
 import { makeRunners } from "./hot.js"
 import { operationTransitions } from "./programs.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
@@ -124,10 +124,6 @@ const finalizeOperationChecks = (key: OperationKey, options: FinalizeOperationIn
   ...keyChecks("key", key),
   ...runnerChecks(options, finalizeChecks(options))
 ]
-
-/** Runs `effect` only once every check passed: nothing about the input is touched before. */
-const validated = <A, E, R>(method: string, checks: ReadonlyArray<Check>, effect: () => Effect.Effect<A, E, R>) =>
-  Effect.zipRight(validate(method, checks), Effect.suspend(effect))
 
 /** A finalize's input as stored: its result entity as JSON holds it. */
 const storedFinalize = (options: FinalizeOperationInput): FinalizeOperationInput => ({

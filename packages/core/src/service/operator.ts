@@ -35,7 +35,7 @@ import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
-import { type Check, Rules, validate } from "../validation.js"
+import { Rules, validated } from "../validation.js"
 import { type Digest, formatWatchIdentity, type Millis, type ProjectionWatch, type WatchIdentity } from "../watch/ProjectionWatch.js"
 import { decideArm } from "../watch/transitions.js"
 import { makeRunners } from "./hot.js"
@@ -151,9 +151,6 @@ const paged = <A, E>(
     return { items, nextCursor: rows.length > size && last !== undefined ? cursorAfter(last) : null }
   })
 }
-
-const validated = <A, E, R>(method: string, checks: ReadonlyArray<Check>, effect: () => Effect.Effect<A, E, R>) =>
-  Effect.zipRight(validate(method, checks), Effect.suspend(effect))
 
 /** Builds the operator methods over the ports. */
 export const makeOperatorMethods = Effect.gen(function*() {

@@ -5,7 +5,7 @@ import { PendingAuthStateTaken } from "../pendingauth/errors.js"
 import { decideConsume, type PendingAuth, type PendingAuthInput } from "../pendingauth/PendingAuth.js"
 import { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
 import { Transactor } from "../ports/Transactor.js"
-import { fieldOf, optional, Rules, validate } from "../validation.js"
+import { fieldOf, optional, Rules, validate, validated } from "../validation.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
 /** The options of `consumePendingAuth`. */
@@ -74,10 +74,7 @@ export const makePendingAuthMethods = Effect.gen(function*() {
       }),
 
     deleteExpiredPendingAuth: (cutoff) =>
-      Effect.zipRight(
-        validate("deleteExpiredPendingAuth", [["cutoff", cutoff, Rules.millis]]),
-        repo.deleteExpiredBefore(cutoff)
-      )
+      validated("deleteExpiredPendingAuth", [["cutoff", cutoff, Rules.millis]], () => repo.deleteExpiredBefore(cutoff))
   }
   return methods
 })

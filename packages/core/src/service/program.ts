@@ -49,9 +49,6 @@ export type Step<A> =
 /** A step waiting for a winner (see `withWinner`). */
 export type AwaitingWinner<A> = Extract<Step<A>, { readonly documentID: string }>
 
-/** A step waiting for a row call's answer (see `after`). */
-export type AwaitingAnswer<A> = Exclude<Step<A>, AwaitingWinner<A> | { readonly done: true }>
-
 /** A finished step. */
 export const done = <A>(value: A): Step<A> => ({ done: true, value })
 

@@ -4,7 +4,7 @@ import { OperationEntropy } from "../operation/entropy.js"
 import type { CollectParams } from "../operation/retention.js"
 import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
 import { Transactor } from "../ports/Transactor.js"
-import { afterValidation, flag, pageChecks, receiptChecks, scopeChecks } from "../relist/checks.js"
+import { flag, pageChecks, receiptChecks, scopeChecks } from "../relist/checks.js"
 import { RelistRunNotFound } from "../relist/errors.js"
 import {
   type RelistAbandonOutcome,
@@ -25,7 +25,7 @@ import {
   type RelistRun,
   type RelistScope
 } from "../relist/RelistRun.js"
-import { fieldOf, optional, Rules, validate } from "../validation.js"
+import { fieldOf, optional, Rules, validate, validated } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
 /** One page as its runner commits it: the page's receipts, and where to list on from. */
@@ -106,8 +106,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
 
   const methods: RelistRunMethods = {
     startRelistRun: (scope) =>
-      afterValidation(
-        validate("startRelistRun", scopeChecks("scope", scope)),
+      validated("startRelistRun", scopeChecks("scope", scope),
         () => retryOnLostRace("startRelistRun", formatRelistScope(scope), withTransaction(Effect.gen(function*() {
           const current = Option.getOrUndefined(yield* relist.lockCurrentRun(scope))
           const now = yield* Clock.currentTimeMillis
@@ -123,14 +122,13 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       ),
 
     getSweepCheckpoint: (scope) =>
-      afterValidation(validate("getSweepCheckpoint", scopeChecks("scope", scope)), () => relist.getCurrentRun(scope)),
+      validated("getSweepCheckpoint", scopeChecks("scope", scope), () => relist.getCurrentRun(scope)),
 
     getRelistRun: (runID) =>
-      afterValidation(validate("getRelistRun", [["runID", runID, Rules.id]]), () => relist.getRun(runID)),
+      validated("getRelistRun", [["runID", runID, Rules.id]], () => relist.getRun(runID)),
 
     recordRelistReceipt: (runID, receipts) =>
-      afterValidation(
-        validate("recordRelistReceipt", [["runID", runID, Rules.id], ...receiptChecks("receipts", receipts)]),
+      validated("recordRelistReceipt", [["runID", runID, Rules.id], ...receiptChecks("receipts", receipts)],
         // The run stays locked while its receipts go in, so a supersession or
         // completion lands wholly before or wholly after them.
         () => withTransaction(Effect.gen(function*() {
@@ -144,15 +142,14 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       ),
 
     commitSweepCheckpoint: (runID, checkpoint) =>
-      afterValidation(
-        validate("commitSweepCheckpoint", [
-          ["runID", runID, Rules.id],
-          ["checkpoint", checkpoint, Rules.record],
-          ["checkpoint.page", fieldOf(checkpoint, "page"), Rules.positiveInt],
-          ["checkpoint.cursor", fieldOf(checkpoint, "cursor"), cursorRule],
-          ["checkpoint.complete", fieldOf(checkpoint, "complete"), optional(flag)],
-          ...receiptChecks("checkpoint.receipts", fieldOf(checkpoint, "receipts"))
-        ]),
+      validated("commitSweepCheckpoint", [
+        ["runID", runID, Rules.id],
+        ["checkpoint", checkpoint, Rules.record],
+        ["checkpoint.page", fieldOf(checkpoint, "page"), Rules.positiveInt],
+        ["checkpoint.cursor", fieldOf(checkpoint, "cursor"), cursorRule],
+        ["checkpoint.complete", fieldOf(checkpoint, "complete"), optional(flag)],
+        ...receiptChecks("checkpoint.receipts", fieldOf(checkpoint, "receipts"))
+      ],
         () => retryOnLostRace("commitSweepCheckpoint", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("commitSweepCheckpoint", runID, yield* relist.lockRun(runID))
           const now = yield* Clock.currentTimeMillis
@@ -168,8 +165,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       ),
 
     abandonRelistRun: (runID) =>
-      afterValidation(
-        validate("abandonRelistRun", [["runID", runID, Rules.id]]),
+      validated("abandonRelistRun", [["runID", runID, Rules.id]],
         () => retryOnLostRace("abandonRelistRun", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("abandonRelistRun", runID, yield* relist.lockRun(runID))
           const decision = decideRelistAbandon(run, yield* Clock.currentTimeMillis)
@@ -186,12 +182,11 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       }),
 
     collectRelistRuns: (params) =>
-      afterValidation(
-        validate("collectRelistRuns", [
-          ["params", params, Rules.record],
-          ["params.before", fieldOf(params, "before"), Rules.finite],
-          ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
-        ]),
+      validated("collectRelistRuns", [
+        ["params", params, Rules.record],
+        ["params.before", fieldOf(params, "before"), Rules.finite],
+        ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
+      ],
         () => relist.collectRuns({ before: params.before, limit: params.limit })
       )
   }

@@ -17,7 +17,7 @@ import {
   decideSweepOutcome,
   type SweepRearmOutcome
 } from "../relist/candidates.js"
-import { afterValidation, candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
+import { candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
 import { deletionLimitFor, exceedsDeletionLimit } from "../relist/derivation.js"
 import {
   DeletionLimitExceeded,
@@ -37,7 +37,7 @@ import {
   type SweepOutcome
 } from "../relist/SweepCandidate.js"
 import { type SweepCandidateBasis, withdrawalOf } from "../relist/withdrawal.js"
-import { fieldOf, identityChecks, optional, Rules, validate } from "../validation.js"
+import { fieldOf, identityChecks, optional, Rules, validate, validated } from "../validation.js"
 import { type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
@@ -292,8 +292,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       }),
 
     recordSweepOutcome: (ref, outcome) =>
-      afterValidation(
-        validate("recordSweepOutcome", [...candidateRefChecks("ref", ref), ["outcome", outcome, sweepOutcome]]),
+      validated("recordSweepOutcome", [...candidateRefChecks("ref", ref), ["outcome", outcome, sweepOutcome]],
         () => transition("recordSweepOutcome", ref, (row, now) => {
           const decision = decideSweepOutcome(row, outcome, now)
           if (decision.outcome === "not-allowed") {
@@ -304,14 +303,12 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       ),
 
     markSweepCandidateApplied: (ref) =>
-      afterValidation(
-        validate("markSweepCandidateApplied", candidateRefChecks("ref", ref)),
+      validated("markSweepCandidateApplied", candidateRefChecks("ref", ref),
         () => transition("markSweepCandidateApplied", ref, (row, now) => Effect.succeed(decideSweepApplied(row, now)), standing("markSweepCandidateApplied"))
       ),
 
     applySweepCandidate: (ref, apply) =>
-      afterValidation(
-        validate("applySweepCandidate", [...candidateRefChecks("ref", ref), ["apply", apply, Rules.callback]]),
+      validated("applySweepCandidate", [...candidateRefChecks("ref", ref), ["apply", apply, Rules.callback]],
         () =>
           transition("applySweepCandidate", ref, (row, now) => {
             const decision = decideSweepApplied(row, now)
@@ -328,20 +325,18 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       ),
 
     recordSweepApplyFailure: (ref, failure) =>
-      afterValidation(
-        validate("recordSweepApplyFailure", [
-          ...candidateRefChecks("ref", ref),
-          ["failure", failure, Rules.record],
-          ["failure.kind", fieldOf(failure, "kind"), Rules.id],
-          ["failure.message", fieldOf(failure, "message"), Rules.text]
-        ]),
+      validated("recordSweepApplyFailure", [
+        ...candidateRefChecks("ref", ref),
+        ["failure", failure, Rules.record],
+        ["failure.kind", fieldOf(failure, "kind"), Rules.id],
+        ["failure.message", fieldOf(failure, "message"), Rules.text]
+      ],
         () => transition("recordSweepApplyFailure", ref, (row, now) =>
           Effect.succeed(decideSweepApplyFailure(row, { kind: failure.kind, message: failure.message }, now)))
       ),
 
     rearmSweepCandidate: (identity) =>
-      afterValidation(
-        validate("rearmSweepCandidate", identityChecks("identity", identity)),
+      validated("rearmSweepCandidate", identityChecks("identity", identity),
         () => retryOnLostRace("rearmSweepCandidate", formatCandidateIdentity(identity), withTransaction(Effect.gen(function*() {
           const row = Option.getOrUndefined(yield* relist.lockCandidate(identity))
           if (row === undefined) {
@@ -354,11 +349,10 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       ),
 
     getSweepCandidate: (identity) =>
-      afterValidation(validate("getSweepCandidate", identityChecks("identity", identity)), () => relist.getCandidate(identity)),
+      validated("getSweepCandidate", identityChecks("identity", identity), () => relist.getCandidate(identity)),
 
     listGivenUpSweepCandidates: (scope, page) =>
-      afterValidation(
-        validate("listGivenUpSweepCandidates", [...scopeChecks("scope", scope), ...pageChecks("page", page)]),
+      validated("listGivenUpSweepCandidates", [...scopeChecks("scope", scope), ...pageChecks("page", page)],
         () => relist.listGivenUp(relistScopeOf(scope), { after: page.after, limit: page.limit })
       )
   }

@@ -154,41 +154,15 @@ export const runOnPorts = <A, F, W = never>(
   readWinner: ReadWinnerOf<W> | undefined,
   at: Position = START
 ): Effect.Effect<A, W | F | PersistenceError | ConcurrentUpdateExhausted> =>
-  Effect.withFiberRuntime((fiber) => {
-    const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
-    const attempt = (at: Position): Effect.Effect<A, W | F | PersistenceError | ConcurrentUpdateExhausted> => {
-      const unlocked = unlockedAt(transition, at)
-      const tryAt = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        unlocked
-          ? interpret(resumed(() => transition.unlocked!(ports.rows, now)), readWinner)
-          : ports.withTransaction(interpret(resumed(() => transition.locked!(ports.rows, now)), readWinner)))
-      return Effect.matchCauseEffect(tryAt, {
-        onSuccess: (value) => {
-          if (value === LOCKED) return attempt(lockedAfter(at))
-          annotateTries(fiber, at)
-          return Exit.succeed(value as A)
-        },
-        onFailure: (cause) => {
-          const failure = Cause.failureOption(cause)
-          if (Option.isNone(failure) || !(failure.value instanceof LostRace)) {
-            annotateTries(fiber, at)
-            return Exit.failCause(cause as Cause.Cause<W | F | PersistenceError>)
-          }
-          const next = afterLost(transition.method, transition.identity, at, labels)
-          if (next instanceof ConcurrentUpdateExhausted) {
-            annotateTries(fiber, at)
-            return Exit.fail(next)
-          }
-          return attempt(next)
-        }
-      })
-    }
-    return attempt(at)
-  })
-
-/** Puts a call's tries on its span (nothing without a tracer; see `annotateSpanOf`). */
-const annotateTries = (fiber: Fiber.RuntimeFiber<unknown, unknown>, at: Position): void =>
-  annotateSpanOf(fiber, { "connector-store.attempts": at.tried + 1, "connector-store.retries": at.tried })
+  // What a program throws as a typed failure is `F` (see `Transition.fails`).
+  loopOnLostRace<A, W | F | PersistenceError, never>(transition.method, transition.identity, at, (at) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      unlockedAt(transition, at)
+        ? interpret(resumed(() => transition.unlocked!(ports.rows, now)), readWinner)
+        : ports.withTransaction(interpret(resumed(() => transition.locked!(ports.rows, now)), readWinner))) as Effect.Effect<
+        A | typeof LOCKED,
+        W | F | PersistenceError | LostRace
+      >)
 
 /**
  * Runs `attempt` (a whole transaction: lock-read, decide, versioned writes,
@@ -200,14 +174,29 @@ export const retryOnLostRace = <A, E, R>(
   method: string,
   identity: string,
   attempt: Effect.Effect<A, E | LostRace, R>
+): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> => loopOnLostRace(method, identity, START, () => attempt)
+
+/**
+ * The effect runners' one loop: runs `tryAt` from `at` until a try neither
+ * loses its race nor answers `LOCKED` (go on locked, nothing lost); each
+ * lost try is counted (`afterLost`) and the call fails with
+ * `ConcurrentUpdateExhausted` once its budget, the tries spent before `at`
+ * included, is gone. The current span gets the call's tries.
+ */
+const loopOnLostRace = <A, E, R>(
+  method: string,
+  identity: string,
+  at: Position,
+  tryAt: (at: Position) => Effect.Effect<A | typeof LOCKED, E | LostRace, R>
 ): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> =>
   Effect.withFiberRuntime((fiber) => {
     const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     const loop = (at: Position): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> =>
-      Effect.matchCauseEffect(attempt, {
+      Effect.matchCauseEffect(tryAt(at), {
         onSuccess: (value) => {
+          if (value === LOCKED) return loop(lockedAfter(at))
           annotateTries(fiber, at)
-          return Exit.succeed(value)
+          return Exit.succeed(value as A)
         },
         onFailure: (cause) => {
           const failure = Cause.failureOption(cause)
@@ -223,8 +212,12 @@ export const retryOnLostRace = <A, E, R>(
           return loop(next)
         }
       })
-    return loop(START)
+    return loop(at)
   })
+
+/** Puts a call's tries on its span (nothing without a tracer; see `annotateSpanOf`). */
+const annotateTries = (fiber: Fiber.RuntimeFiber<unknown, unknown>, at: Position): void =>
+  annotateSpanOf(fiber, { "connector-store.attempts": at.tried + 1, "connector-store.retries": at.tried })
 
 // ---------------------------------------------------------------------------
 // Synchronously, on a direct database (the Effect API)

@@ -40,7 +40,7 @@ import {
   toSyncState,
   toSyncStateEntry
 } from "../syncstate/SyncState.js"
-import { fieldOf, Rules, validate } from "../validation.js"
+import { fieldOf, Rules, validate, validated } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
 /**
@@ -193,10 +193,8 @@ export const makeSyncStateMethods = Effect.gen(function*() {
 
   const methods: SyncStateMethods = {
     getSyncState: (connectorName, ownerDID) =>
-      Effect.zipRight(
-        validate("getSyncState", syncStateKeyChecks(connectorName, ownerDID)),
-        Effect.map(repo.get({ connectorName, ownerDID }), Option.map(toSyncState))
-      ),
+      validated("getSyncState", syncStateKeyChecks(connectorName, ownerDID), () =>
+        Effect.map(repo.get({ connectorName, ownerDID }), Option.map(toSyncState))),
 
     setSyncState: (connectorName, ownerDID, state, options) =>
       Effect.gen(function*() {
@@ -233,36 +231,26 @@ export const makeSyncStateMethods = Effect.gen(function*() {
       }),
 
     deleteSyncState: (connectorName, ownerDID) =>
-      Effect.zipRight(
-        validate("deleteSyncState", syncStateKeyChecks(connectorName, ownerDID)),
-        repo.delete({ connectorName, ownerDID })
-      ),
+      validated("deleteSyncState", syncStateKeyChecks(connectorName, ownerDID), () =>
+        repo.delete({ connectorName, ownerDID })),
 
     listSyncStatesForConnector: (connectorName) =>
-      Effect.zipRight(
-        validate("listSyncStatesForConnector", [["connectorName", connectorName, Rules.id]]),
-        Effect.map(repo.listByConnector(connectorName), (rows) => rows.map(toSyncStateEntry))
-      ),
+      validated("listSyncStatesForConnector", [["connectorName", connectorName, Rules.id]], () =>
+        Effect.map(repo.listByConnector(connectorName), (rows) => rows.map(toSyncStateEntry))),
 
     claimSyncLease: (connectorName, ownerDID, terms) =>
-      Effect.zipRight(
-        validate("claimSyncLease", [...syncStateKeyChecks(connectorName, ownerDID), ...leaseTermsChecks(terms)]),
+      validated("claimSyncLease", [...syncStateKeyChecks(connectorName, ownerDID), ...leaseTermsChecks(terms)], () =>
         Effect.flatMap(randomId, (token) =>
           transition("claimSyncLease", { connectorName, ownerDID }, (row, incarnation) =>
-            decideClaimSyncLease({ connectorName, ownerDID }, row, terms, token, incarnation)))
-      ),
+            decideClaimSyncLease({ connectorName, ownerDID }, row, terms, token, incarnation)))),
 
     renewSyncLease: (lease, terms) =>
-      Effect.zipRight(
-        validate("renewSyncLease", [...leaseChecks(lease), ...leaseTermsChecks(terms)]),
-        Effect.suspend(() => transition("renewSyncLease", holderKey(lease), (row) => decideRenewSyncLease(row, lease, terms)))
-      ),
+      validated("renewSyncLease", [...leaseChecks(lease), ...leaseTermsChecks(terms)], () =>
+        transition("renewSyncLease", holderKey(lease), (row) => decideRenewSyncLease(row, lease, terms))),
 
     releaseSyncLease: (lease) =>
-      Effect.zipRight(
-        validate("releaseSyncLease", leaseChecks(lease)),
-        Effect.suspend(() => transition("releaseSyncLease", holderKey(lease), (row) => decideReleaseSyncLease(row, lease)))
-      )
+      validated("releaseSyncLease", leaseChecks(lease), () =>
+        transition("releaseSyncLease", holderKey(lease), (row) => decideReleaseSyncLease(row, lease)))
   }
   return methods
 })

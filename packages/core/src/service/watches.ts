@@ -12,7 +12,7 @@ import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { type ReadWinner, WinnerReader } from "../ports/WinnerReader.js"
-import { firstProblem, identityChecks, Rules, validate } from "../validation.js"
+import { firstProblem, identityChecks, Rules, validate, validated } from "../validation.js"
 import { armWatchChecks, claimWatchChecks, deferWatchChecks, resumeAuthChecks, verificationChecks } from "../watch/checks.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import {
@@ -128,22 +128,17 @@ export const makeWatchMethods = Effect.gen(function*() {
 
   const methods: WatchMethods = {
     getWatch: (identity) =>
-      Effect.zipRight(validate("getWatch", identityChecks("identity", identity)), Effect.suspend(() => watches.get(identity))),
+      validated("getWatch", identityChecks("identity", identity), () => watches.get(identity)),
 
     getWatchByDocument: (documentID) =>
-      Effect.zipRight(
-        validate("getWatchByDocument", [["documentID", documentID, Rules.id]]),
-        Effect.suspend(() => watches.getByDocument(documentID))
-      ),
+      validated("getWatchByDocument", [["documentID", documentID, Rules.id]], () => watches.getByDocument(documentID)),
 
     listWatchesByDocuments: (documentIDs) =>
-      Effect.zipRight(
-        validate("listWatchesByDocuments", [["documentIDs", documentIDs, Rules.ids]]),
-        Effect.suspend(() => Effect.map(
+      validated("listWatchesByDocuments", [["documentIDs", documentIDs, Rules.ids]], () =>
+        Effect.map(
           Effect.forEach(chunksOf(Array.from(new Set(documentIDs)), DOCUMENT_CHUNK), watches.listByDocuments),
           (chunks) => chunks.flat()
-        ))
-      ),
+        )),
 
     armWatch: hot((identity: WatchIdentity, reason: ArmReason, options: ArmWatchOptions) => {
       // Not in the type, but a JavaScript caller can still pass it.
@@ -163,10 +158,8 @@ export const makeWatchMethods = Effect.gen(function*() {
         (verificationReader._tag === "Left" ? verificationReader.left : verificationTransition(identity, input)), reader(verificationReader)),
 
     resumeOfflineDeferred: (now) =>
-      Effect.zipRight(
-        validate("resumeOfflineDeferred", [["now", now, Rules.millis]]),
-        resume("resumeOfflineDeferred", { reason: "offline" }, now)
-      ),
+      validated("resumeOfflineDeferred", [["now", now, Rules.millis]], () =>
+        resume("resumeOfflineDeferred", { reason: "offline" }, now)),
 
     resumeAuthDeferred: (params) =>
       Effect.gen(function*() {

@@ -1,22 +1,13 @@
 import type { DeferReason, Digest, Millis, ProjectionWatch } from "./ProjectionWatch.js"
-import { bump } from "../versioned.js"
+import { bump, changed, type Decided, unchanged } from "../versioned.js"
 
 /**
- * What a transition decided: an outcome, and the row to write when the
+ * What a watch transition decided: an outcome, and the row to write when the
  * outcome changes the row. `next` always carries `version + 1` and
  * `updatedAt = now`; the caller writes it only if the stored version is still
  * the one it read.
  */
-export interface Decision<O extends string> {
-  /** What the transition did. */
-  readonly outcome: O
-  /** The row to write (`version + 1`), or undefined when nothing changes. */
-  readonly next: ProjectionWatch | undefined
-}
-
-const unchanged = <O extends string>(outcome: O): Decision<O> => ({ outcome, next: undefined })
-const changed = <O extends string>(outcome: O, next: ProjectionWatch): Decision<O> => ({ outcome, next })
-
+export type Decision<O extends string> = Decided<ProjectionWatch, O>
 
 /**
  * Why a caller arms a watch. Finalize arms its own watch
