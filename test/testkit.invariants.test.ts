@@ -1,10 +1,12 @@
 import type { ClaimOperationInput, ConnectorOperation, ProjectionWatch } from "@connector-store/core"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import {
+  Crash,
   type EndState,
   FakeProvider,
   judgeClaim,
   judgeEnd,
+  judgeRejection,
   judgeRelistDeletion,
   judgeRetention,
   judgeWriteBackEnd,
@@ -207,6 +209,15 @@ describe("the testkit's judges of a moment", () => {
     expect(judgeClaim({ ...claim, reissue: { kind: "conditional-update", ifMatch: "etag-2" } })).toEqual([])
     expect(judgeClaim({ ...claim, landedAtGrant: false })).toEqual([])
     expect(judgeClaim({ ...claim, startedOver: true })).toEqual([])
+  })
+
+  it("name a rejection that is neither one of the store's errors nor a simulated crash", () => {
+    expect(judgeRejection("runner1: claimOperation", new TypeError("boom"))).toEqual([
+      { invariant: "typed-rejections", detail: expect.stringMatching(/^runner1: claimOperation rejected with .*boom/) }
+    ])
+    expect(judgeRejection("runner1: claimOperation", { _tag: "PersistenceError" })).toEqual([])
+    expect(judgeRejection("runner1: claimOperation", { _tag: "NotAStoreError" })).toHaveLength(1)
+    expect(judgeRejection("runner1", new Crash("runner1", "after:claimOperation"))).toEqual([])
   })
 
   it("name a relist deletion of a document the provider still has, or one written since the run started", () => {

@@ -19,6 +19,7 @@ import {
   judgeCommitWatches,
   judgeDeletes,
   judgeLeases,
+  judgeRejection,
   judgeWriteBackEnd,
   LEASE_METHODS,
   type LeaseCall,
@@ -27,7 +28,7 @@ import {
   shortToken
 } from "./invariants.js"
 import { FakeProvider, type ProviderClient, type ProviderEntity, type RequestFate, type WriteRequest, keyOf } from "./provider.js"
-import { brief, Crash, describeError, Interleaving } from "./scheduler.js"
+import { brief, Crash, Interleaving } from "./scheduler.js"
 
 /** The one scope every write-back of a check runs in. */
 export const CHECK_SCOPE = { ownerDID: "did:example:owner", connectorName: "calendar", model: "Event", accountKey: "owner@example.com" } as const
@@ -253,19 +254,6 @@ const settled = async (release: () => Promise<void>): Promise<void> => {
   await release()
 }
 
-/** The tags of the store's errors: a rejection without one of them is untyped. */
-export const STORE_ERROR_TAGS: ReadonlySet<string> = new Set([
-  "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
-  "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
-  "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed",
-  "SweepCandidateWithdrawn", "SweepApplyFailed", "SyncLeaseLost", "StoreSchemaNotReady"
-])
-
-const typed = (error: unknown): boolean => {
-  const tag = (error as { _tag?: unknown } | null)?._tag
-  return error instanceof Crash || (typeof tag === "string" && STORE_ERROR_TAGS.has(tag))
-}
-
 /** The default runs: 40, scaled by `CONNECTOR_STORE_MODEL_RUNS` / 200 (every property of the project scales so). */
 export const defaultRuns = (): number => {
   const raw = typeof process === "undefined" ? undefined : process.env["CONNECTOR_STORE_MODEL_RUNS"]
@@ -401,7 +389,7 @@ export const runPlan = async (
             return answer
           } catch (error) {
             judged(null, null)
-            if (!typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}: ${method} rejected with ${describeError(error)}` })
+            violations.push(...judgeRejection(`${actor}: ${method}`, error))
             throw error
           }
         }, showAnswer(method))
@@ -420,7 +408,7 @@ export const runPlan = async (
       await loop(storeFor(actor), provider.client(actor, reissueOf(actor)), edit)
     } catch (error) {
       if (error instanceof Crash) return "crashed"
-      if (!typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}'s loop for ${keyOf(edit)} rejected with ${describeError(error)}` })
+      violations.push(...judgeRejection(`${actor}'s loop for ${keyOf(edit)}`, error))
     }
     return "ok"
   }
@@ -440,7 +428,7 @@ export const runPlan = async (
         il.note(`verifier repairs ${watch.documentID} from ${entity.id}: winner ${entity.digest}`)
       }
     } catch (error) {
-      if (!(error instanceof Crash) && !typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}: verify rejected with ${describeError(error)}` })
+      violations.push(...judgeRejection(`${actor}: verify`, error))
     }
   }
   const editOf = (row: ConnectorOperation): CheckEdit => edits.get(keyOf(row)) ?? {

@@ -1,5 +1,6 @@
 import type { ConnectorOperation, ProjectionWatch, SafeReissue } from "@connector-store/core"
 import { type FakeProvider, keyOf, type LedgerEntry } from "./provider.js"
+import { Crash, describeError } from "./scheduler.js"
 
 /** What every invariant says, for reports and docs. */
 export const INVARIANTS = {
@@ -29,6 +30,24 @@ export interface InvariantViolation<Name extends InvariantName = InvariantName> 
   /** What broke it. */
   readonly detail: string
 }
+
+/** The tags of the store's errors: a rejection without one of them is untyped. */
+export const STORE_ERROR_TAGS: ReadonlySet<string> = new Set([
+  "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
+  "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
+  "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed",
+  "SweepCandidateWithdrawn", "SweepApplyFailed", "SyncLeaseLost", "StoreSchemaNotReady"
+])
+
+/** True when `error` carries one of the store's error tags, or is a simulated `Crash` (the process gone, not a failure). */
+export const isTypedRejection = (error: unknown): boolean => {
+  const tag = (error as { _tag?: unknown } | null)?._tag
+  return error instanceof Crash || (typeof tag === "string" && STORE_ERROR_TAGS.has(tag))
+}
+
+/** `typed-rejections`: what `who` (a store call, a runner loop, an actor) rejected with is one of the store's errors or a `Crash`. */
+export const judgeRejection = (who: string, error: unknown): ReadonlyArray<InvariantViolation<"typed-rejections">> =>
+  isTypedRejection(error) ? [] : [{ invariant: "typed-rejections", detail: `${who} rejected with ${describeError(error)}` }]
 
 /** The key of a watch generation (`sourceID#repairGeneration`), as `EndState.claimedAgainst` is keyed. */
 export const watchGenerationKey = (w: Pick<ProjectionWatch, "sourceID" | "repairGeneration">): string => `${w.sourceID}#${w.repairGeneration}`
