@@ -682,11 +682,12 @@ export const formatRunReport = (plan: CheckPlan, result: RunResult): string =>
  * ran; rejects with `RunnerLoopCheckFailed` (the shrunk counterexample: its
  * seed and path, the plan, and the calls in order with each answer) when
  * a write was applied twice outside a sanctioned reissue, lost, recorded
- * as failed although it landed, left stuck, committed without a watch, a
- * committed delete left its entity or its watch, the loop called the store
- * under a token its claim did not hand out or sent without holding the
- * lease, or a call rejected untyped (`RUNNER_INVARIANTS`). The printed seed
- * and path replay the shrunk run call for call.
+ * as failed although it landed, left stuck (or a watch pending never due),
+ * committed without a watch, a committed delete left its entity or its
+ * watch, the loop called the store under a token its claim did not hand
+ * out or sent without holding the lease, or a call rejected untyped
+ * (`RUNNER_INVARIANTS`, judged by the invariants module's judges). The
+ * printed seed and path replay the shrunk run call for call.
  */
 export const checkRunnerLoop = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {}): Promise<CheckRunnerLoopReport> => {
   const started = Date.now()
