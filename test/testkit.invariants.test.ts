@@ -1,14 +1,18 @@
 import type { ClaimOperationInput, ConnectorOperation, ProjectionWatch } from "@connector-store/core"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import {
+  Crash,
   type EndState,
   FakeProvider,
   judgeClaim,
   judgeEnd,
+  judgeRejection,
   judgeRelistDeletion,
   judgeRetention,
+  judgeWriteBackEnd,
   keepRuleLets,
   keyOf,
+  missedBySweep,
   watchGenerationKey
 } from "@connector-store/testkit"
 import { describe, expect, it } from "vitest"
@@ -116,6 +120,48 @@ describe("the testkit's end-state judges", () => {
     expect(judgeEnd({ ...state, watches: [], winnerOf: () => null })).toEqual([])
   })
 
+  it("let a committed write-back's watch go once a delete of its document committed after it, and not before", async () => {
+    const { state, rows } = await cleanRun()
+    const deleted = { ...row(rows, "op-2"), operationID: "op-d", op: "delete" as const, reissueIntent: { kind: "idempotent-delete" } }
+    const order = (d: number) => (key: string) => key === `${CALLER}/op-d` ? d : key === `${CALLER}/op-2` ? 2 : 1
+    const gone = { ...state, provider: { ledger: state.provider.ledger, check: state.provider.check.bind(state.provider), entities: new Map() }, rows: [...rows, deleted], watches: [] }
+    expect(judgeEnd({ ...gone, committedAt: order(3) })).toEqual([])
+    expect(names(judgeEnd({ ...gone, committedAt: order(0) }))).toEqual(["committed-has-watch", "committed-has-watch"])
+  })
+
+  it("judge a committed delete by its entity gone and its watch retired, not by a request it applied", async () => {
+    const { state, rows } = await cleanRun()
+    const deleted = { ...row(rows, "op-2"), operationID: "op-d", op: "delete" as const, reissueIntent: { kind: "reconcile" } }
+    const withDelete = { ...state, rows: [...rows, deleted], committedAt: (key: string) => key === `${CALLER}/op-d` ? 3 : 1 }
+    expect(judgeEnd(withDelete)).toEqual([
+      { invariant: "delete-removed", detail: `${CALLER}/op-d is a committed delete of evt-1, but the provider still has evt-1: it was finalized without being applied` },
+      { invariant: "delete-removed", detail: `${CALLER}/op-d is a committed delete of evt-1, but its watch (g1, doc-1) is still there` }
+    ])
+    // The entity a delete was asked to delete is judged, not the one it was finalized with.
+    const elsewhere = { ...withDelete, deleteTargetOf: () => "evt-9" }
+    expect(judgeEnd(elsewhere)).toEqual([])
+  })
+
+  it("take a 404 or 410 of an idempotent delete as applied when the delete reads failed, and of a reconcile delete not", async () => {
+    const { state, rows } = await cleanRun()
+    const provider = new FakeProvider()
+    const del = { callerDID: CALLER, operationID: "op-d", sourceID: "evt-gone", documentID: "doc-1", payloadHash: "v-d" }
+    await provider.client("runner1").delete(del).catch(() => undefined) // 404: the entity is gone
+    const dead = { ...row(rows, "op-2"), operationID: "op-d", op: "delete" as const, state: "dead" as const, inDoubtSince: null, reissueIntent: { kind: "idempotent-delete" } }
+    const end = { ...state, provider, rows: [dead], watches: [], knownKeys: [] }
+    expect(judgeWriteBackEnd(end)).toEqual([{ invariant: "no-failed-that-applied", detail: `${CALLER}/op-d is dead and not in doubt, but the provider deleted its entity or answered it gone (request #1)` }])
+    expect(judgeWriteBackEnd({ ...end, rows: [{ ...dead, reissueIntent: { kind: "reconcile" } }] })).toEqual([])
+  })
+
+  it("name the lapsed, due attempted rows the due sweep did not list", async () => {
+    const { rows, now } = await cleanRun()
+    const attempted = { ...row(rows, "op-1"), state: "attempted" as const, leaseExpiresAt: now - 1, nextAttemptAt: null }
+    expect(missedBySweep([attempted, row(rows, "op-2")], new Set(), now)).toEqual([`${CALLER}/op-1`])
+    expect(missedBySweep([attempted], new Set([`${CALLER}/op-1`]), now)).toEqual([])
+    expect(missedBySweep([{ ...attempted, leaseExpiresAt: now + 1 }], new Set(), now)).toEqual([])
+    expect(missedBySweep([{ ...attempted, nextAttemptAt: now + 1 }], new Set(), now)).toEqual([])
+  })
+
   it("tell a pending watch never due from one merely still pending", async () => {
     const { state, watches } = await cleanRun()
     const pending: ProjectionWatch = { ...watches[0]!, verificationStatus: "pending_verification", nextAttemptAt: null }
@@ -163,6 +209,15 @@ describe("the testkit's judges of a moment", () => {
     expect(judgeClaim({ ...claim, reissue: { kind: "conditional-update", ifMatch: "etag-2" } })).toEqual([])
     expect(judgeClaim({ ...claim, landedAtGrant: false })).toEqual([])
     expect(judgeClaim({ ...claim, startedOver: true })).toEqual([])
+  })
+
+  it("name a rejection that is neither one of the store's errors nor a simulated crash", () => {
+    expect(judgeRejection("runner1: claimOperation", new TypeError("boom"))).toEqual([
+      { invariant: "typed-rejections", detail: expect.stringMatching(/^runner1: claimOperation rejected with .*boom/) }
+    ])
+    expect(judgeRejection("runner1: claimOperation", { _tag: "PersistenceError" })).toEqual([])
+    expect(judgeRejection("runner1: claimOperation", { _tag: "NotAStoreError" })).toHaveLength(1)
+    expect(judgeRejection("runner1", new Crash("runner1", "after:claimOperation"))).toEqual([])
   })
 
   it("name a relist deletion of a document the provider still has, or one written since the run started", () => {

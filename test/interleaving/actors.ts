@@ -1,11 +1,12 @@
 import type { ClaimOperationInput, ConnectorOperation, ProjectionWatch, SafeReissue } from "@connector-store/core"
 import {
   Crash,
+  isTypedRejection,
   judgeClaim,
+  judgeRejection,
   judgeRelistDeletion,
   judgeRetention,
   keyOf,
-  STORE_ERROR_TAGS,
   watchGenerationKey,
   type WriteAnswer,
   type WriteRequest
@@ -21,10 +22,7 @@ export const runActor = async (world: World, actor: string, body: () => Promise<
   try {
     await body()
   } catch (error) {
-    if (error instanceof Crash) return
-    const tag = (error as { _tag?: unknown })?._tag
-    if (typeof tag === "string" && STORE_ERROR_TAGS.has(tag)) return
-    world.know.violations.push({ invariant: "typed-rejections", detail: `${actor}: ${String(error)}` })
+    world.know.violations.push(...judgeRejection(actor, error))
   }
 }
 
@@ -256,10 +254,7 @@ const runOne = async (world: World, actor: string, unit: () => Promise<unknown>)
   try {
     await unit()
   } catch (error) {
-    if (error instanceof Crash) throw error
-    const tag = (error as { _tag?: unknown })?._tag
-    if (typeof tag === "string" && STORE_ERROR_TAGS.has(tag)) return
-    throw error
+    if (error instanceof Crash || !isTypedRejection(error)) throw error
   }
 }
 

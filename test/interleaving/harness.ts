@@ -4,7 +4,7 @@ import { join } from "node:path"
 import type { ClaimOperationInput, ConnectorOperation, PromiseConnectorStore } from "@connector-store/core"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { openConnectorStore } from "@connector-store/sql-adapter"
-import { FakeProvider, INVARIANTS, type InvariantViolation, Interleaving, judgeEnd, keyOf, type RequestFate } from "@connector-store/testkit"
+import { FakeProvider, INVARIANTS, type InvariantViolation, Interleaving, judgeEnd, keyOf, missedBySweep, type RequestFate } from "@connector-store/testkit"
 import type fc from "fast-check"
 import {
   claimInputOf,
@@ -173,10 +173,7 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
     clock.now = Math.max(clock.now, START) + 60_000
     const rows = await allOperations(store)
     const due = await store.listDueOperations(clock.now)
-    const listed = new Set(due.operations.map(keyOf))
-    const missedBySweep = rows
-      .filter((r) => r.state === "attempted" && (r.leaseExpiresAt ?? 0) <= clock.now && (r.nextAttemptAt ?? 0) <= clock.now && !listed.has(keyOf(r)))
-      .map(keyOf)
+    const missed = missedBySweep(rows, new Set(due.operations.map(keyOf)), clock.now)
     await recover(world)
     const violations = [
       ...know.violations,
@@ -187,7 +184,7 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
         knownKeys: know.knownKeys,
         collected: know.collected,
         startedOver: know.replayedAfterRetention,
-        missedBySweep,
+        missedBySweep: missed,
         ingressWinners: know.ingressWinners,
         claimedAgainst: know.claimedAgainst,
         winnerOf: (documentID) => {

@@ -12,8 +12,23 @@ import type {
 import fc from "fast-check"
 import { requestFate } from "./arbitraries.js"
 import { FaultController, openFaultyMemoryStore, type WriteKind } from "./faults.js"
+import {
+  type CommittedWrite,
+  INVARIANTS,
+  type InvariantName,
+  judgeCommitWatches,
+  judgeDeletes,
+  judgeLeases,
+  judgeRejection,
+  judgeWriteBackEnd,
+  LEASE_METHODS,
+  type LeaseCall,
+  missedBySweep,
+  type SentWrite,
+  shortToken
+} from "./invariants.js"
 import { FakeProvider, type ProviderClient, type ProviderEntity, type RequestFate, type WriteRequest, keyOf } from "./provider.js"
-import { brief, Crash, describeError, Interleaving } from "./scheduler.js"
+import { brief, Crash, Interleaving } from "./scheduler.js"
 
 /** The one scope every write-back of a check runs in. */
 export const CHECK_SCOPE = { ownerDID: "did:example:owner", connectorName: "calendar", model: "Event", accountKey: "owner@example.com" } as const
@@ -110,18 +125,24 @@ export interface CheckPlan {
   readonly schedule: number
 }
 
-/** The invariants `checkRunnerLoop` judges, each with what it says. */
+/**
+ * The invariants `checkRunnerLoop` judges, each with what it says: a part
+ * of `INVARIANTS`, judged by the functions a harness of your own calls
+ * (`judgeWriteBackEnd` at a run's end, `judgeLeases` over its calls and
+ * sends), and `typed-rejections` as each call answers.
+ */
 export const RUNNER_INVARIANTS = {
-  "no-double-apply": "the provider applied no write twice, except where a sanctioned reissue was one of them",
-  "nothing-lost": "every edit has its operation row (unless retention removed it), and no operation committed that the provider never applied",
-  "no-failed-that-applied": "no operation reads failed (dead, not in doubt) when the provider applied it: a write that landed was recorded as failed",
-  "nothing-stuck": "after recovery (leases lapsed, everything due driven) no operation is attempted and no watch pending",
-  "committed-has-watch": "every committed create or update has its watch (unless a delete of its document committed after it)",
-  "delete-removed": "every committed delete's entity is gone at the provider and its watch retired (unless a later commit armed the entity again)",
-  "lease-token-from-claim": "every store call a runner makes under a lease token passes the token its own latest claim of that operation handed out",
-  "sent-under-lease": "no provider write leaves from a runner unless its markOperationSent answered sent under its latest claim, with nothing since answering that the lease is gone",
-  "typed-rejections": "every store call that rejected, and every loop that rejected, did so with one of the store's errors (or a simulated crash)"
-} as const
+  "no-double-apply": INVARIANTS["no-double-apply"],
+  "nothing-lost": INVARIANTS["nothing-lost"],
+  "no-failed-that-applied": INVARIANTS["no-failed-that-applied"],
+  "nothing-stuck": INVARIANTS["nothing-stuck"],
+  "no-pending-watch-never-due": INVARIANTS["no-pending-watch-never-due"],
+  "committed-has-watch": INVARIANTS["committed-has-watch"],
+  "delete-removed": INVARIANTS["delete-removed"],
+  "lease-token-from-claim": INVARIANTS["lease-token-from-claim"],
+  "sent-under-lease": INVARIANTS["sent-under-lease"],
+  "typed-rejections": INVARIANTS["typed-rejections"]
+} as const satisfies { readonly [Name in InvariantName]?: string }
 
 /** The name of an invariant `checkRunnerLoop` judges. */
 export type RunnerInvariant = keyof typeof RUNNER_INVARIANTS
@@ -144,156 +165,24 @@ export interface RunResult {
   readonly requests: number
 }
 
-/**
- * One store call of a runner that names an operation, as the check saw it
- * answered: what the lease judges read.
- */
-export interface LeaseCall {
-  /** Its place among the run's calls and sends. */
-  readonly seq: number
-  /** The runner. */
-  readonly actor: string
-  /** The operation's key, `callerDID/operationID`. */
-  readonly key: string
-  /** The store method. */
-  readonly method: string
-  /** The lease token it passed, if any. */
-  readonly token: string | null
-  /** Its answer's outcome; null when it rejected. */
-  readonly outcome: string | null
-  /** For a claim answered `claimed`: the lease token it handed out. */
-  readonly lease: string | null
-}
-
-/** A provider write a runner sent, as the check saw it leave. */
-export interface SentWrite {
-  /** Its place among the run's calls and sends. */
-  readonly seq: number
-  /** The runner. */
-  readonly actor: string
-  /** The operation's key. */
-  readonly key: string
-  /** The request, in words (its ledger number when it left). */
-  readonly what: string
-}
-
-const LEASE_METHODS: ReadonlySet<string> = new Set([
-  "claimOperation", "markOperationSent", "recordAttemptFailure", "finalizeOperationAndArmWatch", "finalizeDeleteOperation", "renewOperationLease"
-])
-
-/** A token as the trace shows it: whole when short (the check's own are `lease-<n>`), else its last characters. */
-const shortToken = (token: string): string => token.length > 24 ? `…${token.slice(-6)}` : token
-
 /** A store answer for the trace; a claim shows the lease token it handed out. */
 const showAnswer = (method: string) => (answer: unknown): string => {
   const lease = method === "claimOperation" ? (answer as { lease?: { token?: unknown } } | null)?.lease?.token : undefined
   return typeof lease === "string" ? `${brief(answer)} lease ${shortToken(lease)}` : brief(answer)
 }
 
-/**
- * The lease judges over a run's calls and sends, in their order: a call
- * under a token its runner's latest claim of the key did not hand out
- * breaks `lease-token-from-claim`; a provider write that leaves while its
- * runner is not marked sent under its latest claim (never marked, or told
- * since that the lease is gone or released) breaks `sent-under-lease`.
- */
-export const leaseViolations = (calls: ReadonlyArray<LeaseCall>, sends: ReadonlyArray<SentWrite>): Array<RunnerViolation> => {
-  const events = [...calls.map((call) => ({ seq: call.seq, call })), ...sends.map((send) => ({ seq: send.seq, send }))]
-    .sort((a, b) => a.seq - b.seq)
-  const held = new Map<string, { readonly token: string | null; readonly sendable: boolean; readonly why: string }>()
-  const wrongToken = new Set<string>()
-  const out: Array<RunnerViolation> = []
-  for (const event of events) {
-    if ("send" in event) {
-      const { actor, key, what } = event.send
-      const state = held.get(`${actor} ${key}`)
-      if (state?.sendable !== true) {
-        out.push({ invariant: "sent-under-lease", detail: `${actor} sent ${what} for ${key} although ${state?.why ?? "it never claimed the operation"}` })
-      }
-      continue
-    }
-    const call = event.call
-    if (!LEASE_METHODS.has(call.method)) continue
-    const id = `${call.actor} ${call.key}`
-    const state = held.get(id)
-    if (call.method === "claimOperation") {
-      if (call.outcome === null) continue
-      held.set(id, call.lease === null
-        ? { token: null, sendable: false, why: `its claimOperation answered ${call.outcome}: it holds no lease` }
-        : { token: call.lease, sendable: false, why: "its claim was never marked sent" })
-      continue
-    }
-    if (call.token !== null && call.token !== state?.token && !wrongToken.has(call.key)) {
-      wrongToken.add(call.key) // the first wrong call of a key tells it; the re-drives repeat it
-      out.push({
-        invariant: "lease-token-from-claim",
-        detail: `${call.actor} called ${call.method} on ${call.key} with lease token ${shortToken(call.token)}, but ` +
-          (state?.token == null ? "no claim of its handed it a lease" : `its claim handed it ${shortToken(state.token)}`) +
-          (call.outcome === null ? "" : ` (answered ${call.outcome})`)
-      })
-    }
-    if (state === undefined || call.outcome === null) continue
-    const own = call.token === state.token
-    if (call.method === "markOperationSent") {
-      held.set(id, own && (call.outcome === "sent" || call.outcome === "already-sent")
-        ? { ...state, sendable: true }
-        : { ...state, sendable: false, why: `its markOperationSent answered ${call.outcome}${own ? "" : " (under another token)"}` })
-    } else if (call.method !== "renewOperationLease" || call.outcome !== "renewed") {
-      held.set(id, { ...state, sendable: false, why: `its ${call.method} answered ${call.outcome}: the lease is ${call.outcome === "lease-lost" ? "gone" : "released"}` })
-    }
-  }
-  return out
-}
-
-/** A committed row as the delete judge reads it, with the place of its commit among the run's calls. */
-export interface CommittedWrite {
-  /** The operation's key. */
-  readonly key: string
-  /** Its kind. */
-  readonly op: "create" | "update" | "delete"
-  /** The entity it wrote or deleted. */
-  readonly sourceID: string
-  /** The local document. */
-  readonly documentID: string | null
-  /** The place of the call that committed it (its finalize's answer), or null when the run did not see it. */
-  readonly committedAt: number | null
-}
+/** The lease judge, under its first name: `judgeLeases`. @deprecated Use `judgeLeases`. */
+export const leaseViolations = (calls: ReadonlyArray<LeaseCall>, sends: ReadonlyArray<SentWrite>): Array<RunnerViolation> => judgeLeases(calls, sends)
 
 /**
- * The judges of committed deletes, over the committed rows after recovery,
- * the provider's live entities and the watches left: a committed delete
- * whose entity the provider still has breaks `delete-removed`, and so does
- * one whose entity still has a watch that no later commit on that entity
- * armed. A committed create or update has its watch (`committed-has-watch`)
- * unless a delete of its document committed after it.
+ * The commit judges together, under their first name: `judgeDeletes` and
+ * `judgeCommitWatches`. @deprecated Use `judgeDeletes` and `judgeCommitWatches`.
  */
 export const commitViolations = (
   committed: ReadonlyArray<CommittedWrite>,
   liveEntities: ReadonlySet<string>,
   watches: ReadonlyArray<Pick<ProjectionWatch, "sourceID" | "documentID" | "repairGeneration">>
-): Array<RunnerViolation> => {
-  const out: Array<RunnerViolation> = []
-  const later = (a: CommittedWrite, b: CommittedWrite) => b.committedAt !== null && a.committedAt !== null && b.committedAt > a.committedAt
-  for (const row of committed) {
-    if (row.op === "delete") {
-      if (liveEntities.has(row.sourceID)) {
-        out.push({ invariant: "delete-removed", detail: `${row.key} is a committed delete of ${row.sourceID}, but the provider still has ${row.sourceID}: it was finalized without being applied` })
-      }
-      const rearmed = committed.some((other) => other.op !== "delete" && other.sourceID === row.sourceID && later(row, other))
-      const watch = watches.find((w) => w.sourceID === row.sourceID)
-      if (watch !== undefined && !rearmed) {
-        out.push({ invariant: "delete-removed", detail: `${row.key} is a committed delete of ${row.sourceID}, but its watch (g${watch.repairGeneration}, ${watch.documentID}) is still there` })
-      }
-      continue
-    }
-    if (row.documentID === null) continue
-    const deletedAfter = committed.some((other) => other.op === "delete" && other.documentID === row.documentID && (later(row, other) || other.committedAt === null))
-    if (!deletedAfter && !watches.some((w) => w.documentID === row.documentID)) {
-      out.push({ invariant: "committed-has-watch", detail: `${row.key} committed → ${row.sourceID} for ${row.documentID}, which has no watch` })
-    }
-  }
-  return out
-}
+): Array<RunnerViolation> => [...judgeDeletes(committed, liveEntities, watches), ...judgeCommitWatches(committed, watches)]
 
 /** How a check opens its store: given the clock, the winner reader and the policy. The faulty memory store by default. */
 export type OpenCheckedStore = (options: {
@@ -363,19 +252,6 @@ export class RunnerLoopCheckFailed extends Error {
 const settled = async (release: () => Promise<void>): Promise<void> => {
   await new Promise<void>((resolve) => setImmediate(resolve))
   await release()
-}
-
-/** The tags of the store's errors: a rejection without one of them is untyped. */
-export const STORE_ERROR_TAGS: ReadonlySet<string> = new Set([
-  "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
-  "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
-  "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed",
-  "SweepCandidateWithdrawn", "SweepApplyFailed", "SyncLeaseLost", "StoreSchemaNotReady"
-])
-
-const typed = (error: unknown): boolean => {
-  const tag = (error as { _tag?: unknown } | null)?._tag
-  return error instanceof Crash || (typeof tag === "string" && STORE_ERROR_TAGS.has(tag))
 }
 
 /** The default runs: 40, scaled by `CONNECTOR_STORE_MODEL_RUNS` / 200 (every property of the project scales so). */
@@ -513,7 +389,7 @@ export const runPlan = async (
             return answer
           } catch (error) {
             judged(null, null)
-            if (!typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}: ${method} rejected with ${describeError(error)}` })
+            violations.push(...judgeRejection(`${actor}: ${method}`, error))
             throw error
           }
         }, showAnswer(method))
@@ -532,7 +408,7 @@ export const runPlan = async (
       await loop(storeFor(actor), provider.client(actor, reissueOf(actor)), edit)
     } catch (error) {
       if (error instanceof Crash) return "crashed"
-      if (!typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}'s loop for ${keyOf(edit)} rejected with ${describeError(error)}` })
+      violations.push(...judgeRejection(`${actor}'s loop for ${keyOf(edit)}`, error))
     }
     return "ok"
   }
@@ -552,7 +428,7 @@ export const runPlan = async (
         il.note(`verifier repairs ${watch.documentID} from ${entity.id}: winner ${entity.digest}`)
       }
     } catch (error) {
-      if (!(error instanceof Crash) && !typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}: verify rejected with ${describeError(error)}` })
+      violations.push(...judgeRejection(`${actor}: verify`, error))
     }
   }
   const editOf = (row: ConnectorOperation): CheckEdit => edits.get(keyOf(row)) ?? {
@@ -675,6 +551,8 @@ export const runPlan = async (
     provider.renewGrant()
     clock.set(Math.max(clock.now(), CHECK_START) + 60_000)
     il.note("— schedule over: late requests arrived; recovery with every lease lapsed, the network and the grant back —")
+    const listed = new Set((await store.listDueOperations(clock.now())).operations.map(keyOf))
+    const missed = missedBySweep(await allOperations(), listed, clock.now())
     for (let round = 0; round < 20; round++) {
       await store.resumeOfflineDeferred(clock.now())
       await store.resumeAuthDeferred({ ownerDID: CHECK_SCOPE.ownerDID, connectorNames: [CHECK_SCOPE.connectorName], now: clock.now() })
@@ -694,41 +572,18 @@ export const runPlan = async (
         return { ...send, what: `${send.what} (${n === undefined ? "it crashed before the request left" : `request #${n}`})` }
       })
     }
-    const rows = await allOperations()
-    const byKey = new Map(rows.map((r) => [keyOf(r), r]))
-    violations.push(...provider.check({ startedOver }))
-    for (const k of new Set([...answered, ...provider.ledger.map((e) => e.request.key)])) {
-      if (!byKey.has(k) && !collected.has(k)) violations.push({ invariant: "nothing-lost", detail: `${k} has no row, and no retention call removed it` })
-    }
-    for (const row of rows) {
-      const k = keyOf(row)
-      // A delete that found its entity gone (404/410) under idempotent-delete reached what it asked for: applied, for these judges.
-      const gone = row.op === "delete" && edits.get(k)?.reissueIntent.kind === "idempotent-delete"
-      const applied = provider.ledger.filter((e) => e.request.key === k && (e.applied || (gone && e.alreadyGone)))
-      if (row.state === "committed" && applied.length === 0 && row.op !== "delete" && !startedOver.has(k)) {
-        violations.push({ invariant: "nothing-lost", detail: `${k} is committed (→ ${row.sourceID}), but the provider never applied a request of it` })
-      }
-      if (row.state === "dead" && row.inDoubtSince === null && applied.length > 0) {
-        violations.push({ invariant: "no-failed-that-applied", detail: `${k} is dead and not in doubt, but the provider ${gone ? "deleted its entity or answered it gone" : "applied it"} (request #${applied.map((e) => e.n).join(", #")})` })
-      }
-      if (row.state === "attempted") violations.push({ invariant: "nothing-stuck", detail: `${k} still attempted after recovery` })
-    }
-    const watches = (await store.listWatches({ limit: 500 })).items
-    violations.push(...commitViolations(
-      rows.flatMap((row): Array<CommittedWrite> => row.state !== "committed" || row.sourceID === null ? [] : [{
-        key: keyOf(row),
-        op: row.op,
-        sourceID: row.op === "delete" ? edits.get(keyOf(row))?.sourceID ?? row.sourceID : row.sourceID,
-        documentID: row.documentID,
-        committedAt: committedAt.get(keyOf(row)) ?? null
-      }]),
-      new Set(provider.entities.keys()),
-      watches
-    ))
-    violations.push(...leaseViolations(leaseCalls, numberedSends()))
-    for (const w of watches) {
-      if (w.verificationStatus === "pending_verification") violations.push({ invariant: "nothing-stuck", detail: `watch ${w.sourceID} g${w.repairGeneration} still pending after recovery` })
-    }
+    violations.push(...judgeWriteBackEnd({
+      provider,
+      rows: await allOperations(),
+      watches: (await store.listWatches({ limit: 500 })).items,
+      knownKeys: answered,
+      collected,
+      startedOver,
+      missedBySweep: missed,
+      committedAt: (key) => committedAt.get(key),
+      deleteTargetOf: (key) => edits.get(key)?.sourceID
+    }))
+    violations.push(...judgeLeases(leaseCalls, numberedSends()))
     return { violations, trace: il.formatTrace(), requests: provider.ledger.length }
   } finally {
     await store.close()
@@ -827,11 +682,12 @@ export const formatRunReport = (plan: CheckPlan, result: RunResult): string =>
  * ran; rejects with `RunnerLoopCheckFailed` (the shrunk counterexample: its
  * seed and path, the plan, and the calls in order with each answer) when
  * a write was applied twice outside a sanctioned reissue, lost, recorded
- * as failed although it landed, left stuck, committed without a watch, a
- * committed delete left its entity or its watch, the loop called the store
- * under a token its claim did not hand out or sent without holding the
- * lease, or a call rejected untyped (`RUNNER_INVARIANTS`). The printed seed
- * and path replay the shrunk run call for call.
+ * as failed although it landed, left stuck (or a watch pending never due),
+ * committed without a watch, a committed delete left its entity or its
+ * watch, the loop called the store under a token its claim did not hand
+ * out or sent without holding the lease, or a call rejected untyped
+ * (`RUNNER_INVARIANTS`, judged by the invariants module's judges). The
+ * printed seed and path replay the shrunk run call for call.
  */
 export const checkRunnerLoop = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {}): Promise<CheckRunnerLoopReport> => {
   const started = Date.now()

@@ -1,31 +1,53 @@
 import type { ConnectorOperation, ProjectionWatch, SafeReissue } from "@connector-store/core"
 import { type FakeProvider, keyOf, type LedgerEntry } from "./provider.js"
+import { Crash, describeError } from "./scheduler.js"
 
 /** What every invariant says, for reports and docs. */
 export const INVARIANTS = {
   "no-blind-claim": "a claim granted after a request of the key applied (or while one may still arrive) carries a reissue",
   "no-double-apply": "the provider applied no key's write twice, except where a sanctioned reissue was one of them (a key replayed after retention collected its row starts over)",
-  "nothing-lost": "every key a claim answered for, or that reached the provider, has its row, unless retention removed it by the keep rule; and no operation committed that the provider never applied",
+  "nothing-lost": "every key a claim answered for, or that reached the provider, has its row, unless retention removed it by the keep rule; and no create or update committed that the provider never applied (a committed delete is judged by delete-removed)",
   "nothing-stuck": "after recovery (leases lapsed, everything due driven) no operation is attempted and no watch pending; before it, the due sweep lists every lapsed attempted row",
   "retention-keeps": "retention deletes only rows the keep rule lets go, and never a row last seen attempted or awaiting settlement",
   "relist-deletes-only-dead-documents": "a relist deletion is never applied to a document the provider still has an entity for, or one written since the run started",
   "no-pending-watch-never-due": "no pending watch is left without a due time",
   "no-give-up-swallows-a-later-winner": "no watch ends repair_failed with an ingress winner that no verification of that generation was claimed against",
-  "no-failed-that-applied": "no operation reads failed (dead, not in doubt) when the provider applied it",
-  "committed-has-watch": "every committed write-back of a document that still exists has its watch",
-  "typed-rejections": "every store rejection carries one of the store's error tags"
+  "no-failed-that-applied": "no operation reads failed (dead, not in doubt) when the provider applied it (or, for a delete under idempotent-delete, answered its entity gone): a write that landed was recorded as failed",
+  "committed-has-watch": "every committed create or update has its watch, unless its document is gone: deleted locally, or a delete of it committed after the write",
+  "delete-removed": "every committed delete's entity is gone at the provider and its watch retired (unless a later commit armed the entity again)",
+  "lease-token-from-claim": "every store call a runner makes under a lease token passes the token its own latest claim of that operation handed out",
+  "sent-under-lease": "no provider write leaves from a runner unless its markOperationSent answered sent under its latest claim, with nothing since answering that the lease is gone",
+  "typed-rejections": "every store call that rejected, and every runner loop that rejected, did so with one of the store's error tags (or a simulated crash)"
 } as const
 
 /** The name of an invariant (see `INVARIANTS`). */
 export type InvariantName = keyof typeof INVARIANTS
 
 /** One broken invariant: its name and what broke it, naming keys, requests and actors. */
-export interface InvariantViolation {
+export interface InvariantViolation<Name extends InvariantName = InvariantName> {
   /** Which invariant. */
-  readonly invariant: InvariantName
+  readonly invariant: Name
   /** What broke it. */
   readonly detail: string
 }
+
+/** The tags of the store's errors: a rejection without one of them is untyped. */
+export const STORE_ERROR_TAGS: ReadonlySet<string> = new Set([
+  "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
+  "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
+  "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed",
+  "SweepCandidateWithdrawn", "SweepApplyFailed", "SyncLeaseLost", "StoreSchemaNotReady"
+])
+
+/** True when `error` carries one of the store's error tags, or is a simulated `Crash` (the process gone, not a failure). */
+export const isTypedRejection = (error: unknown): boolean => {
+  const tag = (error as { _tag?: unknown } | null)?._tag
+  return error instanceof Crash || (typeof tag === "string" && STORE_ERROR_TAGS.has(tag))
+}
+
+/** `typed-rejections`: what `who` (a store call, a runner loop, an actor) rejected with is one of the store's errors or a `Crash`. */
+export const judgeRejection = (who: string, error: unknown): ReadonlyArray<InvariantViolation<"typed-rejections">> =>
+  isTypedRejection(error) ? [] : [{ invariant: "typed-rejections", detail: `${who} rejected with ${describeError(error)}` }]
 
 /** The key of a watch generation (`sourceID#repairGeneration`), as `EndState.claimedAgainst` is keyed. */
 export const watchGenerationKey = (w: Pick<ProjectionWatch, "sourceID" | "repairGeneration">): string => `${w.sourceID}#${w.repairGeneration}`
@@ -166,7 +188,183 @@ export const judgeRelistDeletion = (d: RelistDeletion): ReadonlyArray<InvariantV
 export const judgeDoubleApply = (
   provider: Pick<FakeProvider, "check">,
   startedOver: ReadonlySet<string> = new Set()
-): ReadonlyArray<InvariantViolation> => provider.check({ startedOver })
+): ReadonlyArray<InvariantViolation<"no-double-apply">> => provider.check({ startedOver })
+
+/**
+ * One store call of a runner that names an operation, as the run saw it
+ * answered: what the lease judge reads.
+ */
+export interface LeaseCall {
+  /** Its place among the run's calls and sends. */
+  readonly seq: number
+  /** The runner. */
+  readonly actor: string
+  /** The operation's key, `callerDID/operationID`. */
+  readonly key: string
+  /** The store method. */
+  readonly method: string
+  /** The lease token it passed, if any. */
+  readonly token: string | null
+  /** Its answer's outcome; null when it rejected. */
+  readonly outcome: string | null
+  /** For a claim answered `claimed`: the lease token it handed out. */
+  readonly lease: string | null
+}
+
+/** A provider write a runner sent, as the run saw it leave. */
+export interface SentWrite {
+  /** Its place among the run's calls and sends. */
+  readonly seq: number
+  /** The runner. */
+  readonly actor: string
+  /** The operation's key. */
+  readonly key: string
+  /** The request, in words (its ledger number when it left). */
+  readonly what: string
+}
+
+/** The store methods that take or hand out an operation's lease: the calls `judgeLeases` reads. */
+export const LEASE_METHODS: ReadonlySet<string> = new Set([
+  "claimOperation", "markOperationSent", "recordAttemptFailure", "finalizeOperationAndArmWatch", "finalizeDeleteOperation", "renewOperationLease"
+])
+
+/** A token as a detail shows it: whole when short (the testkit's own are `lease-<n>`), else its last characters. */
+export const shortToken = (token: string): string => token.length > 24 ? `…${token.slice(-6)}` : token
+
+interface Held {
+  readonly token: string | null
+  readonly sendable: boolean
+  readonly why: string
+}
+
+/**
+ * The lease judge over a run's calls and sends, in their order (`seq`): a
+ * call under a token its runner's latest claim of the key did not hand out
+ * breaks `lease-token-from-claim` (named once per key: the re-drives repeat
+ * it); a provider write that leaves while its runner is not marked sent
+ * under its latest claim (never marked, or told since that the lease is
+ * gone or released) breaks `sent-under-lease`. A call that rejected changes
+ * nothing its runner holds.
+ */
+export const judgeLeases = (
+  calls: ReadonlyArray<LeaseCall>,
+  sends: ReadonlyArray<SentWrite>
+): Array<InvariantViolation<"lease-token-from-claim" | "sent-under-lease">> => {
+  const events = [...calls.map((call) => ({ seq: call.seq, call })), ...sends.map((send) => ({ seq: send.seq, send }))]
+    .sort((a, b) => a.seq - b.seq)
+  const held = new Map<string, Held>()
+  const wrongToken = new Set<string>()
+  const out: Array<InvariantViolation<"lease-token-from-claim" | "sent-under-lease">> = []
+  for (const event of events) {
+    if ("send" in event) {
+      const { actor, key, what } = event.send
+      const state = held.get(`${actor} ${key}`)
+      if (state?.sendable !== true) {
+        out.push({ invariant: "sent-under-lease", detail: `${actor} sent ${what} for ${key} although ${state?.why ?? "it never claimed the operation"}` })
+      }
+      continue
+    }
+    const call = event.call
+    if (!LEASE_METHODS.has(call.method)) continue
+    const id = `${call.actor} ${call.key}`
+    const state = held.get(id)
+    if (call.method === "claimOperation") {
+      if (call.outcome === null) continue
+      held.set(id, call.lease === null
+        ? { token: null, sendable: false, why: `its claimOperation answered ${call.outcome}: it holds no lease` }
+        : { token: call.lease, sendable: false, why: "its claim was never marked sent" })
+      continue
+    }
+    if (call.token !== null && call.token !== state?.token && !wrongToken.has(call.key)) {
+      wrongToken.add(call.key)
+      out.push({
+        invariant: "lease-token-from-claim",
+        detail: `${call.actor} called ${call.method} on ${call.key} with lease token ${shortToken(call.token)}, but ` +
+          (state?.token == null ? "no claim of its handed it a lease" : `its claim handed it ${shortToken(state.token)}`) +
+          (call.outcome === null ? "" : ` (answered ${call.outcome})`)
+      })
+    }
+    if (state === undefined || call.outcome === null) continue
+    const own = call.token === state.token
+    if (call.method === "markOperationSent") {
+      held.set(id, own && (call.outcome === "sent" || call.outcome === "already-sent")
+        ? { ...state, sendable: true }
+        : { ...state, sendable: false, why: `its markOperationSent answered ${call.outcome}${own ? "" : " (under another token)"}` })
+    } else if (call.method !== "renewOperationLease" || call.outcome !== "renewed") {
+      held.set(id, { ...state, sendable: false, why: `its ${call.method} answered ${call.outcome}: the lease is ${call.outcome === "lease-lost" ? "gone" : "released"}` })
+    }
+  }
+  return out
+}
+
+/** A committed write-back as the commit judges read it, with the place of its commit in the run. */
+export interface CommittedWrite {
+  /** The operation's key. */
+  readonly key: string
+  /** Its kind. */
+  readonly op: "create" | "update" | "delete"
+  /** The entity it wrote, or (a delete) the entity it was asked to delete. */
+  readonly sourceID: string
+  /** The local document. */
+  readonly documentID: string | null
+  /** The place of the call that committed it (any count that grows through the run), or null when the run did not see it. */
+  readonly committedAt: number | null
+}
+
+/** True when `b` committed after `a`, both commits seen. */
+const committedAfter = (a: CommittedWrite, b: CommittedWrite) => b.committedAt !== null && a.committedAt !== null && b.committedAt > a.committedAt
+
+/**
+ * `committed-has-watch` over committed write-backs: a committed create or
+ * update of a document has a watch of that document, unless the document
+ * is gone: `documentGone` says so (deleted locally), or a delete of it
+ * committed after the write (or one whose commit the run did not see).
+ */
+export const judgeCommitWatches = (
+  committed: ReadonlyArray<CommittedWrite>,
+  watches: ReadonlyArray<Pick<ProjectionWatch, "documentID">>,
+  documentGone: (documentID: string) => boolean = () => false
+): Array<InvariantViolation<"committed-has-watch">> => {
+  const watched = new Set(watches.map((w) => w.documentID))
+  return committed.flatMap((row): Array<InvariantViolation<"committed-has-watch">> => {
+    if (row.op === "delete" || row.documentID === null || watched.has(row.documentID) || documentGone(row.documentID)) return []
+    const deletedAfter = committed.some((other) => other.op === "delete" && other.documentID === row.documentID && (committedAfter(row, other) || other.committedAt === null))
+    return deletedAfter ? [] : [{ invariant: "committed-has-watch", detail: `${row.key} committed → ${row.sourceID} for ${row.documentID}, which has no watch` }]
+  })
+}
+
+/**
+ * `delete-removed` over committed write-backs: a committed delete whose
+ * entity the provider still has (`liveEntities`) was finalized without
+ * being applied; one whose entity still has a watch that no later commit
+ * on that entity armed left its watch behind.
+ */
+export const judgeDeletes = (
+  committed: ReadonlyArray<CommittedWrite>,
+  liveEntities: ReadonlySet<string>,
+  watches: ReadonlyArray<Pick<ProjectionWatch, "sourceID" | "documentID" | "repairGeneration">>
+): Array<InvariantViolation<"delete-removed">> =>
+  committed.flatMap((row): Array<InvariantViolation<"delete-removed">> => {
+    if (row.op !== "delete") return []
+    const out: Array<InvariantViolation<"delete-removed">> = []
+    if (liveEntities.has(row.sourceID)) {
+      out.push({ invariant: "delete-removed", detail: `${row.key} is a committed delete of ${row.sourceID}, but the provider still has ${row.sourceID}: it was finalized without being applied` })
+    }
+    const rearmed = committed.some((other) => other.op !== "delete" && other.sourceID === row.sourceID && committedAfter(row, other))
+    const watch = watches.find((w) => w.sourceID === row.sourceID)
+    if (watch !== undefined && !rearmed) {
+      out.push({ invariant: "delete-removed", detail: `${row.key} is a committed delete of ${row.sourceID}, but its watch (g${watch.repairGeneration}, ${watch.documentID}) is still there` })
+    }
+    return out
+  })
+
+/**
+ * The attempted rows the due sweep should have listed at `now` but did
+ * not: lease lapsed, due, and not among `listed` (the keys the sweep
+ * answered with). What `EndState.missedBySweep` holds.
+ */
+export const missedBySweep = (rows: ReadonlyArray<ConnectorOperation>, listed: ReadonlySet<string>, now: number): Array<string> =>
+  rows.filter((r) => r.state === "attempted" && (r.leaseExpiresAt ?? 0) <= now && (r.nextAttemptAt ?? 0) <= now && !listed.has(keyOf(r))).map(keyOf)
 
 const appliedByKey = (ledger: ReadonlyArray<LedgerEntry>): ReadonlyMap<string, ReadonlyArray<LedgerEntry>> => {
   const out = new Map<string, Array<LedgerEntry>>()
@@ -176,8 +374,8 @@ const appliedByKey = (ledger: ReadonlyArray<LedgerEntry>): ReadonlyMap<string, R
 
 /** The end of a run, after recovery: what the store holds, what the provider took, and what the run knows happened. */
 export interface EndState {
-  /** The provider the run wrote to: its ledger, and its own duplicate-apply check. */
-  readonly provider: Pick<FakeProvider, "ledger" | "check">
+  /** The provider the run wrote to: its ledger, its live entities, and its own duplicate-apply check. */
+  readonly provider: Pick<FakeProvider, "ledger" | "check"> & { readonly entities?: ReadonlyMap<string, unknown> | undefined }
   /** Every operation row. */
   readonly rows: ReadonlyArray<ConnectorOperation>
   /** Every watch row. */
@@ -188,7 +386,7 @@ export interface EndState {
   readonly collected: { has(key: string): boolean }
   /** Keys claimed again after retention removed them: new operations, judged neither for double apply nor for a commit the provider never saw. */
   readonly startedOver: ReadonlySet<string>
-  /** Attempted rows whose lease had lapsed and that were due, but that the due sweep did not list (before recovery). */
+  /** Attempted rows whose lease had lapsed and that were due, but that the due sweep did not list (before recovery; see `missedBySweep`). */
   readonly missedBySweep?: ReadonlyArray<string> | undefined
   /** Winners an ingress brought in, per document. */
   readonly ingressWinners?: ReadonlyMap<string, ReadonlySet<string>> | undefined
@@ -196,11 +394,28 @@ export interface EndState {
   readonly claimedAgainst?: ReadonlyMap<string, ReadonlySet<string>> | undefined
   /** Each local document's winner at the end, null when it is gone. */
   readonly winnerOf?: ((documentID: string) => string | null) | undefined
+  /** Where in the run each key's commit was seen (any count that grows through the run); absent: not seen. Orders a delete against the writes of its document. */
+  readonly committedAt?: ((key: string) => number | undefined) | undefined
+  /** The entity each delete was asked to delete (its claim's `sourceID`), when the run knows it; else its row's. */
+  readonly deleteTargetOf?: ((key: string) => string | null | undefined) | undefined
 }
 
-/** `nothing-lost`: every known key, and every key that reached the provider, has its row unless retention removed it; nothing committed that never applied. */
-export const judgeLost = ({ provider, rows, knownKeys, collected, startedOver }: EndState): ReadonlyArray<InvariantViolation> => {
-  const out: Array<InvariantViolation> = []
+/** The committed write-backs of `state`'s rows, as the commit judges read them. */
+export const committedWrites = ({ rows, committedAt, deleteTargetOf }: EndState): Array<CommittedWrite> =>
+  rows.flatMap((row): Array<CommittedWrite> => {
+    const key = keyOf(row)
+    const sourceID = row.op === "delete" ? deleteTargetOf?.(key) ?? row.sourceID : row.sourceID
+    return row.state !== "committed" || sourceID === null ? [] : [{ key, op: row.op, sourceID, documentID: row.documentID, committedAt: committedAt?.(key) ?? null }]
+  })
+
+/**
+ * `nothing-lost`: every known key, and every key that reached the
+ * provider, has its row unless retention removed it; no create or update
+ * committed that never applied (a committed delete asked for its entity
+ * gone, which `judgeDeleteRemoved` judges).
+ */
+export const judgeLost = ({ provider, rows, knownKeys, collected, startedOver }: EndState): ReadonlyArray<InvariantViolation<"nothing-lost">> => {
+  const out: Array<InvariantViolation<"nothing-lost">> = []
   const present = new Set(rows.map(keyOf))
   for (const k of new Set([...knownKeys, ...provider.ledger.map((e) => e.request.key)])) {
     if (!present.has(k) && !collected.has(k)) out.push({ invariant: "nothing-lost", detail: `${k} has no row, and no retention call removed it` })
@@ -208,50 +423,63 @@ export const judgeLost = ({ provider, rows, knownKeys, collected, startedOver }:
   const applied = appliedByKey(provider.ledger)
   for (const row of rows) {
     const k = keyOf(row)
-    if (row.state === "committed" && !applied.has(k) && !startedOver.has(k)) {
+    if (row.state === "committed" && row.op !== "delete" && !applied.has(k) && !startedOver.has(k)) {
       out.push({ invariant: "nothing-lost", detail: `${k} is committed (→ ${row.sourceID}), but the provider never applied a request of it` })
     }
   }
   return out
 }
 
-/** `nothing-stuck`: no operation attempted and no watch pending after recovery, and none the due sweep missed before it. */
-export const judgeStuck = ({ rows, watches, missedBySweep = [] }: EndState): ReadonlyArray<InvariantViolation> => [
-  ...missedBySweep.map((k): InvariantViolation => ({ invariant: "nothing-stuck", detail: `${k}: attempted, lease lapsed and due, but the due sweep did not list it` })),
-  ...rows.filter((r) => r.state === "attempted").map((r): InvariantViolation => ({ invariant: "nothing-stuck", detail: `${keyOf(r)} still attempted after recovery` })),
-  ...watches.filter((w) => w.verificationStatus === "pending_verification" && w.nextAttemptAt !== null).map((w): InvariantViolation => ({
+/** `nothing-stuck`: no operation attempted and no watch pending (with a due time) after recovery, and none the due sweep missed before it. */
+export const judgeStuck = ({ rows, watches, missedBySweep = [] }: EndState): ReadonlyArray<InvariantViolation<"nothing-stuck">> => [
+  ...missedBySweep.map((k): InvariantViolation<"nothing-stuck"> => ({ invariant: "nothing-stuck", detail: `${k}: attempted, lease lapsed and due, but the due sweep did not list it` })),
+  ...rows.filter((r) => r.state === "attempted").map((r): InvariantViolation<"nothing-stuck"> => ({ invariant: "nothing-stuck", detail: `${keyOf(r)} still attempted after recovery` })),
+  ...watches.filter((w) => w.verificationStatus === "pending_verification" && w.nextAttemptAt !== null).map((w): InvariantViolation<"nothing-stuck"> => ({
     invariant: "nothing-stuck",
     detail: `watch ${w.sourceID} g${w.repairGeneration} still pending after recovery`
   }))
 ]
 
-/** `no-failed-that-applied`: no operation dead and not in doubt when the provider applied a request of it. */
-export const judgeFailedThatApplied = ({ provider, rows }: EndState): ReadonlyArray<InvariantViolation> => {
-  const applied = appliedByKey(provider.ledger)
-  return rows.flatMap((row): ReadonlyArray<InvariantViolation> => {
-    const entries = applied.get(keyOf(row)) ?? []
-    return row.state === "dead" && row.inDoubtSince === null && entries.length > 0
-      ? [{ invariant: "no-failed-that-applied", detail: `${keyOf(row)} is dead and not in doubt, but the provider applied it (request #${entries.map((e) => e.n).join(", #")})` }]
-      : []
-  })
-}
+/** True when `row` is a delete under `idempotent-delete`: a 404 or 410 for it means its entity is gone, as it asked. */
+const goneIsApplied = (row: ConnectorOperation) =>
+  row.op === "delete" && (row.reissueIntent as { readonly kind?: unknown } | null)?.kind === "idempotent-delete"
 
 /**
- * `committed-has-watch`: every committed write-back of a document has a
- * watch of that document. A document that is gone (`winnerOf` answers
- * null: deleted locally) needs none.
+ * `no-failed-that-applied`: no operation dead and not in doubt when the
+ * provider applied a request of it, or, for a delete under
+ * `idempotent-delete`, answered its entity gone.
  */
-export const judgeCommittedWithoutWatch = ({ rows, watches, winnerOf }: EndState): ReadonlyArray<InvariantViolation> => {
-  const watched = new Set(watches.map((w) => w.documentID))
-  return rows.flatMap((row): ReadonlyArray<InvariantViolation> =>
-    row.state !== "committed" || row.documentID === null || watched.has(row.documentID) || winnerOf?.(row.documentID) === null ? [] : [{
-      invariant: "committed-has-watch",
-      detail: `${keyOf(row)} committed → ${row.sourceID} for ${row.documentID}, which has no watch`
-    }])
-}
+export const judgeFailedThatApplied = ({ provider, rows }: EndState): ReadonlyArray<InvariantViolation<"no-failed-that-applied">> =>
+  rows.flatMap((row): ReadonlyArray<InvariantViolation<"no-failed-that-applied">> => {
+    if (row.state !== "dead" || row.inDoubtSince !== null) return []
+    const k = keyOf(row)
+    const gone = goneIsApplied(row)
+    const landed = provider.ledger.filter((e) => e.request.key === k && (e.applied || (gone && e.alreadyGone)))
+    return landed.length === 0 ? [] : [{
+      invariant: "no-failed-that-applied",
+      detail: `${k} is dead and not in doubt, but the provider ${gone ? "deleted its entity or answered it gone" : "applied it"} (request #${landed.map((e) => e.n).join(", #")})`
+    }]
+  })
+
+/**
+ * `committed-has-watch`: every committed create or update of a document
+ * has a watch of that document, unless the document is gone: deleted
+ * locally (`winnerOf` answers null), or a delete of it committed after the
+ * write (`judgeCommitWatches`).
+ */
+export const judgeCommittedWithoutWatch = (state: EndState): ReadonlyArray<InvariantViolation<"committed-has-watch">> =>
+  judgeCommitWatches(committedWrites(state), state.watches, (documentID) => state.winnerOf?.(documentID) === null)
+
+/**
+ * `delete-removed`: every committed delete's entity is gone at the
+ * provider (`provider.entities`; unjudged without it) and its watch
+ * retired, unless a later commit armed the entity again (`judgeDeletes`).
+ */
+export const judgeDeleteRemoved = (state: EndState): ReadonlyArray<InvariantViolation<"delete-removed">> =>
+  judgeDeletes(committedWrites(state), new Set(state.provider.entities?.keys() ?? []), state.watches)
 
 /** `no-pending-watch-never-due`: a pending watch always has a due time. */
-export const judgePendingNeverDue = ({ watches }: EndState): ReadonlyArray<InvariantViolation> =>
+export const judgePendingNeverDue = ({ watches }: EndState): ReadonlyArray<InvariantViolation<"no-pending-watch-never-due">> =>
   watches.filter((w) => w.verificationStatus === "pending_verification" && w.nextAttemptAt === null).map((w) => ({
     invariant: "no-pending-watch-never-due",
     detail: `watch ${w.sourceID} g${w.repairGeneration} is pending with no due time`
@@ -265,8 +493,8 @@ export const judgePendingNeverDue = ({ watches }: EndState): ReadonlyArray<Invar
  * lists it and the next ingress opens; only one the watch records as seen
  * is swallowed).
  */
-export const judgeSwallowedWinner = ({ watches, ingressWinners, claimedAgainst, winnerOf }: EndState): ReadonlyArray<InvariantViolation> =>
-  watches.flatMap((w): ReadonlyArray<InvariantViolation> => {
+export const judgeSwallowedWinner = ({ watches, ingressWinners, claimedAgainst, winnerOf }: EndState): ReadonlyArray<InvariantViolation<"no-give-up-swallows-a-later-winner">> =>
+  watches.flatMap((w): ReadonlyArray<InvariantViolation<"no-give-up-swallows-a-later-winner">> => {
     if (w.verificationStatus !== "repair_failed" || w.observedWinnerDigest === null) return []
     const ingressed = ingressWinners?.get(w.documentID)?.has(w.observedWinnerDigest) ?? false
     const compared = claimedAgainst?.get(watchGenerationKey(w))?.has(w.observedWinnerDigest) ?? false
@@ -279,18 +507,32 @@ export const judgeSwallowedWinner = ({ watches, ingressWinners, claimedAgainst, 
   })
 
 /**
- * Every check over the end of a run, after recovery: no write applied twice
- * outside a sanctioned reissue (the provider's own `check()`), nothing
- * lost, nothing stuck, nothing failed that applied, no committed write-back
- * without its watch, no pending watch never due, and no give-up that
- * swallowed a later winner.
+ * The judges of a write-back's end that need no ingress: no write applied
+ * twice outside a sanctioned reissue (the provider's own `check()`),
+ * nothing lost, nothing stuck, nothing failed that applied, no committed
+ * write-back without its watch, no committed delete that left its entity
+ * or its watch, no pending watch never due. What `checkRunnerLoop` judges
+ * a run's end by.
  */
-export const judgeEnd = (state: EndState): ReadonlyArray<InvariantViolation> => [
+export const judgeWriteBackEnd = (
+  state: EndState
+): ReadonlyArray<InvariantViolation<"no-double-apply" | "nothing-lost" | "nothing-stuck" | "no-failed-that-applied" | "committed-has-watch" | "delete-removed" | "no-pending-watch-never-due">> => [
   ...judgeDoubleApply(state.provider, state.startedOver),
   ...judgeLost(state),
   ...judgeStuck(state),
   ...judgeFailedThatApplied(state),
   ...judgeCommittedWithoutWatch(state),
-  ...judgePendingNeverDue(state),
+  ...judgeDeleteRemoved(state),
+  ...judgePendingNeverDue(state)
+]
+
+/**
+ * Every check over the end of a run, after recovery: `judgeWriteBackEnd`
+ * (no double apply, nothing lost, stuck or failed that applied, no commit
+ * without its watch, no delete that left its entity or watch, no pending
+ * watch never due), and no give-up that swallowed a later winner.
+ */
+export const judgeEnd = (state: EndState): ReadonlyArray<InvariantViolation> => [
+  ...judgeWriteBackEnd(state),
   ...judgeSwallowedWinner(state)
 ]
