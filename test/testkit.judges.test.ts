@@ -1,10 +1,8 @@
 import {
-  commitViolations,
   judgeCommitWatches,
   judgeDeletes,
   judgeLeases,
   type LeaseCall,
-  leaseViolations,
   type SentWrite
 } from "@connector-store/testkit"
 import { describe, expect, it } from "vitest"
@@ -76,16 +74,5 @@ describe("the commit judges", () => {
   it("take a watch armed by a commit after the delete as that commit's, and ask it of a commit the delete came before", () => {
     expect(judges([{ ...del, committedAt: 1 }, { ...update, committedAt: 2 }], new Set(), [watch])).toEqual([])
     expect(judges([{ ...del, committedAt: 1 }, { ...update, committedAt: 2 }], new Set(), []).map((v) => v.invariant)).toEqual(["committed-has-watch"])
-  })
-})
-
-describe("the judges' first names", () => {
-  it("answer as the judges they name", () => {
-    const calls = [call("r1", "claimOperation", null, "claimed", "lease-1"), call("r1", "markOperationSent", "lease-2", "lease-lost")]
-    const sends = [send("r1")]
-    expect(leaseViolations(calls, sends).map((v) => v.invariant)).toEqual(["lease-token-from-claim", "sent-under-lease"])
-    expect(leaseViolations(calls, sends)).toEqual(judgeLeases(calls, sends))
-    const committed = [{ key: "dev/d", op: "delete" as const, sourceID: "E1", documentID: "D1", committedAt: 1 }, { key: "dev/u", op: "update" as const, sourceID: "E2", documentID: "D2", committedAt: 2 }]
-    expect(commitViolations(committed, new Set(["E1"]), []).map((v) => v.invariant)).toEqual(["delete-removed", "committed-has-watch"])
   })
 })

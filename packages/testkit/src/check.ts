@@ -13,11 +13,8 @@ import fc from "fast-check"
 import { requestFate } from "./arbitraries.js"
 import { FaultController, openFaultyMemoryStore, type WriteKind } from "./faults.js"
 import {
-  type CommittedWrite,
   INVARIANTS,
   type InvariantName,
-  judgeCommitWatches,
-  judgeDeletes,
   judgeLeases,
   judgeRejection,
   judgeWriteBackEnd,
@@ -170,19 +167,6 @@ const showAnswer = (method: string) => (answer: unknown): string => {
   const lease = method === "claimOperation" ? (answer as { lease?: { token?: unknown } } | null)?.lease?.token : undefined
   return typeof lease === "string" ? `${brief(answer)} lease ${shortToken(lease)}` : brief(answer)
 }
-
-/** The lease judge, under its first name: `judgeLeases`. @deprecated Use `judgeLeases`. */
-export const leaseViolations = (calls: ReadonlyArray<LeaseCall>, sends: ReadonlyArray<SentWrite>): Array<RunnerViolation> => judgeLeases(calls, sends)
-
-/**
- * The commit judges together, under their first name: `judgeDeletes` and
- * `judgeCommitWatches`. @deprecated Use `judgeDeletes` and `judgeCommitWatches`.
- */
-export const commitViolations = (
-  committed: ReadonlyArray<CommittedWrite>,
-  liveEntities: ReadonlySet<string>,
-  watches: ReadonlyArray<Pick<ProjectionWatch, "sourceID" | "documentID" | "repairGeneration">>
-): Array<RunnerViolation> => [...judgeDeletes(committed, liveEntities, watches), ...judgeCommitWatches(committed, watches)]
 
 /** How a check opens its store: given the clock, the winner reader and the policy. The faulty memory store by default. */
 export type OpenCheckedStore = (options: {
