@@ -1,19 +1,7 @@
 import type { ClaimOperationInput } from "@connector-store/core"
+import { STORE_ERROR_TAGS } from "@connector-store/testkit"
 import pg from "pg"
 import { expect } from "vitest"
-
-/** The tags of the store's own errors: anything else reaching a caller is a raw driver error. */
-export const STORE_ERROR_TAGS: ReadonlySet<string> = new Set([
-  "PersistenceError",
-  "ConcurrentUpdateExhausted",
-  "InvalidInput",
-  "WinnerReadFailed",
-  "WinnerReaderMissing",
-  "IdempotencyConflict",
-  "SyncProgressExhausted",
-  "SyncProgressRecomputeFailed",
-  "StoreClosed"
-])
 
 /** Asserts `error` is one of the store's tagged errors (never a raw `pg` or `SqlError`). */
 export const expectTyped = (error: unknown, during: string): void => {

@@ -36,7 +36,8 @@ export const STORE_ERROR_TAGS: ReadonlySet<string> = new Set([
   "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
   "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
   "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed",
-  "SweepCandidateWithdrawn", "SweepApplyFailed", "SyncLeaseLost", "StoreSchemaNotReady"
+  "SweepCandidateWithdrawn", "SweepApplyFailed", "SyncLeaseLost", "SyncProgressExhausted", "SyncProgressRecomputeFailed",
+  "PendingAuthStateTaken", "StoreSchemaNotReady"
 ])
 
 /** True when `error` carries one of the store's error tags, or is a simulated `Crash` (the process gone, not a failure). */
