@@ -16,6 +16,21 @@ const loop = async (store, provider, edit) => {
   if (claim.outcome !== "claimed") return claim.outcome
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
   if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  if (edit.op === "delete") {
+    let failure, deleted = true
+    try {
+      await provider.delete(edit)
+    } catch (error) {
+      failure = error
+      deleted = false
+    }
+    const gone = failure instanceof ProviderError && (failure.status === 404 || failure.status === 410)
+    if (deleted || (gone && edit.reissueIntent.kind === "idempotent-delete")) {
+      return (await store.finalizeDeleteOperation(key, { leaseToken, sourceID: edit.sourceID, documentID: edit.documentID })).outcome
+    }
+    const { kind, httpStatus, retryAt } = gone ? { kind: "unknown", httpStatus: failure.status } : classify(failure, store.now())
+    return (await store.recordAttemptFailure(key, { leaseToken, kind, httpStatus, retryAt })).outcome
+  }
   const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
   const id = edit.reissueIntent.kind === "deterministic-create" ? edit.reissueIntent.providerID : undefined
   let entity = null, failure

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { NOW } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { freshSqlitePath } from "./support/databases.js"
-import { sqlitePortsWithDirect } from "./support/direct.js"
+import { sqlitePortsWithDirect, withWatchPort } from "./support/direct.js"
 import { id, seeded } from "./support/laneScript.js"
 
 /**
@@ -49,16 +49,14 @@ const planOf = (directLosses: number, beginsBeforeBusy: number, portLosses: numb
   busy: 0
 })
 
-/** `context` with its watch port and its direct database rigged by `plan` (the direct database a view of the rigged port, so the store keeps using it). */
+/** `context` with its watch port and its direct database rigged by `plan` (the direct database speaking for the rigged port, so the store keeps using it). */
 const rigged = <C>(context: Context.Context<C>, plan: Plan): Context.Context<C> => {
-  const ctx = context as Context.Context<C | WatchRepository | DirectDatabase>
-  const watches = Context.get(ctx, WatchRepository)
-  const direct = Context.get(ctx, DirectDatabase)
+  const watches = Context.get(context as Context.Context<C | WatchRepository>, WatchRepository)
   const port: WatchRepository["Type"] = {
     ...watches,
     update: (previous, next) => plan.portLosses-- > 0 ? Effect.succeed(false) : watches.update(previous, next)
   }
-  const db: DirectDatabaseApi = {
+  return withWatchPort(context, port, (direct): DirectDatabaseApi => ({
     ...direct,
     watches: { ...direct.watches, update: (previous, next) => plan.directLosses-- > 0 ? false : direct.watches.update(previous, next) },
     begin: () => {
@@ -70,10 +68,8 @@ const rigged = <C>(context: Context.Context<C>, plan: Plan): Context.Context<C> 
       if (transaction === undefined) plan.busy++
       else plan.begun++
       return transaction
-    },
-    repositories: { watches: port, operations: direct.repositories.operations }
-  }
-  return Context.add(Context.add(ctx, WatchRepository, port), DirectDatabase, db) as Context.Context<C>
+    }
+  }))
 }
 
 const backends = {

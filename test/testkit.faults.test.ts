@@ -1,6 +1,6 @@
 import { ConnectorStore } from "@connector-store/core"
 import { attemptFailure, claimInput, Crash, FaultController, faultyMemoryLayer, finalizeInput, openFaultyMemoryStore } from "@connector-store/testkit"
-import { Effect } from "effect"
+import { Cause, Effect, Exit, Option } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 
@@ -46,6 +46,35 @@ describe("the testkit's faults for the memory store", () => {
     })
     const layer = faultyMemoryLayer(faults, { readWinner: () => Effect.succeed("digest-1") })
     expect(await Effect.runPromise(program.pipe(Effect.provide(layer)))).toEqual(["PersistenceError", "claimed", 1_000])
+  })
+
+  it("gives the Effect API the same named crash points: before a call it is never made, after it its answer is lost", async () => {
+    const faults = new FaultController(1_000)
+    const crashOf = <A, E>(exit: Exit.Exit<A, E>) => Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+    const program = Effect.gen(function*() {
+      const store = yield* ConnectorStore
+      faults.crashAt("before:claimOperation")
+      const before = yield* Effect.exit(store.claimOperation(edit))
+      const unclaimed = yield* store.getOperation(edit)
+      const claim = yield* store.claimOperation(edit)
+      if (claim.outcome !== "claimed") throw new Error(claim.outcome)
+      yield* store.markOperationSent(edit, { leaseToken: claim.lease.token })
+      faults.crashAt("after:finalizeOperationAndArmWatch")
+      const after = yield* Effect.exit(store.finalizeOperationAndArmWatch(edit, finalize(claim.lease.token, 2_000)))
+      const landed = yield* store.getOperation(edit)
+      const again = yield* store.finalizeOperationAndArmWatch(edit, finalize(claim.lease.token, 2_000)) // used up: the next call goes through
+      return { before, unclaimed, after, landed, again }
+    })
+    const layer = faultyMemoryLayer(faults, { readWinner: () => Effect.succeed("digest-1") })
+    const { before, unclaimed, after, landed, again } = await Effect.runPromise(program.pipe(Effect.provide(layer)))
+    expect(Exit.isFailure(before) && Cause.isDie(before.cause)).toBe(true) // a defect, never a typed failure
+    expect(crashOf(before)).toMatchObject({ name: "Crash", at: "before:claimOperation" })
+    expect(crashOf(before)).toBeInstanceOf(Crash)
+    expect(Option.isNone(unclaimed)).toBe(true) // never made
+    expect(crashOf(after)).toMatchObject({ name: "Crash", at: "after:finalizeOperationAndArmWatch" })
+    expect(Option.getOrThrow(landed).state).toBe("committed") // it landed; its answer was lost
+    expect(again.outcome).toBe("already-committed")
+    expect(faults.injected.crashes).toBe(2)
   })
 
   it("generates inputs every call takes: no rejection is untyped", async () => {

@@ -18,12 +18,42 @@ const send = (provider: ProviderClient, edit: CheckEdit, reissue: { ifMatch?: st
 
 const deterministicID = (edit: CheckEdit) => edit.reissueIntent.kind === "deterministic-create" ? edit.reissueIntent.providerID : undefined
 
+/** True when a delete's failure says the entity is gone: 404 or 410, which only `idempotent-delete` may take as applied. */
+const goneAnswer = (failure: unknown) => failure instanceof ProviderError && (failure.status === 404 || failure.status === 410)
+
+/** A delete's write-back once marked sent: gone (deleted now or before) finalizes; under `reconcile` a 404/410 is in doubt. */
+const deleteBack = async (
+  store: CheckedStore,
+  provider: ProviderClient,
+  edit: CheckEdit,
+  leaseToken: string,
+  goneMeansApplied: (edit: CheckEdit) => boolean,
+  sourceID = edit.sourceID!
+) => {
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }
+  let failure: unknown, deleted = true
+  try {
+    await provider.delete(edit)
+  } catch (error) {
+    failure = error
+    deleted = false
+  }
+  if (deleted || (goneAnswer(failure) && goneMeansApplied(edit))) {
+    return (await store.finalizeDeleteOperation(key, { leaseToken, sourceID, documentID: edit.documentID })).outcome
+  }
+  const { kind, httpStatus, retryAt } = goneAnswer(failure)
+    ? { kind: "unknown" as const, httpStatus: (failure as ProviderError).status as number, retryAt: undefined }
+    : classify(failure, store.now())
+  return (await store.recordAttemptFailure(key, { leaseToken, kind, httpStatus, retryAt })).outcome
+}
+
 /** The README's write-back loop, on the testkit's provider: only the provider call in the try, the reissue rule, 412/409 means look it up. */
 export const readmeLoop: RunnerLoop = async (store, provider, edit) => {
   const claim = await store.claimOperation(edit)
   if (claim.outcome !== "claimed") return claim.outcome
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
   if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  if (edit.op === "delete") return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete")
   const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
   const id = deterministicID(edit)
   let entity: ProviderEntity | null = null, failure: unknown
@@ -49,6 +79,7 @@ export const blindResendLoop: RunnerLoop = async (store, provider, edit) => {
   if (claim.outcome !== "claimed") return claim.outcome
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
   if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  if (edit.op === "delete") return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete")
   let entity: ProviderEntity | null = null, failure: unknown
   try {
     entity = await send(provider, edit, { id: deterministicID(edit) }) // never If-Match: blind
@@ -66,6 +97,7 @@ export const finalizeInTryLoop: RunnerLoop = async (store, provider, edit) => {
   if (claim.outcome !== "claimed") return claim.outcome
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
   if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  if (edit.op === "delete") return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete")
   const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
   try {
     const entity = await send(provider, edit, { ifMatch, id: deterministicID(edit) })
@@ -85,6 +117,7 @@ export const droppedTokenLoop: RunnerLoop = async (store: CheckedStore, provider
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }
   const leaseToken = `lease-of-${edit.operationID}` // wrong: the claim's token is claim.lease.token
   if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  if (edit.op === "delete") return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete")
   const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
   let entity: ProviderEntity | null = null, failure: unknown
   try {
@@ -95,4 +128,60 @@ export const droppedTokenLoop: RunnerLoop = async (store: CheckedStore, provider
   if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome
   return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
     providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+}
+
+/** A loop that ignores markOperationSent's answer: it sends although the store said its lease is gone (taken over, or out of attempts). */
+export const ignoresLeaseLostLoop: RunnerLoop = async (store, provider, edit) => {
+  const claim = await store.claimOperation(edit)
+  if (claim.outcome !== "claimed") return claim.outcome
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
+  await store.markOperationSent(key, { leaseToken }) // wrong: "lease-lost" or "exhausted" means do not send
+  if (edit.op === "delete") return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete")
+  const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
+  let entity: ProviderEntity | null = null, failure: unknown
+  try {
+    entity = await send(provider, edit, { ifMatch, id: deterministicID(edit) })
+  } catch (error) {
+    failure = error
+  }
+  if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome
+  return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
+    providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+}
+
+/** The README's loop, but a 404 or 410 of any delete is taken as gone: under `reconcile` it finalizes deletes that never applied. */
+export const goneAlwaysLoop: RunnerLoop = async (store, provider, edit) => {
+  if (edit.op !== "delete") return readmeLoop(store, provider, edit)
+  const claim = await store.claimOperation(edit)
+  if (claim.outcome !== "claimed") return claim.outcome
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
+  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  return deleteBack(store, provider, edit, leaseToken, () => true) // wrong: only idempotent-delete may
+}
+
+/** The README's loop, but a 404 or 410 of a delete is recorded as the provider's refusal: a delete that reached its goal reads failed. */
+export const goneAsFailureLoop: RunnerLoop = async (store, provider, edit) => {
+  if (edit.op !== "delete") return readmeLoop(store, provider, edit)
+  const claim = await store.claimOperation(edit)
+  if (claim.outcome !== "claimed") return claim.outcome
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
+  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  let failure: unknown
+  try {
+    await provider.delete(edit)
+  } catch (error) {
+    failure = error
+  }
+  if (failure === undefined) return (await store.finalizeDeleteOperation(key, { leaseToken, sourceID: edit.sourceID!, documentID: edit.documentID })).outcome
+  return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome // wrong: 404/410 is gone
+}
+
+/** The README's loop, but a delete is finalized naming the document instead of the entity: the deleted entity's watch is never retired. */
+export const wrongSourceDeleteLoop: RunnerLoop = async (store, provider, edit) => {
+  if (edit.op !== "delete") return readmeLoop(store, provider, edit)
+  const claim = await store.claimOperation(edit)
+  if (claim.outcome !== "claimed") return claim.outcome
+  const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
+  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete", edit.documentID) // wrong: sourceID is edit.sourceID
 }

@@ -1,16 +1,16 @@
 import type { ClaimOperationInput, ConnectorOperation, ProjectionWatch, SafeReissue } from "@connector-store/core"
-import type { WriteAnswer, WriteRequest } from "./provider.js"
-import { judgeRetention } from "./invariants.js"
-import { Crash } from "./scheduler.js"
-import { allOperations, CALLER, generationKey, identityOf, keyOf, observe, SCOPE, START, type World, watchOf } from "./world.js"
-
-/** The tags of the store's errors: a rejection without one of them is untyped. */
-export const STORE_ERROR_TAGS = new Set([
-  "InvalidInput", "PersistenceError", "ConcurrentUpdateExhausted", "ReservedArmReason", "WinnerReaderMissing",
-  "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
-  "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed",
-  "SweepCandidateWithdrawn", "SweepApplyFailed", "SyncLeaseLost", "StoreSchemaNotReady"
-])
+import {
+  Crash,
+  judgeClaim,
+  judgeRelistDeletion,
+  judgeRetention,
+  keyOf,
+  STORE_ERROR_TAGS,
+  watchGenerationKey,
+  type WriteAnswer,
+  type WriteRequest
+} from "@connector-store/testkit"
+import { allOperations, CALLER, identityOf, observe, SCOPE, START, type World, watchOf } from "./world.js"
 
 /**
  * Runs one actor to its end: a `Crash` stops it quietly (its lease lapses
@@ -52,9 +52,9 @@ export const claimInputOf = (row: ConnectorOperation): ClaimOperationInput => ({
  * id), as a client that trusts the store would, so a blind claim becomes a
  * real second application at the provider. With one: exactly what it says.
  */
-export const requestFor = (world: World, input: ClaimOperationInput, reissue: SafeReissue | null, token: string): WriteRequest => {
+export const requestFor = (world: World, input: ClaimOperationInput, reissue: SafeReissue | null): WriteRequest => {
   const digest = input.payloadHash
-  const base = { key: keyOf(input), token, documentID: input.documentID!, digest }
+  const base = { key: keyOf(input), documentID: input.documentID!, digest }
   const used = world.flavour.ignoresReissue ? null : reissue
   if (used?.kind === "conditional-update") return { ...base, op: "update", entityID: input.sourceID!, ifMatch: used.ifMatch, reissue: used.kind }
   if (used?.kind === "deterministic-create") return { ...base, op: "create", providerID: used.providerID, reissue: used.kind }
@@ -93,16 +93,17 @@ export const drive = async (world: World, actor: string, input: ClaimOperationIn
   }
   observe(know, claim.operation)
   if (claim.outcome !== "claimed") return claim.outcome
-  if (claim.reissue === null && landedAtGrant && !know.replayedAfterRetention.has(k)) {
-    know.violations.push({
-      invariant: "no-blind-claim",
-      detail: `${actor}'s claim of ${k} answered reissue: null, but an earlier request of it ${
-        provider.ledger.some((e) => e.request.key === k && e.applied) ? "was applied" : "is still in flight"
-      } (trace line ${il.trace.length})`
-    })
-  }
+  know.violations.push(...judgeClaim({
+    actor,
+    key: k,
+    reissue: claim.reissue,
+    landedAtGrant,
+    applied: provider.appliedOf(k).length > 0,
+    startedOver: know.replayedAfterRetention.has(k),
+    at: `trace line ${il.trace.length}`
+  }))
   const leaseToken = claim.lease.token
-  const fail = async (kind: "retryable" | "permanent" | "unknown" | "auth", httpStatus?: number, retryAt?: number) => {
+  const fail = async (kind: "retryable" | "permanent" | "unknown" | "auth" | "offline", httpStatus?: number, retryAt?: number) => {
     const result = await il.call(actor, `fail ${k} ${kind}${httpStatus === undefined ? "" : ` ${httpStatus}`}`, () =>
       store.recordAttemptFailure(key, { leaseToken, kind, httpStatus: httpStatus ?? null, retryAt }))
     observe(know, result.operation)
@@ -130,7 +131,7 @@ export const drive = async (world: World, actor: string, input: ClaimOperationIn
   const sent = await il.call(actor, `mark sent ${k}`, () => store.markOperationSent(key, { leaseToken }))
   observe(know, sent.operation)
   if (sent.outcome !== "sent") return `mark:${sent.outcome}`
-  const answer: WriteAnswer = await provider.write(actor, requestFor(world, input, claim.reissue, leaseToken))
+  const answer: WriteAnswer = await provider.write(actor, requestFor(world, input, claim.reissue))
   switch (answer.status) {
     case 200:
       return finalize(answer.entity.id, answer.entity.etag)
@@ -149,10 +150,14 @@ export const drive = async (world: World, actor: string, input: ClaimOperationIn
     case 401:
       return fail("auth", 401, world.clock.now + 300)
     case 429:
-      return fail("retryable", 429, world.clock.now + 200)
+      return fail("retryable", 429, world.clock.now + answer.retryAfterMs)
+    case 400:
     case 404:
+    case 410:
     case 422:
       return fail("permanent", answer.status)
+    case "offline":
+      return fail("offline")
     default:
       return fail("retryable", answer.status)
   }
@@ -210,7 +215,7 @@ export const verify = async (world: World, actor: string, watch: ProjectionWatch
   if (!claimed) return
   const doc = world.documents.get(watch.documentID)
   if (doc !== undefined) {
-    const g = generationKey(watch)
+    const g = watchGenerationKey(watch)
     know.claimedAgainst.set(g, new Set([...(know.claimedAgainst.get(g) ?? []), doc.winner]))
   }
   const flight = { documentID: watch.documentID }
@@ -352,7 +357,16 @@ export const retention = (world: World, actor: string, rounds: number) => async 
       const collected = await store.collectFinishedOperations(params)
       after = await allOperations(store)
       for (const row of before) observe(know, row)
-      know.violations.push(...judgeRetention(`${actor} ${call}`, before, after, know, params, world.clock.now))
+      const judged = judgeRetention({
+        call: `${actor} ${call}`,
+        rowsBefore: before,
+        rowsAfter: after,
+        before: params.before,
+        now: world.clock.now,
+        latestSeen: (key) => know.latestRow.get(key)
+      })
+      for (const key of judged.removed) know.collected.set(key, `${actor} ${call}`)
+      know.violations.push(...judged.violations)
       return collected
     })
     for (const row of after) observe(know, row)
@@ -420,14 +434,14 @@ export const relist = (world: World, actor: string, pageSize: number) => async (
           keep = true
           throw new Error("keep")
         }
-        const liveAt = [...provider.entities.values()].filter((e) => e.documentID === c.documentID).map((e) => e.id)
-        if (liveAt.length > 0 || writtenSince) {
-          know.violations.push({
-            invariant: "relist-deletes-only-dead-documents",
-            detail: `${actor} applied delete_local of ${c.documentID} (candidate ${c.sourceID} of run ${runID.slice(0, 8)}) while ` +
-              (liveAt.length > 0 ? `the provider has ${liveAt.join(", ")} written from it` : "a write-back of it committed after the run started")
-          })
-        }
+        know.violations.push(...judgeRelistDeletion({
+          actor,
+          runID,
+          sourceID: c.sourceID,
+          documentID: c.documentID,
+          liveEntities: [...provider.entities.values()].filter((e) => e.documentID === c.documentID).map((e) => e.id),
+          writtenSinceRunStarted: writtenSince
+        }))
         const doc = world.documents.get(c.documentID)
         if (doc !== undefined) doc.deleted = true
         il.note(`document ${c.documentID} deleted locally`)

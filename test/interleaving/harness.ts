@@ -4,6 +4,7 @@ import { join } from "node:path"
 import type { ClaimOperationInput, ConnectorOperation, PromiseConnectorStore } from "@connector-store/core"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { openConnectorStore } from "@connector-store/sql-adapter"
+import { FakeProvider, INVARIANTS, type InvariantViolation, Interleaving, judgeEnd, keyOf, type RequestFate } from "@connector-store/testkit"
 import type fc from "fast-check"
 import {
   claimInputOf,
@@ -20,21 +21,16 @@ import {
   writer,
   type WritePlan
 } from "./actors.js"
-import { INVARIANTS, judgeEnd } from "./invariants.js"
-import { FakeProvider, type RequestFate } from "./provider.js"
-import { Interleaving } from "./scheduler.js"
 import {
   allOperations,
   allWatches,
   CALLER,
   emptyKnowledge,
-  keyOf,
   type LocalDocument,
   POLICY,
   type RunnerFlavour,
   SCOPE,
   START,
-  type Violation,
   type World
 } from "./world.js"
 
@@ -72,7 +68,7 @@ export interface ScheduleConfig {
 
 /** What one schedule found. */
 export interface ScheduleResult {
-  readonly violations: ReadonlyArray<Violation>
+  readonly violations: ReadonlyArray<InvariantViolation>
   readonly trace: string
   readonly requests: number
 }
@@ -126,7 +122,7 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
   const world: World = {
     store,
     il,
-    provider: new FakeProvider(il, config.fates),
+    provider: new FakeProvider({ pacer: il, fates: config.fates }),
     documents,
     clock,
     know,
@@ -182,14 +178,23 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
       .filter((r) => r.state === "attempted" && (r.leaseExpiresAt ?? 0) <= clock.now && (r.nextAttemptAt ?? 0) <= clock.now && !listed.has(keyOf(r)))
       .map(keyOf)
     await recover(world)
-    const endRows = await allOperations(store)
     const violations = [
       ...know.violations,
-      ...judgeEnd({ ledger: world.provider.ledger, rows: endRows, watches: await allWatches(store), missedBySweep, know,
+      ...judgeEnd({
+        provider: world.provider,
+        rows: await allOperations(store),
+        watches: await allWatches(store),
+        knownKeys: know.knownKeys,
+        collected: know.collected,
+        startedOver: know.replayedAfterRetention,
+        missedBySweep,
+        ingressWinners: know.ingressWinners,
+        claimedAgainst: know.claimedAgainst,
         winnerOf: (documentID) => {
           const doc = world.documents.get(documentID)
           return doc === undefined || doc.deleted ? null : doc.winner
-        } })
+        }
+      })
     ]
     return { violations, trace: il.formatTrace(), requests: world.provider.ledger.length }
   } finally {

@@ -1,7 +1,7 @@
+import type { InvariantName } from "@connector-store/testkit"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { formatReport, runSchedule } from "./harness.js"
-import type { InvariantName } from "./world.js"
 import { configArbitrary, type ConfigOptions, interleavingRuns, KNOWN_VIOLATIONS_AWAITING_FIX, replayParameters, type KnownViolation, type Profile } from "./profiles.js"
 import { propertyRuns } from "../support/runs.js"
 

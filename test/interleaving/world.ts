@@ -1,6 +1,5 @@
 import type { ConnectorOperation, ProjectionWatch, PromiseConnectorStore, WatchIdentity } from "@connector-store/core"
-import type { FakeProvider } from "./provider.js"
-import type { Interleaving } from "./scheduler.js"
+import { type FakeProvider, type Interleaving, type InvariantViolation, keyOf } from "@connector-store/testkit"
 
 /** The one relist scope and watch party every run uses. */
 export const SCOPE = { ownerDID: "did:owner:1", connectorName: "gcal", model: "Event", accountKey: "acct-1" } as const
@@ -40,7 +39,7 @@ export interface Knowledge {
   readonly replayedAfterRetention: Set<string>
   /** Verifications in flight (claim granted, not yet recorded), by document. */
   readonly verifying: Set<{ readonly documentID: string }>
-  /** Per watch source and generation, the winners current when a verifier's claim was granted. */
+  /** Per watch generation (`watchGenerationKey`), the winners current when a verifier's claim was granted. */
   readonly claimedAgainst: Map<string, Set<string>>
   /** Winners an ingress brought in, per document. */
   readonly ingressWinners: Map<string, Set<string>>
@@ -51,27 +50,8 @@ export interface Knowledge {
   /** Per relist run, the event number at which it started. */
   readonly runStarted: Map<string, number>
   /** Violations found while the schedule ran, each with the trace line it happened at. */
-  readonly violations: Array<Violation>
+  readonly violations: Array<InvariantViolation>
 }
-
-/** One broken invariant: its name and what broke it. */
-export interface Violation {
-  readonly invariant: InvariantName
-  readonly detail: string
-}
-
-/** The invariants the suite checks (see `invariants.ts`). */
-export type InvariantName =
-  | "no-blind-claim"
-  | "no-double-apply"
-  | "nothing-lost"
-  | "nothing-stuck"
-  | "retention-keeps"
-  | "relist-deletes-only-dead-documents"
-  | "no-pending-watch-never-due"
-  | "no-give-up-swallows-a-later-winner"
-  | "no-failed-that-applied"
-  | "typed-rejections"
 
 /** How the actors' runners behave (the suite's own loop, or a deliberately broken one for sensitivity checks). */
 export interface RunnerFlavour {
@@ -111,9 +91,6 @@ export const emptyKnowledge = (): Knowledge => ({
   violations: []
 })
 
-/** `callerDID/operationID`. */
-export const keyOf = (row: { readonly callerDID: string; readonly operationID: string }): string => `${row.callerDID}/${row.operationID}`
-
 /** Keeps the newest version of a row the suite has seen. */
 export const observe = (know: Knowledge, row: ConnectorOperation | null | undefined): void => {
   if (row === null || row === undefined) return
@@ -133,9 +110,6 @@ export const identityOf = (w: WatchIdentity): WatchIdentity => ({
 
 /** The watch identity of a source in the run's scope. */
 export const watchOf = (sourceID: string): WatchIdentity => ({ ...SCOPE, sourceID })
-
-/** The key of a watch generation in `claimedAgainst`. */
-export const generationKey = (w: Pick<ProjectionWatch, "sourceID" | "repairGeneration">): string => `${w.sourceID}#${w.repairGeneration}`
 
 /** Every operation row (operator list, all pages). */
 export const allOperations = async (store: PromiseConnectorStore<unknown>): Promise<ReadonlyArray<ConnectorOperation>> => {

@@ -1,7 +1,8 @@
+import { WatchRepository } from "@connector-store/core"
 import { DirectDatabase, type DirectDatabaseApi, type DirectRowsOf, type LaneDatabase, type LaneDatabaseApi } from "@connector-store/core/adapter"
 import * as Memory from "@connector-store/memory-adapter"
 import { layerClient, layerPorts, Tables } from "@connector-store/sql-adapter"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 
 /** What a test saw a direct database do: transactions begun, and begins refused because it was busy. */
 export interface Seen {
@@ -47,6 +48,25 @@ export const memoryPortsWithDirect = (): Layer.Layer<Memory.MemoryPorts | Direct
 /** `ports` without the `DirectDatabase` they offer: a store over them runs every call on the ports. */
 export const withoutDirect = <P, E>(ports: Layer.Layer<P, E>): Layer.Layer<Exclude<P, DirectDatabase>, E> =>
   Layer.map(ports, (context) => Context.omit(DirectDatabase)(context as Context.Context<P | DirectDatabase>) as Context.Context<Exclude<P, DirectDatabase>>)
+
+/**
+ * `context` with its watch port replaced by `port` and, when it offers a
+ * `DirectDatabase`, that database replaced by `direct(db)` speaking for the
+ * new port (its `repositories.watches` is `port`): a store over it keeps
+ * taking the direct rows, and what it hands over to the ports (a busy
+ * database, a lost race) reaches the same decorated port.
+ */
+export const withWatchPort = <C>(
+  context: Context.Context<C>,
+  port: WatchRepository["Type"],
+  direct: (db: DirectDatabaseApi) => DirectDatabaseApi = (db) => db
+): Context.Context<C> => {
+  const ctx = Context.add(context as Context.Context<C | WatchRepository | DirectDatabase>, WatchRepository, port)
+  const offered = Context.getOption(ctx, DirectDatabase)
+  if (Option.isNone(offered)) return ctx as Context.Context<C>
+  const db = direct(offered.value)
+  return Context.add(ctx, DirectDatabase, { ...db, repositories: { ...db.repositories, watches: port } }) as Context.Context<C>
+}
 
 /** `rows` with their versioned writes losing as `lose` says. */
 const losing = <Later extends boolean>(rows: DirectRowsOf<Later>, lose: Losses): DirectRowsOf<Later> => ({

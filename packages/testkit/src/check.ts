@@ -13,7 +13,7 @@ import fc from "fast-check"
 import { requestFate } from "./arbitraries.js"
 import { FaultController, openFaultyMemoryStore, type WriteKind } from "./faults.js"
 import { FakeProvider, type ProviderClient, type ProviderEntity, type RequestFate, type WriteRequest, keyOf } from "./provider.js"
-import { Crash, describeError, Interleaving } from "./scheduler.js"
+import { brief, Crash, describeError, Interleaving } from "./scheduler.js"
 
 /** The one scope every write-back of a check runs in. */
 export const CHECK_SCOPE = { ownerDID: "did:example:owner", connectorName: "calendar", model: "Event", accountKey: "owner@example.com" } as const
@@ -40,7 +40,10 @@ export const CHECK_DOCUMENTS = ["D1", "D2"] as const
  * `payloadHash` is what the write sends), with the local document it comes
  * from. An update names its entity (`sourceID`) and bases its
  * `reissueIntent` on the etag it read; a create names its deterministic id
- * in `reissueIntent.providerID`.
+ * in `reissueIntent.providerID`; a delete names its entity (`sourceID`)
+ * under `idempotent-delete` (a 404 or 410 for it means it is gone: applied)
+ * or `reconcile` (a 404 or 410 proves nothing: the provider may answer so
+ * for another reason).
  */
 export interface CheckEdit extends ClaimOperationInput {
   /** The local document the write comes from. */
@@ -55,21 +58,20 @@ export interface CheckedStore extends PromiseConnectorStore<unknown> {
 
 /**
  * Your runner loop: one pass of the write-back of `edit` (claim → mark sent
- * → provider call → finalize or record the failure). It is called for each
+ * → provider call → finalize or record the failure; a delete finalizes with
+ * `finalizeDeleteOperation`). It is called for each
  * edit by each runner, and again for every operation the due sweep lists.
  */
 export type RunnerLoop = (store: CheckedStore, provider: ProviderClient, edit: CheckEdit) => Promise<unknown>
 
 /** The kinds of local edit a check generates. */
-export type EditKind = "update" | "create"
+export type EditKind = "update" | "create" | "delete"
 
-/**
- * The edit kinds the checker generates. When the store takes `op: "delete"`
- * write-backs, add `"delete"` here and its input in `editInput`: the
- * provider already takes deletes (a delete of a deleted entity is 404/410,
- * applied once).
- */
-export const EDIT_KINDS: ReadonlyArray<EditKind> = ["update", "create"]
+/** The edit kinds the checker generates: an update of a document, a create of a new one, a delete of a document's entity. */
+export const EDIT_KINDS: ReadonlyArray<EditKind> = ["update", "create", "delete"]
+
+/** The reissue intents a delete edit is made under. */
+export type DeleteIntent = "idempotent-delete" | "reconcile"
 
 /** What happens between the runners' steps, one at a time, in the order drawn. */
 export type Disturbance =
@@ -88,14 +90,24 @@ export type Disturbance =
 
 /** One run's plan: each runner's edits, the disturbances, the crashes and the request fates. */
 export interface CheckPlan {
-  /** Per runner, the edits it makes, in order (a create makes a new document; its `documentID` is not used). */
-  readonly runners: ReadonlyArray<ReadonlyArray<{ readonly documentID: string; readonly kind: EditKind }>>
+  /**
+   * Per runner, the edits it makes, in order (a create makes a new document;
+   * its `documentID` is not used; a delete is made under `deleteIntent`).
+   */
+  readonly runners: ReadonlyArray<ReadonlyArray<{ readonly documentID: string; readonly kind: EditKind; readonly deleteIntent: DeleteIntent }>>
   /** What happens between steps. */
   readonly disturbances: ReadonlyArray<Disturbance>
   /** Per runner name, the point (1-based, of its own) at which it crashes. */
   readonly crashes: ReadonlyArray<readonly [string, number]>
-  /** The provider requests' fates in the order they leave (past the end: `ok`). */
+  /**
+   * The provider requests' fates in the order they leave (past the end:
+   * `ok`). A 404 or 410 a delete under `idempotent-delete` draws is `ok`:
+   * that intent presumes a provider that answers so only for an entity
+   * that is gone.
+   */
   readonly fates: ReadonlyArray<RequestFate>
+  /** The seed of the schedule: the order in which every awaited step is released. */
+  readonly schedule: number
 }
 
 /** The invariants `checkRunnerLoop` judges, each with what it says. */
@@ -104,7 +116,10 @@ export const RUNNER_INVARIANTS = {
   "nothing-lost": "every edit has its operation row (unless retention removed it), and no operation committed that the provider never applied",
   "no-failed-that-applied": "no operation reads failed (dead, not in doubt) when the provider applied it: a write that landed was recorded as failed",
   "nothing-stuck": "after recovery (leases lapsed, everything due driven) no operation is attempted and no watch pending",
-  "committed-has-watch": "every committed write-back has its watch",
+  "committed-has-watch": "every committed create or update has its watch (unless a delete of its document committed after it)",
+  "delete-removed": "every committed delete's entity is gone at the provider and its watch retired (unless a later commit armed the entity again)",
+  "lease-token-from-claim": "every store call a runner makes under a lease token passes the token its own latest claim of that operation handed out",
+  "sent-under-lease": "no provider write leaves from a runner unless its markOperationSent answered sent under its latest claim, with nothing since answering that the lease is gone",
   "typed-rejections": "every store call that rejected, and every loop that rejected, did so with one of the store's errors (or a simulated crash)"
 } as const
 
@@ -127,6 +142,157 @@ export interface RunResult {
   readonly trace: string
   /** The provider requests the run made. */
   readonly requests: number
+}
+
+/**
+ * One store call of a runner that names an operation, as the check saw it
+ * answered: what the lease judges read.
+ */
+export interface LeaseCall {
+  /** Its place among the run's calls and sends. */
+  readonly seq: number
+  /** The runner. */
+  readonly actor: string
+  /** The operation's key, `callerDID/operationID`. */
+  readonly key: string
+  /** The store method. */
+  readonly method: string
+  /** The lease token it passed, if any. */
+  readonly token: string | null
+  /** Its answer's outcome; null when it rejected. */
+  readonly outcome: string | null
+  /** For a claim answered `claimed`: the lease token it handed out. */
+  readonly lease: string | null
+}
+
+/** A provider write a runner sent, as the check saw it leave. */
+export interface SentWrite {
+  /** Its place among the run's calls and sends. */
+  readonly seq: number
+  /** The runner. */
+  readonly actor: string
+  /** The operation's key. */
+  readonly key: string
+  /** The request, in words (its ledger number when it left). */
+  readonly what: string
+}
+
+const LEASE_METHODS: ReadonlySet<string> = new Set([
+  "claimOperation", "markOperationSent", "recordAttemptFailure", "finalizeOperationAndArmWatch", "finalizeDeleteOperation", "renewOperationLease"
+])
+
+/** A token as the trace shows it: whole when short (the check's own are `lease-<n>`), else its last characters. */
+const shortToken = (token: string): string => token.length > 24 ? `…${token.slice(-6)}` : token
+
+/** A store answer for the trace; a claim shows the lease token it handed out. */
+const showAnswer = (method: string) => (answer: unknown): string => {
+  const lease = method === "claimOperation" ? (answer as { lease?: { token?: unknown } } | null)?.lease?.token : undefined
+  return typeof lease === "string" ? `${brief(answer)} lease ${shortToken(lease)}` : brief(answer)
+}
+
+/**
+ * The lease judges over a run's calls and sends, in their order: a call
+ * under a token its runner's latest claim of the key did not hand out
+ * breaks `lease-token-from-claim`; a provider write that leaves while its
+ * runner is not marked sent under its latest claim (never marked, or told
+ * since that the lease is gone or released) breaks `sent-under-lease`.
+ */
+export const leaseViolations = (calls: ReadonlyArray<LeaseCall>, sends: ReadonlyArray<SentWrite>): Array<RunnerViolation> => {
+  const events = [...calls.map((call) => ({ seq: call.seq, call })), ...sends.map((send) => ({ seq: send.seq, send }))]
+    .sort((a, b) => a.seq - b.seq)
+  const held = new Map<string, { readonly token: string | null; readonly sendable: boolean; readonly why: string }>()
+  const wrongToken = new Set<string>()
+  const out: Array<RunnerViolation> = []
+  for (const event of events) {
+    if ("send" in event) {
+      const { actor, key, what } = event.send
+      const state = held.get(`${actor} ${key}`)
+      if (state?.sendable !== true) {
+        out.push({ invariant: "sent-under-lease", detail: `${actor} sent ${what} for ${key} although ${state?.why ?? "it never claimed the operation"}` })
+      }
+      continue
+    }
+    const call = event.call
+    if (!LEASE_METHODS.has(call.method)) continue
+    const id = `${call.actor} ${call.key}`
+    const state = held.get(id)
+    if (call.method === "claimOperation") {
+      if (call.outcome === null) continue
+      held.set(id, call.lease === null
+        ? { token: null, sendable: false, why: `its claimOperation answered ${call.outcome}: it holds no lease` }
+        : { token: call.lease, sendable: false, why: "its claim was never marked sent" })
+      continue
+    }
+    if (call.token !== null && call.token !== state?.token && !wrongToken.has(call.key)) {
+      wrongToken.add(call.key) // the first wrong call of a key tells it; the re-drives repeat it
+      out.push({
+        invariant: "lease-token-from-claim",
+        detail: `${call.actor} called ${call.method} on ${call.key} with lease token ${shortToken(call.token)}, but ` +
+          (state?.token == null ? "no claim of its handed it a lease" : `its claim handed it ${shortToken(state.token)}`) +
+          (call.outcome === null ? "" : ` (answered ${call.outcome})`)
+      })
+    }
+    if (state === undefined || call.outcome === null) continue
+    const own = call.token === state.token
+    if (call.method === "markOperationSent") {
+      held.set(id, own && (call.outcome === "sent" || call.outcome === "already-sent")
+        ? { ...state, sendable: true }
+        : { ...state, sendable: false, why: `its markOperationSent answered ${call.outcome}${own ? "" : " (under another token)"}` })
+    } else if (call.method !== "renewOperationLease" || call.outcome !== "renewed") {
+      held.set(id, { ...state, sendable: false, why: `its ${call.method} answered ${call.outcome}: the lease is ${call.outcome === "lease-lost" ? "gone" : "released"}` })
+    }
+  }
+  return out
+}
+
+/** A committed row as the delete judge reads it, with the place of its commit among the run's calls. */
+export interface CommittedWrite {
+  /** The operation's key. */
+  readonly key: string
+  /** Its kind. */
+  readonly op: "create" | "update" | "delete"
+  /** The entity it wrote or deleted. */
+  readonly sourceID: string
+  /** The local document. */
+  readonly documentID: string | null
+  /** The place of the call that committed it (its finalize's answer), or null when the run did not see it. */
+  readonly committedAt: number | null
+}
+
+/**
+ * The judges of committed deletes, over the committed rows after recovery,
+ * the provider's live entities and the watches left: a committed delete
+ * whose entity the provider still has breaks `delete-removed`, and so does
+ * one whose entity still has a watch that no later commit on that entity
+ * armed. A committed create or update has its watch (`committed-has-watch`)
+ * unless a delete of its document committed after it.
+ */
+export const commitViolations = (
+  committed: ReadonlyArray<CommittedWrite>,
+  liveEntities: ReadonlySet<string>,
+  watches: ReadonlyArray<Pick<ProjectionWatch, "sourceID" | "documentID" | "repairGeneration">>
+): Array<RunnerViolation> => {
+  const out: Array<RunnerViolation> = []
+  const later = (a: CommittedWrite, b: CommittedWrite) => b.committedAt !== null && a.committedAt !== null && b.committedAt > a.committedAt
+  for (const row of committed) {
+    if (row.op === "delete") {
+      if (liveEntities.has(row.sourceID)) {
+        out.push({ invariant: "delete-removed", detail: `${row.key} is a committed delete of ${row.sourceID}, but the provider still has ${row.sourceID}: it was finalized without being applied` })
+      }
+      const rearmed = committed.some((other) => other.op !== "delete" && other.sourceID === row.sourceID && later(row, other))
+      const watch = watches.find((w) => w.sourceID === row.sourceID)
+      if (watch !== undefined && !rearmed) {
+        out.push({ invariant: "delete-removed", detail: `${row.key} is a committed delete of ${row.sourceID}, but its watch (g${watch.repairGeneration}, ${watch.documentID}) is still there` })
+      }
+      continue
+    }
+    if (row.documentID === null) continue
+    const deletedAfter = committed.some((other) => other.op === "delete" && other.documentID === row.documentID && (later(row, other) || other.committedAt === null))
+    if (!deletedAfter && !watches.some((w) => w.documentID === row.documentID)) {
+      out.push({ invariant: "committed-has-watch", detail: `${row.key} committed → ${row.sourceID} for ${row.documentID}, which has no watch` })
+    }
+  }
+  return out
 }
 
 /** How a check opens its store: given the clock, the winner reader and the policy. The faulty memory store by default. */
@@ -153,7 +319,7 @@ export interface CheckRunnerLoopOptions {
   readonly numRuns?: number | undefined
   /** Replays one run: the seed a failure printed. */
   readonly seed?: number | undefined
-  /** Replays one run: the path a failure printed (with `seed`). */
+  /** Replays one run: the path a failure printed (with `seed`); the shrunk run, call for call. */
   readonly path?: string | undefined
   /** Prints each failing run's report as fast-check finds and shrinks it, and a line at the end. */
   readonly verbose?: boolean | undefined
@@ -230,7 +396,15 @@ interface LocalDocument {
 }
 
 /** The claim input of an edit of `doc` of kind `kind` by `actor`, its `n`-th. The one place an edit's input is made. */
-const editInput = (actor: string, n: number, documentID: string, doc: LocalDocument, kind: EditKind, current: ProviderEntity | undefined): CheckEdit => {
+const editInput = (
+  actor: string,
+  n: number,
+  documentID: string,
+  doc: LocalDocument,
+  kind: EditKind,
+  deleteIntent: DeleteIntent,
+  current: ProviderEntity | undefined
+): CheckEdit => {
   const base = {
     callerDID: CHECK_CALLER,
     operationID: `${actor}-${n}`,
@@ -239,6 +413,10 @@ const editInput = (actor: string, n: number, documentID: string, doc: LocalDocum
     deterministicEventID: `${documentID}-${doc.rev}`,
     payloadHash: doc.winner,
     documentID
+  }
+  // A delete names the document's entity, whether or not the provider still has it.
+  if (kind === "delete") {
+    return { ...base, op: "delete", sourceID: doc.source, reissueIntent: { kind: deleteIntent }, providerEtag: current?.etag ?? null }
   }
   // An update of an entity deleted at the provider creates it again.
   if (kind === "update" && current !== undefined) {
@@ -250,12 +428,14 @@ const editInput = (actor: string, n: number, documentID: string, doc: LocalDocum
 const describeCall = (method: string, args: ReadonlyArray<unknown>): string => {
   const [first, second] = args as [Record<string, unknown> | undefined, Record<string, unknown> | undefined]
   const key = first !== undefined && typeof first === "object" && "operationID" in first ? ` ${keyOf(first as unknown as OperationKey)}` : ""
-  const token = typeof second?.leaseToken === "string" ? ` token …${second.leaseToken.slice(-6)}` : ""
+  const token = typeof second?.leaseToken === "string" ? ` token ${shortToken(second.leaseToken)}` : ""
   switch (method) {
     case "recordAttemptFailure":
       return `${method}${key} ${String(second?.kind)}${second?.httpStatus === undefined || second.httpStatus === null ? "" : ` ${String(second.httpStatus)}`}${token}`
     case "finalizeOperationAndArmWatch":
       return `${method}${key} → ${String(second?.sourceID)} ${String(second?.providerEtag ?? "")}${token}`
+    case "finalizeDeleteOperation":
+      return `${method}${key} → ${String(second?.sourceID)} deleted${token}`
     case "listDueOperations":
       return `${method} at +${Number(first) - CHECK_START}`
     default:
@@ -263,7 +443,7 @@ const describeCall = (method: string, args: ReadonlyArray<unknown>): string => {
   }
 }
 
-/** Runs one plan of `loop` under `s`; never rejects for the loop's sake. */
+/** Runs one plan of `loop` under `s` (`schedulerOf(plan.schedule)` is the check's own); never rejects for the loop's sake. */
 export const runPlan = async (
   loop: RunnerLoop,
   s: fc.Scheduler,
@@ -273,7 +453,15 @@ export const runPlan = async (
   const il = new Interleaving(s, new Map(plan.crashes))
   const faults = new FaultController(CHECK_START)
   const clock = faults.clock
-  const provider = new FakeProvider({ fates: plan.fates, pacer: il })
+  const edits = new Map<string, CheckEdit>()
+  let fateIndex = 0
+  const fateOf = (request: WriteRequest): RequestFate => {
+    const fate = plan.fates[fateIndex++] ?? "ok"
+    const intent = edits.get(request.key)?.reissueIntent.kind
+    return request.op === "delete" && intent === "idempotent-delete" && (fate === "404" || fate === "410") ? "ok" : fate
+  }
+  const provider = new FakeProvider({ fates: fateOf, pacer: il })
+  let tokens = 0
   const documents = new Map<string, LocalDocument>(CHECK_DOCUMENTS.map((id) => [id, { winner: `${id}@0`, rev: 0, source: `${id}-s0` }]))
   for (const [id, doc] of documents) provider.seed(doc.source, doc.winner, id)
   const readWinner = async (documentID: string): Promise<string | null> => {
@@ -281,10 +469,13 @@ export const runPlan = async (
     return documents.get(documentID)?.winner ?? null
   }
   const store = openStore === undefined
-    ? openFaultyMemoryStore({ faults, readWinner, operationPolicy: CHECK_POLICY }) as PromiseConnectorStore<unknown>
+    ? openFaultyMemoryStore({ faults, readWinner, operationPolicy: CHECK_POLICY, token: () => `lease-${++tokens}` }) as PromiseConnectorStore<unknown>
     : await openStore({ now: clock.now, readWinner, operationPolicy: CHECK_POLICY, faults })
   const violations: Array<RunnerViolation> = []
-  const edits = new Map<string, CheckEdit>()
+  let seq = 0
+  const leaseCalls: Array<LeaseCall> = []
+  const sends: Array<SentWrite & { readonly request: Omit<WriteRequest, "reissue"> }> = []
+  const committedAt = new Map<string, number>()
   const lastReissue = new Map<string, SafeReissue | null>()
   const collected = new Set<string>()
   const startedOver = new Set<string>()
@@ -297,31 +488,40 @@ export const runPlan = async (
       if (typeof fn !== "function" || method === "now" || method === "close" || method === "runEffect") continue
       view[method] = (...args: Array<unknown>) =>
         il.call(actor, describeCall(method, args), async () => {
+          const k = typeof args[0] === "object" && args[0] !== null && "operationID" in args[0] ? keyOf(args[0] as OperationKey) : null
+          const token = typeof (args[1] as { leaseToken?: unknown } | undefined)?.leaseToken === "string" ? (args[1] as { leaseToken: string }).leaseToken : null
+          const judged = (outcome: string | null, lease: string | null) => {
+            if (k !== null && LEASE_METHODS.has(method)) leaseCalls.push({ seq: ++seq, actor, key: k, method, token, outcome, lease })
+          }
           try {
             const answer = await (fn as (...a: Array<unknown>) => Promise<unknown>).apply(store, args)
+            const outcome = (answer as { outcome?: unknown } | null)?.outcome
+            judged(typeof outcome === "string" ? outcome : null, method === "claimOperation" && outcome === "claimed" ? (answer as { lease: { token: string } }).lease.token : null)
+            if (k !== null && outcome === "committed") committedAt.set(k, seq)
             if (method === "claimOperation") {
               const claim = answer as ClaimResult
-              const k = keyOf(args[0] as OperationKey)
-              answered.add(k)
+              answered.add(k!)
               if (claim.outcome === "claimed") {
                 lastReissue.set(`${actor} ${k}`, claim.reissue)
-                if (claim.created && collected.has(k)) {
-                  collected.delete(k)
-                  startedOver.add(k)
+                if (claim.created && collected.has(k!)) {
+                  collected.delete(k!)
+                  startedOver.add(k!)
                   il.note(`${k} claimed again after retention removed it: a new operation`)
                 }
               }
             }
             return answer
           } catch (error) {
+            judged(null, null)
             if (!typed(error)) violations.push({ invariant: "typed-rejections", detail: `${actor}: ${method} rejected with ${describeError(error)}` })
             throw error
           }
-        })
+        }, showAnswer(method))
     }
     return view as unknown as CheckedStore
   }
   const reissueOf = (actor: string) => (request: Omit<WriteRequest, "reissue">): WriteRequest["reissue"] => {
+    sends.push({ seq: ++seq, actor, key: request.key, what: `${request.op === "update" ? "an" : "a"} ${request.op}${request.entityID === undefined ? "" : ` of ${request.entityID}`}`, request })
     const reissue = lastReissue.get(`${actor} ${request.key}`) ?? null
     if (reissue?.kind === "conditional-update" && request.op === "update" && request.ifMatch === reissue.ifMatch) return reissue.kind
     if (reissue?.kind === "deterministic-create" && request.op === "create" && request.providerID === reissue.providerID) return reissue.kind
@@ -444,15 +644,17 @@ export const runPlan = async (
         } catch {
           return
         }
-        // A create is a new local document; an update edits one bound to an entity.
+        // A create is a new local document; an update edits one bound to an entity (or creates it again); a delete deletes its entity.
         const documentID = step.kind === "create" ? `${actor}-new${i + 1}` : step.documentID
         const doc = documents.get(documentID) ?? { winner: "", rev: 0, source: "" }
         documents.set(documentID, doc)
         doc.rev++
         doc.winner = `${documentID}@${doc.rev}`
-        const edit = editInput(actor, i + 1, documentID, doc, step.kind, provider.entities.get(doc.source))
+        const edit = editInput(actor, i + 1, documentID, doc, step.kind, step.deleteIntent, provider.entities.get(doc.source))
+        if (edit.reissueIntent.kind === "deterministic-create") doc.source = edit.reissueIntent.providerID
         edits.set(keyOf(edit), edit)
-        il.note(`${actor} ${step.kind === "create" ? "creates" : "edits"} ${documentID} → ${doc.winner}: ${edit.op} as ${keyOf(edit)}`)
+        const verb = step.kind === "create" ? "creates" : step.kind === "delete" ? `deletes (${step.deleteIntent})` : "edits"
+        il.note(`${actor} ${verb} ${documentID}${step.kind === "delete" ? ` (${edit.sourceID})` : ` → ${doc.winner}`}: ${edit.op} as ${keyOf(edit)}`)
         if ((await runLoop(actor, edit)) === "crashed") return
       }
     }
@@ -484,6 +686,14 @@ export const runPlan = async (
       clock.advance(2_000)
     }
 
+    const numberedSends = (): Array<SentWrite> => {
+      const left = new Map<string, Array<number>>()
+      for (const e of provider.ledger) left.set(`${e.actor} ${e.request.key}`, [...(left.get(`${e.actor} ${e.request.key}`) ?? []), e.n])
+      return sends.map((send) => {
+        const n = left.get(`${send.actor} ${send.key}`)?.shift()
+        return { ...send, what: `${send.what} (${n === undefined ? "it crashed before the request left" : `request #${n}`})` }
+      })
+    }
     const rows = await allOperations()
     const byKey = new Map(rows.map((r) => [keyOf(r), r]))
     violations.push(...provider.check({ startedOver }))
@@ -492,19 +702,30 @@ export const runPlan = async (
     }
     for (const row of rows) {
       const k = keyOf(row)
-      const applied = provider.appliedOf(k)
-      if (row.state === "committed" && applied.length === 0 && !startedOver.has(k)) {
+      // A delete that found its entity gone (404/410) under idempotent-delete reached what it asked for: applied, for these judges.
+      const gone = row.op === "delete" && edits.get(k)?.reissueIntent.kind === "idempotent-delete"
+      const applied = provider.ledger.filter((e) => e.request.key === k && (e.applied || (gone && e.alreadyGone)))
+      if (row.state === "committed" && applied.length === 0 && row.op !== "delete" && !startedOver.has(k)) {
         violations.push({ invariant: "nothing-lost", detail: `${k} is committed (→ ${row.sourceID}), but the provider never applied a request of it` })
       }
       if (row.state === "dead" && row.inDoubtSince === null && applied.length > 0) {
-        violations.push({ invariant: "no-failed-that-applied", detail: `${k} is dead and not in doubt, but the provider applied it (request #${applied.map((e) => e.n).join(", #")})` })
+        violations.push({ invariant: "no-failed-that-applied", detail: `${k} is dead and not in doubt, but the provider ${gone ? "deleted its entity or answered it gone" : "applied it"} (request #${applied.map((e) => e.n).join(", #")})` })
       }
       if (row.state === "attempted") violations.push({ invariant: "nothing-stuck", detail: `${k} still attempted after recovery` })
-      if (row.state === "committed" && row.documentID !== null && (await store.getWatchByDocument(row.documentID)) === null) {
-        violations.push({ invariant: "committed-has-watch", detail: `${k} committed → ${row.sourceID} for ${row.documentID}, which has no watch` })
-      }
     }
     const watches = (await store.listWatches({ limit: 500 })).items
+    violations.push(...commitViolations(
+      rows.flatMap((row): Array<CommittedWrite> => row.state !== "committed" || row.sourceID === null ? [] : [{
+        key: keyOf(row),
+        op: row.op,
+        sourceID: row.op === "delete" ? edits.get(keyOf(row))?.sourceID ?? row.sourceID : row.sourceID,
+        documentID: row.documentID,
+        committedAt: committedAt.get(keyOf(row)) ?? null
+      }]),
+      new Set(provider.entities.keys()),
+      watches
+    ))
+    violations.push(...leaseViolations(leaseCalls, numberedSends()))
     for (const w of watches) {
       if (w.verificationStatus === "pending_verification") violations.push({ invariant: "nothing-stuck", detail: `watch ${w.sourceID} g${w.repairGeneration} still pending after recovery` })
     }
@@ -549,20 +770,36 @@ export const planArbitrary = (options: CheckRunnerLoopOptions = {}): fc.Arbitrar
   const names = Array.from({ length: runners }, (_, i) => `runner${i + 1}`)
   return fc.record({
     runners: fc.array(
-      fc.array(fc.record({ documentID: fc.constantFrom(...CHECK_DOCUMENTS), kind: fc.constantFrom(...EDIT_KINDS) }), { minLength: 1, maxLength: perRunner }),
+      fc.array(fc.record({
+        documentID: fc.constantFrom(...CHECK_DOCUMENTS),
+        kind: fc.constantFrom(...EDIT_KINDS),
+        deleteIntent: fc.constantFrom<DeleteIntent>("idempotent-delete", "reconcile")
+      }), { minLength: 1, maxLength: perRunner }),
       { minLength: runners, maxLength: runners }
     ),
     disturbances: fc.array(disturbanceArbitrary(options.storeFaults ?? true), { maxLength: 8 }),
     crashes: crashes === 0 ? fc.constant([]) : fc.array(fc.tuple(fc.constantFrom(...names), fc.integer({ min: 1, max: 30 })), { maxLength: crashes }),
-    fates: fc.array(fate, { maxLength: 10 })
+    fates: fc.array(fate, { maxLength: 10 }),
+    // Never shrunk: a shrunk plan is judged under the schedule it failed under.
+    schedule: fc.noShrink(fc.integer())
   })
 }
 
+/**
+ * A fresh scheduler (fast-check's, releasing each task once the store's
+ * work has settled) whose order is `seed`'s alone. Every run makes its own:
+ * fast-check's clones of one drawn scheduler share its random source, so a
+ * run while shrinking would see another order than the same run replayed.
+ */
+export const schedulerOf = (seed: number): fc.Scheduler => fc.sample(fc.scheduler({ act: settled }), { seed, numRuns: 1 })[0]!
+
 const describePlan = (plan: CheckPlan): string =>
   [
-    ...plan.runners.map((steps, i) => `  runner${i + 1}: ${steps.map((s) => s.kind === "create" ? "create a document" : `update ${s.documentID}`).join(", ")}`),
+    ...plan.runners.map((steps, i) =>
+      `  runner${i + 1}: ${steps.map((s) => s.kind === "create" ? "create a document" : s.kind === "delete" ? `delete ${s.documentID} (${s.deleteIntent})` : `update ${s.documentID}`).join(", ")}`),
     `  between steps: ${plan.disturbances.map((d) => d.kind === "clock" ? `clock ${d.ms}` : d.kind === "fail-writes" ? `fail ${d.count} ${d.rows}${d.method === undefined ? "" : ` ${d.method}`} write(s)` : d.kind === "lose-race" ? `lose a ${d.rows} race` : d.kind === "offline" ? `offline for ${d.requests}` : d.kind).join(", ") || "nothing"}`,
     `  crashes: ${plan.crashes.map(([a, p]) => `${a} at its point ${p}`).join(", ") || "none"}`,
+    `  schedule: ${plan.schedule}`,
     `  request fates: ${plan.fates.join(", ") || "all ok"}`
   ].join("\n")
 
@@ -590,14 +827,17 @@ export const formatRunReport = (plan: CheckPlan, result: RunResult): string =>
  * ran; rejects with `RunnerLoopCheckFailed` (the shrunk counterexample: its
  * seed and path, the plan, and the calls in order with each answer) when
  * a write was applied twice outside a sanctioned reissue, lost, recorded
- * as failed although it landed, left stuck, committed without a watch, or
- * a call rejected untyped (`RUNNER_INVARIANTS`).
+ * as failed although it landed, left stuck, committed without a watch, a
+ * committed delete left its entity or its watch, the loop called the store
+ * under a token its claim did not hand out or sent without holding the
+ * lease, or a call rejected untyped (`RUNNER_INVARIANTS`). The printed seed
+ * and path replay the shrunk run call for call.
  */
 export const checkRunnerLoop = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {}): Promise<CheckRunnerLoopReport> => {
   const started = Date.now()
   const numRuns = options.numRuns ?? defaultRuns()
-  const property = fc.asyncProperty(fc.scheduler({ act: settled }), planArbitrary(options), async (s, plan) => {
-    const result = await runPlan(loop, s, plan, options.openStore)
+  const property = fc.asyncProperty(planArbitrary(options), async (plan) => {
+    const result = await runPlan(loop, schedulerOf(plan.schedule), plan, options.openStore)
     if (result.violations.length > 0) {
       const report = formatRunReport(plan, result)
       if (options.verbose === true) console.log(report)
@@ -616,8 +856,7 @@ export const checkRunnerLoop = async (loop: RunnerLoop, options: CheckRunnerLoop
   const path = details.counterexamplePath ?? ""
   const report = [
     `checkRunnerLoop: your runner loop broke ${invariants.join(", ") || "the check"} (after ${details.numRuns} run(s), shrunk ${details.numShrinks} time(s))`,
-    `replay it: checkRunnerLoop(loop, { seed: ${details.seed}, path: ${JSON.stringify(path)} })` +
-      ` (the run before shrinking: path ${JSON.stringify(path.split(":")[0] ?? "")})`,
+    `replay it: checkRunnerLoop(loop, { seed: ${details.seed}, path: ${JSON.stringify(path)} })`,
     message
   ].join("\n")
   throw new RunnerLoopCheckFailed(invariants, details.seed, path, report)

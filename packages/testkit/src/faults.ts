@@ -1,6 +1,7 @@
 import {
   clockFrom,
   ConnectorStore,
+  OperationEntropy,
   type InvalidInput,
   OperationPolicy,
   type OperationPolicyOverrides,
@@ -56,9 +57,9 @@ export interface InjectedFaults {
 }
 
 /**
- * A crash point of the Promise API: `before:<method>` (the call is never
- * made) or `after:<method>` (it is made, its answer is lost), e.g.
- * `after:finalizeOperationAndArmWatch`.
+ * A crash point of a store method, on either API: `before:<method>` (the
+ * call is never made) or `after:<method>` (it is made, its answer is lost),
+ * e.g. `after:finalizeOperationAndArmWatch`.
  */
 export type CrashPoint = `before:${string}` | `after:${string}`
 
@@ -95,7 +96,12 @@ export class FaultController {
     this.winnerFailures += count
   }
 
-  /** The next `count` calls reaching `point` crash there (Promise API: the call rejects with `Crash`). */
+  /**
+   * The next `count` calls reaching `point` crash there: through the Promise
+   * API the call rejects with `Crash`; through the Effect API
+   * (`faultyMemoryLayer`) its effect dies with `Crash` (a defect, never a
+   * typed failure: the process is gone).
+   */
   crashAt(point: CrashPoint, count = 1): void {
     this.crashPoints.set(point, (this.crashPoints.get(point) ?? 0) + count)
   }
@@ -192,11 +198,30 @@ const faultyReaders = (readers: WinnerReaders, faults: FaultController): WinnerR
   }
 }
 
+/** `service` with each method passing the crash points `before:<method>` and `after:<method>` of `faults`. */
+const crashing = (service: ConnectorStore["Type"], faults: FaultController): ConnectorStore["Type"] => {
+  const out: Record<string, unknown> = { ...(service as unknown as Record<string, unknown>) }
+  for (const [method, fn] of Object.entries(service as unknown as Record<string, unknown>)) {
+    if (typeof fn !== "function") continue
+    out[method] = (...args: ReadonlyArray<unknown>) => {
+      const call = (fn as (...a: ReadonlyArray<unknown>) => unknown)(...args)
+      if (!Effect.isEffect(call)) return call
+      return Effect.suspend(() =>
+        faults.takeCrash(`before:${method}`)
+          ? Effect.die(new Crash("store", `before:${method}`))
+          : Effect.flatMap(call, (answer) =>
+            Effect.suspend(() => faults.takeCrash(`after:${method}`) ? Effect.die(new Crash("store", `after:${method}`)) : Effect.succeed(answer))))
+    }
+  }
+  return out as unknown as ConnectorStore["Type"]
+}
+
 /**
  * The Effect API over the faulty memory ports: `ConnectorStore`, its ports
  * and the winner reader (under `faults` too), with the store's policy and
- * `Clock` on `faults.clock`. Build it per test for a fresh store. Crash
- * points are a Promise API feature (`openFaultyMemoryStore`).
+ * `Clock` on `faults.clock`. Build it per test for a fresh store. Each
+ * `ConnectorStore` method passes the crash points `before:<method>` and
+ * `after:<method>`: a crash there dies with `Crash`.
  */
 export const faultyMemoryLayer = (
   faults: FaultController,
@@ -204,6 +229,7 @@ export const faultyMemoryLayer = (
   operationPolicy: OperationPolicyOverrides = {}
 ): Layer.Layer<ConnectorStore | Memory.MemoryPorts | WinnerReader | OperationPolicy, PersistenceError | InvalidInput> =>
   ConnectorStore.layer.pipe(
+    Layer.map((context) => Context.add(context, ConnectorStore, crashing(Context.get(context, ConnectorStore), faults))),
     Layer.provideMerge(Layer.mergeAll(faultyMemoryPorts(faults), Layer.succeed(WinnerReader, faultyReaders(readers, faults)), OperationPolicy.layer(operationPolicy))),
     Layer.provideMerge(Layer.setClock(clockFrom(faults.clock.now)))
   ) as never
@@ -214,6 +240,12 @@ export interface FaultyMemoryStoreOptions extends PromiseWinnerReaders<Memory.Me
   readonly operationPolicy?: OperationPolicyOverrides | undefined
   /** The faults (and clock) to use; a fresh controller by default. */
   readonly faults?: FaultController | undefined
+  /**
+   * Where the store's lease tokens and other random ids come from (random
+   * UUIDs by default). A counter makes a run's calls, and its trace, the
+   * same every time it is replayed.
+   */
+  readonly token?: (() => string) | undefined
 }
 
 /** A memory store with the Promise API whose storage, winner reads and calls fail as its `faults` say. */
@@ -240,7 +272,8 @@ export const openFaultyMemoryStore = (options: FaultyMemoryStoreOptions = {}): F
     Layer.provideMerge(Layer.mergeAll(
       faultyMemoryPorts(faults),
       Layer.succeed(WinnerReader, faultyReaders(fromPromiseReaders(readers, handle), faults)),
-      OperationPolicy.layer(options.operationPolicy)
+      OperationPolicy.layer(options.operationPolicy),
+      options.token === undefined ? Layer.empty : Layer.succeed(OperationEntropy, { token: options.token })
     ))
   )
   const store = makePromiseStore({ runtime: ManagedRuntime.make(layered), handle, now: faults.clock.now, readers })

@@ -1,6 +1,5 @@
 import {
   ConnectorStore,
-  OperationRepository,
   type PersistenceError,
   type ProjectionWatch,
   Transactor,
@@ -8,9 +7,10 @@ import {
   WatchRepository,
   type WinnerReaders
 } from "@connector-store/core"
-import { DirectDatabase, type DirectDatabaseApi } from "@connector-store/core/adapter"
+import type { DirectDatabaseApi } from "@connector-store/core/adapter"
 import * as Memory from "@connector-store/memory-adapter"
 import { Cause, Context, Effect, Exit, FiberRef, Layer, Option } from "effect"
+import { withWatchPort } from "../direct.js"
 import type { StoreServices } from "../stores.js"
 
 /** What an interfering `update` can do besides answering. */
@@ -77,7 +77,6 @@ export const interferedStore = (
     // The direct rows (SQLite, memory), where hot transitions run: their watch
     // writes follow the same plan, and the other writers commit right after
     // the direct transaction ends, on the direct rows too.
-    const direct = Context.getOption(context as Context.Context<StoreServices | DirectDatabase>, DirectDatabase)
     const directPending: Array<() => void> = []
     const decoratedDirect = (db: DirectDatabaseApi): DirectDatabaseApi => {
       const runDirectWriters = () => {
@@ -136,17 +135,7 @@ export const interferedStore = (
       }
     }
     // The decorated direct rows speak for the decorated watch port, so the store keeps taking them.
-    const withDirect = <S>(ports: Context.Context<S>): Context.Context<S> =>
-      direct._tag === "None" ? ports : Context.add(
-        ports as Context.Context<S | DirectDatabase>,
-        DirectDatabase,
-        {
-          ...decoratedDirect(direct.value),
-          repositories: { watches: decoratedWatches, operations: Context.get(context, OperationRepository) }
-        }
-      ) as Context.Context<S>
-    return withDirect(Context.omit(ConnectorStore)(context)).pipe(
-      Context.add(WatchRepository, decoratedWatches),
+    return withWatchPort(Context.omit(ConnectorStore)(context), decoratedWatches, decoratedDirect).pipe(
       Context.add(Transactor, {
         withTransaction: (effect) =>
           Effect.ensuring(
