@@ -495,12 +495,18 @@ export const describeRequest = (r: WriteRequest): string =>
  * after the reissue, is not one.
  */
 const reissuesOnTop = (ledger: ReadonlyArray<LedgerEntry>, startedOver: ReadonlySet<string> | undefined): ReadonlyArray<ProviderViolation> => {
+  const firstApplied = new Map<string, LedgerEntry>()
+  for (const entry of ledger) {
+    if (!entry.applied || entry.appliedAs === undefined) continue
+    const first = firstApplied.get(entry.request.key)
+    if (first === undefined || entry.appliedAs < first.appliedAs!) firstApplied.set(entry.request.key, entry)
+  }
   const out: Array<ProviderViolation> = []
   for (const entry of ledger) {
     if (!entry.applied || entry.request.reissue === null || entry.appliedAs === undefined) continue
     if (startedOver?.has(entry.request.key) === true) continue
-    const before = ledger.find((e) => e !== entry && e.request.key === entry.request.key && e.applied && e.appliedAs !== undefined && e.appliedAs < entry.appliedAs!)
-    if (before === undefined) continue
+    const before = firstApplied.get(entry.request.key)!
+    if (before === entry) continue
     out.push({
       invariant: "no-double-apply",
       detail: `${entry.request.key} applied again by the sanctioned reissue #${entry.n} ${entry.request.op} by ${entry.actor} (${entry.request.reissue}), ` +
