@@ -84,7 +84,7 @@ describe("the testkit's provider", () => {
     expect(rebuilt.entities.size).toBe(0)
     rebuilt.seed("evt-2", "v0")
     await rebuilt.client("runner2").delete({ ...write, operationID: "op-2", sourceID: "evt-2" })
-    expect(rebuilt.ledger.map((e) => e.n)).toEqual([1, 2, 3])
+    expect(rebuilt.ledger.map((e) => [e.n, e.appliedAs])).toEqual([[1, 1], [2, 2], [3, 3]])
     expect(providerWithLedger(readBack.slice(0, 1)).check()).toEqual([])
   })
 })

@@ -524,5 +524,7 @@ const reissuesOnTop = (ledger: ReadonlyArray<LedgerEntry>, startedOver: Readonly
 export const providerWithLedger = (entries: ReadonlyArray<LedgerEntry>, options: FakeProviderOptions = {}): FakeProvider => {
   const provider = new FakeProvider(options)
   provider.ledger.push(...entries.map((entry) => ({ ...entry })))
+  // Its own applies come after the ledger's.
+  provider["applies"] = entries.reduce((most, entry) => Math.max(most, entry.appliedAs ?? 0), 0)
   return provider
 }
