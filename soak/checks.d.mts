@@ -1,17 +1,17 @@
-/** One request in the provider's ledger. */
-export interface LedgerEntry {
+import type { LedgerEntry as ModelEntry } from "@connector-store/testkit/provider"
+
+/** One line of the provider's ledger file: the model's ledger entry and what the soak's transport adds. */
+export interface LedgerEntry extends ModelEntry {
+  /** When the request arrived (epoch ms). */
   readonly t: number
-  readonly key: string
+  /** The lease token of the run that sent it. */
   readonly token?: string | null
-  readonly worker?: string
-  readonly op?: string
-  readonly reissue?: string | null
-  readonly ifMatch?: string | null
-  readonly providerID?: string | null
-  readonly status: number
-  readonly applied: boolean
+  /** How much of its run's lease was left when it arrived (negative: late by that much). */
+  readonly leaseLeftMs?: number | null
+  /** True when it arrived after its run's lease expired. */
+  readonly pastLease?: boolean
+  /** The soak's name for the fault it met, or null. */
   readonly fault?: string | null
-  readonly late?: boolean
 }
 /** One event a worker appended. */
 export interface SoakEvent {

@@ -1,9 +1,12 @@
 // The soak's verdict, from the run's files and the final table, never from
 // the store's own bookkeeping alone:
-//   duplicates   a key the provider applied more than once (a conditional
-//                re-send with a stale etag gets 412 and a taken deterministic
-//                id 409, neither applied: a sanctioned reissue never applies
-//                twice, so any second application is a violation);
+//   duplicates   a key the testkit's provider model calls applied twice
+//                outside a sanctioned reissue (`check()` of a model rebuilt
+//                from the key's ledger lines): two plain sends that both
+//                applied, or a reissue that applied on top of an earlier
+//                apply (a conditional re-send with a stale etag gets 412 and
+//                a taken deterministic id 409, so a sanctioned reissue that
+//                applies twice is a provider or runner fault);
 //   lost         a key a claim answered for, or the provider saw, without a row;
 //   stuck        an attempted row with a lapsed lease, due, that the sweep
 //                did not return, or one the recovery pass could not settle;
@@ -13,6 +16,7 @@
 //   busy         SQLITE_BUSY reaching a caller;
 //   integrity    SQLite's `PRAGMA integrity_check` not `ok`.
 import { readFileSync } from "node:fs"
+import { providerWithLedger } from "@connector-store/testkit/provider"
 
 /** The JSON lines of `path` (a line cut short by a kill is skipped). */
 export const readLines = (path) => {
@@ -40,17 +44,34 @@ const countBy = (items, keyOf) => {
   return counts
 }
 
+const groupBy = (items, keyOf) => {
+  const groups = new Map()
+  for (const item of items) groups.set(keyOf(item), [...(groups.get(keyOf(item)) ?? []), item])
+  return groups
+}
+
+/** One ledger line as a person reads it. */
+const describeEntry = (entry) => {
+  const { request } = entry
+  return `${new Date(entry.t).toISOString().slice(11, 23)} ${entry.actor} token ${String(entry.token).slice(0, 8)} ` +
+    `${request.op}${request.ifMatch ? ` ifMatch ${request.ifMatch}` : ""}${request.providerID ? ` id ${request.providerID}` : ""} ` +
+    `reissue ${request.reissue ?? "none"} → ${entry.status}${entry.applied ? " applied" : ""}${entry.fault ? ` (${entry.fault})` : ""}` +
+    `${entry.pastLease ? " LATE: arrived after its run's lease expired" : ""}`
+}
+
 /**
  * Judges a run: `{ ledger, events, rows, missedBySweep, unsettled, writeStates, integrity }`
  * → `{ violations: { duplicates: [...keys], lost, stuck, misreported, untyped, busy, integrity }, details }`.
  */
 export const judge = ({ ledger, events, rows, missedBySweep, unsettled, writeStates, integrity }) => {
-  const applied = countBy(ledger.filter((entry) => entry.applied), (entry) => entry.key)
-  const duplicates = [...applied].filter(([, n]) => n > 1).map(([key]) => key).sort()
+  const byKey = groupBy([...ledger].sort((a, b) => a.n - b.n), (entry) => entry.request.key)
+  const doubled = new Map([...byKey].map(([key, entries]) => [key, providerWithLedger(entries).check()]).filter(([, found]) => found.length > 0))
+  const duplicates = [...doubled.keys()].sort()
+  const applied = countBy(ledger.filter((entry) => entry.applied), (entry) => entry.request.key)
   const rowKeys = new Set(rows.map((row) => row.operation_id))
   const known = new Set([
     ...events.filter((event) => event.type === "claim-answer").map((event) => event.key),
-    ...ledger.map((entry) => entry.key)
+    ...byKey.keys()
   ])
   const lost = [...known].filter((key) => !rowKeys.has(key)).sort()
   const stuck = [...new Set([...missedBySweep, ...unsettled])].sort()
@@ -67,12 +88,7 @@ export const judge = ({ ledger, events, rows, missedBySweep, unsettled, writeSta
     )
   const details = Object.fromEntries(duplicates.map((key) => [
     key,
-    ledger.filter((entry) => entry.key === key).map((entry) =>
-      `${new Date(entry.t).toISOString().slice(11, 23)} ${entry.worker} token ${String(entry.token).slice(0, 8)} ` +
-      `${entry.op}${entry.ifMatch ? ` ifMatch ${entry.ifMatch}` : ""}${entry.providerID ? ` id ${entry.providerID}` : ""} ` +
-      `reissue ${entry.reissue ?? "none"} → ${entry.status}${entry.applied ? " applied" : ""}${entry.fault ? ` (${entry.fault})` : ""}` +
-      `${entry.late ? " LATE: arrived after its run's lease expired" : ""}`
-    )
+    [...doubled.get(key).map((violation) => violation.detail), ...byKey.get(key).map(describeEntry)]
   ]))
   return {
     violations: {

@@ -25,3 +25,10 @@ export declare const requestFor: (
   },
   reissue: { readonly kind: string; readonly ifMatch?: string; readonly providerID?: string } | null
 ) => ProviderRequest
+/** One provider request: `{ status, body }`, or `{ status: "timeout" }` when no answer came in time. */
+export declare const send: (
+  providerUrl: string,
+  path: string,
+  body?: Record<string, unknown>,
+  timeoutMs?: number
+) => Promise<{ readonly status: number | "timeout"; readonly body?: unknown }>

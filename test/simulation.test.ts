@@ -3,10 +3,10 @@ import { existsSync, rmSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import type { ConnectorOperation, ProjectionWatch } from "@connector-store/core"
 import {
+  CalendarProvider,
   type CheckedDeletion,
   checkInvariants,
   explainWriteBack,
-  FakeProvider,
   type LedgerEntry,
   makePlan,
   realClock,
@@ -86,7 +86,7 @@ const expectAgreesWithDatabase = async (report: SimulationReport, database: stri
   // The ledger, read with a model of its own: at most one non-reissue apply per operation.
   const plainApplies = new Map<number, number>()
   for (const entry of report.provider.ledger) {
-    if (entry.applied && !entry.sanctionedReissue) plainApplies.set(entry.opIndex, (plainApplies.get(entry.opIndex) ?? 0) + 1)
+    if (entry.applied && entry.request.reissue === null) plainApplies.set(entry.opIndex, (plainApplies.get(entry.opIndex) ?? 0) + 1)
   }
   expect([...plainApplies.values()].filter((n) => n > 1)).toEqual([])
 }
@@ -116,29 +116,30 @@ describe("the invariant check", () => {
     expect(report.ok).toBe(false)
     const twice = report.invariants.find((i) => i.name.startsWith("no write applied twice"))
     expect(twice?.holds).toBe(false)
-    expect(twice?.violations[0]).toMatch(/^op-\S+: applied [2-9] times by requests that were not sanctioned reissues$/)
+    expect(twice?.violations[0]).toMatch(/^did:\S+\/op-\S+ applied [2-9] times by requests that were not sanctioned reissues: #\d+ /)
   }, 180_000)
 })
 
 const provider = (seed: string) => {
-  const p = new FakeProvider(seed)
+  const p = new CalendarProvider(seed)
   p.seedEntity("evt-1", { title: "Lunch", revision: 0, by: "provider" })
   return p
 }
 
 const update = (opIndex: number, revision: number, ifMatch?: string): WriteRequest => ({
   opIndex,
+  key: `did:test/op-${opIndex}`,
   kind: "update",
   entityID: "evt-1",
   content: { title: "Lunch", revision, by: "laptop" },
   ifMatch,
-  sanctionedReissue: ifMatch !== undefined
+  reissue: ifMatch === undefined ? null : "conditional-update"
 })
 
 describe("the seed", () => {
   it("gives the same provider behaviour: the same answers to the same requests, however other operations interleave", async () => {
     const requests = [update(1, 1), update(1, 1), update(2, 2), update(1, 1, "stale"), update(3, 3), update(1, 1)]
-    const answersOf = async (p: FakeProvider, order: ReadonlyArray<WriteRequest>) => {
+    const answersOf = async (p: CalendarProvider, order: ReadonlyArray<WriteRequest>) => {
       const out: Array<string> = []
       for (const r of order) out.push(`${r.opIndex}:${JSON.stringify((await p.write(r, realClock)).status)}`)
       return out
@@ -146,7 +147,7 @@ describe("the seed", () => {
     const a = await answersOf(provider("42"), requests)
     const b = await answersOf(provider("42"), requests)
     expect(b).toEqual(a)
-    const faultsOf = (p: FakeProvider, op: number) => p.ledger.filter((e) => e.opIndex === op).map((e) => e.fault)
+    const faultsOf = (p: CalendarProvider, op: number) => p.ledger.filter((e) => e.opIndex === op).map((e) => e.fault)
     const alone = provider("42")
     await answersOf(alone, requests.filter((r) => r.opIndex === 1))
     const mixed = provider("42")
@@ -341,8 +342,14 @@ describe("the invariant checks on a hand-made run", () => {
     const d = plan.operations[index]!.document
     return { ...plan.scope, sourceID: d.entityID, documentID: d.documentID } as unknown as ProjectionWatch
   }
-  const entry = (opIndex: number, n: number, applied: boolean, sanctionedReissue: boolean): LedgerEntry => ({
-    opIndex, n, kind: "update", conditional: sanctionedReissue, sanctionedReissue, fault: "none", status: applied ? 200 : 412, applied, at: n
+  const keyOf = (opIndex: number) => `${plan.operations[opIndex]!.callerDID}/${plan.operations[opIndex]!.operationID}`
+  // The ledger entries of the testkit's provider model: `n` in the order they left, `appliedAs` in the order they applied.
+  let serial = 0
+  const entry = (opIndex: number, attempt: number, applied: boolean, reissued: boolean, appliedAs = serial + 1): LedgerEntry => ({
+    n: ++serial, opIndex, attempt, fault: "none", answer: applied ? 200 : 412, at: attempt,
+    request: { key: keyOf(opIndex), op: "update", entityID: "evt", reissue: reissued ? "conditional-update" : null },
+    fate: "ok", actor: "runner", arrival: "arrived", applied, alreadyGone: false, status: applied ? 200 : 412, late: false,
+    ...(applied ? { appliedAs } : {})
   })
   const base = {
     plan,
@@ -362,12 +369,16 @@ describe("the invariant checks on a hand-made run", () => {
     expect(broken(base)).toEqual([])
   })
 
-  it("catch a second apply by a plain re-send, but not by a sanctioned reissue", () => {
+  it("catch a second apply by a plain re-send, and a sanctioned reissue that applied on top of an earlier apply, but not one a late plain request landed on", () => {
+    const twice = "no write applied twice at the provider except by a sanctioned reissue"
     expect(broken({ ...base, ledger: [...base.ledger, entry(0, 2, true, false)] })).toEqual([[
-      "no write applied twice at the provider except by a sanctioned reissue",
-      [`${plan.operations[0]!.operationID}: applied 2 times by requests that were not sanctioned reissues`]
+      twice, [`${keyOf(0)} applied 2 times by requests that were not sanctioned reissues: #1 update by runner (ok), #4 update by runner (ok)`]
     ]])
-    expect(broken({ ...base, ledger: [...base.ledger, entry(0, 2, true, true)] })).toEqual([])
+    expect(broken({ ...base, ledger: [...base.ledger, entry(0, 2, true, true)] })).toEqual([[
+      twice, [`${keyOf(0)} applied again by the sanctioned reissue #5 update by runner (conditional-update), on top of #1 update by runner`]
+    ]])
+    // The first request arrived late, after the reissue had applied: the reissue was right, the network's late delivery is no double apply.
+    expect(broken({ ...base, ledger: [...base.ledger, entry(0, 2, true, true, 0)] })).toEqual([])
   })
 
   it("catch a commit the provider never saw, a dead write it applied, and a commit without a watch", () => {

@@ -6,12 +6,20 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { failed, judge, type LedgerEntry, readLines, type RunFacts } from "../soak/checks.mjs"
-import { Aborted, requestFor, storeCall } from "../soak/drive.mjs"
+import { Aborted, requestFor, send, storeCall } from "../soak/drive.mjs"
 import { parseArgs } from "../soak/options.mjs"
+import { isInvalidPayload, startProvider } from "../soak/provider.mjs"
 
-const request = (key: string, status: number, applied: boolean, extra: Partial<LedgerEntry> = {}): LedgerEntry => ({
-  t: 1_000, key, token: `tok-${key}`, status, applied, ...extra
-})
+// Ledger lines as the provider writes them: the testkit model's entries (`n` in the order they
+// left, `appliedAs` in the order they applied) with the soak's own fields.
+let serial = 0
+const request = (key: string, status: LedgerEntry["status"], applied: boolean, extra: { readonly reissue?: LedgerEntry["request"]["reissue"] } = {}): LedgerEntry => {
+  const n = ++serial
+  return {
+    n, request: { key, op: "update", entityID: `ent-${key}`, reissue: extra.reissue ?? null }, fate: "ok", actor: "w1",
+    arrival: "arrived", applied, alreadyGone: false, status, late: false, ...(applied ? { appliedAs: n } : {}), t: 1_000, token: `tok-${key}`
+  }
+}
 const row = (key: string, state: string) => ({ operation_id: key, document_id: `doc-${key}`, state })
 
 const clean: RunFacts = {
@@ -31,11 +39,18 @@ describe("judge", () => {
     expect(failed(verdict)).toBe(false)
   })
 
-  it("counts a key the provider applied twice as a duplicate, with its requests", () => {
+  it("counts a key the provider applied twice as a duplicate, with the model's verdict and its requests", () => {
     const verdict = judge({ ...clean, ledger: [...clean.ledger, request("a", 200, true, { reissue: null })] })
     expect(verdict.violations.duplicates).toEqual(["a"])
-    expect(verdict.details["a"]).toHaveLength(2)
+    expect(verdict.details["a"]).toHaveLength(3)
+    expect(verdict.details["a"]![0]).toMatch(/^a applied 2 times by requests that were not sanctioned reissues/)
     expect(failed(verdict)).toBe(true)
+  })
+
+  it("counts a reissue that applied on top of an earlier apply as a duplicate (a re-send that dropped its If-Match)", () => {
+    const verdict = judge({ ...clean, ledger: [...clean.ledger, request("a", 200, true, { reissue: "conditional-update" })] })
+    expect(verdict.violations.duplicates).toEqual(["a"])
+    expect(verdict.details["a"]![0]).toMatch(/^a applied again by the sanctioned reissue #\d+ update by w1 \(conditional-update\), on top of #\d+/)
   })
 
   it("counts as lost a key a claim answered or the provider saw without a row, not one whose claim never answered", () => {
@@ -151,5 +166,44 @@ describe("parseArgs", () => {
     expect(() => parseArgs(["--backend", "mysql"])).toThrow("--backend")
     expect(() => parseArgs(["--seconds", "-1"])).toThrow("--seconds")
     expect(() => parseArgs(["--verbose"])).toThrow("--verbose")
+  })
+})
+
+describe("the provider", () => {
+  it("applies every write through the testkit's model and writes its ledger entries, which judge reads back", async () => {
+    const ledgerPath = join(mkdtempSync(join(tmpdir(), "soak-provider-")), "ledger.jsonl")
+    const provider = await startProvider({ seed: 1, ledgerPath })
+    provider.calm()
+    try {
+      const keys = ["k-1", "k-2", "k-3", "k-4", "k-5", "k-6"].filter((key) => !isInvalidPayload(key)).slice(0, 3)
+      const [update, create, remove] = keys as [string, string, string]
+      const seeded = await send(provider.url, "/seed", { entityID: "ent-1", documentID: "seed-1" })
+      const etag = (seeded.body as { etag: string }).etag
+      const write = (body: Record<string, unknown>) => send(provider.url, "/write", { worker: "w1", token: "tok", documentID: "doc", ...body })
+      expect((await write({ key: update, op: "update", entityID: "ent-1", reissue: null })).status).toBe(200)
+      // The conditional re-send on the etag the edit was based on: stale now, refused, nothing applied.
+      expect((await write({ key: update, op: "update", entityID: "ent-1", ifMatch: etag, reissue: "conditional-update" })).status).toBe(412)
+      expect((await write({ key: create, op: "create", providerID: "pid-1", reissue: null })).status).toBe(200)
+      expect((await write({ key: create, op: "create", providerID: "pid-1", reissue: "deterministic-create" })).status).toBe(409)
+      await send(provider.url, "/seed", { entityID: "ent-2", documentID: "seed-2" })
+      expect((await write({ key: remove, op: "delete", entityID: "ent-2", reissue: null })).status).toBe(200)
+      expect((await write({ key: remove, op: "delete", entityID: "ent-2", reissue: "idempotent-delete" })).status).toBe(410)
+      expect((await send(provider.url, `/lookup?key=${create}`)).body).toEqual({ applied: true, entityID: "pid-1", etag: expect.any(String) })
+      expect((await send(provider.url, `/lookup?key=${remove}`)).body).toEqual({ applied: true, entityID: "ent-2", etag: null })
+      expect((await send(provider.url, "/lookup?key=never")).body).toEqual({ applied: false })
+
+      const ledger = readLines(ledgerPath) as unknown as ReadonlyArray<LedgerEntry>
+      expect(ledger.map((e) => [e.request.key, e.status, e.applied])).toEqual([
+        [update, 200, true], [update, 412, false], [create, 200, true], [create, 409, false], [remove, 204, true], [remove, 410, false]
+      ])
+      expect(provider.model.ledger).toHaveLength(6)
+      const facts = { ...clean, ledger, rows: keys.map((key) => row(key, "committed")), events: [] }
+      expect(judge(facts).violations.duplicates).toEqual([])
+      // A blind second update applies again: the model's check, read back from the file, names it.
+      expect((await write({ key: update, op: "update", entityID: "ent-1", reissue: null })).status).toBe(200)
+      expect(judge({ ...facts, ledger: readLines(ledgerPath) as unknown as ReadonlyArray<LedgerEntry> }).violations.duplicates).toEqual([update])
+    } finally {
+      await provider.close()
+    }
   })
 })

@@ -1,4 +1,4 @@
-import { FakeProvider, ProviderError } from "@connector-store/testkit"
+import { FakeProvider, ProviderError, providerWithLedger } from "@connector-store/testkit"
 import { describe, expect, it } from "vitest"
 
 const write = { callerDID: "did:example:device", operationID: "op-1", sourceID: "evt-1", documentID: "doc-1", payloadHash: "v1" }
@@ -50,5 +50,41 @@ describe("the testkit's provider", () => {
     await expect(client.create({ ...write, operationID: "op-2" }, { id: "evt-2" })).resolves.toMatchObject({ id: "evt-2" })
     await expect(client.create({ ...write, operationID: "op-2" }, { id: "evt-2" })).rejects.toMatchObject({ status: 409 })
     expect(provider.ledger.map((e) => e.arrival)).toEqual(["offline", "arrived", "arrived", "arrived", "arrived", "arrived", "arrived"])
+  })
+
+  it("names a sanctioned reissue that applied on top of an earlier apply, but not one a late plain request landed on", async () => {
+    const onTop = new FakeProvider({ fates: ["502-after-apply"] })
+    onTop.seed("evt-1", "v0", "doc-1")
+    const client = onTop.client("runner1", (request) => request.ifMatch === undefined ? null : "conditional-update")
+    await expect(client.update(write)).rejects.toMatchObject({ status: 502 })
+    // A re-send labelled a reissue, but conditional on the etag it just wrote: the provider takes it.
+    await client.update(write, { ifMatch: onTop.entities.get("evt-1")!.etag })
+    expect(onTop.ledger.map((e) => [e.applied, e.appliedAs])).toEqual([[true, 1], [true, 2]])
+    expect(onTop.check()).toEqual([{
+      invariant: "no-double-apply",
+      detail: "did:example:device/op-1 applied again by the sanctioned reissue #2 update by runner1 (conditional-update), on top of #1 update by runner1"
+    }])
+    expect(onTop.check({ startedOver: new Set(["did:example:device/op-1"]) })).toEqual([])
+
+    // The same two applies, the plain request landing after the reissue: the network's late delivery, no double apply.
+    const late = providerWithLedger(onTop.ledger.map((e) => ({ ...e, appliedAs: 3 - e.appliedAs! })))
+    expect(late.check()).toEqual([])
+  })
+
+  it("rebuilds a provider from a ledger read back from a file, whose check() judges it and whose new requests follow it", async () => {
+    const provider = new FakeProvider()
+    provider.seed("evt-1", "v0", "doc-1")
+    const client = provider.client("runner1")
+    await client.update(write)
+    await client.update(write)
+    const readBack = JSON.parse(JSON.stringify(provider.ledger)) as typeof provider.ledger
+    const rebuilt = providerWithLedger(readBack)
+    expect(rebuilt.check()).toEqual(provider.check())
+    expect(rebuilt.check()).toHaveLength(1)
+    expect(rebuilt.entities.size).toBe(0)
+    rebuilt.seed("evt-2", "v0")
+    await rebuilt.client("runner2").delete({ ...write, operationID: "op-2", sourceID: "evt-2" })
+    expect(rebuilt.ledger.map((e) => [e.n, e.appliedAs])).toEqual([[1, 1], [2, 2], [3, 3]])
+    expect(providerWithLedger(readBack.slice(0, 1)).check()).toEqual([])
   })
 })

@@ -58,6 +58,24 @@ describe("the core's package entries", () => {
     expect(faults).toContain(`from "@connector-store/memory-adapter"`)
   })
 
+  it("give the testkit's provider model an entry of its own that loads neither fast-check nor the memory store (the simulation imports it)", () => {
+    // Every import the entry makes goes through this hook, which refuses the heavy ones.
+    const hook = `export async function resolve(s, c, next) {
+      if (s === "fast-check" || s === "effect" || s.startsWith("@connector-store/memory-adapter")) throw new Error("the entry loads " + s)
+      return next(s, c)
+    }`
+    const names = JSON.parse(execFileSync(process.execPath, [
+      "--input-type=module",
+      "-e",
+      `import { register } from "node:module"
+      register("data:text/javascript," + encodeURIComponent(${JSON.stringify(hook)}))
+      console.log(JSON.stringify(Object.keys(await import("@connector-store/testkit/provider"))))`
+    ], { cwd: root, encoding: "utf8" })) as ReadonlyArray<string>
+    expect(names).toEqual(expect.arrayContaining(["FakeProvider", "providerWithLedger", "ProviderError", "keyOf", "REQUEST_FATES"]))
+    expect(names).not.toContain("checkRunnerLoop")
+    expect(readFileSync(join(root, "packages/simulation/dist/provider.js"), "utf8")).toContain(`from "@connector-store/testkit/provider"`)
+  })
+
   it("share one copy of each module: the memory store's direct lane is under the adapter entry's tag", async () => {
     const store = openMemoryConnectorStore({ readWinner: async () => null })
     try {

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { realClock } from "./clock.js"
 import { claimInputOf, makePlan } from "./plan.js"
-import { FakeProvider, type FaultPlan } from "./provider.js"
+import { CalendarProvider, type FaultPlan } from "./provider.js"
 import { digestOf } from "./random.js"
 import { describeDatabase, SIMULATION_POLICY, WATCH_DELAY_MS } from "./simulation.js"
 import { requestFor } from "./writeBack.js"
@@ -40,10 +40,10 @@ export const explainWriteBack = async (options: { readonly database: string; rea
     { fault: "timeout-after-apply", latencyMs: 5, retryAfterMs: 0 },
     { fault: "none", latencyMs: 5, retryAfterMs: 0 }
   ]
-  const provider = new FakeProvider("explain", (_op, n) => scripted[n - 1] ?? scripted[1]!)
+  const provider = new CalendarProvider("explain", (_op, n) => scripted[n - 1] ?? scripted[1]!)
   const document = { ...plan.documents[0]!, existsAtProvider: true }
   const op = { ...plan.operations[0]!, document, op: "update" as const }
-  const before = provider.seedEntity(document.entityID, document.initialContent)
+  const before = provider.seedEntity(document.entityID, document.initialContent, document.documentID)
   const winners = new Map([[document.documentID, digestOf(document.initialContent)]])
   const store = await openConnectorStore({
     url: options.database,

@@ -1,6 +1,6 @@
 import type { ConnectorOperation, OperationState, ProjectionWatch } from "@connector-store/core"
 import { operationIndexOf, type SimulationPlan } from "./plan.js"
-import type { LedgerEntry } from "./provider.js"
+import { doubleApplies, type LedgerEntry } from "./provider.js"
 
 /** One invariant the run checks, and what broke it. */
 export interface InvariantCheck {
@@ -49,7 +49,8 @@ const check = (name: string, detail: string, violations: ReadonlyArray<string>):
 /**
  * The run's invariants, from what the store holds and what the provider
  * saw: no write applied twice except by a sanctioned reissue (a re-send the
- * store handed out after a request may have landed); every committed write
+ * store handed out after a request may have landed), as the testkit's
+ * provider model judges its ledger (`doubleApplies`); every committed write
  * applied and watched, every committed delete's entity gone and its watch
  * retired; no write reported dead that the provider applied; no local
  * deletion from a relist run that was not complete, or of an entity the
@@ -60,27 +61,17 @@ export const checkInvariants = (inputs: InvariantInputs): ReadonlyArray<Invarian
   const atProvider = new Set(inputs.entitiesAtProvider)
   const byState: Record<OperationState, number> = { attempted: 0, committed: 0, dead: 0, reconcile_only: 0 }
   for (const row of rows) byState[row.state]++
-  const appliedBy = new Map<number, { plain: number; reissue: number }>()
-  for (const entry of ledger) {
-    if (!entry.applied) continue
-    const tally = appliedBy.get(entry.opIndex) ?? { plain: 0, reissue: 0 }
-    if (entry.sanctionedReissue) tally.reissue++
-    else tally.plain++
-    appliedBy.set(entry.opIndex, tally)
-  }
+  const appliedBy = new Map<number, number>()
+  for (const entry of ledger) if (entry.applied) appliedBy.set(entry.opIndex, (appliedBy.get(entry.opIndex) ?? 0) + 1)
   const indexOf = (row: ConnectorOperation) => operationIndexOf(row.operationID, plan.runTag)
 
-  const twice: Array<string> = []
-  for (const [opIndex, tally] of appliedBy) {
-    if (tally.plain > 1) twice.push(`${plan.operations[opIndex]!.operationID}: applied ${tally.plain} times by requests that were not sanctioned reissues`)
-  }
+  const twice = doubleApplies(ledger).map((v) => v.detail)
   const committedUnapplied: Array<string> = []
   const deadApplied: Array<string> = []
   for (const row of rows) {
     const index = indexOf(row)
     if (index === undefined) continue
-    const tally = appliedBy.get(index)
-    const applied = (tally?.plain ?? 0) + (tally?.reissue ?? 0)
+    const applied = appliedBy.get(index) ?? 0
     // A delete whose entity was already gone (deleted elsewhere) is done without applying anything.
     const goneBefore = row.op === "delete" && row.sourceID !== null && !atProvider.has(row.sourceID)
     if (row.state === "committed" && applied === 0 && !goneBefore) {

@@ -1,3 +1,13 @@
+import {
+  FakeProvider,
+  type LedgerEntry as ModelEntry,
+  type ProviderEntity,
+  type ProviderViolation,
+  providerWithLedger,
+  type RequestFate,
+  type WriteAnswer,
+  type WriteRequest as ModelRequest
+} from "@connector-store/testkit/provider"
 import type { DocumentContent } from "./plan.js"
 import type { SimClock } from "./clock.js"
 import { digestOf, seeded } from "./random.js"
@@ -6,7 +16,7 @@ import { digestOf, seeded } from "./random.js"
 export type Fault =
   | "none"
   | "server-error" // 500 before anything is applied
-  | "server-error-after-apply" // 503 after the write was applied
+  | "server-error-after-apply" // 502 after the write was applied
   | "rate-limited" // 429 with Retry-After
   | "timeout" // no answer; nothing applied
   | "timeout-after-apply" // no answer; the write was applied
@@ -39,16 +49,32 @@ export const planFault = (seed: string | number, opIndex: number, n: number): Fa
   return { fault, latencyMs, retryAfterMs }
 }
 
+/** The fate of the testkit's provider model each fault is. */
+const FATE_OF: Readonly<Record<Fault, RequestFate>> = {
+  none: "ok",
+  "server-error": "500",
+  "server-error-after-apply": "502-after-apply",
+  "rate-limited": "429",
+  timeout: "lost",
+  "timeout-after-apply": "applied-no-answer",
+  rejected: "400"
+}
+
 /** A provider write as the connector sends it. */
 export interface WriteRequest {
   readonly opIndex: number
+  /** The operation's idempotency key, `callerDID/operationID`. */
+  readonly key: string
   readonly kind: "create" | "update" | "delete"
+  /** The entity an update or a delete targets; a create's deterministic id. */
   readonly entityID: string
+  /** The local document the write comes from. */
+  readonly documentID?: string | undefined
   readonly content: DocumentContent
   /** A conditional update: applied only while the entity's etag is this one (else 412). */
   readonly ifMatch?: string | undefined
-  /** True when the store handed this re-send out as a safe reissue (`claim.reissue`). */
-  readonly sanctionedReissue: boolean
+  /** The reissue the store handed out (`claim.reissue`) that this re-send is exactly; null for a plain send. */
+  readonly reissue: ModelRequest["reissue"]
 }
 
 /** A provider entity as the provider returns it. */
@@ -60,168 +86,166 @@ export interface Entity {
 
 /** What the connector sees of a request: an HTTP answer, no answer at all, or no network. */
 export type ProviderAnswer =
-  | { readonly status: 200 | 201; readonly entity: Entity }
-  | { readonly status: 204 }
-  | { readonly status: 400 | 401 | 404 | 409 | 410 | 412 | 500 | 503 }
-  | { readonly status: 429; readonly retryAfterMs: number }
-  | { readonly status: "timeout" }
-  | { readonly status: "offline" }
+  | { readonly status: 200; readonly entity: Entity }
+  | Exclude<WriteAnswer, { readonly status: 200 }>
 
-/** One request that reached the provider, and whether it changed anything. */
-export interface LedgerEntry {
+/**
+ * One request that reached the provider's write path: the entry of the
+ * provider model's ledger, as it stood once the connector had its answer,
+ * with the operation it belongs to, its number among that operation's
+ * requests, the fault the seed planned for it, what the connector saw and
+ * when.
+ */
+export interface LedgerEntry extends ModelEntry {
   readonly opIndex: number
-  /** The request's number among those of its operation that reached the provider's write path. */
-  readonly n: number
-  readonly kind: "create" | "update" | "delete"
-  readonly conditional: boolean
-  readonly sanctionedReissue: boolean
+  /** Its number among the requests of its operation that reached the write path, from 1. */
+  readonly attempt: number
   readonly fault: Fault
-  readonly status: ProviderAnswer["status"]
-  readonly applied: boolean
+  /** What the connector saw (`timeout` when the answer never came). */
+  readonly answer: ProviderAnswer["status"]
   readonly at: number
 }
 
 /** How long a request that times out keeps the client waiting: well inside a runner's lease. */
 export const TIMEOUT_MS = 60
 
+/**
+ * Every write applied twice outside a sanctioned reissue, judged by the
+ * testkit's provider model (`FakeProvider.check`) over `ledger`.
+ */
+export const doubleApplies = (ledger: ReadonlyArray<ModelEntry>): ReadonlyArray<ProviderViolation> =>
+  providerWithLedger(ledger).check()
 
 /**
- * A fake calendar provider: entities with etags, a ledger of every write
- * request and whether it applied, and faults drawn from the seed per
- * (operation, request number). A conditional update with a stale `ifMatch`
- * is refused with 412, a create of an existing id with 409; an update of a
- * missing entity is 404. A delete removes the entity (204); a delete of an
- * entity that is gone answers 410 when the provider remembers deleting it,
- * else 404, and changes nothing. Lossy entities store a normalized title, so
- * their state never projects back to what the connector wrote.
+ * The simulation's calendar provider: the testkit's provider model
+ * (`FakeProvider`: entities with etags, tombstones, the apply rules, the
+ * ledger and its duplicate check) behind the seed's faults and latency,
+ * with the content of every event. A fault is drawn per (operation, request
+ * number) and becomes the request's fate in the model; a request waits its
+ * latency before it arrives, and one that gets no answer keeps its sender
+ * waiting `TIMEOUT_MS`. Lossy entities store a normalized title, so their
+ * state never projects back to what the connector wrote.
  */
-export class FakeProvider {
+export class CalendarProvider {
+  /** The provider model every request goes through. */
+  readonly model: FakeProvider
+  /** Every request that reached the write path, in the order they were answered. */
   readonly ledger: Array<LedgerEntry> = []
-  readonly deleted = new Set<string>()
-  private readonly entities = new Map<string, Entity>()
+  private readonly contents = new Map<string, DocumentContent>()
+  private readonly planned = new WeakMap<ModelRequest, { readonly fault: Fault; n?: number }>()
   private readonly requests = new Map<number, number>()
   private readonly lossy = new Set<string>()
-  private revision = 0
 
   constructor(
     readonly seed: string | number,
     private readonly faults: (opIndex: number, n: number) => FaultPlan = (opIndex, n) => planFault(seed, opIndex, n)
-  ) {}
+  ) {
+    this.model = new FakeProvider({
+      fates: (request, n) => {
+        const planned = this.planned.get(request)
+        if (planned === undefined) return "ok"
+        planned.n = n
+        return FATE_OF[planned.fault]
+      }
+    })
+  }
 
   /** Declares an entity id lossy: what the provider stores of it is normalized. */
   markLossy(id: string): void {
     this.lossy.add(id)
   }
 
+  /** The digest the model keeps for `content` written to `id` (normalized when `id` is lossy). */
+  private kept(id: string, content: DocumentContent): string {
+    const stored = this.lossy.has(id) ? { ...content, title: content.title.slice(0, 10) } : content
+    const digest = digestOf(stored)
+    this.contents.set(digest, stored)
+    return digest
+  }
+
+  private entityOf(entity: ProviderEntity): Entity {
+    return { id: entity.id, etag: entity.etag, content: this.contents.get(entity.digest)! }
+  }
+
   /** Puts an entity in place before the run (no ledger entry). */
-  seedEntity(id: string, content: DocumentContent): Entity {
-    return this.store(id, content)
+  seedEntity(id: string, content: DocumentContent, documentID: string | null = null): Entity {
+    return this.entityOf(this.model.seed(id, this.kept(id, content), documentID))
   }
 
-  private store(id: string, content: DocumentContent): Entity {
-    const kept = this.lossy.has(id) ? { ...content, title: content.title.slice(0, 10) } : content
-    const entity = { id, etag: `"${id}:${++this.revision}"`, content: kept }
-    this.entities.set(id, entity)
-    return entity
-  }
-
-  /** Handles a write whose grant was accepted; `now` stamps the ledger. */
+  /** Handles a write whose grant was accepted; `clock` times its latency and stamps the ledger. */
   async write(request: WriteRequest, clock: SimClock): Promise<ProviderAnswer> {
-    const n = (this.requests.get(request.opIndex) ?? 0) + 1
-    this.requests.set(request.opIndex, n)
-    const plan = this.faults(request.opIndex, n)
-    let applied = false
-    const answer = async (status: ProviderAnswer["status"], value: ProviderAnswer): Promise<ProviderAnswer> => {
-      this.ledger.push({
-        opIndex: request.opIndex,
-        n,
-        kind: request.kind,
-        conditional: request.ifMatch !== undefined,
-        sanctionedReissue: request.sanctionedReissue,
-        fault: plan.fault,
-        status,
-        applied,
-        at: clock.now()
-      })
-      if (status === "timeout") await clock.sleep(TIMEOUT_MS)
-      return value
-    }
+    const attempt = (this.requests.get(request.opIndex) ?? 0) + 1
+    this.requests.set(request.opIndex, attempt)
+    const plan = this.faults(request.opIndex, attempt)
     await clock.sleep(plan.latencyMs)
-    switch (plan.fault) {
-      case "server-error":
-        return answer(500, { status: 500 })
-      case "rate-limited":
-        return answer(429, { status: 429, retryAfterMs: plan.retryAfterMs })
-      case "timeout":
-        return answer("timeout", { status: "timeout" })
-      case "rejected":
-        return answer(400, { status: 400 })
-      default:
-        break
+    const sent: ModelRequest = {
+      key: request.key,
+      op: request.kind,
+      reissue: request.reissue,
+      documentID: request.documentID ?? null,
+      ...(request.kind === "create" ? { providerID: request.entityID } : { entityID: request.entityID }),
+      ...(request.ifMatch === undefined ? {} : { ifMatch: request.ifMatch }),
+      ...(request.kind === "delete" ? {} : { digest: this.kept(request.entityID, request.content) })
     }
-    const current = this.entities.get(request.entityID)
-    if (request.kind === "delete") {
-      if (current === undefined) {
-        return this.deleted.has(request.entityID) ? answer(410, { status: 410 }) : answer(404, { status: 404 })
-      }
-      this.entities.delete(request.entityID)
-      this.deleted.add(request.entityID)
-      applied = true
-      if (plan.fault === "server-error-after-apply") return answer(503, { status: 503 })
-      if (plan.fault === "timeout-after-apply") return answer("timeout", { status: "timeout" })
-      return answer(204, { status: 204 })
-    }
-    if (request.kind === "create" && current !== undefined) return answer(409, { status: 409 })
-    if (request.kind === "update" && current === undefined) return answer(404, { status: 404 })
-    if (request.ifMatch !== undefined && current !== undefined && current.etag !== request.ifMatch) {
-      return answer(412, { status: 412 })
-    }
-    const entity = this.store(request.entityID, request.content)
-    applied = true
-    if (plan.fault === "server-error-after-apply") return answer(503, { status: 503 })
-    if (plan.fault === "timeout-after-apply") return answer("timeout", { status: "timeout" })
-    return answer(request.kind === "create" ? 201 : 200, { status: request.kind === "create" ? 201 : 200, entity })
+    const planned: { readonly fault: Fault; n?: number } = { fault: plan.fault }
+    this.planned.set(sent, planned)
+    const got = await this.model.write("connector", sent)
+    const answer: ProviderAnswer = got.status === 200
+      ? { status: 200, entity: this.entityOf(got.entity) }
+      : got.status === 429
+      ? { status: 429, retryAfterMs: plan.retryAfterMs }
+      : got
+    const entry = this.model.ledger[(planned.n ?? 0) - 1] ?? this.model.ledger.find((e) => e.request === sent)!
+    this.ledger.push({ ...entry, opIndex: request.opIndex, attempt, fault: plan.fault, answer: answer.status, at: clock.now() })
+    if (answer.status === "timeout") await clock.sleep(TIMEOUT_MS)
+    return answer
+  }
+
+  /** Every write applied twice outside a sanctioned reissue (the model's `check()`). */
+  check(): ReadonlyArray<ProviderViolation> {
+    return this.model.check()
   }
 
   /** The ids of the entities the provider holds now. */
   entityIDs(): ReadonlyArray<string> {
-    return [...this.entities.keys()]
+    return [...this.model.entities.keys()]
   }
 
-  /** The entity as a GET returns it, or `undefined` (404). */
+  /** The entity as a GET returns it, or `undefined` (404, or 410 once deleted). */
   read(id: string): Entity | undefined {
-    return this.entities.get(id)
+    const entity = this.model.entities.get(id)
+    return entity === undefined ? undefined : this.entityOf(entity)
   }
 
   /** Someone edits the entity in the provider's own UI: new content, new etag. */
   editElsewhere(id: string, title: string): Entity | undefined {
-    const current = this.entities.get(id)
-    return current === undefined ? undefined : this.store(id, { ...current.content, title, by: "provider" })
+    const current = this.read(id)
+    if (current === undefined) return undefined
+    const entity = this.model.editElsewhere(id, this.kept(id, { ...current.content, title, by: "provider" }))
+    return entity === null ? undefined : this.entityOf(entity)
   }
 
   /** Someone deletes the entity at the provider. */
   deleteElsewhere(id: string): boolean {
-    this.deleted.add(id)
-    return this.entities.delete(id)
+    return this.model.deleteElsewhere(id)
   }
 
   /** One page of a full listing, in id order: the entities after `cursor`, and where the next page starts. */
-  list(cursor: string | null, limit: number): { readonly items: ReadonlyArray<Entity>; readonly next: string | null } {
-    const ids = [...this.entities.keys()].sort().filter((id) => cursor === null || id > cursor)
-    const items = ids.slice(0, limit).map((id) => this.entities.get(id)!)
-    return { items, next: ids.length > limit ? items.at(-1)!.id : null }
+  async list(cursor: string | null, limit: number): Promise<{ readonly items: ReadonlyArray<Entity>; readonly next: string | null }> {
+    const page = await this.model.list("connector", cursor, limit)
+    return { items: page.items.map((e) => this.entityOf(e)), next: page.next }
   }
 
   /**
    * The provider's behaviour as a fingerprint: per operation, the faults and
-   * statuses of its requests in order. The same seed gives the same
+   * answers of its requests in order. The same seed gives the same
    * fingerprint for the same requests.
    */
   fingerprint(): string {
     const byOp = new Map<number, Array<string>>()
     for (const entry of this.ledger) {
       const list = byOp.get(entry.opIndex) ?? []
-      list.push(`${entry.n}:${entry.fault}:${entry.status}:${entry.applied ? "applied" : "-"}`)
+      list.push(`${entry.attempt}:${entry.fault}:${entry.answer}:${entry.applied ? "applied" : "-"}`)
       byOp.set(entry.opIndex, list)
     }
     return digestOf([...byOp.entries()].sort(([a], [b]) => a - b))

@@ -48,7 +48,7 @@ export const relistSweep = async (store: PromiseConnectorStore<unknown>, world: 
   for (const d of edits) world.provider.editElsewhere(d.entityID, "Renamed at the provider")
 
   // Four pages or so, so that the listing can stop half-way and resume.
-  const pageSize = Math.max(1, Math.ceil(world.provider.list(null, Number.MAX_SAFE_INTEGER).items.length / 4))
+  const pageSize = Math.max(1, Math.ceil((await world.provider.list(null, Number.MAX_SAFE_INTEGER)).items.length / 4))
   let incompleteRefused = 0
   let incompleteListed = 0
   const refusesCandidates = async (runID: string) => {
@@ -66,7 +66,7 @@ export const relistSweep = async (store: PromiseConnectorStore<unknown>, world: 
     let page = run.pagesCommitted + 1
     let cursor = run.cursor
     for (let i = 0; stopAfter === null || i < stopAfter; i++) {
-      const listed = world.provider.list(cursor, pageSize)
+      const listed = await world.provider.list(cursor, pageSize)
       const outcome = await store.commitSweepCheckpoint(run.runID, {
         page,
         cursor: listed.next,

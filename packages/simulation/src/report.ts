@@ -242,7 +242,7 @@ export const buildReport = async (
     provider: {
       requests: ledger.length,
       applied: ledger.filter((e) => e.applied).length,
-      byStatus: countBy(ledger, (e) => String(e.status)),
+      byStatus: countBy(ledger, (e) => String(e.answer)),
       refusedOffline: n("network.offline"),
       refusedUnauthorized: n("network.unauthorized"),
       editedElsewhere: n("provider.edited-elsewhere"),

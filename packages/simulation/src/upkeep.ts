@@ -139,7 +139,7 @@ export const syncOnce = async (store: PromiseConnectorStore<unknown>, world: Wor
         await store.setSyncState(connectorName, ownerDID, { status: "error", lastSyncedAt: "", entityCount: entities, error: "provider unreachable" }, fenced)
         return world.count("sync.interrupted")
       }
-      const listed = world.provider.list(cursor, SYNC_PAGE)
+      const listed = await world.provider.list(cursor, SYNC_PAGE)
       page++
       entities += listed.items.length
       const documentIDs = listed.items.flatMap((e) => documentOf.get(e.id) ?? [])

@@ -1,5 +1,5 @@
 import type { DocumentContent, SimulationPlan } from "./plan.js"
-import { type Entity, FakeProvider, type ProviderAnswer, type WriteRequest } from "./provider.js"
+import { CalendarProvider, type Entity, type ProviderAnswer, type WriteRequest } from "./provider.js"
 import type { SimClock } from "./clock.js"
 import { digestOf, seeded } from "./random.js"
 
@@ -75,7 +75,7 @@ export const scheduleOf = (seed: string | number): WorldSchedule => {
  * IPC. Every random decision is drawn from the seed.
  */
 export class World implements WorldClient {
-  readonly provider: FakeProvider
+  readonly provider: CalendarProvider
   /** The run's clock: every time of the world, and of the tasks that act on it. */
   readonly clock: SimClock
   readonly schedule: WorldSchedule
@@ -96,7 +96,7 @@ export class World implements WorldClient {
     readonly plan: SimulationPlan,
     readonly options: { readonly crashes: boolean; readonly faults: boolean; readonly clock: SimClock }
   ) {
-    this.provider = new FakeProvider(seed, options.faults ? undefined : () => ({ fault: "none", latencyMs: 1, retryAfterMs: 0 }))
+    this.provider = new CalendarProvider(seed, options.faults ? undefined : () => ({ fault: "none", latencyMs: 1, retryAfterMs: 0 }))
     this.schedule = scheduleOf(seed)
     this.clock = options.clock
     this.startedAt = options.clock.now()
@@ -104,7 +104,7 @@ export class World implements WorldClient {
     for (const document of plan.documents) {
       if (document.lossy) this.provider.markLossy(document.entityID)
       const entity = document.existsAtProvider
-        ? this.provider.seedEntity(document.entityID, document.initialContent)
+        ? this.provider.seedEntity(document.entityID, document.initialContent, document.documentID)
         : undefined
       this.documents.set(document.documentID, {
         content: entity?.content ?? null,

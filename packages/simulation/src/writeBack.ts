@@ -5,6 +5,7 @@ import type {
   PromiseConnectorStore,
   SafeReissue
 } from "@connector-store/core"
+import { keyOf } from "@connector-store/testkit/provider"
 import type { SimClock } from "./clock.js"
 import type { PlannedOperation } from "./plan.js"
 import type { Entity, ProviderAnswer, WriteRequest } from "./provider.js"
@@ -32,15 +33,17 @@ export interface WriteBackContext {
  * delete again.
  */
 export const requestFor = (op: PlannedOperation, reissue: SafeReissue | null): WriteRequest => {
-  const plain = { opIndex: op.index, kind: op.op, entityID: op.document.entityID, content: op.content }
-  if (reissue === null) return { ...plain, sanctionedReissue: false }
+  const plain = {
+    opIndex: op.index, key: keyOf(op), kind: op.op, entityID: op.document.entityID, documentID: op.document.documentID, content: op.content
+  }
+  if (reissue === null) return { ...plain, reissue: null }
   switch (reissue.kind) {
     case "conditional-update":
-      return { ...plain, kind: "update", ifMatch: reissue.ifMatch, sanctionedReissue: true }
+      return { ...plain, kind: "update", ifMatch: reissue.ifMatch, reissue: reissue.kind }
     case "deterministic-create":
-      return { ...plain, kind: "create", entityID: reissue.providerID, sanctionedReissue: true }
+      return { ...plain, kind: "create", entityID: reissue.providerID, reissue: reissue.kind }
     case "idempotent-delete":
-      return { ...plain, kind: "delete", sanctionedReissue: true }
+      return { ...plain, kind: "delete", reissue: reissue.kind }
   }
 }
 
@@ -132,6 +135,7 @@ const settle = async (
       case 429:
         return fail("retryable", 429, ctx.clock.now() + answer.retryAfterMs)
       case 500:
+      case 502:
       case 503:
         return fail("retryable", answer.status)
       case "timeout":
@@ -165,12 +169,11 @@ const settle = async (
   }
   switch (answer.status) {
     case 200:
-    case 201:
       return finalize(answer.entity)
     case 409:
     case 412: {
       // The precondition failed: an earlier request may have landed. Look it up; never re-send.
-      if (request.sanctionedReissue) world.count("reissue.refused-by-provider")
+      if (request.reissue !== null) world.count("reissue.refused-by-provider")
       const found = await world.read(request.entityID)
       if ("id" in found && carries(found, op)) {
         world.count("reissue.settled-by-lookup")
@@ -183,6 +186,7 @@ const settle = async (
     case 400:
     case 404:
     case 410:
+    case 422:
     case 204:
       return fail("permanent", answer.status)
     default:

@@ -58,7 +58,7 @@ export interface WriteRequest {
   /** A conditional write: applied only while the entity's etag is this one (else 412). */
   readonly ifMatch?: string | undefined
   /** The reissue this request was sent under, when it is exactly what the store's claim handed out; null for a plain send. */
-  readonly reissue: "conditional-update" | "deterministic-create" | null
+  readonly reissue: "conditional-update" | "deterministic-create" | "idempotent-delete" | null
   /** The local document the write comes from. */
   readonly documentID?: string | null | undefined
   /** What the write sends (its payload's digest); a delete sends none. */
@@ -106,6 +106,8 @@ export interface LedgerEntry {
   status: WriteAnswer["status"] | null
   /** True when it arrived after its sender had given up waiting (timed out or crashed). */
   late: boolean
+  /** When it applied: its place among the requests that applied, from 1 (absent in a ledger that did not record it). */
+  appliedAs?: number | undefined
 }
 
 /** One broken provider-side invariant: its name and what broke it. */
@@ -195,6 +197,7 @@ export class FakeProvider {
   private fateIndex = 0
   private grantExpired = false
   private offlineFor = 0
+  private applies = 0
   private readonly fates: FakeProviderOptions["fates"]
   private readonly retryAfterMs: number
 
@@ -321,6 +324,7 @@ export class FakeProvider {
       ? new Promise<never>(() => {})
       : pacer.provider(`request #${entry.n} (${request.key}, ${entry.fate}) arrives`).then(() => {
         const answer = this.apply(entry)
+        if (entry.applied) entry.appliedAs = ++this.applies
         entry.arrival = "arrived"
         entry.status = answer.status
         entry.late = !waiting
@@ -426,7 +430,9 @@ export class FakeProvider {
    * requests that applied with no reissue (plain sends) must be at most
    * one. A sanctioned reissue cannot apply on top of an earlier write (its
    * If-Match is stale, its id taken), and a delete that finds its entity
-   * gone (404/410) applied nothing: neither counts. Keys in `startedOver`
+   * gone (404/410) applied nothing: neither counts, unless a reissue did
+   * apply on top of an earlier applied request of its key (by when each
+   * applied). Keys in `startedOver`
    * (replayed after retention forgot them: new operations) are not judged.
    */
   check(options: { readonly startedOver?: ReadonlySet<string> | undefined } = {}): ReadonlyArray<ProviderViolation> {
@@ -444,6 +450,7 @@ export class FakeProvider {
           entries.map((e) => `#${e.n} ${e.request.op} by ${e.actor} (${e.fate}${e.late ? ", arrived after its sender gave up" : ""})`).join(", ")
       })
     }
+    out.push(...reissuesOnTop(this.ledger, options.startedOver))
     return out
   }
 
@@ -479,3 +486,45 @@ export class FakeProvider {
 export const describeRequest = (r: WriteRequest): string =>
   `${r.key} ${r.op}${r.entityID === undefined ? "" : ` ${r.entityID}`}${r.providerID === undefined ? "" : ` id ${r.providerID}`}` +
   `${r.ifMatch === undefined ? "" : ` ifMatch ${r.ifMatch}`} reissue ${r.reissue ?? "none"}`
+
+/**
+ * The sanctioned reissues that applied on top of an earlier applied request
+ * of their key (a provider that took a stale If-Match or a taken id): a
+ * reissue is sanctioned only because that cannot happen. Judged by when
+ * each request applied (`appliedAs`), so a plain request that lands late,
+ * after the reissue, is not one.
+ */
+const reissuesOnTop = (ledger: ReadonlyArray<LedgerEntry>, startedOver: ReadonlySet<string> | undefined): ReadonlyArray<ProviderViolation> => {
+  const firstApplied = new Map<string, LedgerEntry>()
+  for (const entry of ledger) {
+    if (!entry.applied || entry.appliedAs === undefined) continue
+    const first = firstApplied.get(entry.request.key)
+    if (first === undefined || entry.appliedAs < first.appliedAs!) firstApplied.set(entry.request.key, entry)
+  }
+  const out: Array<ProviderViolation> = []
+  for (const entry of ledger) {
+    if (!entry.applied || entry.request.reissue === null || entry.appliedAs === undefined) continue
+    if (startedOver?.has(entry.request.key) === true) continue
+    const before = firstApplied.get(entry.request.key)!
+    if (before === entry) continue
+    out.push({
+      invariant: "no-double-apply",
+      detail: `${entry.request.key} applied again by the sanctioned reissue #${entry.n} ${entry.request.op} by ${entry.actor} (${entry.request.reissue}), ` +
+        `on top of #${before.n} ${before.request.op} by ${before.actor}`
+    })
+  }
+  return out
+}
+
+/**
+ * A provider whose ledger starts as `entries`: a ledger read back from a
+ * durable record (each entry as `JSON.parse` gives it back) or taken from
+ * another provider, so that `check()` judges it. Entities are not replayed.
+ */
+export const providerWithLedger = (entries: ReadonlyArray<LedgerEntry>, options: FakeProviderOptions = {}): FakeProvider => {
+  const provider = new FakeProvider(options)
+  provider.ledger.push(...entries.map((entry) => ({ ...entry })))
+  // Its own applies come after the ledger's.
+  provider["applies"] = entries.reduce((most, entry) => Math.max(most, entry.appliedAs ?? 0), 0)
+  return provider
+}
