@@ -29,14 +29,14 @@ const runner = fc.oneof({ arbitrary: fc.constant(LATEST), weight: 3 }, { arbitra
 /**
  * Random lifecycles over three keys and a few runners each: claims (now and
  * then with another payload), send markers, provider requests (answered,
- * answer lost, lost, rate-limited) recorded in the model's provider ledger,
+ * answer lost, lost, rate-limited) to the testkit's fake provider,
  * every failure kind with and without proof that the request did not apply
  * (only what the runner could honestly know), finalizes under sources that
  * share a document, heartbeats, time passing across lease and backoff
  * boundaries, crashes at any step (a lease lapsing), resumes, sweeps,
  * retention and write-state reads. Besides agreeing with the model, no claim
- * after a possibly-landed request answers `reissue: null` and the provider
- * never applies a write twice.
+ * after a possibly-landed request answers `reissue: null` and the
+ * provider's own check finds no write applied twice.
  */
 const commands = fc.commands([
   ...weighted(4, fc.tuple(key, fc.constantFrom("h1", "h1", "h1", "h1", "h2")).map(([k, h]) => new Claim(k, h))),

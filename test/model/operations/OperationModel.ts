@@ -1,4 +1,5 @@
-import type { DeferReason, OperationState } from "@connector-store/core"
+import type { DeferReason, OperationState, SafeReissue } from "@connector-store/core"
+import { FakeProvider, keyOf, type LedgerEntry, type RequestFate, type WriteAnswer, type WriteRequest } from "@connector-store/testkit"
 
 /** The store's policy in every model run: small numbers, so limits and lapses happen often. */
 export const MODEL_POLICY = {
@@ -11,9 +12,13 @@ export const MODEL_POLICY = {
 /** Every operation of a run shares these, so finalizes of different keys meet on the same watches. */
 export const PARTY = { ownerDID: "did:owner:1", connectorName: "gcal", model: "Event", accountKey: "acct-1" } as const
 
-/** The idempotency keys a run uses, each with its own way to re-send after a request in doubt. */
+/**
+ * The idempotency keys a run uses, each with its own way to re-send after a
+ * request in doubt (the conditional update's If-Match is the etag of the
+ * entity its provider holds before any write).
+ */
 export const KEYS = [
-  { callerDID: "did:caller:1", operationID: "op-a", reissue: { kind: "conditional-update", ifMatch: "etag-0" }, documentID: "d1" },
+  { callerDID: "did:caller:1", operationID: "op-a", reissue: { kind: "conditional-update", ifMatch: "etag-1" }, documentID: "d1" },
   { callerDID: "did:caller:1", operationID: "op-b", reissue: { kind: "deterministic-create", providerID: "evt-b" }, documentID: "d1" },
   { callerDID: "did:caller:2", operationID: "op-a", reissue: { kind: "reconcile" }, documentID: "d2" }
 ] as const
@@ -59,9 +64,9 @@ export interface ModelWatch {
 
 /**
  * What a runner's own provider request got back: not sent yet; applied and
- * answered (`ok`); no answer at all (`none`: a timeout, a reset, a 5xx, or
- * its request is still in flight); or an answer proving it did not apply
- * (`not-applied`: a 429, a 412 on a conditional re-send, an id taken).
+ * answered (`ok`); no answer at all (`none`: the request or its answer was
+ * lost); or an answer proving it did not apply (`not-applied`: a 429, a 412
+ * on a conditional re-send, a 409 on a taken id).
  */
 export type RunAnswer = "unsent" | "ok" | "none" | "not-applied"
 
@@ -69,30 +74,10 @@ export type RunAnswer = "unsent" | "ok" | "none" | "not-applied"
 export interface RunnerRun {
   readonly key: number
   /** The reissue the claim handed out: how this run must send (null: a plain send). */
-  readonly reissue: { readonly kind: string } | null
+  readonly reissue: SafeReissue | null
   /** `markOperationSent` answered `sent` or `already-sent`: the run may send its one request. */
   marked: boolean
   answer: RunAnswer
-}
-
-/** One request that reached the provider's ledger. */
-export interface ProviderRequest {
-  readonly token: string
-  readonly mode: string
-  readonly applied: boolean
-  readonly answer: Exclude<RunAnswer, "unsent">
-}
-
-/**
- * The provider's side of one key: every request that left, how many of
- * them it applied, and whether one may have landed without the store
- * knowing the outcome (a request without an answer proving it did not
- * apply, before the operation committed).
- */
-export interface ProviderLedger {
-  readonly requests: Array<ProviderRequest>
-  applied: number
-  possiblyLanded: boolean
 }
 
 /** The model: plain tables and the clock. */
@@ -104,12 +89,79 @@ export interface OperationModel {
   readonly runners: Map<number, Array<string>>
   /** Every run by its lease token. */
   readonly runs: Map<string, RunnerRun>
-  /** The provider's ledger of each key (a key retention forgot starts a new one). */
-  readonly provider: Map<number, ProviderLedger>
+  /** The provider of each key (a key retention forgot starts with a new one). */
+  readonly provider: Map<number, KeyProvider>
 }
 
-/** A provider ledger with no request. */
-export const emptyLedger = (): ProviderLedger => ({ requests: [], applied: 0, possiblyLanded: false })
+/** The provider entity each key's updates write; the create key has none (its write creates its deterministic id). */
+const TARGETS: ReadonlyArray<string | null> = ["evt-a", null, "evt-c"]
+
+/** How each of the model's fates meets the testkit provider. */
+export const PROVIDER_FATES: Readonly<Record<SendFate, RequestFate>> = {
+  answered: "ok",
+  "answer-lost": "applied-no-answer",
+  lost: "lost",
+  "rate-limited": "429"
+}
+
+/**
+ * The provider side of one key's life: the testkit's `FakeProvider`, with
+ * the entity the key's updates write already in place (its etag is the
+ * conditional update's If-Match), each request meeting the fate its command
+ * drew. A request goes out as a runner would send it: with the reissue its
+ * claim handed out, exactly as that says (If-Match, deterministic id);
+ * without one, plainly (an update without If-Match; a deterministic create
+ * under its id). So a plain send applies, and a conditional re-send applies
+ * only while nothing applied: the provider's own 412 / 409 refuse it.
+ */
+export class KeyProvider {
+  readonly provider: FakeProvider
+  private fate: RequestFate = "ok"
+
+  constructor(readonly key: number) {
+    this.provider = new FakeProvider({ fates: () => this.fate })
+    const target = TARGETS[key]
+    if (target === null || target === undefined) return
+    const entity = this.provider.seed(target, "before", KEYS[key]!.documentID)
+    const reissue = KEYS[key]!.reissue
+    if (reissue.kind === "conditional-update" && reissue.ifMatch !== entity.etag) {
+      throw new Error(`${keyLabel(key)}: its If-Match ${reissue.ifMatch} is not the etag of the entity in place (${entity.etag})`)
+    }
+  }
+
+  /** The request a run sends under `reissue`, writing `digest`. */
+  request(reissue: SafeReissue | null, digest: string): WriteRequest {
+    const spec = KEYS[this.key]!
+    const base = { key: keyOf(spec), documentID: spec.documentID, digest }
+    const entityID = TARGETS[this.key] ?? undefined
+    if (reissue?.kind === "conditional-update") return { ...base, op: "update", entityID, ifMatch: reissue.ifMatch, reissue: reissue.kind }
+    if (reissue?.kind === "deterministic-create") return { ...base, op: "create", providerID: reissue.providerID, reissue: reissue.kind }
+    if (reissue !== null) throw new Error(`${keyLabel(this.key)}: no key of the model deletes, yet its claim handed out ${reissue.kind}`)
+    return spec.reissue.kind === "deterministic-create"
+      ? { ...base, op: "create", providerID: spec.reissue.providerID, reissue: null }
+      : { ...base, op: "update", entityID, reissue: null }
+  }
+
+  /** Run `actor` sends its request under `reissue`; it meets `fate`. */
+  send(actor: string, reissue: SafeReissue | null, digest: string, fate: SendFate): Promise<WriteAnswer> {
+    this.fate = PROVIDER_FATES[fate]
+    return this.provider.write(actor, this.request(reissue, digest))
+  }
+
+  /** The requests that applied. */
+  get applied(): ReadonlyArray<LedgerEntry> {
+    return this.provider.appliedOf(keyOf(KEYS[this.key]!))
+  }
+
+  /**
+   * True once a request applied or went without an answer proving it did
+   * not (lost, or its answer lost): as far as the store can know, it may
+   * have landed.
+   */
+  get possiblyLanded(): boolean {
+    return this.provider.ledger.some((entry) => entry.applied || entry.arrival !== "arrived")
+  }
+}
 
 /** An empty model at the start of a run. */
 export const emptyModel = (): OperationModel => ({
@@ -118,37 +170,27 @@ export const emptyModel = (): OperationModel => ({
   watches: new Map(),
   runners: new Map(KEYS.map((_, i) => [i, []])),
   runs: new Map(),
-  provider: new Map(KEYS.map((_, i) => [i, emptyLedger()]))
+  provider: new Map(KEYS.map((_, i) => [i, new KeyProvider(i)]))
 })
 
 /**
  * The provider receives run `token`'s request of key `key`, sent as its
- * claim's reissue says: a plain send applies; a conditional update or a
- * deterministic create applies only if nothing applied yet, and is refused
- * otherwise (412 / id taken: not applied). `answerLost` drops the answer on
- * the way back; `lost` drops the request on the way there; `rateLimited` is
- * refused with a 429. Returns what the run learns.
+ * claim's reissue says, and it meets `fate`. Returns what the run learns.
  */
-export const providerReceives = (
+export const providerReceives = async (
   model: OperationModel,
   key: number,
   token: string,
   fate: SendFate
-): Exclude<RunAnswer, "unsent"> => {
+): Promise<Exclude<RunAnswer, "unsent">> => {
   const run = model.runs.get(token)!
-  const ledger = model.provider.get(key)!
-  const mode = run.reissue?.kind ?? "plain"
-  const refused = fate === "lost" || fate === "rate-limited" || (mode !== "plain" && ledger.applied > 0)
-  const applied = !refused
-  const answer: Exclude<RunAnswer, "unsent"> = fate === "lost" || fate === "answer-lost" ? "none"
-    : fate === "rate-limited" ? "not-applied"
-    : applied ? "ok"
-    : "not-applied"
-  if (applied) ledger.applied++
-  if (answer !== "not-applied") ledger.possiblyLanded = true
-  ledger.requests.push({ token, mode, applied, answer })
-  run.answer = answer
-  return answer
+  const answer = await model.provider.get(key)!.send(token, run.reissue, model.operations.get(key)!.payloadHash, fate)
+  const status = answer.status
+  if (status !== 200 && status !== "timeout" && status !== 409 && status !== 412 && status !== 429) {
+    throw new Error(`${keyLabel(key)}: the provider answered ${status}, which no fate of the model calls for`)
+  }
+  run.answer = status === 200 ? "ok" : status === "timeout" ? "none" : "not-applied"
+  return run.answer
 }
 
 /** How a request fares on the way: answered, its answer lost, lost itself, or rate-limited (429). */

@@ -4,7 +4,7 @@ import type fc from "fast-check"
 import { expect } from "vitest"
 import { expectAgreement, storedOperations } from "./agreement.js"
 import type { ModelStore } from "./ModelStore.js"
-import { DOCUMENTS, emptyLedger, keyLabel, type ModelOperation, type OperationModel, PARTY, touch } from "./OperationModel.js"
+import { DOCUMENTS, KeyProvider, keyLabel, type ModelOperation, type OperationModel, PARTY, touch } from "./OperationModel.js"
 
 type Command = fc.AsyncCommand<OperationModel, ModelStore>
 
@@ -111,10 +111,10 @@ export class Retention implements Command {
         expect(newestOfCaller, `${keyLabel(key)} was its caller's newest finished row`).not.toBe(op)
       }
     }
-    // A key retention forgot is a new operation when claimed again: a new ledger.
+    // A key retention forgot is a new operation when claimed again: a new provider life.
     for (const [key] of gone) {
       model.operations.delete(key)
-      model.provider.set(key, emptyLedger())
+      model.provider.set(key, new KeyProvider(key))
     }
     return expectAgreement(model, real)
   }
