@@ -47,6 +47,30 @@ const deleteBack = async (
   return (await store.recordAttemptFailure(key, { leaseToken, kind, httpStatus, retryAt })).outcome
 }
 
+/** Commits a create or update that the provider answered with `entity`, arming its watch. */
+const finalizeWrite = async (store: CheckedStore, edit: CheckEdit, leaseToken: string, entity: ProviderEntity) =>
+  (await store.finalizeOperationAndArmWatch({ callerDID: edit.callerDID, operationID: edit.operationID }, { leaseToken,
+    sourceID: entity.id, documentID: edit.documentID, providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+
+/** Sends a create or update once as `reissue` says and settles it: finalized when answered, else the classified failure (no 412/409 look-up). */
+const sendOnce = async (
+  store: CheckedStore,
+  provider: ProviderClient,
+  edit: CheckEdit,
+  leaseToken: string,
+  reissue: { ifMatch?: string | undefined; id?: string | undefined }
+) => {
+  let entity: ProviderEntity | null = null, failure: unknown
+  try {
+    entity = await send(provider, edit, reissue)
+  } catch (error) {
+    failure = error
+  }
+  if (entity !== null) return finalizeWrite(store, edit, leaseToken, entity)
+  return (await store.recordAttemptFailure({ callerDID: edit.callerDID, operationID: edit.operationID }, { leaseToken,
+    ...classify(failure, store.now()) })).outcome
+}
+
 /** The README's write-back loop, on the testkit's provider: only the provider call in the try, the reissue rule, 412/409 means look it up. */
 export const readmeLoop: RunnerLoop = async (store, provider, edit) => {
   const claim = await store.claimOperation(edit)
@@ -69,8 +93,7 @@ export const readmeLoop: RunnerLoop = async (store, provider, edit) => {
     entity = found
   }
   if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, kind, httpStatus, retryAt })).outcome
-  return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
-    providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+  return finalizeWrite(store, edit, leaseToken, entity)
 }
 
 /** A loop that ignores `claim.reissue` and re-sends the plain write. */
@@ -80,15 +103,7 @@ export const blindResendLoop: RunnerLoop = async (store, provider, edit) => {
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
   if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
   if (edit.op === "delete") return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete")
-  let entity: ProviderEntity | null = null, failure: unknown
-  try {
-    entity = await send(provider, edit, { id: deterministicID(edit) }) // never If-Match: blind
-  } catch (error) {
-    failure = error
-  }
-  if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome
-  return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
-    providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+  return sendOnce(store, provider, edit, leaseToken, { id: deterministicID(edit) }) // never If-Match: blind
 }
 
 /** A loop whose try holds the finalize too: a finalize that fails is recorded as the provider's failure. */
@@ -119,15 +134,7 @@ export const droppedTokenLoop: RunnerLoop = async (store: CheckedStore, provider
   if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
   if (edit.op === "delete") return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete")
   const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
-  let entity: ProviderEntity | null = null, failure: unknown
-  try {
-    entity = await send(provider, edit, { ifMatch, id: deterministicID(edit) })
-  } catch (error) {
-    failure = error
-  }
-  if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome
-  return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
-    providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+  return sendOnce(store, provider, edit, leaseToken, { ifMatch, id: deterministicID(edit) })
 }
 
 /** A loop that ignores markOperationSent's answer: it sends although the store said its lease is gone (taken over, or out of attempts). */
@@ -138,15 +145,7 @@ export const ignoresLeaseLostLoop: RunnerLoop = async (store, provider, edit) =>
   await store.markOperationSent(key, { leaseToken }) // wrong: "lease-lost" or "exhausted" means do not send
   if (edit.op === "delete") return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete")
   const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
-  let entity: ProviderEntity | null = null, failure: unknown
-  try {
-    entity = await send(provider, edit, { ifMatch, id: deterministicID(edit) })
-  } catch (error) {
-    failure = error
-  }
-  if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, ...classify(failure, store.now()) })).outcome
-  return (await store.finalizeOperationAndArmWatch(key, { leaseToken, sourceID: entity.id, documentID: edit.documentID,
-    providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+  return sendOnce(store, provider, edit, leaseToken, { ifMatch, id: deterministicID(edit) })
 }
 
 /** The README's loop, but a 404 or 410 of any delete is taken as gone: under `reconcile` it finalizes deletes that never applied. */
