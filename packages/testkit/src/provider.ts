@@ -201,6 +201,14 @@ export class FakeProvider {
   private readonly fates: FakeProviderOptions["fates"]
   private readonly retryAfterMs: number
 
+  /** @internal `providerWithLedger`: the ledger's entries copied in, and this provider's own applies numbered after theirs. */
+  static fromLedger(entries: ReadonlyArray<LedgerEntry>, options: FakeProviderOptions): FakeProvider {
+    const provider = new FakeProvider(options)
+    provider.ledger.push(...entries.map((entry) => ({ ...entry })))
+    provider.applies = entries.reduce((most, entry) => Math.max(most, entry.appliedAs ?? 0), 0)
+    return provider
+  }
+
   constructor(options: FakeProviderOptions = {}) {
     this.pacer = options.pacer ?? immediatePacer()
     this.fates = options.fates
@@ -521,10 +529,5 @@ const reissuesOnTop = (ledger: ReadonlyArray<LedgerEntry>, startedOver: Readonly
  * durable record (each entry as `JSON.parse` gives it back) or taken from
  * another provider, so that `check()` judges it. Entities are not replayed.
  */
-export const providerWithLedger = (entries: ReadonlyArray<LedgerEntry>, options: FakeProviderOptions = {}): FakeProvider => {
-  const provider = new FakeProvider(options)
-  provider.ledger.push(...entries.map((entry) => ({ ...entry })))
-  // Its own applies come after the ledger's.
-  provider["applies"] = entries.reduce((most, entry) => Math.max(most, entry.appliedAs ?? 0), 0)
-  return provider
-}
+export const providerWithLedger = (entries: ReadonlyArray<LedgerEntry>, options: FakeProviderOptions = {}): FakeProvider =>
+  FakeProvider.fromLedger(entries, options)
