@@ -29,6 +29,12 @@ export class InvalidInput extends Data.TaggedError("InvalidInput")<{
  * - `disk-full`: no space left;
  * - `read-only`: the database refuses writes (a SQLite file opened read-only or not writable, a read-only Postgres transaction or standby);
  * - `not-a-database`: the SQLite file is something else (not a database, or encrypted);
+ * - `timeout`: the call, a statement or the connection attempt ran past its time limit (the
+ *   store's `callTimeoutMs`, Postgres `statement_timeout`, the connect timeout); nothing of the call was committed;
+ * - `too-many-connections`: the server refused a new connection for lack of slots (Postgres 53300);
+ * - `corrupt`: the database file is damaged (SQLite `SQLITE_CORRUPT`, a truncated file);
+ * - `database-replaced`: the SQLite file under the store was deleted, replaced or truncated since it
+ *   was opened; the store refuses every call rather than acknowledge writes that would vanish;
  * - `unknown`: anything else (the driver's message says what).
  */
 export type PersistenceReason =
@@ -44,6 +50,10 @@ export type PersistenceReason =
   | "disk-full"
   | "read-only"
   | "not-a-database"
+  | "timeout"
+  | "too-many-connections"
+  | "corrupt"
+  | "database-replaced"
   | "unknown"
 
 /** Every `PersistenceReason`, in the order of its documentation. */
@@ -60,6 +70,10 @@ export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = [
   "disk-full",
   "read-only",
   "not-a-database",
+  "timeout",
+  "too-many-connections",
+  "corrupt",
+  "database-replaced",
   "unknown"
 ]
 
@@ -168,5 +182,42 @@ export class InvalidClockReading extends Data.TaggedError("InvalidClockReading")
 }> {
   override get message(): string {
     return `${this.method ?? "now"}: the store's clock returned ${this.reading}, not a non-negative integer of epoch milliseconds`
+  }
+}
+
+/**
+ * A stored row could not be decoded (a JSON column holding text that is not
+ * JSON, a number column holding text, an unknown state). A call that
+ * addresses the row fails with this; list calls and sweeps skip the row and
+ * report it, so every healthy row stays reachable. Nothing was written.
+ * `table` is the table's name, `key` the row's identity as text, `column`
+ * the column that failed to decode and `detail` why.
+ */
+export class CorruptRow extends Data.TaggedError("CorruptRow")<{
+  readonly table: string
+  readonly key: string
+  readonly column: string
+  readonly detail: string
+  readonly method?: string | undefined
+}> {
+  override get message(): string {
+    return `${this.method === undefined ? "" : `${this.method}: `}row ${this.key} of ${this.table} cannot be decoded: ` +
+      `${this.column}: ${this.detail}`
+  }
+}
+
+/**
+ * A callback the store called while it held a transaction (a winner reader,
+ * say) called the same store back. Waiting would deadlock the store (its
+ * transaction waits for the callback, the callback for the store), so the
+ * inner call is refused at once. Nothing of the inner call was read or
+ * written; the outer call goes on with the callback's failure.
+ */
+export class ReentrantCall extends Data.TaggedError("ReentrantCall")<{
+  readonly method: string
+}> {
+  override get message(): string {
+    return `${this.method}: called from inside one of this store's own transactions (a winner reader or another ` +
+      "callback calling the store back); read what it needs before the call, or from another store"
   }
 }

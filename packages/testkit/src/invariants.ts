@@ -37,7 +37,7 @@ export const STORE_ERROR_TAGS: ReadonlySet<string> = new Set([
   "WinnerReadFailed", "IdempotencyConflict", "StoreClosed", "OperatorActionRefused", "OperatorTargetNotFound",
   "RelistRunNotFound", "RelistRunNotComplete", "DeletionLimitExceeded", "SweepCandidateNotFound", "SweepOutcomeNotAllowed",
   "SweepCandidateWithdrawn", "SweepApplyFailed", "SyncLeaseLost", "SyncProgressExhausted", "SyncProgressRecomputeFailed",
-  "PendingAuthStateTaken", "StoreSchemaNotReady"
+  "PendingAuthStateTaken", "StoreSchemaNotReady", "CorruptRow", "ReentrantCall", "StoreSchemaTooNew"
 ])
 
 /** True when `error` carries one of the store's error tags, or is a simulated `Crash` (the process gone, not a failure). */
