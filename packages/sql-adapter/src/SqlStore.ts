@@ -213,7 +213,14 @@ const connectionChecks = (options: unknown) => [
   ["options.readOnly", fieldOf(options, "readOnly"), optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const,
   ["options.tablePrefix", fieldOf(options, "tablePrefix"), optional(tablePrefixProblem)] as const,
   ["options.maxConnections", fieldOf(options, "maxConnections"), optional(Rules.positiveInt)] as const,
-  ["options.busyTimeoutMs", fieldOf(options, "busyTimeoutMs"), optional(Rules.nonNegativeInt)] as const
+  ["options.busyTimeoutMs", fieldOf(options, "busyTimeoutMs"), optional(Rules.nonNegativeInt)] as const,
+  ["options.callTimeoutMs", fieldOf(options, "callTimeoutMs"), optional(Rules.positiveInt)] as const,
+  ["options.connectTimeoutMs", fieldOf(options, "connectTimeoutMs"), optional(Rules.positiveInt)] as const,
+  ["options.statementTimeoutMs", fieldOf(options, "statementTimeoutMs"), optional(Rules.positiveInt)] as const,
+  ["options.lockTimeoutMs", fieldOf(options, "lockTimeoutMs"), optional(Rules.positiveInt)] as const,
+  ["options.closeTimeoutMs", fieldOf(options, "closeTimeoutMs"), optional(Rules.nonNegativeInt)] as const,
+  ["options.checkIntegrityOnOpen", fieldOf(options, "checkIntegrityOnOpen"),
+    optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const
 ]
 
 /**

@@ -26,6 +26,37 @@ export interface SqlConnection {
   /** How long SQLite waits for another process's write lock (default 10 s). */
   readonly busyTimeoutMs?: number | undefined
   /**
+   * The longest one call of the store may take, from its start to its
+   * answer (default 30 s): lock waits, statements, the winner reader and
+   * the commit included. A call that runs past it rejects with a
+   * `PersistenceError` of reason `timeout`; nothing of it is committed, and
+   * on Postgres its connection is closed, so its pool slot is freed even
+   * when the server no longer answers.
+   */
+  readonly callTimeoutMs?: number | undefined
+  /** How long a new Postgres connection may take to be established (default 10 s). */
+  readonly connectTimeoutMs?: number | undefined
+  /**
+   * Postgres `statement_timeout` of the store's sessions (default 15 s): the
+   * server cancels a statement running longer.
+   */
+  readonly statementTimeoutMs?: number | undefined
+  /**
+   * Postgres `lock_timeout` of the store's sessions (default 10 s): how long
+   * a statement waits for a row or table lock another session holds.
+   */
+  readonly lockTimeoutMs?: number | undefined
+  /**
+   * The longest `close()` waits for calls in flight before it closes the
+   * connections under them (default 5 s).
+   */
+  readonly closeTimeoutMs?: number | undefined
+  /**
+   * Run SQLite's `PRAGMA quick_check` when the file is opened (default
+   * false): a damaged file fails the open with reason `corrupt`.
+   */
+  readonly checkIntegrityOnOpen?: boolean | undefined
+  /**
    * The Postgres `application_name` of the store's connections (default
    * `connector-store`), so an operator finds them in `pg_stat_activity`.
    * 1 to 63 printable ASCII characters.
