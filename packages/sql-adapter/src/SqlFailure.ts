@@ -28,6 +28,9 @@ export const driverFailureOf = (cause: unknown): DriverFailure => {
   return found ?? { code: undefined, message: String(cause) }
 }
 
+/** The code of the error the SQLite client fails with once its file was deleted, replaced or truncated under it. */
+export const DATABASE_REPLACED_CODE = "CONNECTOR_STORE_DATABASE_REPLACED"
+
 const NODE_UNREACHABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EPIPE", "EAI_AGAIN"])
 
 const postgresReason = (code: string): PersistenceReason | undefined => {
@@ -61,6 +64,7 @@ const sqliteReason = (code: string): PersistenceReason | undefined => {
 export const classifyDriverFailure = (failure: DriverFailure): PersistenceReason => {
   const { code, message } = failure
   if (code !== undefined) {
+    if (code === DATABASE_REPLACED_CODE) return "database-replaced"
     if (NODE_UNREACHABLE.has(code)) return "unreachable"
     const reason = code.startsWith("SQLITE_") ? sqliteReason(code) : /^[0-9A-Z]{5}$/.test(code) ? postgresReason(code) : undefined
     if (reason !== undefined) return reason
