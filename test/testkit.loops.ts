@@ -47,10 +47,10 @@ const deleteBack = async (
   return (await store.recordAttemptFailure(key, { leaseToken, kind, httpStatus, retryAt })).outcome
 }
 
-/** Commits a create or update that the provider answered with `entity`, arming its watch. */
-const finalizeWrite = async (store: CheckedStore, edit: CheckEdit, leaseToken: string, entity: ProviderEntity) =>
+/** Commits a create or update that the provider answered with `entity`, arming its watch due `dueInMs` on. */
+const finalizeWrite = async (store: CheckedStore, edit: CheckEdit, leaseToken: string, entity: ProviderEntity, dueInMs = 300) =>
   (await store.finalizeOperationAndArmWatch({ callerDID: edit.callerDID, operationID: edit.operationID }, { leaseToken,
-    sourceID: entity.id, documentID: edit.documentID, providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + 300 })).outcome
+    sourceID: entity.id, documentID: edit.documentID, providerEtag: entity.etag, resultEntity: entity, watchDueAt: store.now() + dueInMs })).outcome
 
 /** Sends a create or update once as `reissue` says and settles it: finalized when answered, else the classified failure (no 412/409 look-up). */
 const sendOnce = async (
@@ -72,7 +72,10 @@ const sendOnce = async (
 }
 
 /** The README's write-back loop, on the testkit's provider: only the provider call in the try, the reissue rule, 412/409 means look it up. */
-export const readmeLoop: RunnerLoop = async (store, provider, edit) => {
+export const readmeLoop: RunnerLoop = (store, provider, edit) => watchDueIn(300)(store, provider, edit)
+
+/** The README's loop, arming each watch due `dueInMs` after its commit. */
+export const watchDueIn = (dueInMs: number): RunnerLoop => async (store, provider, edit) => {
   const claim = await store.claimOperation(edit)
   if (claim.outcome !== "claimed") return claim.outcome
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
@@ -93,7 +96,7 @@ export const readmeLoop: RunnerLoop = async (store, provider, edit) => {
     entity = found
   }
   if (entity === null) return (await store.recordAttemptFailure(key, { leaseToken, kind, httpStatus, retryAt })).outcome
-  return finalizeWrite(store, edit, leaseToken, entity)
+  return finalizeWrite(store, edit, leaseToken, entity, dueInMs)
 }
 
 /** A loop that ignores `claim.reissue` and re-sends the plain write. */

@@ -85,6 +85,15 @@ export const EDIT_KINDS: ReadonlyArray<EditKind> = ["update", "create", "delete"
 /** The reissue intents a delete edit is made under. */
 export type DeleteIntent = "idempotent-delete" | "reconcile"
 
+/** The reissue intents the checker makes deletes under: both by default. */
+export const DELETE_INTENTS: ReadonlyArray<DeleteIntent> = ["idempotent-delete", "reconcile"]
+
+/** How far recovery moves the clock past its start, at most, to reach a pending due time (one hour). */
+export const DEFAULT_RECOVERY_HORIZON_MS = 3_600_000
+
+/** The most rounds of recovery (list what is due, drive it, move the clock). */
+export const DEFAULT_RECOVERY_ROUNDS = 40
+
 /** What happens between the runners' steps, one at a time, in the order drawn. */
 export type Disturbance =
   | { readonly kind: "clock"; readonly ms: number }
@@ -197,12 +206,77 @@ export interface CheckRunnerLoopOptions {
   /** Prints each failing run's report as fast-check finds and shrinks it, and a line at the end. */
   readonly verbose?: boolean | undefined
   /**
+   * The kinds of edit the runners make (every kind by default): only those
+   * your connector sends, e.g. `["update"]`, or `["update", "delete"]`.
+   * Without `"create"`, an update of a document whose entity is gone at the
+   * provider is not made (it would be a create).
+   */
+  readonly kinds?: ReadonlyArray<EditKind> | undefined
+  /** The reissue intents deletes are made under (both by default; `["idempotent-delete"]` for a provider whose 404 and 410 mean gone). */
+  readonly deleteIntents?: ReadonlyArray<DeleteIntent> | undefined
+  /**
+   * How far, in ms past its start, recovery moves the clock to reach a
+   * pending due time: a watch your loop armed due in 30 s or 5 min is
+   * verified; one due later than this is judged stuck (one hour by default).
+   */
+  readonly recoveryHorizonMs?: number | undefined
+  /** The most rounds of recovery, each listing what is due, driving it, and moving the clock (40 by default, 1 to 1000). */
+  readonly recoveryRounds?: number | undefined
+  /**
    * Opens the store each run uses; the faulty memory store by default. A
    * SQLite file: `(o) => openConnectorStore({ url: join(dir, \`\${n++}.sqlite\`), now: o.now, readWinner: o.readWinner, operationPolicy: o.operationPolicy })`
    * (storage faults then do nothing: they live in the memory store's ports).
    */
   readonly openStore?: OpenCheckedStore | undefined
 }
+
+/** An option of `checkRunnerLoop` (or `planArbitrary`, `runPlan`) that it cannot run with: it names the option and what is wrong. The check runs nothing. */
+export class CheckOptionInvalid extends Error {
+  /** Always `"CheckOptionInvalid"`. */
+  override readonly name = "CheckOptionInvalid"
+  constructor(
+    /** The option, e.g. `kinds`. */
+    readonly option: string,
+    /** What is wrong with the value given. */
+    readonly reason: string
+  ) {
+    super(`checkRunnerLoop: option ${option} ${reason}`)
+  }
+}
+
+/** A value as an error names it. */
+const shown = (value: unknown): string => typeof value === "number" ? String(value) : JSON.stringify(value) ?? String(value)
+
+const listOption = <A extends string>(option: string, value: ReadonlyArray<A> | undefined, known: ReadonlyArray<A>): ReadonlyArray<A> => {
+  if (value === undefined) return known
+  if (!Array.isArray(value) || value.length === 0) throw new CheckOptionInvalid(option, `must be a non-empty array of ${known.map((k) => JSON.stringify(k)).join(", ")}, got ${shown(value)}`)
+  const unknown = value.filter((v) => !known.includes(v))
+  if (unknown.length > 0) throw new CheckOptionInvalid(option, `has ${unknown.map((v) => JSON.stringify(v)).join(", ")}, which is none of ${known.map((k) => JSON.stringify(k)).join(", ")}`)
+  return [...new Set(value)]
+}
+
+const wholeOption = (option: string, value: number | undefined, fallback: number, min: number, max: number): number => {
+  if (value === undefined) return fallback
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new CheckOptionInvalid(option, `must be a whole number from ${min} to ${max}, got ${shown(value)}`)
+  return value
+}
+
+/** The settings of a run besides its plan: which edits it may make, and how far recovery goes. */
+export interface RunSettings {
+  /** The kinds of edit the runners make. */
+  readonly kinds: ReadonlyArray<EditKind>
+  /** How far recovery moves the clock past its start to reach a pending due time, in ms. */
+  readonly recoveryHorizonMs: number
+  /** The most rounds of recovery. */
+  readonly recoveryRounds: number
+}
+
+/** The run settings of `options`, checked: `CheckOptionInvalid` names an option it cannot run with. */
+export const runSettings = (options: CheckRunnerLoopOptions = {}): RunSettings => ({
+  kinds: listOption("kinds", options.kinds, EDIT_KINDS),
+  recoveryHorizonMs: wholeOption("recoveryHorizonMs", options.recoveryHorizonMs, DEFAULT_RECOVERY_HORIZON_MS, 0, 366 * 86_400_000),
+  recoveryRounds: wholeOption("recoveryRounds", options.recoveryRounds, DEFAULT_RECOVERY_ROUNDS, 1, 1_000)
+})
 
 /** What a passing check ran. */
 export interface CheckRunnerLoopReport {
@@ -285,7 +359,11 @@ const editInput = (
   return { ...base, op: "create", sourceID: null, reissueIntent: { kind: "deterministic-create", providerID: `${documentID}-s${doc.rev}` } }
 }
 
-const describeCall = (method: string, args: ReadonlyArray<unknown>): string => {
+/** A due time for the trace: on the check's clock (`+ms` since its start), and how far ahead of `now`. */
+const showDue = (at: number, now: number): string => `+${at - CHECK_START}${at > now ? ` (in ${at - now} ms)` : ""}`
+
+const describeCall = (method: string, args: ReadonlyArray<unknown>, now: number): string => {
+  const dueOf = (at: unknown) => typeof at === "number" ? `, watch due ${showDue(at, now)}` : ""
   const [first, second] = args as [Record<string, unknown> | undefined, Record<string, unknown> | undefined]
   const key = first !== undefined && typeof first === "object" && "operationID" in first ? ` ${keyOf(first as unknown as OperationKey)}` : ""
   const token = typeof second?.leaseToken === "string" ? ` token ${shortToken(second.leaseToken)}` : ""
@@ -293,11 +371,15 @@ const describeCall = (method: string, args: ReadonlyArray<unknown>): string => {
     case "recordAttemptFailure":
       return `${method}${key} ${String(second?.kind)}${second?.httpStatus === undefined || second.httpStatus === null ? "" : ` ${String(second.httpStatus)}`}${token}`
     case "finalizeOperationAndArmWatch":
-      return `${method}${key} → ${String(second?.sourceID)} ${String(second?.providerEtag ?? "")}${token}`
+      return `${method}${key} → ${String(second?.sourceID)} ${String(second?.providerEtag ?? "")}${token}${dueOf(second?.watchDueAt)}`
     case "finalizeDeleteOperation":
       return `${method}${key} → ${String(second?.sourceID)} deleted${token}`
     case "listDueOperations":
       return `${method} at +${Number(first) - CHECK_START}`
+    case "armWatch":
+      return `${method} ${String(first?.sourceID)} ${String(second)}${dueOf((args[2] as { dueAt?: unknown } | undefined)?.dueAt)}`
+    case "recordVerification":
+      return `${method} ${String(first?.sourceID)} g${String(second?.generation)}${typeof second?.dueAt === "number" ? `, due again ${showDue(second.dueAt, now)} if it does not match` : ""}`
     default:
       return `${method}${key}${token}`
   }
@@ -308,7 +390,8 @@ export const runPlan = async (
   loop: RunnerLoop,
   s: fc.Scheduler,
   plan: CheckPlan,
-  openStore?: OpenCheckedStore
+  openStore?: OpenCheckedStore,
+  settings: RunSettings = runSettings()
 ): Promise<RunResult> => {
   const il = new Interleaving(s, new Map(plan.crashes))
   const faults = new FaultController(CHECK_START)
@@ -347,7 +430,7 @@ export const runPlan = async (
     for (const [method, fn] of Object.entries(store)) {
       if (typeof fn !== "function" || method === "now" || method === "close" || method === "runEffect") continue
       view[method] = (...args: Array<unknown>) =>
-        il.call(actor, describeCall(method, args), async () => {
+        il.call(actor, describeCall(method, args, clock.now()), async () => {
           const k = typeof args[0] === "object" && args[0] !== null && "operationID" in args[0] ? keyOf(args[0] as OperationKey) : null
           const token = typeof (args[1] as { leaseToken?: unknown } | undefined)?.leaseToken === "string" ? (args[1] as { leaseToken: string }).leaseToken : null
           const judged = (outcome: string | null, lease: string | null) => {
@@ -506,6 +589,10 @@ export const runPlan = async (
         }
         // A create is a new local document; an update edits one bound to an entity (or creates it again); a delete deletes its entity.
         const documentID = step.kind === "create" ? `${actor}-new${i + 1}` : step.documentID
+        if (step.kind === "update" && !settings.kinds.includes("create") && !provider.entities.has(documents.get(documentID)?.source ?? "")) {
+          il.note(`${actor} leaves ${documentID} alone: its entity is gone, and an update of it would be a create, not among the kinds`)
+          continue
+        }
         const doc = documents.get(documentID) ?? { winner: "", rev: 0, source: "" }
         documents.set(documentID, doc)
         doc.rev++
@@ -537,15 +624,42 @@ export const runPlan = async (
     il.note("— schedule over: late requests arrived; recovery with every lease lapsed, the network and the grant back —")
     const listed = new Set((await store.listDueOperations(clock.now())).operations.map(keyOf))
     const missed = missedBySweep(await allOperations(), listed, clock.now())
-    for (let round = 0; round < 20; round++) {
+    const horizon = clock.now() + settings.recoveryHorizonMs
+    il.note(`recovery drives what is due, moving the clock to each pending due time up to +${horizon - CHECK_START} (${settings.recoveryHorizonMs} ms on), in at most ${settings.recoveryRounds} rounds`)
+    for (let round = 0; round < settings.recoveryRounds; round++) {
       await store.resumeOfflineDeferred(clock.now())
       await store.resumeAuthDeferred({ ownerDID: CHECK_SCOPE.ownerDID, connectorNames: [CHECK_SCOPE.connectorName], now: clock.now() })
       const due = await store.listDueOperations(clock.now())
       for (const row of due.operations) await runLoop("recovery", editOf(row))
       for (const watch of due.watches) await verify("recovery", watch)
-      const attempted = (await allOperations()).some((r) => r.state === "attempted")
-      if (!attempted && due.operations.length === 0 && due.watches.length === 0) break
-      clock.advance(2_000)
+      if (due.operations.length > 0 || due.watches.length > 0) {
+        clock.advance(2_000)
+        continue
+      }
+      // Nothing due now: move the clock to the next time something falls due, within the horizon.
+      const attempted = (await allOperations()).filter((r) => r.state === "attempted")
+      const pending = (await store.listWatches({ limit: 500 })).items.filter((w) => w.verificationStatus === "pending_verification" && w.nextAttemptAt !== null)
+      const next = Math.min(
+        ...attempted.map((r) => Math.max(r.nextAttemptAt ?? 0, r.leaseExpiresAt ?? 0)),
+        ...pending.map((w) => w.nextAttemptAt!)
+      )
+      if (!Number.isFinite(next)) {
+        if (attempted.length === 0) break
+        clock.advance(2_000)
+        continue
+      }
+      if (next <= clock.now()) {
+        clock.advance(2_000)
+        continue
+      }
+      if (next > horizon) {
+        il.note(`recovery stops: the next due time, +${next - CHECK_START}, is past its horizon +${horizon - CHECK_START}`)
+        break
+      }
+      const what = [...attempted.filter((r) => Math.max(r.nextAttemptAt ?? 0, r.leaseExpiresAt ?? 0) === next).map(keyOf),
+        ...pending.filter((w) => w.nextAttemptAt === next).map((w) => `watch ${w.sourceID} g${w.repairGeneration}`)]
+      clock.set(next)
+      il.note(`recovery: clock → +${clock.now() - CHECK_START}, when ${what.join(", ")} fall(s) due`)
     }
 
     const numberedSends = (): Array<SentWrite> => {
@@ -565,7 +679,8 @@ export const runPlan = async (
       startedOver,
       missedBySweep: missed,
       committedAt: (key) => committedAt.get(key),
-      deleteTargetOf: (key) => edits.get(key)?.sourceID
+      deleteTargetOf: (key) => edits.get(key)?.sourceID,
+      judgedAt: clock.now()
     }))
     violations.push(...judgeLeases(leaseCalls, numberedSends()))
     return { violations, trace: il.formatTrace(), requests: provider.ledger.length }
@@ -602,6 +717,8 @@ const disturbanceArbitrary = (storeFaults: boolean): fc.Arbitrary<Disturbance> =
 
 /** The plans `checkRunnerLoop` draws, for `options` (exported for your own properties over `runPlan`). */
 export const planArbitrary = (options: CheckRunnerLoopOptions = {}): fc.Arbitrary<CheckPlan> => {
+  const kinds = runSettings(options).kinds
+  const deleteIntents = listOption("deleteIntents", options.deleteIntents, DELETE_INTENTS)
   const runners = Math.min(4, Math.max(1, options.runners ?? 2))
   const perRunner = Math.max(1, options.editsPerRunner ?? 2)
   const crashes = Math.max(0, options.crashes ?? 2)
@@ -611,8 +728,8 @@ export const planArbitrary = (options: CheckRunnerLoopOptions = {}): fc.Arbitrar
     runners: fc.array(
       fc.array(fc.record({
         documentID: fc.constantFrom(...CHECK_DOCUMENTS),
-        kind: fc.constantFrom(...EDIT_KINDS),
-        deleteIntent: fc.constantFrom<DeleteIntent>("idempotent-delete", "reconcile")
+        kind: fc.constantFrom(...kinds),
+        deleteIntent: fc.constantFrom(...deleteIntents)
       }), { minLength: 1, maxLength: perRunner }),
       { minLength: runners, maxLength: runners }
     ),
@@ -675,9 +792,11 @@ export const formatRunReport = (plan: CheckPlan, result: RunResult): string =>
  */
 export const checkRunnerLoop = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {}): Promise<CheckRunnerLoopReport> => {
   const started = Date.now()
+  const settings = runSettings(options)
+  const plans = planArbitrary(options)
   const numRuns = options.numRuns ?? defaultRuns()
-  const property = fc.asyncProperty(planArbitrary(options), async (plan) => {
-    const result = await runPlan(loop, schedulerOf(plan.schedule), plan, options.openStore)
+  const property = fc.asyncProperty(plans, async (plan) => {
+    const result = await runPlan(loop, schedulerOf(plan.schedule), plan, options.openStore, settings)
     if (result.violations.length > 0) {
       const report = formatRunReport(plan, result)
       if (options.verbose === true) console.log(report)

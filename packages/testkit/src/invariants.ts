@@ -395,6 +395,8 @@ export interface EndState {
   readonly claimedAgainst?: ReadonlyMap<string, ReadonlySet<string>> | undefined
   /** Each local document's winner at the end, null when it is gone. */
   readonly winnerOf?: ((documentID: string) => string | null) | undefined
+  /** The time the end is judged at (the store's clock): a pending watch's report says how far ahead it is due. */
+  readonly judgedAt?: number | undefined
   /** Where in the run each key's commit was seen (any count that grows through the run); absent: not seen. Orders a delete against the writes of its document. */
   readonly committedAt?: ((key: string) => number | undefined) | undefined
   /** The entity each delete was asked to delete (its claim's `sourceID`), when the run knows it; else its row's. */
@@ -432,12 +434,13 @@ export const judgeLost = ({ provider, rows, knownKeys, collected, startedOver }:
 }
 
 /** `nothing-stuck`: no operation attempted and no watch pending (with a due time) after recovery, and none the due sweep missed before it. */
-export const judgeStuck = ({ rows, watches, missedBySweep = [] }: EndState): ReadonlyArray<InvariantViolation<"nothing-stuck">> => [
+export const judgeStuck = ({ rows, watches, missedBySweep = [], judgedAt }: EndState): ReadonlyArray<InvariantViolation<"nothing-stuck">> => [
   ...missedBySweep.map((k): InvariantViolation<"nothing-stuck"> => ({ invariant: "nothing-stuck", detail: `${k}: attempted, lease lapsed and due, but the due sweep did not list it` })),
   ...rows.filter((r) => r.state === "attempted").map((r): InvariantViolation<"nothing-stuck"> => ({ invariant: "nothing-stuck", detail: `${keyOf(r)} still attempted after recovery` })),
   ...watches.filter((w) => w.verificationStatus === "pending_verification" && w.nextAttemptAt !== null).map((w): InvariantViolation<"nothing-stuck"> => ({
     invariant: "nothing-stuck",
-    detail: `watch ${w.sourceID} g${w.repairGeneration} still pending after recovery`
+    detail: `watch ${w.sourceID} g${w.repairGeneration} still pending after recovery, due at ${w.nextAttemptAt}${
+      judgedAt === undefined ? "" : w.nextAttemptAt! > judgedAt ? ` (${w.nextAttemptAt! - judgedAt} ms after recovery ended)` : " (due, but never verified)"}`
   }))
 ]
 
