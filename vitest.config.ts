@@ -12,6 +12,7 @@ export default defineConfig({
       "@connector-store/memory-adapter": pkg("memory-adapter"),
       "@connector-store/sql-adapter": pkg("sql-adapter"),
       "@connector-store/simulation": pkg("simulation"),
+      "@connector-store/promise": pkg("promise"),
       "@connector-store/testkit/provider": pkg("testkit", "provider"),
       "@connector-store/testkit": pkg("testkit")
     }
