@@ -1,6 +1,7 @@
 import { Context, Exit, type MetricLabel, Option, type Tracer } from "effect"
 import { ConcurrentUpdateExhausted, WinnerReadFailed } from "../errors.js"
 import type { DirectDatabaseOf, DirectTransactionOf } from "../ports/DirectDatabase.js"
+import { boundedPromise, type CallBoundary, type LaneCall, makeCallBoundary } from "../service/bound.js"
 import { isPrepareFailure, type HotSpec } from "../service/hot.js"
 import { callMetrics, identityAttributes, nameMethod, SPAN_PREFIX } from "../service/instrument.js"
 import { isTypedFailure, type Transition } from "../service/program.js"
@@ -22,6 +23,8 @@ export interface DirectLaneParts<H> {
   readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
   /** The runtime's tracer when one is installed: each call then gets its span. */
   readonly tracer: Tracer.Tracer | undefined
+  /** The store's call bound, shared with its Effect API (the defaults when absent). */
+  readonly boundary?: CallBoundary | undefined
 }
 
 /** The Promise API's runner of hot methods (see `makeDirectLane`). */
@@ -29,12 +32,13 @@ export interface DirectLane {
   /**
    * The hot method `method` (its `HotSpec`) as the lane runs it, built once:
    * each call runs on the lane, and `handOver` runs its prepared transition
-   * on the ports from where the lane stopped.
+   * on the ports from where the lane stopped, stopping it when `call` ends
+   * (see `endedWith`).
    */
   readonly method: (
     method: string,
     hot: HotSpec<ReadonlyArray<never>, unknown, unknown>,
-    handOver: (transition: Transition<unknown, unknown>, at: Position) => Promise<unknown>
+    handOver: (transition: Transition<unknown, unknown>, at: Position, call: LaneCall) => Promise<unknown>
   ) => (args: ReadonlyArray<never>) => Promise<unknown>
 }
 
@@ -46,7 +50,8 @@ export interface DirectLane {
  * the method), metrics and one lost-race budget. A call the lane cannot go
  * on with (a database busy with another transaction, a clock reading that
  * is not a time) is handed to the ports with the tries it spent, and counted
- * here once.
+ * here once. A call that does not answer at once is bounded by the store's
+ * `callTimeoutMs` (see `boundedPromise`), hand-over included.
  */
 export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
   /** The winner of `documentID` as the Effect path reads it (`fromPromiseReaders`, `singleWinnerReader`): a value, or a Promise of one. */
@@ -67,6 +72,7 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
       throw failed(cause)
     }
   }
+  const boundary = parts.boundary ?? makeCallBoundary()
   const hasReader = parts.readers !== undefined &&
     (parts.readers.readWinner !== undefined || parts.readers.readWinners !== undefined)
   const runner: LaneRunner = {
@@ -110,6 +116,7 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
         }
         let answer: unknown
         let transition: Transition<unknown, unknown>
+        const call: LaneCall = { expired: false, onEnd: undefined }
         try {
           const prepared = hot.prepare(...args)
           if (isPrepareFailure(prepared)) return rejected(prepared)
@@ -117,13 +124,14 @@ export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
           answer = runOnLane(runner, transition, undefined, span === undefined ? undefined : (attempts) => {
             span.attribute(`${SPAN_PREFIX}attempts`, attempts)
             span.attribute(`${SPAN_PREFIX}retries`, attempts - 1)
-          })
+          }, call)
         } catch (thrown) {
           return rejected(thrown)
         }
-        const settle = (value: unknown): unknown =>
-          value instanceof HandOver ? handOver(transition, value.at).then(resolved, rejected) : resolved(value)
-        return answer instanceof Promise ? answer.then(settle, rejected) : Promise.resolve(settle(answer))
+        if (!(answer instanceof Promise) && !(answer instanceof HandOver)) return Promise.resolve(resolved(answer))
+        const handedOver = (value: unknown): unknown => value instanceof HandOver ? handOver(transition, value.at, call) : value
+        const later = answer instanceof Promise ? answer.then(handedOver) : handedOver(answer) as Promise<unknown>
+        return boundedPromise(boundary, method, call, later).then(resolved, rejected)
       }
     }
   }

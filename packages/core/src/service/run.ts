@@ -4,6 +4,7 @@ import type { OperationRepository } from "../ports/OperationRepository.js"
 import type { DirectDatabaseApi, DirectDatabaseOf, DirectTransaction, DirectTransactionOf } from "../ports/DirectDatabase.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
+import type { LaneCall } from "./bound.js"
 import type { DirectContext } from "./directContext.js"
 import { annotateSpanOf } from "./tracing.js"
 import { storeSeries } from "./metrics.js"
@@ -359,13 +360,17 @@ export interface LaneRunner {
  * one Promise. Throws (or rejects with) the typed failure or
  * `ConcurrentUpdateExhausted`; answers `HandOver` when a try cannot run
  * now. On a database that answers later, the time is read again once the
- * transaction has begun, after the wait for a connection.
+ * transaction has begun, after the wait for a connection. With `call`, a
+ * call that runs out (see `boundedPromise`) gives its open transaction up
+ * at once (`call.onEnd` rolls it back) and stops at its next step: it
+ * never begins, reads or commits again.
  */
 export const runOnLane = <A, F>(
   lane: LaneRunner,
   transition: Transition<A, F>,
   at: Position = START,
-  tried?: (attempts: number) => void
+  tried?: (attempts: number) => void,
+  call?: LaneCall
 ): LaneAnswer<A> => {
   const { db } = lane
   const lost = (at: Position): LaneAnswer<A> => {
@@ -382,6 +387,7 @@ export const runOnLane = <A, F>(
     return value
   }
   const attempt = (at: Position): LaneAnswer<A> => {
+    if (call?.expired === true) throw CALL_ENDED
     const now = lane.now()
     if (now === undefined) return new HandOver(at)
     if (unlockedAt(transition, at)) {
@@ -404,8 +410,25 @@ export const runOnLane = <A, F>(
     return begun.then((open) => open === undefined ? new HandOver(at) : inTransaction(open, lane.now(), at))
   }
   const inTransaction = (open: DirectTransactionOf<boolean>, now: Millis | undefined, at: Position): LaneAnswer<A> => {
+    let over = false
+    const rollback = (): void | Promise<void> => {
+      if (over) return
+      over = true
+      return open.rollback()
+    }
+    // A call that runs out (or whose store closes) gives its transaction up at once: its lock and connection are freed.
+    if (call !== undefined) {
+      call.onEnd = () => {
+        try {
+          const rolledBack = rollback()
+          if (rolledBack instanceof Promise) rolledBack.catch(ignore)
+        } catch {
+          // The transaction is given up; a failed rollback leaves nothing committed either.
+        }
+      }
+    }
     const recover = (thrown: unknown): LaneAnswer<A> => {
-      const rolledBack = open.rollback()
+      const rolledBack = rollback()
       return rolledBack instanceof Promise ? rolledBack.then(() => retry(thrown)) : retry(thrown)
     }
     const retry = (thrown: unknown): LaneAnswer<A> => {
@@ -413,6 +436,7 @@ export const runOnLane = <A, F>(
       return lost(at)
     }
     const finish = (step: Step<A>): A | Promise<A> => {
+      if (call?.expired === true) throw CALL_ENDED
       while (!step.done) {
         const waiting = step
         if (waiting.documentID === undefined) {
@@ -429,11 +453,12 @@ export const runOnLane = <A, F>(
         step = waiting.resume(winner)
       }
       const value = step.value
+      over = true
       const committed = open.commit()
       return committed instanceof Promise ? committed.then(() => answered(at, value)) : answered(at, value)
     }
     if (now === undefined) {
-      const rolledBack = open.rollback()
+      const rolledBack = rollback()
       return rolledBack instanceof Promise ? rolledBack.then(() => new HandOver(at)) : new HandOver(at)
     }
     let result: A | Promise<A>
@@ -446,6 +471,14 @@ export const runOnLane = <A, F>(
   }
   return attempt(at)
 }
+
+const ignore = (): void => undefined
+
+/**
+ * What a lane call that has run out (or whose store closed) throws to stop:
+ * its caller was answered already, so nothing sees it.
+ */
+const CALL_ENDED: unique symbol = Symbol("the call ended")
 
 /** A step run outside any transaction (an unlocked try): it may wait on statements, never on a winner. */
 const untransacted = <A>(step: Step<A>): A | Promise<A> => {

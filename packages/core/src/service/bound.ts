@@ -1,0 +1,209 @@
+import { Context, Effect, Exit, FiberId, Layer, Runtime } from "effect"
+import { PersistenceError, StoreClosed } from "../errors.js"
+
+/** How long one call of a store may take when its options name no bound (30 s). */
+export const DEFAULT_CALL_TIMEOUT_MS = 30_000
+
+/** How long `close()` waits for calls in flight when its options name no bound (5 s). */
+export const DEFAULT_CLOSE_TIMEOUT_MS = 5_000
+
+/**
+ * What `close()` may take beyond its bound: forcing the calls still in
+ * flight to end and releasing the connections under them.
+ */
+export const CLOSE_MARGIN_MS = 1_000
+
+/** A call in flight under its bound: what ends it now, with `error`, when the store closes under it. */
+export interface BoundedCall {
+  readonly end: (error: (method: string) => unknown) => void
+}
+
+/**
+ * A store's time bounds and the calls running under them. Every public
+ * call (Effect API, Promise API, the lane) is bounded by `callTimeoutMs`;
+ * `endAll` ends those still running (a `close()` past `closeTimeoutMs`).
+ */
+export interface CallBoundary {
+  readonly callTimeoutMs: number
+  readonly closeTimeoutMs: number
+  /** The calls running now, each until its answer or its end. */
+  readonly running: Set<BoundedCall>
+  /** Ends every call still running with `StoreClosed` naming its method. */
+  readonly endAll: () => void
+}
+
+/** The bounds a store is opened with; absent ones take their default. */
+export interface CallBoundOptions {
+  readonly callTimeoutMs?: number | undefined
+  readonly closeTimeoutMs?: number | undefined
+}
+
+/** A fresh boundary, with no call running. */
+export const makeCallBoundary = (options: CallBoundOptions = {}): CallBoundary => {
+  const running = new Set<BoundedCall>()
+  return {
+    callTimeoutMs: options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS,
+    closeTimeoutMs: options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS,
+    running,
+    endAll: () => {
+      for (const call of Array.from(running)) call.end((method) => new StoreClosed({ method }))
+    }
+  }
+}
+
+/**
+ * The store's call boundary, read by the store's service and its Promise
+ * facade: one per opened store. A store built without it bounds its calls
+ * by the defaults.
+ */
+export class CallBounds extends Context.Tag("@connector-store/core/CallBounds")<CallBounds, CallBoundary>() {
+  /** A boundary of its own for each store built with it. */
+  static readonly layer = (options: CallBoundOptions = {}): Layer.Layer<CallBounds> =>
+    Layer.sync(CallBounds, () => makeCallBoundary(options))
+}
+
+/** The boundary in `context`, or undefined. */
+export const callBoundaryIn = (context: Context.Context<never>): CallBoundary | undefined =>
+  Context.getOption(context as Context.Context<CallBounds>, CallBounds).pipe((found) => found._tag === "Some" ? found.value : undefined)
+
+/**
+ * The failure of a call of `method` that ran past `ms`: a `PersistenceError`
+ * of reason `timeout`. Nothing of the call was committed: its transaction
+ * was rolled back, or its connection closed under it.
+ */
+export const callTimedOut = (method: string, ms: number): PersistenceError =>
+  new PersistenceError({
+    operation: method,
+    method,
+    reason: "timeout",
+    cause: new Error(`${method} did not end within ${ms} ms (callTimeoutMs)`),
+    driverMessage: `the call did not end within ${ms} ms`
+  })
+
+/**
+ * `effect`, a call of `method`, ended within the boundary's `callTimeoutMs`.
+ * It runs at once on a fiber of its own (the caller's context, fiber refs
+ * and interruptibility): one that ends in that first step answers with no
+ * timer at all. Otherwise a timer bounds it: at the deadline the call fails
+ * with `callTimedOut` and its fiber is interrupted, left to end in the
+ * background (a statement stuck on a dead network ends when the adapter
+ * closes its connection). A `close()` past its own bound ends it with
+ * `StoreClosed` the same way. Interrupting the caller interrupts the call
+ * and waits for it, but never past its deadline.
+ */
+export const bounded = <A, E, R>(
+  boundary: CallBoundary,
+  method: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | PersistenceError, R> =>
+  Effect.withFiberRuntime<A, E | PersistenceError, R>((parent, status) => {
+    const runtime = Runtime.make({
+      context: parent.currentContext as Context.Context<R>,
+      fiberRefs: parent.getFiberRefs(),
+      runtimeFlags: status.runtimeFlags
+    })
+    const child = Runtime.runFork(runtime)(effect, { immediate: true })
+    const done = child.unsafePoll()
+    if (done !== null) return done
+    return Effect.async<A, E | PersistenceError>((resume) => {
+      let answered = false
+      // Set once the caller is interrupted: it then waits for the call to end, until the deadline.
+      let callerWaits: (() => void) | undefined
+      const leave = () => {
+        clearTimeout(timer)
+        boundary.running.delete(call)
+      }
+      const call: BoundedCall = {
+        end: (error) => {
+          child.unsafeInterruptAsFork(FiberId.none)
+          if (callerWaits !== undefined) return callerWaits()
+          if (answered) return
+          answered = true
+          leave()
+          resume(Exit.fail(error(method) as PersistenceError))
+        }
+      }
+      const timer = setTimeout(() => call.end(timedOutAfter(boundary.callTimeoutMs)), boundary.callTimeoutMs)
+      boundary.running.add(call)
+      child.addObserver((exit) => {
+        if (callerWaits !== undefined) return callerWaits()
+        if (answered) return
+        answered = true
+        leave()
+        resume(exit)
+      })
+      return Effect.async<void>((ended) => {
+        answered = true
+        callerWaits = () => {
+          callerWaits = () => undefined
+          leave()
+          ended(Effect.void)
+        }
+        child.unsafeInterruptAsFork(parent.id())
+      })
+    })
+  })
+
+const timedOutAfter = (ms: number) => (method: string): PersistenceError => callTimedOut(method, ms)
+
+/**
+ * A call of the lane (no fiber): `expired` once its deadline passed or the
+ * store closed under it; `onEnd` is what stops the work it handed to a
+ * fiber (the ports) when that happens.
+ */
+export interface LaneCall {
+  expired: boolean
+  onEnd: (() => void) | undefined
+}
+
+/**
+ * `effect`, the part of a lane call handed to the ports, interrupted when
+ * `call` ends (its deadline, a close), and never started once it has.
+ */
+export const endedWith = <A, E, R>(call: LaneCall | undefined, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  call === undefined ? effect : Effect.withFiberRuntime<A, E, R>((fiber) => {
+    if (call.expired) return Effect.interrupt
+    call.onEnd = () => fiber.unsafeInterruptAsFork(FiberId.none)
+    return effect
+  })
+
+/**
+ * `answer`, the Promise of a lane call of `method`, bounded like `bounded`:
+ * it rejects with `callTimedOut` at the deadline (or `StoreClosed` when the
+ * store closes under it), `call` then marked expired so that the call
+ * commits nothing after, and what it handed to the ports interrupted.
+ */
+export const boundedPromise = <A>(boundary: CallBoundary, method: string, call: LaneCall, answer: Promise<A>): Promise<A> =>
+  new Promise<A>((resolve, reject) => {
+    let answered = false
+    const entry: BoundedCall = {
+      end: (error) => {
+        if (answered) return
+        answered = true
+        call.expired = true
+        clearTimeout(timer)
+        boundary.running.delete(entry)
+        call.onEnd?.()
+        reject(error(method))
+      }
+    }
+    const timer = setTimeout(() => entry.end(timedOutAfter(boundary.callTimeoutMs)), boundary.callTimeoutMs)
+    boundary.running.add(entry)
+    const settle = () => {
+      answered = true
+      clearTimeout(timer)
+      boundary.running.delete(entry)
+    }
+    answer.then(
+      (value) => {
+        if (answered) return
+        settle()
+        resolve(value)
+      },
+      (error: unknown) => {
+        if (answered) return
+        settle()
+        reject(error)
+      }
+    )
+  })
