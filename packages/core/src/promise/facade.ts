@@ -3,6 +3,7 @@ import { DirectDatabase, type DirectDatabaseOf, directFor, type DirectTransactio
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { type CallGate, makeCallGate } from "../service/gate.js"
+import { callBoundaryIn, type CallBoundary, CLOSE_MARGIN_MS, DEFAULT_CLOSE_TIMEOUT_MS, endedWith, type LaneCall } from "../service/bound.js"
 import { hotSpecOf } from "../service/hot.js"
 import type { Transition } from "../service/program.js"
 import type { Position } from "../service/run.js"
@@ -50,10 +51,12 @@ export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, Promis
   /**
    * Closes the store: every call from now on rejects with `StoreClosed`
    * naming the method; the calls already running go on to their own end
-   * (nothing is cut off half-way), and once the last of them has settled
-   * the store's connections are released and the Promise resolves. Closing
-   * again waits for the same. Do not await it inside a winner reader or
-   * anything a running call waits on: it would wait for itself.
+   * for up to `closeTimeoutMs` (default 5 s), then the ones still running
+   * reject with `StoreClosed` and their transactions are given up (nothing
+   * of them is committed). The store's connections are then released (the
+   * ones still held destroyed) and the Promise resolves: within
+   * `closeTimeoutMs` plus a second, whatever the network does. Closing
+   * again waits for the same.
    */
   close(): Promise<void>
 }
@@ -192,7 +195,8 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     for (const [method, value] of Object.entries(store)) {
       const hot = hotSpecOf(value)
       if (hot === undefined) continue
-      const handOver = (transition: Transition<unknown, unknown>, at: Position) => runOn(runtime, hot.ports(transition, at))
+      const handOver = (transition: Transition<unknown, unknown>, at: Position, call: LaneCall) =>
+        runOn(runtime, endedWith(call, hot.ports(transition, at)))
       methods.set(method, lane.method(method, hot, handOver))
     }
     return methods
@@ -212,7 +216,8 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
       readers: parts.readers,
       handle: parts.directHandle ?? ((transaction) => Effect.runSync(transaction.joined(handle))),
       now: parts.now ?? Date.now,
-      labels: FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMetricLabels)
+      labels: FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMetricLabels),
+      boundary: callBoundaryIn(runtime.context)
     })
   }
   /** The runtime built on the spot when its layers build synchronously (the memory adapter's do); `undefined` when they do not. */
@@ -262,10 +267,43 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     ...viaEffect,
     ...viaLane as typeof viaEffect,
     runEffect: run,
-    close: () => closing ??= gate.shut().then(() => parts.runtime.dispose())
+    close: () => closing ??= closeWithin(gate, parts.runtime, ready !== undefined && "runtime" in ready ? callBoundaryIn(ready.runtime.context) : undefined)
   }
   return gated(store, gate)
 }
+
+/**
+ * Shuts `gate` and waits for the calls in flight, at most the boundary's
+ * `closeTimeoutMs`; the calls still running then end with `StoreClosed`
+ * (their work interrupted, their transactions given up). The runtime is
+ * disposed last (the connections closed, the ones still held destroyed),
+ * and `close` resolves within `closeTimeoutMs` plus `CLOSE_MARGIN_MS`
+ * however long that takes.
+ */
+const closeWithin = async (
+  gate: CallGate,
+  runtime: ManagedRuntime.ManagedRuntime<StoreContext, unknown>,
+  boundary: CallBoundary | undefined
+): Promise<void> => {
+  const deadline = performance.now() + (boundary?.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS) + CLOSE_MARGIN_MS
+  const drained = gate.shut()
+  if (!await settledWithin(drained, deadline - CLOSE_MARGIN_MS - performance.now())) {
+    boundary?.endAll()
+    await settledWithin(drained, CLOSE_MARGIN_MS / 4)
+  }
+  await settledWithin(runtime.dispose(), deadline - performance.now())
+}
+
+/** Whether `promise` settled within `ms` (its outcome is not looked at). */
+const settledWithin = (promise: Promise<unknown>, ms: number): Promise<boolean> =>
+  new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), Math.max(0, ms))
+    const settled = () => {
+      clearTimeout(timer)
+      resolve(true)
+    }
+    promise.then(settled, settled)
+  })
 
 /**
  * `store` with every method but `close` going through `gate`: refused with

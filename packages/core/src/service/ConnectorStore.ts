@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type { OperationRepository } from "../ports/OperationRepository.js"
 import type { RelistRepository } from "../ports/RelistRepository.js"
 import type { Transactor } from "../ports/Transactor.js"
@@ -6,6 +6,7 @@ import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { WinnerReader } from "../ports/WinnerReader.js"
 import { makeCallGate, shutGate } from "./gate.js"
 import { instrumentApi } from "./instrument.js"
+import { CallBounds, makeCallBoundary } from "./bound.js"
 import { makeRelistRunMethods, type RelistRunMethods } from "./relist.js"
 import { makeSweepCandidateMethods, type SweepCandidateMethods } from "./relistCandidates.js"
 import { makeSweepMethods, type SweepMethods } from "./sweep.js"
@@ -57,7 +58,8 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
       ])
       const gate = makeCallGate()
       yield* Effect.addFinalizer(() => shutGate(gate))
-      return instrumentApi<ConnectorStoreApi>(Object.assign({}, ...parts), gate)
+      const boundary = Option.getOrElse(yield* Effect.serviceOption(CallBounds), () => makeCallBoundary())
+      return instrumentApi<ConnectorStoreApi>(Object.assign({}, ...parts), gate, boundary)
     })
   )
 }

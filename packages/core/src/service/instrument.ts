@@ -1,5 +1,6 @@
 import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
 import { InvalidClockReading, StoreClosed } from "../errors.js"
+import { bounded, type CallBoundary, makeCallBoundary } from "./bound.js"
 import { directContextOf } from "./directContext.js"
 import type { CallGate } from "./gate.js"
 import { hotSpecOf, type HotSpec, isPrepareFailure, withHotSpec } from "./hot.js"
@@ -122,6 +123,7 @@ const methodSpec = (method: string): MethodSpec => {
 const instrumentCall = (
   spec: MethodSpec,
   gate: CallGate,
+  boundary: CallBoundary,
   call: Method,
   args: ReadonlyArray<never>
 ): Effect.Effect<unknown, unknown, unknown> =>
@@ -130,7 +132,7 @@ const instrumentCall = (
     const outcomes = outcomesOf(spec, fiber, performance.now(), admitted ? gate.leave : stayedOut)
     let body: Effect.Effect<unknown, unknown, unknown>
     try {
-      body = admitted ? call(...args) : Effect.fail(new StoreClosed({ method: spec.method }))
+      body = admitted ? bounded(boundary, spec.method, call(...args)) : Effect.fail(new StoreClosed({ method: spec.method }))
     } catch (defect) {
       body = Effect.die(defect)
     }
@@ -214,6 +216,7 @@ const countCall = (spec: MethodSpec, labels: ReadonlyArray<MetricLabel.MetricLab
 const instrumentHot = (
   spec: MethodSpec,
   gate: CallGate,
+  boundary: CallBoundary,
   hot: HotSpec<ReadonlyArray<never>, unknown, unknown>,
   args: ReadonlyArray<never>
 ): Effect.Effect<unknown, unknown, unknown> =>
@@ -229,7 +232,7 @@ const instrumentHot = (
       } catch (defect) {
         ran = Exit.die(defect)
       }
-      if (!Exit.isExit(ran)) return Effect.matchCauseEffect(ran, outcomesOf(spec, fiber, started, gate.leave))
+      if (!Exit.isExit(ran)) return Effect.matchCauseEffect(bounded(boundary, spec.method, ran), outcomesOf(spec, fiber, started, gate.leave))
       gate.leave()
       const exit = ran as Exit.Exit<unknown, unknown>
       return Exit.isSuccess(exit)
@@ -287,7 +290,7 @@ const refine = (spec: MethodSpec, cause: Cause.Cause<unknown>): unknown => {
  * identity and outcome (when a tracer is installed: with Effect's default,
  * which exports nowhere, no span is made), and counts in `StoreMetrics`.
  */
-export const instrumentApi = <Api extends object>(api: Api, gate: CallGate): Api => {
+export const instrumentApi = <Api extends object>(api: Api, gate: CallGate, boundary: CallBoundary = makeCallBoundary()): Api => {
   const out: Record<string, unknown> = {}
   for (const [method, value] of Object.entries(api)) {
     if (typeof value !== "function") {
@@ -297,8 +300,8 @@ export const instrumentApi = <Api extends object>(api: Api, gate: CallGate): Api
     const spec = methodSpec(method)
     const hot = hotSpecOf(value)
     out[method] = hot === undefined
-      ? (...args: ReadonlyArray<never>) => instrumentCall(spec, gate, value as Method, args)
-      : withHotSpec((...args: ReadonlyArray<never>) => instrumentHot(spec, gate, hot, args), hot)
+      ? (...args: ReadonlyArray<never>) => instrumentCall(spec, gate, boundary, value as Method, args)
+      : withHotSpec((...args: ReadonlyArray<never>) => instrumentHot(spec, gate, boundary, hot, args), hot)
   }
   return out as Api
 }
