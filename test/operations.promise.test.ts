@@ -61,7 +61,7 @@ for (const adapter of adapters) {
       expect(await store.getOperationByNodeKey(stored!.nodeKey, "did:owner:1")).toEqual(stored)
       expect(await store.getOperationByNodeKey(stored!.nodeKey, "did:someone-else")).toBeNull()
       expect(await store.getOperation({ ...KEY, operationID: "missing" })).toBeNull()
-      expect(await store.listTrackedOperations({ visibleTo: "did:caller:1" })).toEqual({ operations: [stored], nextCursor: null })
+      expect(await store.listTrackedOperations({ visibleTo: "did:caller:1" })).toEqual({ operations: [stored], nextCursor: null, corrupt: [] })
       expect(await store.getDocumentWriteStates(["doc-1", "doc-2"])).toEqual(new Map([["doc-1", "committed"], ["doc-2", "none"]]))
       expect(await store.getWatchByDocument("doc-1")).toEqual(finalized.outcome === "committed" ? finalized.watch : null)
       await expect(store.markOperationSent(KEY, { leaseToken: "" })).rejects.toMatchObject({ _tag: "InvalidInput", field: "options.leaseToken" })

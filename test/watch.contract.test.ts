@@ -552,7 +552,7 @@ for (const adapter of adapters) {
           const batch = await store.listDueOperations(NOW, { readWinners: async (ids: ReadonlyArray<string>) => new Map(ids.map((d) => [d, winner])) })
           expect(batch.watches.map((w) => w.sourceID)).toEqual([id.sourceID])
           const asRecord = await store.listDueOperations(NOW, { readWinners: (ids: ReadonlyArray<string>) => Object.fromEntries(ids.map((d) => [d, "w1"])) })
-          expect(asRecord).toEqual({ operations: [], watches: [] })
+          expect(asRecord).toEqual({ operations: [], watches: [], corrupt: [] })
           expect(await store.getWatch({ ...id, sourceID: "src-none" })).toBeNull()
           expect(await store.getWatchByDocument("doc-none")).toBeNull()
           expect(await store.getWatchByDocument("doc-1")).toMatchObject({ sourceID: id.sourceID })

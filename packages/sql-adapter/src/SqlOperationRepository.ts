@@ -17,6 +17,7 @@ import {
   epochOrNull,
   jsonOrNull,
   type RawRow,
+  rowDecoder,
   text,
   textOrNull
 } from "./internal/columns.js"
@@ -60,6 +61,9 @@ export const decodeOperation = (row: RawRow): ConnectorOperation => ({
   createdAt: epoch(row["created_at"]),
   updatedAt: epoch(row["updated_at"])
 })
+
+/** `decodeOperation` for the rows of `table`: a row that does not decode throws `CorruptRow` keyed `callerDID/operationID`. */
+export const operationDecoder = (table: string) => rowDecoder(table, ["caller_did", "operation_id"], decodeOperation)
 
 /** The columns an insert sets besides the key, the node key and `created_at`, in `mutableValues` order. */
 const MUTABLE_COLUMNS = [
@@ -153,7 +157,7 @@ export const operationStatements = (sql: SqlClient, tables: TableNames) => {
 export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): OperationRepository["Type"] => {
   const statements = operationStatements(sql, tables)
   const { table } = statements
-  const { many, one } = rowReaders(decodeOperation)
+  const { healthy, one } = rowReaders(operationDecoder(tables.operation))
   const changed = returnedAny
   // The newest-row order is byte order on every adapter, as in the pure rule.
   const ordered = (column: string) => byteOrdered(sql, column)
@@ -190,7 +194,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     markSent: (key, token, maxAttempts, now) =>
       one("operation.markSent", statements.markSent(key, token, maxAttempts, now)),
     listDue: (now) =>
-      many(
+      healthy(
         "operation.listDue",
         // Two index ranges of (state, next_attempt_at), so the sweep reads
         // the due rows only; the OR form read every attempted row.
@@ -200,7 +204,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
           ORDER BY next_attempt_at, caller_did, operation_id`
       ),
     lockDeferred: (scope) =>
-      many(
+      healthy(
         "operation.lockDeferred",
         scope.reason === "offline"
           ? sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND defer_reason = 'offline' ${forUpdate(sql)}`
@@ -223,7 +227,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
         PersistenceError.refail("operation.collectFinished")
       ),
     listTracked: (query) =>
-      many(
+      healthy(
         "operation.listTracked",
         sql<RawRow>`SELECT * FROM ${table} WHERE ${trackedWhere(query)}
           ORDER BY created_at DESC, ${ordered("caller_did")} DESC, ${ordered("operation_id")} DESC
@@ -232,6 +236,6 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     listByDocuments: (documentIDs) =>
       documentIDs.length === 0
         ? Effect.succeed([])
-        : many("operation.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`)
+        : healthy("operation.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`)
   }
 }

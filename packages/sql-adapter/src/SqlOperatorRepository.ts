@@ -9,18 +9,17 @@ import {
   type RelistRunState,
   type StoreStatus,
   type VerificationStatus,
-  WATCH_STATUSES,
-  watchIdentityOf
+  WATCH_STATUSES
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { epoch, type RawRow, text } from "./internal/columns.js"
 import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { rowReaders } from "./internal/queries.js"
-import { decodeOperation } from "./SqlOperationRepository.js"
-import { decodeRelistRun } from "./SqlRelistRepository.js"
-import { decodeWatch } from "./SqlWatchRepository.js"
-import { decodeSyncState } from "./SqlSyncStateRepository.js"
+import { operationDecoder } from "./SqlOperationRepository.js"
+import { relistRunDecoder } from "./SqlRelistRepository.js"
+import { watchDecoder } from "./SqlWatchRepository.js"
+import { syncStateDecoder } from "./SqlSyncStateRepository.js"
 import type { TableNames } from "./Tables.js"
 
 const countsOf = <K extends string>(keys: ReadonlyArray<K>, rows: ReadonlyArray<RawRow>, column: string): Record<K, number> => {
@@ -41,11 +40,11 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
   const syncStates = sql(tables.syncState)
   // Only expires_at is read of pending authorizations: the one column every layout of that table has.
   const pendingAuths = sql(tables.pendingAuth)
-  const syncRows = rowReaders(decodeSyncState)
+  const syncRows = rowReaders(syncStateDecoder(tables.syncState))
   const ordered = (column: string) => byteOrdered(sql, column)
-  const operationRows = rowReaders(decodeOperation)
-  const watchRows = rowReaders(decodeWatch)
-  const runRows = rowReaders(decodeRelistRun)
+  const operationRows = rowReaders(operationDecoder(tables.operation))
+  const watchRows = rowReaders(watchDecoder(tables.projectionWatch))
+  const runRows = rowReaders(relistRunDecoder(tables.relistRun))
   // The in-doubt fact as `isInDoubt` states it.
   const inDoubt = sql`(state <> 'committed' AND (in_doubt_since IS NOT NULL OR send_marker IS NOT NULL))`
 
@@ -113,7 +112,6 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
       const [auth] = yield* sql<RawRow>`SELECT COUNT(CASE WHEN expires_at >= ${now} THEN 1 END) AS live,
           COUNT(CASE WHEN expires_at < ${now} THEN 1 END) AS expired
         FROM ${pendingAuths}`
-      const watch = oldestWatch === undefined ? undefined : decodeWatch(oldestWatch)
       return {
         at: now,
         operations: countsOf<OperationState>(OPERATION_STATES, byState, "state"),
@@ -127,9 +125,16 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
           operationID: text(oldestOperation["operation_id"]),
           dueAt: epoch(oldestOperation["due_at"])
         },
-        oldestDueWatch: watch === undefined ? null : {
-          identity: watchIdentityOf(watch),
-          dueAt: watch.nextAttemptAt!
+        // Only the identity and the due time are read: a due watch whose other columns do not decode still counts.
+        oldestDueWatch: oldestWatch === undefined ? null : {
+          identity: {
+            ownerDID: text(oldestWatch["owner_did"]),
+            connectorName: text(oldestWatch["connector_name"]),
+            model: text(oldestWatch["model"]),
+            accountKey: text(oldestWatch["account_key"]),
+            sourceID: text(oldestWatch["source_id"])
+          },
+          dueAt: epoch(oldestWatch["next_attempt_at"])
         },
         syncStates: {
           total: epoch(sync?.["total"] ?? 0),
@@ -142,13 +147,13 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
 
   return {
     listOperations: (query) =>
-      operationRows.many(
+      operationRows.healthy(
         "operator.listOperations",
         sql<RawRow>`SELECT * FROM ${operations} WHERE ${operationWhere(query)}
           ORDER BY created_at DESC, ${ordered("caller_did")} DESC, ${ordered("operation_id")} DESC LIMIT ${query.limit}`
       ),
     listWatches: (query) =>
-      watchRows.many(
+      watchRows.healthy(
         "operator.listWatches",
         sql<RawRow>`SELECT * FROM ${watches} WHERE ${watchWhere(query)}
           ORDER BY ${ordered("owner_did")}, ${ordered("connector_name")}, ${ordered("model")}, ${ordered("account_key")},
@@ -163,7 +168,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
         clauses.push(sql`(started_at < ${query.after.startedAt}
           OR (started_at = ${query.after.startedAt} AND ${ordered("run_id")} > ${query.after.runID}))`)
       }
-      return runRows.many(
+      return runRows.healthy(
         "operator.listRelistRuns",
         sql<RawRow>`SELECT * FROM ${runs} WHERE ${sql.and(clauses)}
           ORDER BY started_at DESC, ${ordered("run_id")} LIMIT ${query.limit}`
@@ -183,7 +188,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
       if (query.after !== undefined) {
         clauses.push(sql`(${ordered("connector_name")}, ${ordered("owner_did")}) > (${query.after.connectorName}, ${query.after.ownerDID})`)
       }
-      return syncRows.many(
+      return syncRows.healthy(
         "operator.listSyncStates",
         sql<RawRow>`SELECT * FROM ${syncStates} WHERE ${sql.and(clauses)}
           ORDER BY ${ordered("connector_name")}, ${ordered("owner_did")} LIMIT ${query.limit}`

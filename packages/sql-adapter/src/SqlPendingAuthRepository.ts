@@ -1,7 +1,7 @@
 import { type PendingAuth, PendingAuthRepository, PersistenceError } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Option, Redacted } from "effect"
-import { epoch, type RawRow, text, textOrNull } from "./internal/columns.js"
+import { epoch, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
 import type { TableNames } from "./Tables.js"
 
 /** Decodes one column of a pending-auth row; a failure names the column, never its value. */
@@ -94,6 +94,7 @@ const sealed = (operation: string) =>
 /** The pending-authorization table on a SQL client. */
 export const makeSqlPendingAuthRepository = (sql: SqlClient, tables: TableNames): PendingAuthRepository["Type"] => {
   const table = sql(tables.pendingAuth)
+  const decode = rowDecoder(tables.pendingAuth, ["state"], decodePendingAuth)
   return {
     insert: (record) =>
       sql<RawRow>`INSERT INTO ${table} (
@@ -109,13 +110,14 @@ export const makeSqlPendingAuthRepository = (sql: SqlClient, tables: TableNames)
       ),
     // One DELETE … RETURNING: on Postgres a concurrent second delete waits on
     // the row lock and then finds nothing, so exactly one caller gets the row.
-    // A row that does not decode fails the take inside the caller's
-    // transaction, whose rollback keeps it (a second take waiting on the
-    // lock then finds it again, and fails the same way).
+    // A row that does not decode fails the take with `CorruptRow` (a defect
+    // here, which the store's boundary turns into the call's failure) inside
+    // the caller's transaction, whose rollback keeps it (a second take
+    // waiting on the lock then finds it again, and fails the same way).
     take: (state) =>
       sql<RawRow>`DELETE FROM ${table} WHERE state = ${state} RETURNING *`.pipe(
-        Effect.flatMap((rows) => Effect.try(() => Option.map(Option.fromNullable(rows[0]), decodePendingAuth))),
-        sealed("pendingAuth.take")
+        sealed("pendingAuth.take"),
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), decode))
       ),
     deleteExpiredBefore: (cutoff) =>
       sql<RawRow>`DELETE FROM ${table} WHERE expires_at < ${cutoff} RETURNING state`.pipe(

@@ -17,9 +17,9 @@ import {
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
-import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
+import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
 import { forUpdate, makeSqlTransactor, takeWriteLock } from "./SqlTransactor.js"
-import { decodeAll, decodeFirst, returnedAny } from "./internal/queries.js"
+import { decodeAll, decodeFirst, decodeHealthy, returnedAny } from "./internal/queries.js"
 import type { TableNames } from "./Tables.js"
 
 /** A run as read from the relist-run table. */
@@ -81,6 +81,11 @@ export const decodeBaselineEntry = (row: RawRow): RelistBaselineEntry => ({
   watchCreatedAt: epoch(row["watch_created_at"])
 })
 
+/** `decodeRelistRun` for the rows of `table`: a row that does not decode throws `CorruptRow` keyed by its run id. */
+export const relistRunDecoder = (table: string) => rowDecoder(table, ["run_id"], decodeRelistRun)
+
+const CANDIDATE_KEY = ["owner_did", "connector_name", "model", "account_key", "source_id"]
+
 /** How many source ids go into one IN list (well under every driver's parameter limit). */
 const SOURCE_CHUNK = 1000
 
@@ -119,6 +124,10 @@ const candidateColumns = (row: SweepCandidate) => ({
 
 /** The relist tables on a SQL client. */
 export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): RelistRepository["Type"] => {
+  const runRow = relistRunDecoder(tables.relistRun)
+  const receiptRow = rowDecoder(tables.relistReceipt, ["run_id", "source_id"], decodeRelistReceipt)
+  const candidateRow = rowDecoder(tables.relistCandidate, CANDIDATE_KEY, decodeSweepCandidate)
+  const baselineRow = rowDecoder(tables.relistBaseline, ["run_id", "source_id"], decodeBaselineEntry)
   const runs = sql(tables.relistRun)
   const receipts = sql(tables.relistReceipt)
   const candidates = sql(tables.relistCandidate)
@@ -155,7 +164,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
   const currentRun = (operation: string, scope: RelistScope, lock: boolean) =>
     decodeFirst(
       operation,
-      decodeRelistRun,
+      runRow,
       lock
         ? Effect.zipRight(lockScope(scope), sql<RawRow>`SELECT * FROM ${runs} WHERE ${inScope(scope)} AND ${isCurrent} ${forUpdate(sql)}`)
         : sql<RawRow>`SELECT * FROM ${runs} WHERE ${inScope(scope)} AND ${isCurrent}`
@@ -223,11 +232,11 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
     )
 
   return {
-    getRun: (runID) => decodeFirst("relist.getRun", decodeRelistRun, sql<RawRow>`SELECT * FROM ${runs} WHERE run_id = ${runID}`),
+    getRun: (runID) => decodeFirst("relist.getRun", runRow, sql<RawRow>`SELECT * FROM ${runs} WHERE run_id = ${runID}`),
     lockRun: (runID) =>
       decodeFirst(
         "relist.lockRun",
-        decodeRelistRun,
+        runRow,
         locked(tables.relistRun, sql<RawRow>`SELECT * FROM ${runs} WHERE run_id = ${runID} ${forUpdate(sql)}`)
       ),
     getCurrentRun: (scope) => currentRun("relist.getCurrentRun", scope, false),
@@ -265,7 +274,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
           (chunk) =>
             decodeAll(
               "relist.getBaseline",
-              decodeBaselineEntry,
+              baselineRow,
               sql<RawRow>`SELECT * FROM ${baseline} WHERE run_id = ${runID} AND source_id IN ${sql.in(chunk)}`
             )
         ),
@@ -282,16 +291,16 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
         { discard: true }
       ).pipe(PersistenceError.refail("relist.putReceipts")),
     listReceipts: (runID, page) =>
-      decodeAll(
+      decodeHealthy(
         "relist.listReceipts",
-        decodeRelistReceipt,
+        receiptRow,
         sql<RawRow>`SELECT * FROM ${receipts} WHERE run_id = ${runID} AND ${after(page)} ORDER BY source_id LIMIT ${page.limit}`
       ),
     deriveCandidates: derive,
     listCandidates: (runID, page) =>
-      decodeAll(
+      decodeHealthy(
         "relist.listCandidates",
-        decodeSweepCandidate,
+        candidateRow,
         sql<RawRow>`SELECT c.* FROM ${candidates} c JOIN ${runs} r ON r.run_id = c.run_id
           WHERE c.run_id = ${runID} AND r.state = 'complete' AND c.status IN ('open', 'decided')
             AND ${page.kind === undefined ? sql`1 = 1` : sql`c.kind = ${page.kind}`}
@@ -299,18 +308,18 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
           ORDER BY c.source_id LIMIT ${page.limit}`
       ),
     listGivenUp: (scope, page) =>
-      decodeAll(
+      decodeHealthy(
         "relist.listGivenUp",
-        decodeSweepCandidate,
+        candidateRow,
         sql<RawRow>`SELECT * FROM ${candidates} WHERE ${inScope(scope)} AND status = 'given_up' AND ${after(page)}
           ORDER BY source_id LIMIT ${page.limit}`
       ),
     getCandidate: (identity) =>
-      decodeFirst("relist.getCandidate", decodeSweepCandidate, sql<RawRow>`SELECT * FROM ${candidates} WHERE ${byCandidate(identity)}`),
+      decodeFirst("relist.getCandidate", candidateRow, sql<RawRow>`SELECT * FROM ${candidates} WHERE ${byCandidate(identity)}`),
     lockCandidate: (identity) =>
       decodeFirst(
         "relist.lockCandidate",
-        decodeSweepCandidate,
+        candidateRow,
         locked(tables.relistCandidate, sql<RawRow>`SELECT * FROM ${candidates} WHERE ${byCandidate(identity)} ${forUpdate(sql)}`)
       ),
     updateCandidate: (next, expectedVersion) =>

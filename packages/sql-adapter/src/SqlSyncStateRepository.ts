@@ -7,7 +7,7 @@ import {
 } from "@connector-store/core"
 import { decodeJsonColumn, encodeJsonColumn } from "@connector-store/core/adapter"
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
+import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered } from "./internal/collation.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
@@ -29,6 +29,9 @@ export const decodeSyncState = (row: RawRow): SyncStateRow => ({
   incarnation: textOrNull(row["incarnation"])
 })
 
+/** `decodeSyncState` for the rows of `table`: a row that does not decode throws `CorruptRow` keyed `connectorName/ownerDID`. */
+export const syncStateDecoder = (table: string) => rowDecoder(table, ["connector_name", "owner_did"], decodeSyncState)
+
 /**
  * The sync-state table on a SQL client. Every write is one statement whose
  * guard is in its WHERE clause; `IS NOT DISTINCT FROM` matches the null
@@ -37,7 +40,7 @@ export const decodeSyncState = (row: RawRow): SyncStateRow => ({
 export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): SyncStateRepository["Type"] => {
   const table = sql(tables.syncState)
   const byKey = (key: SyncStateKey) => sql`connector_name = ${key.connectorName} AND owner_did = ${key.ownerDID}`
-  const { many, one } = rowReaders(decodeSyncState)
+  const { healthy, one } = rowReaders(syncStateDecoder(tables.syncState))
   const changed = returnedAny
   const empty = sql.literal("")
   /** The guard of a versioned write: key, version, incarnation and, for a fenced write, the lease token. */
@@ -104,7 +107,7 @@ export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): 
       ),
     delete: (key) => changed("syncState.delete", sql<RawRow>`DELETE FROM ${table} WHERE ${byKey(key)} RETURNING version`),
     listByConnector: (connectorName) =>
-      many(
+      healthy(
         "syncState.listByConnector",
         sql<RawRow>`SELECT * FROM ${table} WHERE connector_name = ${connectorName} ORDER BY ${byteOrdered(sql, "owner_did")}`
       )

@@ -12,7 +12,7 @@ import {
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { byteOrdered } from "./internal/collation.js"
-import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
+import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
@@ -38,6 +38,13 @@ export const decodeWatch = (row: RawRow): ProjectionWatch => ({
   createdAt: epoch(row["created_at"]),
   updatedAt: epoch(row["updated_at"])
 })
+
+/**
+ * `decodeWatch` for the rows of `table`: a row that does not decode throws
+ * `CorruptRow` keyed by its identity (`ownerDID/connectorName/model/accountKey/sourceID`).
+ */
+export const watchDecoder = (table: string) =>
+  rowDecoder(table, ["owner_did", "connector_name", "model", "account_key", "source_id"], decodeWatch)
 
 const column = (name: string, value: (row: ProjectionWatch) => unknown): ColumnOf<ProjectionWatch> => ({ name, value })
 
@@ -122,7 +129,7 @@ export const watchStatements = (sql: SqlClient, tables: TableNames) => {
 export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): WatchRepository["Type"] => {
   const statements = watchStatements(sql, tables)
   const { table, byIdentity } = statements
-  const { many, one } = rowReaders(decodeWatch)
+  const { healthy, many, one } = rowReaders(watchDecoder(tables.projectionWatch))
   const changed = returnedAny
   /** Whether a write without RETURNING touched any row. */
   const touchedAny = (operation: string, statement: { readonly raw: Effect.Effect<unknown, unknown> }) =>
@@ -149,7 +156,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     listByDocuments: (documentIDs) =>
       documentIDs.length === 0
         ? Effect.succeed([])
-        : many("watch.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
+        : healthy("watch.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
     update: versionedUpdate(sql, "watch.update", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY),
     claimAttempt: (identity, input, now, writtenAt) =>
       touchedAny("watch.claimAttempt", statements.claimAttempt(identity, input, now, writtenAt)),
@@ -166,7 +173,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     lockArmTargets: (slot, identity) =>
       Effect.zipRight(lockDocument(slot), many("watch.lockArmTargets", statements.lockArmTargets(slot, identity))),
     listScheduleDue: (now) =>
-      many(
+      healthy(
         "watch.listScheduleDue",
         sql<RawRow>`SELECT * FROM ${table}
           WHERE verification_status IN ('pending_verification', 'repair_failed')
@@ -175,7 +182,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     // Keyset pages along the primary key, so a page reads `limit` settled
     // rows (and the unsettled ones between them), never the whole table.
     listAuditPage: (after, limit) =>
-      many(
+      healthy(
         "watch.listAuditPage",
         // SQLite (no statistics) would rather search the status index and
         // sort every settled row: `+` leaves it the primary key's order.
@@ -188,7 +195,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
           LIMIT ${limit}`
       ),
     lockDeferred: (scope) =>
-      many(
+      healthy(
         "watch.lockDeferred",
         scope.reason === "offline"
           ? sql<RawRow>`SELECT * FROM ${table}

@@ -11,7 +11,6 @@ import { nativeTracer } from "../service/tracing.js"
 import { type DirectLane, makeDirectLane } from "./lane.js"
 import { StoreClosed } from "../errors.js"
 import type { CollectParams } from "../operation/retention.js"
-import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { StoreSnapshot } from "../ports/StoreSnapshot.js"
 import { ConnectorStore, type StorePorts } from "../service/ConnectorStore.js"
 import type { ArmWatchOptions, ClaimWatchOptions, ResumeAuthParams } from "../service/watches.js"
@@ -30,6 +29,7 @@ import { promiseOperationMethods, type PromiseOperationMethods } from "./operati
 import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.js"
 import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
 import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
+import type { DueWork } from "../service/sweep.js"
 
 /**
  * The store as Promises, with the seed's method names, argument shapes and
@@ -75,12 +75,13 @@ export interface PromiseWatchMethods<H> {
   /**
    * The due sweep (see the Effect API's `listDueOperations`). Winners are
    * read with `readers` when given, else with the readers the store was
-   * opened with.
+   * opened with. A row that cannot be decoded is left out and reported in
+   * `corrupt`.
    */
   listDueOperations(
     now: Millis,
     readers?: PromiseWinnerReaders<H>
-  ): Promise<{ operations: ReadonlyArray<ConnectorOperation>; watches: ReadonlyArray<ProjectionWatch> }>
+  ): Promise<DueWork>
   /**
    * Retention (see the Effect API's `collectFinishedOperations`): a deleted
    * row's idempotency key is forgotten, so `before` is the idempotency

@@ -1,5 +1,5 @@
 import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
-import { InvalidClockReading, StoreClosed } from "../errors.js"
+import { CorruptRow, InvalidClockReading, StoreClosed } from "../errors.js"
 import { bounded, type CallBoundary, makeCallBoundary } from "./bound.js"
 import { directContextOf } from "./directContext.js"
 import type { CallGate } from "./gate.js"
@@ -269,14 +269,17 @@ const NOT_A_FAILURE: unique symbol = Symbol("not a failure")
 
 /**
  * The error a failed call fails with: a bad reading of an injected clock
- * (it dies inside the clock) becomes the caller's typed `InvalidClockReading`;
+ * (it dies inside the clock) becomes the caller's typed `InvalidClockReading`,
+ * and a row an adapter could not decode (it dies inside the port's read) its `CorruptRow`;
  * the first failure of the cause is kept (as `Effect.mapError` would) with
  * `method` naming the public method. `NOT_A_FAILURE` when the cause holds
  * neither (a defect, an interruption): it is passed on as it is.
  */
 const refine = (spec: MethodSpec, cause: Cause.Cause<unknown>): unknown => {
   const defect = Cause.dieOption(cause)
-  if (Option.isSome(defect) && defect.value instanceof InvalidClockReading) return spec.named(defect.value)
+  if (Option.isSome(defect) && (defect.value instanceof InvalidClockReading || defect.value instanceof CorruptRow)) {
+    return spec.named(defect.value)
+  }
   const failure = Cause.failureOption(cause)
   return Option.isSome(failure) ? spec.named(failure.value) : NOT_A_FAILURE
 }

@@ -1,4 +1,5 @@
 import { Metric, MetricBoundaries, MetricKey, MetricLabel } from "effect"
+import { corruptRowsSkipped } from "../ports/CorruptRows.js"
 
 const keys = {
   calls: MetricKey.counter("connector_store_calls", { description: "calls of a public method, by method and outcome" }),
@@ -30,7 +31,9 @@ export const StoreMetrics = {
     "connector_store_due_sweep_size",
     MetricBoundaries.exponential({ start: 1, factor: 2, count: 14 }),
     "items returned by one due sweep"
-  )
+  ),
+  /** Rows a list read or sweep skipped because they do not decode, tagged `table`. */
+  corruptRowsSkipped
 } as const
 
 /**

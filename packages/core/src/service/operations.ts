@@ -34,6 +34,7 @@ import {
   positionOf,
   writeStatesOf
 } from "../operation/reads.js"
+import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import { type Check, firstProblem, Rules, validate, validated } from "../validation.js"
@@ -65,6 +66,14 @@ export interface TrackedOperationFilter {
 export interface TrackedOperationsPage {
   readonly operations: ReadonlyArray<ConnectorOperation>
   readonly nextCursor: string | null
+  /**
+   * The rows of this page left out because they cannot be decoded (each also
+   * logged as a warning and counted in `StoreMetrics.corruptRowsSkipped`);
+   * empty when every row decoded. A page may then hold fewer operations than
+   * asked for, and a corrupt row after the page's last operation is reported
+   * again with the next page.
+   */
+  readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 
 type RunnerErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted
@@ -190,19 +199,21 @@ export const makeOperationMethods = Effect.gen(function*() {
           })
         }
         const limit = filter.limit ?? DEFAULT_TRACKED_PAGE
-        const rows = yield* operations.listTracked({
+        const [rows, corrupt] = yield* collectCorruptRows(operations.listTracked({
           visibleTo: filter.visibleTo,
           documentIDs: filter.documentIDs,
           states: filter.states,
           connectorName: filter.connectorName,
           limit: limit + 1,
           after
-        })
+        }))
         const page = rows.slice(0, limit)
         const last = page[page.length - 1]
         return {
           operations: page,
-          nextCursor: rows.length > limit && last !== undefined ? encodeCursor(positionOf(last)) : null
+          // The rows left out count towards the limit + 1 read: more follow the page's last operation.
+          nextCursor: rows.length + corrupt.length > limit && last !== undefined ? encodeCursor(positionOf(last)) : null,
+          corrupt
         }
       }),
 

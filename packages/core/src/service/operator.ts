@@ -30,6 +30,7 @@ import { formatSyncStateKey } from "../syncstate/SyncState.js"
 import { OperatorActionRefused, OperatorTargetNotFound } from "../operator/errors.js"
 import type { StoreStatus } from "../operator/status.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
+import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
 import { OperatorRepository } from "../ports/OperatorRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -72,6 +73,13 @@ export type OperatorSyncLeaseReleaseResult =
 export interface OperatorPage<A> {
   readonly items: ReadonlyArray<A>
   readonly nextCursor: string | null
+  /**
+   * The rows of this page left out because they cannot be decoded (each also
+   * logged as a warning and counted in `StoreMetrics.corruptRowsSkipped`);
+   * empty when every row decoded. A corrupt row after the page's last item
+   * is reported again with the next page.
+   */
+  readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 
 type ActionErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted | OperatorTargetNotFound | OperatorActionRefused
@@ -145,10 +153,11 @@ const paged = <A, E>(
   cursorAfter: (last: A) => string
 ): Effect.Effect<OperatorPage<A>, E> => {
   const size = limit ?? DEFAULT_TRACKED_PAGE
-  return Effect.map(read(size + 1), (rows) => {
+  return Effect.map(collectCorruptRows(read(size + 1)), ([rows, corrupt]) => {
     const items = rows.slice(0, size)
     const last = items[items.length - 1]
-    return { items, nextCursor: rows.length > size && last !== undefined ? cursorAfter(last) : null }
+    // The rows left out count towards the size + 1 read: more follow the page's last item.
+    return { items, nextCursor: rows.length + corrupt.length > size && last !== undefined ? cursorAfter(last) : null, corrupt }
   })
 }
 
@@ -228,7 +237,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
                   limit,
                   after
                 }), encodeSyncStateCursor),
-              (page) => ({ items: page.items.map((row) => toOperatorSyncState(row, at)), nextCursor: page.nextCursor })
+              (page) => ({ ...page, items: page.items.map((row) => toOperatorSyncState(row, at)) })
             )))),
 
     releaseSyncLeaseByOperator: (connectorName, ownerDID, options) =>

@@ -1,4 +1,5 @@
 import { Clock, Effect, Option } from "effect"
+import { refuseCorruptRows } from "../ports/CorruptRows.js"
 import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "../errors.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
@@ -164,10 +165,12 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
 
   /**
    * The bases of a page of candidates, read in a few set-based reads: their
-   * documents' watches and operations, and the run's baseline entries.
+   * documents' watches and operations, and the run's baseline entries. A
+   * row of them that cannot be decoded fails the read (`CorruptRow`): a
+   * basis without it could clear a candidate that must be withdrawn.
    */
   const basesOf = (runID: string, rows: ReadonlyArray<SweepCandidate>) =>
-    Effect.gen(function*() {
+    refuseCorruptRows(Effect.gen(function*() {
       const documentIDs = Array.from(new Set(rows.map((row) => row.documentID)))
       const documentWatches = yield* watches.listByDocuments(documentIDs)
       const documentOperations = yield* operations.listByDocuments(documentIDs)
@@ -179,15 +182,16 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
         documentWatches: documentWatches.filter((watch) => watch.documentID === row.documentID).map(watchIdentityOf),
         documentOperations: documentOperations.filter((op) => op.documentID === row.documentID).map((op) => op.state)
       })
-    })
+    }))
 
   /**
    * The basis of one candidate about to be acted on, its rows locked until
    * the transaction ends: the document's slot (which every finalize arming a
-   * watch on it takes first), then the candidate's watch.
+   * watch on it takes first), then the candidate's watch. A row of it that
+   * cannot be decoded fails the read, as in `basesOf`.
    */
   const lockedBasisOf = (runID: string, row: SweepCandidate) =>
-    Effect.gen(function*() {
+    refuseCorruptRows(Effect.gen(function*() {
       yield* watches.lockDocument({ ownerDID: row.ownerDID, model: row.model, documentID: row.documentID })
       const watch = Option.getOrUndefined(yield* watches.lockRead(row))
       const documentWatches = yield* watches.listByDocuments([row.documentID])
@@ -199,7 +203,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
         documentWatches: documentWatches.filter((other) => other.documentID === row.documentID).map(watchIdentityOf),
         documentOperations: documentOperations.filter((op) => op.documentID === row.documentID).map((op) => op.state)
       } satisfies SweepCandidateBasis
-    })
+    }))
 
   /**
    * Re-derives an open or decided candidate against its locked basis: a

@@ -2,6 +2,7 @@ import { Clock, Effect, Metric } from "effect"
 import { type InvalidInput, type PersistenceError, WinnerReaderMissing } from "../errors.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { CollectParams } from "../operation/retention.js"
+import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader, type WinnerReaders } from "../ports/WinnerReader.js"
@@ -30,6 +31,14 @@ export interface DueWork {
   readonly operations: ReadonlyArray<ConnectorOperation>
   /** Watches due by schedule, and settled watches of this call's audit page whose winner moved (each once). */
   readonly watches: ReadonlyArray<ProjectionWatch>
+  /**
+   * The rows the sweep read and left out because they cannot be decoded
+   * (each also logged as a warning and counted in
+   * `StoreMetrics.corruptRowsSkipped`): every healthy due row is still in
+   * `operations` and `watches`. Empty when every row decoded. The operator
+   * guide says how to repair one.
+   */
+  readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 
 /** The due sweep and retention half of the store's Effect API. */
@@ -37,7 +46,8 @@ export interface SweepMethods {
   /**
    * The boot/periodic sweep. Reads winners with `readers` when given, else
    * with the store's own; a document whose winner cannot be read is skipped.
-   * No transaction is held across the audit.
+   * No transaction is held across the audit. A row that cannot be decoded
+   * is left out and reported in `corrupt`; it never stops the sweep.
    */
   readonly listDueOperations: (
     now: Millis,
@@ -75,11 +85,17 @@ export const makeSweepMethods = Effect.gen(function*() {
         if (chosen.readWinner === undefined && chosen.readWinners === undefined) {
           return yield* new WinnerReaderMissing({ method: "listDueOperations" })
         }
-        const due = yield* operations.listDue(now)
-        const scheduled = (yield* watches.listScheduleDue(now)).filter((row) => isScheduleDue(row, now))
-        const candidates = yield* watches.listAuditPage(auditAfter, AUDIT_PAGE)
+        // A row that does not decode is left out and reported; every healthy one is still swept.
+        const [[due, scheduledRows], dueCorrupt] = yield* collectCorruptRows(
+          Effect.zip(operations.listDue(now), watches.listScheduleDue(now))
+        )
+        const scheduled = scheduledRows.filter((row) => isScheduleDue(row, now))
+        const [candidates, auditCorrupt] = yield* collectCorruptRows(watches.listAuditPage(auditAfter, AUDIT_PAGE))
         const last = candidates.at(-1)
-        auditAfter = candidates.length < AUDIT_PAGE || last === undefined ? undefined : watchIdentityOf(last)
+        // A page is full when it read AUDIT_PAGE rows, the corrupt ones included: the pass goes on after its last healthy row.
+        auditAfter = candidates.length + auditCorrupt.length < AUDIT_PAGE || last === undefined
+          ? undefined
+          : watchIdentityOf(last)
         const winners = yield* readableWinners(chosen, candidates.map((row) => row.documentID))
         const byIdentity = new Map<string, ProjectionWatch>()
         for (const row of scheduled) byIdentity.set(watchKey(row), row)
@@ -90,7 +106,7 @@ export const makeSweepMethods = Effect.gen(function*() {
         const dueWatches = Array.from(byIdentity.values())
         yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "operations"), due.length)
         yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "watches"), dueWatches.length)
-        return { operations: due, watches: dueWatches }
+        return { operations: due, watches: dueWatches, corrupt: [...dueCorrupt, ...auditCorrupt] }
       }),
 
     collectFinishedOperations: (params) =>

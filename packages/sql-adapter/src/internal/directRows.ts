@@ -2,9 +2,9 @@ import type { ConnectorOperation, ProjectionWatch } from "@connector-store/core"
 import type { DirectRowsOf } from "@connector-store/core/adapter"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { Statement } from "@effect/sql/Statement"
-import { decodeOperation, operationStatements } from "../SqlOperationRepository.js"
+import { operationDecoder, operationStatements } from "../SqlOperationRepository.js"
 import type { TableNames } from "../Tables.js"
-import { decodeWatch, watchStatements } from "../SqlWatchRepository.js"
+import { watchDecoder, watchStatements } from "../SqlWatchRepository.js"
 import type { RawRow } from "./columns.js"
 import { type Compiled, firstOf } from "./directStatements.js"
 
@@ -29,14 +29,12 @@ export interface StatementDriver {
 }
 
 const anyRow = (found: ReadonlyArray<RawRow>): boolean => found.length > 0
-const firstWatch = (found: ReadonlyArray<RawRow>): ProjectionWatch | undefined => firstOf(decodeWatch, found)
-const firstOperation = (found: ReadonlyArray<RawRow>): ConnectorOperation | undefined => firstOf(decodeOperation, found)
-const everyWatch = (found: ReadonlyArray<RawRow>): ReadonlyArray<ProjectionWatch> => found.map(decodeWatch)
 
 /**
  * The direct rows of the hot methods over `driver`: the repositories' own
  * statements (`watchStatements`, `operationStatements`), named and decoded
- * as the repositories name and decode them. One table of rows for every
+ * as the repositories name and decode them (a row that does not decode
+ * throws `CorruptRow`). One table of rows for every
  * driver; the caller types the answers as its driver gives them (at once,
  * or later).
  */
@@ -44,6 +42,12 @@ export const directRows = (sql: SqlClient, tables: TableNames, driver: Statement
   const watch = watchStatements(sql, tables)
   const operation = operationStatements(sql, tables)
   const { rows, touchedAny, map, lockSlot } = driver
+  // A row that does not decode throws `CorruptRow`, which the runners fail the call with.
+  const decodeWatch = watchDecoder(tables.projectionWatch)
+  const decodeOperation = operationDecoder(tables.operation)
+  const firstWatch = (found: ReadonlyArray<RawRow>): ProjectionWatch | undefined => firstOf(decodeWatch, found)
+  const firstOperation = (found: ReadonlyArray<RawRow>): ConnectorOperation | undefined => firstOf(decodeOperation, found)
+  const everyWatch = (found: ReadonlyArray<RawRow>): ReadonlyArray<ProjectionWatch> => found.map(decodeWatch)
   return {
     watches: {
       lockRead: (identity) => map(rows("watch.lockRead", watch.lockRead(identity)), firstWatch),
