@@ -12,6 +12,7 @@ import { syncCommand } from "./commands/sync.js"
 import { DATABASE_ENV } from "./options.js"
 import { argumentProblem, commandOf, type CommandSpec, commandSpecOf, helpText, plainText, wantsHelp } from "./spec.js"
 import { describeError } from "./store.js"
+import { printable, terminalSafe } from "./table.js"
 
 /** The `connector-store` command and its subcommands. */
 export const rootCommand = Command.make("connector-store").pipe(
@@ -56,7 +57,24 @@ export const parserMessage = (printed: string): string => {
 }
 
 const failWith = (message: string): Effect.Effect<never, CliExit> =>
-  Effect.zipRight(Console.error(`connector-store: ${message}`), Effect.fail(new CliExit()))
+  Effect.zipRight(Console.error(`connector-store: ${printable(message)}`), Effect.fail(new CliExit()))
+
+/**
+ * `console` with everything it prints made `terminalSafe`: whatever a
+ * command prints, a stored value in it cannot reach the terminal as a
+ * control character; JSON stays the same JSON.
+ */
+const safeConsole = (console: Console.Console, error?: (...items: ReadonlyArray<unknown>) => Effect.Effect<void>): Console.Console => {
+  const safe = (print: (...items: ReadonlyArray<unknown>) => Effect.Effect<void>) => (...items: ReadonlyArray<unknown>) =>
+    print(...items.map((item) => typeof item === "string" ? terminalSafe(item) : item))
+  return {
+    ...console,
+    log: safe(console.log),
+    info: safe(console.info),
+    warn: safe(console.warn),
+    error: error ?? safe(console.error)
+  }
+}
 
 /**
  * Runs the CLI on `argv`. `--help` prints the command's help, plain text.
@@ -68,17 +86,17 @@ export const runCli = (argv: ReadonlyArray<string>): Effect.Effect<void, CliExit
   Effect.suspend((): Effect.Effect<void, CliExit, NodeContext.NodeContext> => {
     const args = argv.slice(2)
     const root = commandSpec()
-    if (wantsHelp(args)) return Console.log(helpText(commandOf(root, args).spec))
+    if (wantsHelp(args)) return Console.log(terminalSafe(helpText(commandOf(root, args).spec)))
     const builtIn = args.length === 1 && (args[0] === "--version" || args[0] === "--completions")
     const problem = builtIn ? undefined : argumentProblem(root, args)
     if (problem !== undefined) return failWith(problem)
     // What the parser prints about a refused argument is kept, to be printed as one line.
     const parserOutput: Array<string> = []
     const parsed = Console.consoleWith((console) =>
-      Effect.withConsole(cli(argv), {
-        ...console,
-        error: (...items: ReadonlyArray<unknown>) => Effect.sync(() => void parserOutput.push(items.map(String).join(" ")))
-      })
+      Effect.withConsole(
+        cli(argv),
+        safeConsole(console, (...items: ReadonlyArray<unknown>) => Effect.sync(() => void parserOutput.push(items.map(String).join(" "))))
+      )
     )
     return parsed.pipe(
       Effect.catchAllCause((cause): Effect.Effect<never, CliExit> => {

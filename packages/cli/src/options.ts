@@ -4,6 +4,9 @@ import { Config } from "effect"
 /** The environment variable `--database` falls back to. */
 export const DATABASE_ENV = "CONNECTOR_STORE_DATABASE"
 
+/** How long a command's work on the store may take when `--timeout` is not given. */
+export const DEFAULT_TIMEOUT = "30s"
+
 /** The options every command that opens the store takes. */
 export const databaseOptions = {
   database: Options.text("database").pipe(
@@ -18,6 +21,12 @@ export const databaseOptions = {
   connectTimeout: Options.integer("connect-timeout").pipe(
     Options.withDefault(10),
     Options.withDescription("Seconds to wait for the database to answer")
+  ),
+  timeout: Options.text("timeout").pipe(
+    Options.withDefault(DEFAULT_TIMEOUT),
+    Options.withDescription(
+      "The longest the command's work on the store may take once connected, lock waits included: 30s, 2m, 500ms"
+    )
   )
 } as const
 
