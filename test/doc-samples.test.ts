@@ -1,8 +1,13 @@
 import { execFile } from "node:child_process"
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { checkRunnerLoop, type CheckRunnerLoopOptions, type OpenCheckedStore, type ProviderClient, ProviderError, type RunnerLoop } from "@connector-store/testkit"
+import { openConnectorStore } from "@connector-store/sql-adapter"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { pgDatabaseForFile } from "./support/databases.js"
+import { classify } from "./testkit.loops.js"
 
 // Every ```ts block of the READMEs (the root's and each package's) and docs/*.md is a module that type-checks
 // against the packages (strict, exactOptionalPropertyTypes, NodeNext); a
@@ -96,8 +101,14 @@ describe("the code samples of the README and docs/", () => {
     expect(Object.fromEntries([...errors].filter(([, list]) => list.length > 0))).toEqual({})
   }, 300_000)
 
-  beforeAll(writeSamples)
+  // A sample that reads CONNECTOR_STORE_DATABASE runs on its own SQLite file here (Postgres below).
+  const database = process.env["CONNECTOR_STORE_DATABASE"]
+  beforeAll(() => {
+    delete process.env["CONNECTOR_STORE_DATABASE"]
+    writeSamples()
+  })
   afterAll(() => {
+    if (database !== undefined) process.env["CONNECTOR_STORE_DATABASE"] = database
     for (const file of written) rmSync(file, { force: true })
   })
 
@@ -106,4 +117,113 @@ describe("the code samples of the README and docs/", () => {
       await import(pathToFileURL(fileOf(sample)).href)
     })
   }
+})
+
+/** The one sample of `document` whose code contains `marker`. */
+const sampleWith = (document: string, marker: string): Sample => {
+  const found = samples.filter((s) => s.name.startsWith(`${document}:`) && s.code.includes(marker))
+  expect(found.map((s) => s.name), `one sample of ${document} with ${marker}`).toHaveLength(1)
+  return found[0]!
+}
+
+/** Imports `code` as a module written next to the docs (removed at once): what an app that copied it would run. */
+const importCode = async (name: string, code: string): Promise<Record<string, unknown>> => {
+  const file = join(root, "docs", `.sample-${name}-${process.pid}.ts`)
+  writeFileSync(file, code)
+  try {
+    return await import(pathToFileURL(file).href) as Record<string, unknown>
+  } finally {
+    rmSync(file, { force: true })
+  }
+}
+
+/** The testkit's provider errors as the runner-loops page's `ProviderError` (the same status and Retry-After). */
+const asPageError = <A>(call: Promise<A>, PageError: new (status: unknown, retryAfterMs?: number) => Error): Promise<A> =>
+  call.catch((error: unknown) => {
+    throw error instanceof ProviderError ? new PageError(error.status, error.retryAfterMs) : error
+  })
+
+/**
+ * The write-back loops of the README and of docs/runner-loops.md, copied
+ * from the markdown as they stand (the runner-loops loop is everything of
+ * its sample above `// The demo`; the README's `declare const classify` is
+ * the only line bound here), each on the testkit's provider through the
+ * `Provider` interface it is written against, checked by `checkRunnerLoop`.
+ */
+describe("the write-back loops of the README and docs/runner-loops.md, as written, under checkRunnerLoop", () => {
+  const readmeLoop = async (): Promise<RunnerLoop> => {
+    const sample = sampleWith("README.md", "export async function writeBack(")
+    const declared = /^declare const classify: .*$/m
+    expect(sample.code).toMatch(declared)
+    const code = sample.code.replace(declared, "const classify = (globalThis as { readmeClassify?: never }).readmeClassify!")
+    ;(globalThis as { readmeClassify?: unknown }).readmeClassify = (error: unknown) => {
+      const { kind, httpStatus } = classify(error, 0)
+      return { kind, httpStatus }
+    }
+    const writeBack = (await importCode("readme-loop", code))["writeBack"] as (store: unknown, provider: unknown, edit: unknown) => Promise<unknown>
+    return (store, client, edit) =>
+      writeBack(store, {
+        update: (e: typeof edit, ifMatch?: string) => client.update(e, { ifMatch }),
+        delete: (e: typeof edit) => client.delete(e),
+        get: (id: string) => client.get(id)
+      }, edit)
+  }
+
+  const pageLoop = async (): Promise<RunnerLoop> => {
+    const sample = sampleWith("docs/runner-loops.md", "async function writeBack(store: Store, provider: Provider, edit: Edit)")
+    const demo = sample.code.indexOf("\n// The demo")
+    expect(demo, "the sample marks where its demo begins").toBeGreaterThan(0)
+    const module = await importCode("runner-loops-loop", `${sample.code.slice(0, demo)}\nexport { ProviderError, writeBack }\n`)
+    const writeBack = module["writeBack"] as (store: unknown, provider: unknown, edit: unknown) => Promise<unknown>
+    const PageError = module["ProviderError"] as new (status: unknown, retryAfterMs?: number) => Error
+    const provider = (client: ProviderClient) => ({
+      create: (e: Parameters<ProviderClient["create"]>[0], id: string) => asPageError(client.create(e, { id }), PageError),
+      update: (e: Parameters<ProviderClient["update"]>[0], ifMatch?: string) => asPageError(client.update(e, { ifMatch }), PageError),
+      delete: (e: Parameters<ProviderClient["delete"]>[0]) => asPageError(client.delete(e), PageError),
+      get: (id: string) => asPageError(client.get(id), PageError)
+    })
+    return (store, client, edit) => writeBack(store, provider(client), edit)
+  }
+
+  it("the README's loop (updates and deletes) holds", async () => {
+    const report = await checkRunnerLoop(await readmeLoop(), { kinds: ["update", "delete"] })
+    expect(report.runs).toBeGreaterThan(0)
+  }, 120_000)
+
+  it("docs/runner-loops.md's loop (creates, updates and deletes; watches due in 30 s) holds", async () => {
+    const report = await checkRunnerLoop(await pageLoop())
+    expect(report.runs).toBeGreaterThan(0)
+  }, 120_000)
+
+  it("docs/runner-loops.md's loop holds under a provider whose 404 and 410 may mean another thing", async () => {
+    const options: CheckRunnerLoopOptions = { fates: ["ok", "404", "410", "503"], numRuns: 200, seed: 7 }
+    expect((await checkRunnerLoop(await pageLoop(), options)).runs).toBe(200)
+  }, 120_000)
+
+  it("docs/runner-loops.md's loop holds over SQLite files", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "doc-loop-"))
+    let n = 0
+    const onSqlite: OpenCheckedStore = ({ now, readWinner, operationPolicy }) =>
+      openConnectorStore({ url: join(dir, `${++n}.sqlite`), now, readWinner, operationPolicy })
+    try {
+      expect((await checkRunnerLoop(await pageLoop(), { openStore: onSqlite, numRuns: 10 })).runs).toBe(10)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
+})
+
+describe("the Effect loops of docs/runner-loops.md on Postgres", () => {
+  it("run on a Postgres database of their own, with the database clock", async () => {
+    const sample = sampleWith("docs/runner-loops.md", "process.env[\"CONNECTOR_STORE_DATABASE\"]")
+    expect(sample.runnable).toBe(true)
+    const before = process.env["CONNECTOR_STORE_DATABASE"]
+    process.env["CONNECTOR_STORE_DATABASE"] = await pgDatabaseForFile()
+    try {
+      await importCode("effect-loops-postgres", sample.code)
+    } finally {
+      if (before === undefined) delete process.env["CONNECTOR_STORE_DATABASE"]
+      else process.env["CONNECTOR_STORE_DATABASE"] = before
+    }
+  }, 120_000)
 })
