@@ -19,7 +19,7 @@ export interface AdapterUnderTest {
 
 /** A SQL store layer; the harness's options are always valid, so an `InvalidInput` would be a bug here (a defect). */
 const sqlLayer = (...args: Parameters<typeof Sql.layer>): Layer.Layer<StoreServices, PersistenceError> =>
-  Layer.catchAll(Sql.layer(...args), (error) => error._tag === "InvalidInput" || error._tag === "StoreSchemaNotReady" ? Layer.die(error) : Layer.fail(error))
+  Layer.catchAll(Sql.layer(...args), (error) => error._tag === "PersistenceError" ? Layer.fail(error) : Layer.die(error))
 
 const memory: AdapterUnderTest = {
   name: "memory",
@@ -43,7 +43,7 @@ export const stockSqliteAdapter: AdapterUnderTest = {
   name: "sqlite",
   layer: (readers) =>
     ConnectorStore.layer.pipe(
-      Layer.provideMerge(Sql.layerPorts),
+      Layer.provideMerge(Layer.catchAll(Sql.layerPorts, (error) => error._tag === "PersistenceError" ? Layer.fail(error) : Layer.die(error))),
       Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
       Layer.provideMerge(Layer.orDie(Sql.Tables.layer())),
       Layer.provideMerge(Sql.layerStockSqliteClient(freshSqlitePath()))

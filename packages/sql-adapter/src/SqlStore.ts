@@ -35,7 +35,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Context, Effect, Exit, Layer, ManagedRuntime, Runtime } from "effect"
 import { migrate } from "./migrations.js"
 import { databaseUrlProblem, parseDatabaseUrl } from "./databaseUrl.js"
-import { checkSchema, StoreSchemaNotReady } from "./schemaCheck.js"
+import { checkSchema, StoreSchemaNotReady, type StoreSchemaTooNew } from "./schemaCheck.js"
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
 import { makeSqlOperatorRepository } from "./SqlOperatorRepository.js"
 import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
@@ -64,10 +64,11 @@ export type SqlPorts = Transactor | WatchRepository | OperationRepository | Stor
 
 /**
  * The repository ports on the ambient `SqlClient`, after bringing the schema
- * up to date (migration failures fail the layer).
+ * up to date (migration failures fail the layer; a schema a newer version
+ * migrated fails it with `StoreSchemaTooNew`).
  */
-export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tables> = Layer.suspend(() =>
-  portsLayer(false) as Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tables>
+export const layerPorts: Layer.Layer<SqlPorts, PersistenceError | StoreSchemaTooNew, SqlClient | Tables> = Layer.suspend(() =>
+  portsLayer(false) as Layer.Layer<SqlPorts, PersistenceError | StoreSchemaTooNew, SqlClient | Tables>
 )
 
 /**
@@ -76,9 +77,11 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError, SqlClient | Tab
  * (`StoreSchemaNotReady` says what is missing), and nothing is created.
  */
 export const layerPortsReadOnly: Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady, SqlClient | Tables> = Layer
-  .suspend(() => portsLayer(true))
+  .suspend(() => portsLayer(true) as Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady, SqlClient | Tables>)
 
-const portsLayer = (readOnly: boolean): Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady, SqlClient | Tables> =>
+const portsLayer = (
+  readOnly: boolean
+): Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady | StoreSchemaTooNew, SqlClient | Tables> =>
   Layer.effectContext(Effect.gen(function*() {
     const sql = yield* SqlClient
     const tables = yield* Tables
@@ -87,7 +90,9 @@ const portsLayer = (readOnly: boolean): Layer.Layer<SqlPorts, PersistenceError |
         Effect.catchTag("SqlError", (error) => Effect.fail(classified(new PersistenceError({ operation: "checkSchema", cause: error }))))
       )
     } else {
-      yield* migrate(sql, tables).pipe(PersistenceError.refail("migrate"), Effect.mapError(classified))
+      yield* migrate(sql, tables).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(classified(new PersistenceError({ operation: "migrate", cause: error }))))
+      )
     }
     const names = {
       sync_state: tables.syncState,
@@ -181,7 +186,8 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
       filename: target.filename,
       busyTimeoutMs: connection.busyTimeoutMs,
       readOnly,
-      fileMustExist: target.mode === "rw"
+      fileMustExist: target.mode === "rw",
+      checkIntegrity: connection.checkIntegrityOnOpen
     })
   // The SQLite driver throws (a defect) when the file cannot be opened.
   return Layer.catchAllCause(client, (cause) =>
@@ -229,18 +235,22 @@ const connectionChecks = (options: unknown) => [
  * out of range fails the layer with `InvalidInput` naming it (method
  * `layer`) before anything opens. Opened read-only (see
  * `SqlConnection.readOnly`), a schema not ready fails it with
- * `StoreSchemaNotReady`.
+ * `StoreSchemaNotReady`; opened for writing, a schema a newer version
+ * migrated fails it with `StoreSchemaTooNew`.
  */
 export const layer = (
   connection: SqlConnection,
   readers: WinnerReaders = {}
-): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader | SqlClient, PersistenceError | InvalidInput | StoreSchemaNotReady> =>
+): Layer.Layer<
+  ConnectorStore | SqlPorts | WinnerReader | SqlClient,
+  PersistenceError | InvalidInput | StoreSchemaNotReady | StoreSchemaTooNew
+> =>
   Layer.unwrapEffect(Effect.suspend(() => {
     const problem = openOptionsProblem("layer", connection, connectionChecks(connection), CONNECTION_OPTIONS) ??
       winnerReadersProblem("layer", readers)
     return problem !== undefined ? Effect.fail(problem) : Effect.succeed(
       ConnectorStore.layer.pipe(
-        Layer.provideMerge(isReadOnlyConnection(connection) ? layerPortsReadOnly : layerPorts),
+        Layer.provideMerge(portsLayer(isReadOnlyConnection(connection))),
         Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
         Layer.provideMerge(Tables.layer(connection.tablePrefix)),
         Layer.provideMerge(layerClient(connection))
@@ -272,7 +282,8 @@ const currentTransaction = (sql: SqlClient): Effect.Effect<SqlTransaction> => {
  * `PersistenceError` when the database cannot be reached or migrated; both
  * name `openConnectorStore` as their `method`. With `readOnly`, the schema
  * is checked instead of migrated, and a schema not ready rejects with
- * `StoreSchemaNotReady` (also naming the method).
+ * `StoreSchemaNotReady` (also naming the method); without it, a schema a
+ * newer version migrated rejects with `StoreSchemaTooNew`.
  */
 export const openConnectorStore = async (options: OpenConnectorStoreOptions): Promise<SqlConnectorStore> => {
   const problem = openOptionsProblem("openConnectorStore", options, connectionChecks(options), OPEN_OPTIONS) ??

@@ -9,6 +9,7 @@ import { Cause, Context, Effect, Exit, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { routeStatements } from "./internal/statementRoutes.js"
+import { DATABASE_REPLACED_CODE } from "./SqlFailure.js"
 import { traced, transactionSpan } from "./internal/tracing.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
 
@@ -33,7 +34,15 @@ import { withConnectionThen } from "./internal/transactionContext.js"
  *   (ref-counted, closed with the last store; `:memory:` is never shared), so
  *   a store never busy-waits inside the driver, blocking the event loop, for
  *   a lock its own process holds. The busy timeout only serves other
- *   processes.
+ *   processes. The file is known by its device and inode, so two names of it
+ *   (a symbolic or hard link, a relative and an absolute path) share too.
+ * - Before a commit (and an autocommitted write) the path is checked, with
+ *   one `stat`, to still name the file that was opened, at no smaller a
+ *   size than SQLite left it. A file deleted, replaced or truncated under the
+ *   connection fails that commit, rolled back, and every later statement,
+ *   with a `SqlError` whose cause has the code `DATABASE_REPLACED_CODE`
+ *   (classified `database-replaced`): a write is never acknowledged into a
+ *   file no later open would find.
  *
  * With a tracer installed the same statements run in the same way, each in
  * a `sql.execute` span and each transaction in a `sql.transaction` span, as
@@ -49,6 +58,55 @@ export interface SqliteConnectionOptions {
   readonly readOnly?: boolean | undefined
   /** Refuse to create the file when it does not exist. */
   readonly fileMustExist?: boolean | undefined
+  /** Run `PRAGMA quick_check` when the file is opened: a damaged file fails the open (`SQLITE_CORRUPT`). */
+  readonly checkIntegrity?: boolean | undefined
+}
+
+/** The failure of a connection whose file is no longer the one it opened; `code` is `DATABASE_REPLACED_CODE`. */
+export class DatabaseReplacedError extends Error {
+  readonly code = DATABASE_REPLACED_CODE
+}
+
+/** The file a connection opened, as it is to stay while the connection writes to it. */
+interface FileIdentity {
+  /** Its real path when opened. */
+  readonly path: string
+  readonly dev: number
+  readonly ino: number
+  /** Its size and change time when last checked: the header is read again only once they change (a checkpoint). */
+  size: number
+  ctimeMs: number
+}
+
+/** SQLite's file header starts with these 16 bytes. */
+const SQLITE_MAGIC = Buffer.from("SQLite format 3\0", "latin1")
+
+/**
+ * Why the file at `file`, now `size` bytes long (`before` when last
+ * checked), is no longer a whole SQLite database, or undefined when it is
+ * one: its header is SQLite's, and it holds every page the header counts.
+ */
+const truncation = (file: string, size: number, before: number): string | undefined => {
+  // A database nothing was checkpointed into yet has no header.
+  if (size < 100) return before < 100 && size >= before ? undefined : `${file} was truncated to ${size} bytes`
+  const header = Buffer.alloc(100)
+  let fd: number | undefined
+  try {
+    fd = fs.openSync(file, "r")
+    fs.readSync(fd, header, 0, 100, 0)
+  } catch (cause) {
+    return `${file} cannot be read back: ${(cause as Error).message}`
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+  if (!header.subarray(0, 16).equals(SQLITE_MAGIC)) return `${file} no longer starts with a SQLite header`
+  const rawPageSize = header.readUInt16BE(16)
+  const pageSize = rawPageSize === 1 ? 65_536 : rawPageSize
+  const pages = header.readUInt32BE(28)
+  // The header's page count holds only while its version-valid-for number matches the change counter.
+  const countValid = header.readUInt32BE(92) === header.readUInt32BE(24)
+  if (countValid && size < pages * pageSize) return `${file} was truncated: ${size} bytes hold fewer than its ${pages} pages of ${pageSize} bytes`
+  return undefined
 }
 
 const MARKER: unique symbol = Symbol.for("@connector-store/sql-adapter/SqliteConnection")
@@ -93,6 +151,10 @@ export class SharedDatabase {
   current: Connection | undefined
   /** The connection of statements outside any transaction: each waits for the open one to end. */
   readonly outside: Connection
+  /** The file as opened, checked before each commit; undefined for a database without one (`:memory:`, read-only). */
+  identity: FileIdentity | undefined
+  /** Set once the file is found deleted, replaced or truncated: every later statement fails with it. */
+  private lost: SqlError | undefined
   private readonly connectionWith: (guard: <A>(now: RunNow<A>) => Effect.Effect<A, SqlError>) => Connection
 
   constructor(readonly key: string | undefined, readonly db: Sqlite.Database) {
@@ -116,7 +178,7 @@ export class SharedDatabase {
         }
       })
     const unprepared = (text: string, params: ReadonlyArray<unknown>) => () =>
-      attempt(() => this.runNow(db.prepare(text), params, false))
+      attempt(() => this.runNow(this.guarded(db.prepare(text)), params, false))
     const transformed = <A extends object>(
       now: RunNow<ReadonlyArray<A>>,
       transformRows: (<B extends object>(rows: ReadonlyArray<B>) => ReadonlyArray<B>) | undefined
@@ -166,16 +228,66 @@ export class SharedDatabase {
     return Effect.succeed(transformRows === undefined ? rows : transformRows(rows))
   }
 
+  /**
+   * The prepared statement of `text`, to run now. Throws the connection's
+   * loss, if any; before a write outside any transaction (it commits at
+   * once), checks the file first (see `checkFile`).
+   */
   prepared(text: string): Sqlite.Statement {
     const cached = this.statements.get(text)
-    if (cached !== undefined) return cached
-    const statement = this.db.prepare(text)
+    if (cached !== undefined) return this.guarded(cached)
+    const statement = this.guarded(this.db.prepare(text))
     if (this.statements.size >= STATEMENT_CACHE_SIZE) {
       const oldest = this.statements.keys().next()
       if (oldest.done !== true) this.statements.delete(oldest.value)
     }
     this.statements.set(text, statement)
     return statement
+  }
+
+  private guarded(statement: Sqlite.Statement): Sqlite.Statement {
+    if (this.lost !== undefined) throw this.lost
+    if (!statement.reader && this.identity !== undefined && !this.db.inTransaction) {
+      const lost = this.checkFile()
+      if (lost !== undefined) throw lost
+    }
+    return statement
+  }
+
+  /**
+   * Undefined while the path still names the file opened, whole (one `stat`;
+   * the header is read again only when the file changed since the last
+   * check); else the connection's loss, kept for every later statement.
+   */
+  checkFile(): SqlError | undefined {
+    if (this.lost !== undefined) return this.lost
+    const identity = this.identity
+    if (identity === undefined) return undefined
+    let now: fs.Stats | undefined
+    try {
+      now = fs.statSync(identity.path, { throwIfNoEntry: false })
+    } catch (cause) {
+      return this.lose(`${identity.path} cannot be checked: ${(cause as Error).message}`)
+    }
+    if (now === undefined) return this.lose(`${identity.path} was deleted while the store had it open`)
+    if (now.ino !== identity.ino || now.dev !== identity.dev) {
+      return this.lose(`${identity.path} was replaced by another file while the store had it open`)
+    }
+    if (now.size !== identity.size || now.ctimeMs !== identity.ctimeMs) {
+      const problem = truncation(identity.path, now.size, identity.size)
+      if (problem !== undefined) return this.lose(`${problem} while the store had it open`)
+      identity.size = now.size
+      identity.ctimeMs = now.ctimeMs
+    }
+    return undefined
+  }
+
+  private lose(reason: string): SqlError {
+    this.lost = new SqlError({
+      cause: new DatabaseReplacedError(`${reason}; nothing more is written through this connection (reopen the store)`),
+      message: "The database file is no longer the one opened"
+    })
+    return this.lost
   }
 
   private runNow(statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean): ReadonlyArray<any> {
@@ -187,13 +299,24 @@ export class SharedDatabase {
   /**
    * Runs a prepared control statement now: undefined when it succeeded, else
    * its failure. A rollback when no transaction is open (a failed statement
-   * may have rolled it back already) does nothing.
+   * may have rolled it back already) does nothing. A commit is refused, and
+   * a rollback notes it, when the file is no longer the one opened (see
+   * `checkFile`).
    */
   control(statement: "begin" | "commit" | "rollback"): SqlError | undefined {
     try {
-      if (statement === "begin") this.begin.run()
-      else if (statement === "commit") this.commitStatement.run()
-      else if (this.db.inTransaction) this.rollbackStatement.run()
+      if (statement === "begin") {
+        if (this.lost !== undefined) return this.lost
+        this.begin.run()
+      } else if (statement === "commit") {
+        const lost = this.checkFile()
+        if (lost !== undefined) return lost
+        this.commitStatement.run()
+      } else {
+        // A failed transaction may have read a file truncated under it: later calls are to say so.
+        if (this.identity !== undefined) this.checkFile()
+        if (this.db.inTransaction) this.rollbackStatement.run()
+      }
       return undefined
     } catch (cause) {
       return new SqlError({ cause, message: `Failed to ${statement} transaction` })
@@ -243,23 +366,85 @@ export class SharedDatabase {
   }
 }
 
-/** Open connections by file (its resolved real path): stores on one file in one process share one. */
+/** Open connections by file, `dev:ino` (`ro:dev:ino` for read-only ones): stores on one file in one process share one. */
 const openDatabases = new Map<string, SharedDatabase>()
 
-/** The registry key of `filename`, or undefined when it must not be shared (`:memory:`, a temporary database). */
-const shareKeyOf = (filename: string): string | undefined => {
-  if (filename === "" || filename === ":memory:" || filename.startsWith("file:")) return undefined
-  const absolute = path.resolve(filename)
+/** True for a database no other store can name again (`:memory:`, a temporary or URI one): never shared. */
+const isPrivate = (filename: string): boolean => filename === "" || filename === ":memory:" || filename.startsWith("file:")
+
+/** What the path names now (following links), or undefined when nothing is there. */
+const statOf = (file: string): fs.Stats | undefined => {
   try {
-    return fs.realpathSync(absolute)
+    return fs.statSync(file, { throwIfNoEntry: false })
   } catch {
-    // Not created yet: its folder's real path and its name.
-    try {
-      return path.join(fs.realpathSync(path.dirname(absolute)), path.basename(absolute))
-    } catch {
-      return absolute
-    }
+    return undefined
   }
+}
+
+const keyOf = (stats: fs.Stats, readOnly: boolean): string => `${readOnly ? "ro:" : ""}${stats.dev}:${stats.ino}`
+
+/** The largest file a read-only open copies into memory when it cannot read the file in place. */
+const READ_ONLY_COPY_LIMIT = 1024 * 1024 * 1024
+
+const withCode = (message: string, code: string): Error => Object.assign(new Error(message), { code })
+
+/**
+ * Opens `file` read-only. SQLite reads a WAL database through its `-shm`
+ * index, which it must create when no connection left one; in a folder the
+ * process cannot write it cannot, and this reads a private in-memory copy
+ * instead, taken while no connection has the file open (no `-shm`) and
+ * checked unchanged across the copy. Its log must be empty then (else its
+ * commits would be missed): that, and a file past `READ_ONLY_COPY_LIMIT`,
+ * fail with the reason.
+ */
+const openReadOnly = (file: string, busyTimeoutMs: number): Sqlite.Database => {
+  const db = new Sqlite(file, { readonly: true, fileMustExist: true })
+  try {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+    // Reading the schema opens the log's index (the -shm file).
+    db.pragma("schema_version")
+    return db
+  } catch (cause) {
+    db.close()
+    const code = (cause as { code?: unknown }).code
+    if (code !== "SQLITE_READONLY_DIRECTORY" && code !== "SQLITE_CANTOPEN") throw cause
+    const shm = `${file}-shm`
+    const wal = `${file}-wal`
+    if (statOf(shm) !== undefined) throw cause
+    const unreadable = `cannot open ${file} read-only: its folder is not writable, so SQLite cannot create ${shm}`
+    if ((statOf(wal)?.size ?? 0) > 0) {
+      throw withCode(
+        `${unreadable}, and its log ${wal} holds commits only a connection with that file can read; ` +
+          "open it once with write access (the log is then checkpointed) or as a user who can write the folder",
+        "SQLITE_READONLY_DIRECTORY"
+      )
+    }
+    const before = fs.statSync(file)
+    if (before.size > READ_ONLY_COPY_LIMIT) {
+      throw withCode(
+        `${unreadable}, and at ${before.size} bytes it is too large to read as a copy in memory; open it as a user who can write the folder`,
+        "SQLITE_READONLY_DIRECTORY"
+      )
+    }
+    const image = fs.readFileSync(file)
+    const after = fs.statSync(file)
+    if (after.size !== before.size || after.mtimeMs !== before.mtimeMs || statOf(shm) !== undefined) {
+      throw withCode(`${unreadable}, and it changed while being copied; try again`, "SQLITE_BUSY")
+    }
+    // A WAL database's header (format 2) makes SQLite look for the log: the copy has none.
+    if (image.length >= 20 && image[18] === 2) {
+      image[18] = 1
+      image[19] = 1
+    }
+    return new Sqlite(image, { readonly: true })
+  }
+}
+
+/** Runs SQLite's quick_check on `db`: a damaged file throws `SQLITE_CORRUPT` naming `file`. */
+const quickCheck = (db: Sqlite.Database, file: string): void => {
+  const found = (db.pragma("quick_check") as ReadonlyArray<{ readonly quick_check: string }>).map((row) => row.quick_check)
+  if (found.length === 1 && found[0] === "ok") return
+  throw withCode(`${file} failed SQLite's quick_check: ${found.slice(0, 5).join("; ")}`, "SQLITE_CORRUPT")
 }
 
 const pause = new Int32Array(new SharedArrayBuffer(4))
@@ -285,28 +470,46 @@ const walWithin = (db: Sqlite.Database, busyTimeoutMs: number): void => {
 }
 
 const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
-  const resolved = shareKeyOf(options.filename)
+  const readonly = options.readOnly === true
+  const busyTimeoutMs = Math.trunc(options.busyTimeoutMs ?? 10_000)
+  const shared = !isPrivate(options.filename)
+  const file = shared ? path.resolve(options.filename) : options.filename
+  const opened = shared ? statOf(file) : undefined
   // A read-only connection is never shared with a writing one, nor the other way round.
-  const key = resolved === undefined ? undefined : options.readOnly === true ? `ro:${resolved}` : resolved
-  const existing = key === undefined ? undefined : openDatabases.get(key)
+  const existing = opened === undefined ? undefined : openDatabases.get(keyOf(opened, readonly))
   if (existing !== undefined) {
+    if (options.checkIntegrity === true) quickCheck(existing.db, file)
     existing.refs++
     return existing
   }
-  const readonly = options.readOnly === true
-  const db = new Sqlite(options.filename, { readonly, fileMustExist: readonly || options.fileMustExist === true })
+  if (shared && opened === undefined && !fs.existsSync(path.dirname(file))) {
+    // better-sqlite3's own message does not name the path; these words classify it `database-missing`.
+    throw new TypeError(`Cannot open database ${file} because the directory does not exist: ${path.dirname(file)}`)
+  }
+  const db = readonly ? openReadOnly(file, busyTimeoutMs) : new Sqlite(file, { fileMustExist: options.fileMustExist === true })
+  let identity: FileIdentity | undefined
   try {
-    const busyTimeoutMs = Math.trunc(options.busyTimeoutMs ?? 10_000)
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
-    if (!readonly) walWithin(db, busyTimeoutMs)
+    if (!readonly) {
+      db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+      walWithin(db, busyTimeoutMs)
+    }
+    if (options.checkIntegrity === true) quickCheck(db, file)
+    if (shared && !readonly) {
+      const real = fs.realpathSync(file)
+      const stats = fs.statSync(real)
+      identity = { path: real, dev: stats.dev, ino: stats.ino, size: stats.size, ctimeMs: stats.ctimeMs }
+    }
   } catch (cause) {
     db.close()
     throw cause
   }
-  const shared = new SharedDatabase(key, db)
-  shared.refs = 1
-  if (key !== undefined) openDatabases.set(key, shared)
-  return shared
+  const stats = shared && !db.memory ? statOf(file) : undefined
+  const key = stats === undefined ? undefined : keyOf(stats, readonly)
+  const connection = new SharedDatabase(key, db)
+  connection.identity = identity
+  connection.refs = 1
+  if (key !== undefined) openDatabases.set(key, connection)
+  return connection
 }
 
 const closeDatabase = (shared: SharedDatabase): void => {
@@ -317,10 +520,10 @@ const closeDatabase = (shared: SharedDatabase): void => {
   shared.db.close()
 }
 
-/** How many stores share the connection to `filename` in this process (0 when none is open); for tests. */
+/** How many stores share the writing connection to the file `filename` names in this process (0 when none is open); for tests. */
 export const sharedSqliteConnections = (filename: string): number => {
-  const key = shareKeyOf(filename)
-  return key === undefined ? 0 : openDatabases.get(key)?.refs ?? 0
+  const stats = isPrivate(filename) ? undefined : statOf(path.resolve(filename))
+  return stats === undefined ? 0 : openDatabases.get(keyOf(stats, false))?.refs ?? 0
 }
 
 /**

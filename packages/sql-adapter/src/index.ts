@@ -7,6 +7,7 @@ import { ConnectorStore, type InvalidInput, type PersistenceError, WinnerReader,
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Layer } from "effect"
 import { layerPorts, type SqlPorts } from "./SqlStore.js"
+import type { StoreSchemaTooNew } from "./schemaCheck.js"
 import { Tables } from "./Tables.js"
 export * from "./Tables.js"
 export * from "./migrations.js"
@@ -33,13 +34,14 @@ export * as SqliteConnection from "./SqliteConnection.js"
  * layer builds, then `ConnectorStore` and the ports run every statement on
  * that client. Inside the app's `sql.withTransaction(…)` a store call joins
  * the app's transaction (a savepoint of it), so a document write and the
- * operation it claims commit together or not at all. The app keeps owning
+ * operation it claims commit together or not at all. A schema a newer
+ * version migrated fails the layer with `StoreSchemaTooNew`. The app keeps owning
  * the client: closing the store's layer does not close it.
  */
 export const layerOnClient = (
   readers: WinnerReaders = {},
   options: { readonly tablePrefix?: string | undefined } = {}
-): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader, PersistenceError | InvalidInput, SqlClient> =>
+): Layer.Layer<ConnectorStore | SqlPorts | WinnerReader, PersistenceError | InvalidInput | StoreSchemaTooNew, SqlClient> =>
   ConnectorStore.layer.pipe(
     Layer.provideMerge(layerPorts),
     Layer.provideMerge(Layer.succeed(WinnerReader, readers)),

@@ -1,6 +1,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Effect } from "effect"
+import { schemaTooNew, type StoreSchemaTooNew } from "./schemaCheck.js"
 import { takeWriteLock } from "./SqlTransactor.js"
 import type { TableNames } from "./Tables.js"
 
@@ -365,20 +366,23 @@ export const migrations: ReadonlyArray<Migration> = [
  * a lock (an advisory lock on Postgres, the write lock on SQLite), so two
  * processes migrating at once apply each step exactly once, and running it
  * again is harmless. Returns the ids it applied. `steps` defaults to the
- * project's migrations.
+ * project's migrations. A schema that carries a migration this version
+ * does not know (a newer version migrated it) fails with
+ * `StoreSchemaTooNew`, changing nothing.
  */
 export const migrate = (
   sql: SqlClient,
   t: TableNames,
   steps: ReadonlyArray<Migration> = migrations
-): Effect.Effect<ReadonlyArray<number>, SqlError> => {
+): Effect.Effect<ReadonlyArray<number>, SqlError | StoreSchemaTooNew> => {
   const createLedger = sql.unsafe(
     `CREATE TABLE IF NOT EXISTS ${t.migrations} (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`
   )
   const applyPending = Effect.gen(function*() {
-    const applied = new Set(
-      (yield* sql<{ id: unknown }>`SELECT id FROM ${sql(t.migrations)}`).map((row) => Number(row.id))
-    )
+    const ids = (yield* sql<{ id: unknown }>`SELECT id FROM ${sql(t.migrations)}`).map((row) => Number(row.id))
+    const tooNew = schemaTooNew(ids, t, steps)
+    if (tooNew !== undefined) return yield* tooNew
+    const applied = new Set(ids)
     const done: Array<number> = []
     for (const migration of steps) {
       if (applied.has(migration.id)) continue

@@ -26,6 +26,50 @@ export class StoreSchemaNotReady extends Data.TaggedError("StoreSchemaNotReady")
   }
 }
 
+/**
+ * The schema under `tablePrefix` carries migrations this version of
+ * connector-store does not know (`unknown`): a newer version migrated it.
+ * Nothing was written, and this version does not open it for writing (its
+ * statements could break what the newer schema expects); a read-only open
+ * still reads it. `databaseVersion` is the highest migration applied,
+ * `codeVersion` the highest this version knows.
+ */
+export class StoreSchemaTooNew extends Data.TaggedError("StoreSchemaTooNew")<{
+  readonly tablePrefix: string
+  readonly databaseVersion: number
+  readonly codeVersion: number
+  readonly unknown: ReadonlyArray<number>
+  readonly method?: string | undefined
+}> {
+  override get message(): string {
+    const where = this.method === undefined ? "" : `${this.method}: `
+    const plural = this.unknown.length === 1 ? "" : "s"
+    return `${where}the schema under prefix ${this.tablePrefix} is at migration ${this.databaseVersion}, newer than this ` +
+      `connector-store (migration ${this.codeVersion}): it carries migration${plural} ${this.unknown.join(", ")} this version ` +
+      "does not know, so it is not opened for writing; upgrade connector-store"
+  }
+}
+
+/**
+ * `StoreSchemaTooNew` when `applied` holds a migration id that neither the
+ * project's `migrations` nor `steps` knows, else undefined.
+ */
+export const schemaTooNew = (
+  applied: ReadonlyArray<number>,
+  t: TableNames,
+  steps: ReadonlyArray<Migration> = migrations
+): StoreSchemaTooNew | undefined => {
+  const known = new Set([...migrations, ...steps].map((step) => step.id))
+  const unknown = applied.filter((id) => !known.has(id)).sort((a, b) => a - b)
+  if (unknown.length === 0) return undefined
+  return new StoreSchemaTooNew({
+    tablePrefix: t.prefix,
+    databaseVersion: Math.max(...applied),
+    codeVersion: Math.max(...known),
+    unknown
+  })
+}
+
 /** The store's tables (not the ledger), by their names under `t`. */
 const storeTables = (t: TableNames): ReadonlyArray<string> => [
   t.syncState,
@@ -57,7 +101,8 @@ const existingTables = (sql: SqlClient, names: ReadonlyArray<string>): Effect.Ef
 /**
  * Checks, with reads only, that every migration of `steps` has been applied
  * under `t`: fails with `StoreSchemaNotReady` otherwise. A schema newer than
- * `steps` (migrations this version does not know) passes.
+ * `steps` (migrations this version does not know) passes: reading it is
+ * safe, and only writing opens refuse it (see `migrate`).
  */
 export const checkSchema = (
   sql: SqlClient,

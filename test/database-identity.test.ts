@@ -1,0 +1,178 @@
+import { openConnectorStore, type SqlConnectorStore, SqliteConnection } from "@connector-store/sql-adapter"
+import Database from "better-sqlite3"
+import { closeSync, copyFileSync, existsSync, openSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, writeSync } from "node:fs"
+import { dirname, join, relative } from "node:path"
+import { describe, expect, it } from "vitest"
+import { claimInput } from "./operations.fixtures.js"
+import { freshSqlitePath } from "./support/databases.js"
+
+// The SQLite file under a running store is the one it opened: deleted,
+// replaced or truncated, the store refuses every later call with
+// `database-replaced` instead of acknowledging writes no later open finds.
+
+const rejection = (promise: Promise<unknown>): Promise<Record<string, unknown>> =>
+  promise.then(
+    (value) => ({ resolvedWith: value }),
+    (error: unknown) => error as Record<string, unknown>
+  )
+
+const idle = (n: number) => ({ status: "idle" as const, lastSyncedAt: `t${n}`, entityCount: n })
+
+/** A store on a fresh file with `writes` acknowledged sync states and one committed claim. */
+const storeWithWrites = async (writes: number): Promise<{ readonly path: string; readonly store: SqlConnectorStore }> => {
+  const path = freshSqlitePath()
+  const store = await openConnectorStore({ url: path })
+  for (let n = 0; n < writes; n++) await store.setSyncState("gcal", `did:owner:${n}`, idle(n))
+  expect((await store.claimOperation(claimInput())).outcome).toBe("claimed")
+  return { path, store }
+}
+
+/** Every call of `store`, a write, a hot-path claim and a read, rejects with `database-replaced`. */
+const expectLost = async (store: SqlConnectorStore) => {
+  for (
+    const call of [
+      () => store.setSyncState("gcal", "did:owner:after", idle(1)),
+      () => store.claimOperation(claimInput({ operationID: "op-after" })),
+      () => store.claimOperation(claimInput()),
+      () => store.getSyncState("gcal", "did:owner:0")
+    ]
+  ) {
+    expect(await rejection(call())).toMatchObject({ _tag: "PersistenceError", reason: "database-replaced" })
+  }
+}
+
+const syncStatesIn = (path: string): number => {
+  const raw = new Database(path, { readonly: true })
+  try {
+    return (raw.prepare("SELECT COUNT(*) AS n FROM kubun_connector_sync_state").get() as { n: number }).n
+  } finally {
+    raw.close()
+  }
+}
+
+describe("SQLite file identity", () => {
+  it("a file deleted under a running store: the next write rejects database-replaced, and so does every later call", async () => {
+    const { path, store } = await storeWithWrites(5)
+    try {
+      const log = statSync(`${path}-wal`).size
+      rmSync(path)
+      await expectLost(store)
+      // Nothing reached the log after the deletion: no write was acknowledged into the lost file.
+      expect(statSync(`${path}-wal`).size).toBe(log)
+    } finally {
+      await store.close()
+    }
+    // The store does not create the file again.
+    expect(existsSync(path)).toBe(false)
+  })
+
+  it("a file replaced by another database rejects database-replaced, and the replacement is not written", async () => {
+    const { path, store } = await storeWithWrites(3)
+    const other = freshSqlitePath()
+    try {
+      // The store's commits moved into its file, and its log emptied: a stale log would be read as the new file's.
+      new Database(path).pragma("wal_checkpoint(TRUNCATE)")
+      const donor = await openConnectorStore({ url: other })
+      await donor.setSyncState("gcal", "did:owner:donor", idle(9))
+      await donor.close()
+      renameSync(other, path)
+      await expectLost(store)
+      expect(statSync(`${path}-wal`).size).toBe(0)
+    } finally {
+      await store.close()
+    }
+    expect(syncStatesIn(path)).toBe(1)
+  })
+
+  it("a truncated file rejects database-replaced (or corrupt, for a page read before the check)", async () => {
+    const { path, store } = await storeWithWrites(400)
+    try {
+      // Move every page out of the log into the file, so the file holds them.
+      new Database(path).pragma("wal_checkpoint(TRUNCATE)")
+      truncateSync(path, 8192)
+      // The first call may read a missing page (corrupt) before its commit would be checked; from then on every call says why.
+      const failure = await rejection(store.setSyncState("gcal", "did:owner:after", idle(1)))
+      expect(failure).toMatchObject({ _tag: "PersistenceError" })
+      expect(["database-replaced", "corrupt"]).toContain(failure["reason"])
+      await expectLost(store)
+    } finally {
+      await store.close()
+    }
+  })
+
+  it("a file truncated to nothing rejects database-replaced", async () => {
+    const { path, store } = await storeWithWrites(2)
+    try {
+      truncateSync(path, 0)
+      await expectLost(store)
+    } finally {
+      await store.close()
+    }
+  })
+
+  it("a file that only grows, or is checked with nothing changed, keeps working", async () => {
+    const { path, store } = await storeWithWrites(2)
+    try {
+      for (let n = 0; n < 200; n++) await store.setSyncState("gcal", `did:owner:more-${n}`, idle(n))
+      new Database(path).pragma("wal_checkpoint(TRUNCATE)")
+      await store.setSyncState("gcal", "did:owner:last", idle(1))
+      expect((await store.claimOperation(claimInput({ operationID: "op-2" }))).outcome).toBe("claimed")
+    } finally {
+      await store.close()
+    }
+    expect(syncStatesIn(path)).toBe(203)
+  })
+})
+
+describe("one file under two names in one process", () => {
+  it("a symbolic link, a relative and an absolute path share one connection, and neither waits for the other", async () => {
+    const path = freshSqlitePath()
+    const link = join(dirname(path), "link.sqlite")
+    const first = await openConnectorStore({ url: path })
+    symlinkSync(path, link)
+    const second = await openConnectorStore({ url: link, busyTimeoutMs: 5_000 })
+    const third = await openConnectorStore({ url: relative(process.cwd(), path), busyTimeoutMs: 5_000 })
+    try {
+      expect(SqliteConnection.sharedSqliteConnections(path)).toBe(3)
+      const started = Date.now()
+      await Promise.all([
+        first.setSyncState("gcal", "did:owner:1", idle(1)),
+        second.setSyncState("gcal", "did:owner:2", idle(2)),
+        third.claimOperation(claimInput()),
+        ...Array.from({ length: 20 }, (_, n) => (n % 2 === 0 ? first : second).setSyncState("gcal", `did:owner:${n + 3}`, idle(n)))
+      ])
+      expect(Date.now() - started).toBeLessThan(2_000)
+      expect(await second.getSyncState("gcal", "did:owner:1")).toMatchObject({ entityCount: 1 })
+    } finally {
+      await Promise.all([first.close(), second.close(), third.close()])
+    }
+    expect(SqliteConnection.sharedSqliteConnections(path)).toBe(0)
+  })
+})
+
+describe("opening", () => {
+  it("a file in a missing folder is database-missing naming the path", async () => {
+    const path = join(freshSqlitePath(), "missing", "store.sqlite")
+    const failure = await rejection(openConnectorStore({ url: path }))
+    expect(failure).toMatchObject({ _tag: "PersistenceError", reason: "database-missing" })
+    expect(String(failure["driverMessage"])).toContain(path)
+  })
+
+  it("checkIntegrityOnOpen fails a damaged file with corrupt, and opens a sound one", async () => {
+    const { path, store } = await storeWithWrites(300)
+    await store.close()
+    const sound = await openConnectorStore({ url: path, checkIntegrityOnOpen: true })
+    await sound.close()
+    // Overwrite a page in the middle of the file with garbage.
+    const raw = new Database(path)
+    const pageSize = raw.pragma("page_size", { simple: true }) as number
+    raw.close()
+    const damaged = `${path}.damaged`
+    copyFileSync(path, damaged)
+    const fd = openSync(damaged, "r+")
+    writeSync(fd, Buffer.alloc(pageSize, 0x5a), 0, pageSize, pageSize * 3)
+    closeSync(fd)
+    const failure = await rejection(openConnectorStore({ url: damaged, checkIntegrityOnOpen: true }))
+    expect(failure).toMatchObject({ _tag: "PersistenceError", reason: "corrupt" })
+  })
+})
