@@ -41,8 +41,24 @@ export const compactDuration = (ms: number): string => {
 }
 
 /** An epoch time relative to `now`: `in 5m`, `3h ago`, `now`, or `-` for none. */
-export const relativeTime = (ms: number | null, now: number): string => {
+export const age = (ms: number | null, now: number): string => {
   if (ms === null) return "-"
   if (ms === now) return "now"
   return ms > now ? `in ${compactDuration(ms - now)}` : `${compactDuration(now - ms)} ago`
+}
+
+/** How far from now a time may lie before a table shows its date beside its age. */
+const NEAR_MS = 7 * 86_400_000
+
+/**
+ * An epoch time as a table cell shows it: its `age` against `now`, and,
+ * for a time more than a week away, its UTC date and minute beside it
+ * (`335d ago (2026-01-01 00:03Z)`), so a time on another clock (a
+ * simulated run's, a machine's that was off) reads for what it is.
+ */
+export const relativeTime = (ms: number | null, now: number): string => {
+  const shown = age(ms, now)
+  const date = new Date(ms ?? Number.NaN)
+  if (ms === null || Math.abs(ms - now) < NEAR_MS || Number.isNaN(date.getTime())) return shown
+  return `${shown} (${date.toISOString().slice(0, 16).replace("T", " ")}Z)`
 }

@@ -1,7 +1,7 @@
 import { type ConnectorOperation, isInDoubt, type ProjectionWatch, type RelistRun, type SweepCandidate } from "@connector-store/core"
 import { Console, Effect } from "effect"
 import { renderFields, renderTable } from "./table.js"
-import { isoTime, relativeTime } from "./time.js"
+import { age, isoTime, relativeTime } from "./time.js"
 
 const iso = (ms: number | null): string | null => ms === null ? null : new Date(ms).toISOString()
 
@@ -89,7 +89,7 @@ export const runsTable = (rows: ReadonlyArray<RelistRun>, now: number): string =
     ])
   )
 
-const when = (ms: number | null, now: number) => ms === null ? "-" : `${isoTime(ms)} (${relativeTime(ms, now)})`
+const when = (ms: number | null, now: number) => ms === null ? "-" : `${isoTime(ms)} (${age(ms, now)})`
 const jsonText = (value: unknown) => value === null || value === undefined ? "-" : JSON.stringify(value)
 
 /** Every field of one operation, its history included, one per line. */
