@@ -3,6 +3,7 @@ import { Command, Options } from "@effect/cli"
 import { Clock, Effect, Option } from "effect"
 import { databaseOptions, json } from "../options.js"
 import { CliError, withStore } from "../store.js"
+import { printable } from "../table.js"
 import { requiredOperationKeyOf, requiredOperationKeyOptions, requiredWatchIdentityOptions } from "../target.js"
 import { parseTime, relativeTime } from "../time.js"
 import { operationJson, output, watchJson } from "../views.js"
@@ -73,11 +74,11 @@ export const settleCommand = Command.make("settle", {
       }),
       () =>
         [
-          `settled ${formatOperationKey(key)} as ${result.operation.state}`,
+          `settled ${printable(formatOperationKey(key))} as ${result.operation.state}`,
           ...(result.watch === null ? [] : [
-            `armed watch ${formatWatchIdentity(result.watch)}: first verification due ${relativeTime(result.watch.nextAttemptAt, now)}`
+            `armed watch ${printable(formatWatchIdentity(result.watch))}: first verification due ${relativeTime(result.watch.nextAttemptAt, now)}`
           ]),
-          ...result.superseded.map((identity) => `superseded watch ${formatWatchIdentity(identity)}`)
+          ...result.superseded.map((identity) => `superseded watch ${printable(formatWatchIdentity(identity))}`)
         ].join("\n")
     )
   })).pipe(Command.withDescription(
@@ -94,7 +95,7 @@ export const retryCommand = Command.make("retry", { ...databaseOptions, json, ..
       options.json,
       () => operationJson(row),
       () =>
-        `retried ${formatOperationKey(key)}: attempted, due now, attempts reset` +
+        `retried ${printable(formatOperationKey(key))}: attempted, due now, attempts reset` +
         (isInDoubt(row) && intent !== undefined
           ? `; still in doubt, so the next run re-sends only as ${intent.kind}`
           : "")
@@ -125,7 +126,7 @@ export const rearmCommand = Command.make("rearm", {
       options.json,
       () => watchJson(watch),
       () =>
-        `re-armed watch ${formatWatchIdentity(identity)}: generation ${watch.repairGeneration}, ` +
+        `re-armed watch ${printable(formatWatchIdentity(identity))}: generation ${watch.repairGeneration}, ` +
         `pending_verification, due ${relativeTime(watch.nextAttemptAt, now)}`
     )
   })).pipe(Command.withDescription("Re-arm a watch (a manual arm): a new generation, pending, due at --due"))

@@ -2,6 +2,7 @@ import { Command, Options } from "@effect/cli"
 import { Clock, Console, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
 import { withStore, withStoreReadOnly } from "../store.js"
+import { printable } from "../table.js"
 import { candidatesTable, output, runJson, runsTable } from "../views.js"
 import { checkedLimit, nextPageHint } from "./lists.js"
 
@@ -45,8 +46,8 @@ export const relistAbandonCommand = Command.make("abandon", {
       () => ({ runID: options.run, outcome }),
       () =>
         outcome === "abandoned"
-          ? `abandoned relist run ${options.run}: it takes no more pages and yields no candidates`
-          : `relist run ${options.run} had already ended; nothing changed`
+          ? `abandoned relist run ${printable(options.run)}: it takes no more pages and yields no candidates`
+          : `relist run ${printable(options.run)} had already ended; nothing changed`
     )
   })).pipe(Command.withDescription("Abandon a relist run: no more pages, no deletion or divergence candidates"))
 
@@ -82,7 +83,7 @@ export const relistGivenUpCommand = Command.make("given-up", {
       () => ({ candidates: rows.map((row) => ({ ...row, createdAt: new Date(row.createdAt).toISOString(), updatedAt: new Date(row.updatedAt).toISOString() })) }),
       () => rows.length === 0 ? "no given-up candidates" : candidatesTable(rows)
     )
-    if (!options.json && rows.length === limit && last !== undefined) yield* Console.log(`\nnext page: --after ${last.sourceID}`)
+    if (!options.json && rows.length === limit && last !== undefined) yield* Console.log(`\nnext page: --after ${printable(last.sourceID)}`)
   })).pipe(Command.withDescription("List a scope's given-up sweep candidates (deletions or divergences that failed to apply 5 times)"))
 
 /** `relist rearm-candidate`: opens a given-up candidate again for the sweep. */
@@ -99,8 +100,8 @@ export const relistRearmCandidateCommand = Command.make("rearm-candidate", {
       () => ({ sourceID: options.source, outcome }),
       () =>
         outcome === "rearmed"
-          ? `re-armed sweep candidate ${options.source}: open again, apply attempts reset`
-          : `sweep candidate ${options.source} is not given up; nothing changed`
+          ? `re-armed sweep candidate ${printable(options.source)}: open again, apply attempts reset`
+          : `sweep candidate ${printable(options.source)} is not given up; nothing changed`
     )
   })).pipe(Command.withDescription("Re-arm a given-up sweep candidate: open again, its decision made afresh"))
 

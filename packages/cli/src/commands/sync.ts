@@ -3,7 +3,7 @@ import { Command, Options } from "@effect/cli"
 import { Clock, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
 import { withStore, withStoreReadOnly } from "../store.js"
-import { renderTable } from "../table.js"
+import { printable, renderTable } from "../table.js"
 import { relativeTime } from "../time.js"
 import { output } from "../views.js"
 import { checkedLimit, nextPageHint } from "./lists.js"
@@ -77,7 +77,7 @@ export const syncReleaseCommand = Command.make("release", {
   Effect.gen(function*() {
     const result = yield* withStore(options, (store) =>
       store.releaseSyncLeaseByOperator(options.connector, options.owner, { force: options.force }))
-    const label = `${options.connector}/${options.owner}`
+    const label = printable(`${options.connector}/${options.owner}`)
     yield* output(
       options.json,
       () => ({ ...result, state: syncStateJson(result.state) }),
