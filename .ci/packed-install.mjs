@@ -9,6 +9,14 @@
 // exactOptionalPropertyTypes, skipLibCheck off, so every shipped .d.ts must
 // compile with what the lines install) and runs it on memory, SQLite and
 // Postgres through the Promise and the Effect APIs, and the installed CLI.
+// Then the two apps the Promise package (`@connector-store/promise`, which
+// brings its own Effect 3 line) is for: one on Effect 4 from the registry,
+// where every Effect-API line of the READMEs must fail with ERESOLVE and
+// leave the app's effect and package.json as they were, and the Promise
+// line must install beside it (the app's `node_modules/effect` stays 4.x)
+// and run on SQLite and Postgres, each rejection keeping its `_tag`, also
+// through Effect 4's own `Effect.tryPromise`/`catchTag`
+// (test/packaging/any-app/); and one with no Effect at all.
 // A line's `@connector-store/<name>` is the packed tarball (with the tarballs
 // of the connector-store packages it depends on, which would come from the
 // registry). The temporary apps (and the Postgres database) are removed at
@@ -114,11 +122,13 @@ const npmInstall = (words, cwd, flags) => {
   if (/ERESOLVE|overriding peer/i.test(said)) fail(`npm install reported a peer conflict in ${cwd}`)
 }
 
-/** The versions of effect in the lockfile of `app`. */
-const effectsOf = (app) => {
+/** Each copy of effect in the lockfile of `app`: its path, its version. */
+const effectsAt = (app) => {
   const lock = readJson(join(app, "package-lock.json"))
-  return new Set(Object.entries(lock.packages).filter(([path]) => /(^|\/)node_modules\/effect$/.test(path)).map(([, entry]) => entry.version))
+  return new Map(Object.entries(lock.packages).filter(([path]) => /(^|\/)node_modules\/effect$/.test(path)).map(([path, entry]) => [path, entry.version]))
 }
+/** The versions of effect in the lockfile of `app`. */
+const effectsOf = (app) => new Set(effectsAt(app).values())
 
 const pgProbe = async () => {
   const client = new pg.Client({ connectionString: pgAdminUrl, connectionTimeoutMillis: 3_000 })
@@ -162,12 +172,13 @@ packedInstall: try {
     ...published.map(({ dir }) => join(dir.slice(root.length + 1), "README.md")),
     "docs/testing-with-the-memory-adapter.md",
     "docs/testing-your-connector.md",
-    "docs/observability.md"
+    "docs/observability.md",
+    "README.md"
   ]
   // On an older effect (outside the lines' pins) the app gets the packages and their peers instead.
   const installLines = olderEffect === undefined ? documents.flatMap(installLinesOf) : []
   for (const { document, words } of installLines) {
-    // A pinned word is the line the tests run on: `effect@3.22` for the root's effect 3.22.4.
+    // A pinned word is the line the tests run on: `@effect/sql@0.52` for the root's 0.52.1.
     for (const word of words) {
       const [, name, version] = /^(@?[^@]+)@(.+)$/.exec(word) ?? []
       if (name === undefined || pinned[name] === undefined) continue
@@ -175,12 +186,24 @@ packedInstall: try {
     }
   }
   // The core comes with an adapter; its README's lines install the adapters.
+  const isEffectWord = (word) => word === "effect" || word.startsWith("effect@") || word.startsWith("@effect/")
   for (const { manifest } of olderEffect === undefined ? published.filter(({ manifest }) => manifest.name !== "@connector-store/core") : []) {
-    const own = installLines.filter(({ document, words }) => document.startsWith("packages/") && words.includes(manifest.name))
+    const own = installLines.filter(({ document, words }) => !document.startsWith("docs/") && words.includes(manifest.name))
     if (own.length === 0) fail(`no package README has an npm install line for ${manifest.name}`)
-    // Each line names the package's Effect peers with a version: left to npm, `effect` would be the newest, 4.x.
     for (const { document, words } of own) {
-      for (const peer of Object.keys(manifest.peerDependencies ?? {}).filter((name) => name === "effect" || name.startsWith("@effect/"))) {
+      if ("effect" in (manifest.dependencies ?? {})) {
+        // A package with its own Effect: its line is the package alone, for an app on any Effect or on none.
+        const extra = words.filter(isEffectWord)
+        if (extra.length > 0) fail(`${document}'s install line of ${manifest.name} names ${extra.join(", ")}: the package brings its own`)
+        continue
+      }
+      // An Effect-API line never names `effect`: npm would replace the app's own (4.x) with it. Without it npm
+      // keeps the app's effect and refuses the line (ERESOLVE) in an app on another line, checked below.
+      if (words.some((word) => word === "effect" || word.startsWith("effect@"))) {
+        fail(`${document}'s install line of ${manifest.name} names effect: it would replace an app's own effect`)
+      }
+      // Each @effect/* peer is named with a version: left to npm, it would be the newest, made for effect 4.
+      for (const peer of Object.keys(manifest.peerDependencies ?? {}).filter((name) => name.startsWith("@effect/"))) {
         if (!words.some((word) => word.startsWith(`${peer}@`))) fail(`${document}'s install line of ${manifest.name} does not pin its peer ${peer}`)
       }
     }
@@ -198,6 +221,24 @@ packedInstall: try {
     return [...words.filter((word) => !internal.has(word)), ...[...needed].map((name) => dependencies[name].slice("file:".length))]
   }
 
+  /**
+   * The `overrides` that make the connector-store packages a line's packages depend on (and that the
+   * line does not name) their tarballs, as the registry would give them, without making them the app's
+   * own dependencies.
+   */
+  const overridesFor = ({ words }) => {
+    const needed = new Set()
+    const add = (name) => {
+      for (const dependency of Object.keys(internal.get(name).dependencies ?? {})) {
+        if (internal.has(dependency) && !needed.has(dependency)) {
+          needed.add(dependency)
+          add(dependency)
+        }
+      }
+    }
+    for (const word of words) if (internal.has(word)) add(word)
+    return Object.fromEntries([...needed].filter((name) => !words.includes(name)).map((name) => [name, dependencies[name]]))
+  }
   const writeApp = (dir, extra = {}) => {
     mkdirSync(join(dir, "src"), { recursive: true })
     writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "connector-store-packed-app", private: true, type: "module", ...extra }, null, 2))
@@ -242,12 +283,20 @@ packedInstall: try {
   }
   const programs = olderEffect === undefined ? ["adapter.ts", "cycle.ts", "memory.ts", "sql.ts"] : ["adapter.ts", "cycle.ts", "memory.ts"]
   for (const file of programs) cpSync(join(root, "test/packaging/app", file), join(app, "src", file))
-  writeFileSync(join(app, "tsconfig.json"), JSON.stringify({ compilerOptions: { ...compilerOptions, rootDir: "src", outDir: "dist" }, include: ["src"] }))
+  /** Copies the any-app programs `files` into `dir`'s src. */
+  const anyAppPrograms = (dir, files) => {
+    for (const file of files) cpSync(join(root, "test/packaging/any-app", file), join(dir, "src", file))
+  }
+  if (olderEffect === undefined) anyAppPrograms(app, ["input.ts", "promise.ts"])
+  const writeTsconfig = (dir) =>
+    writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions: { ...compilerOptions, rootDir: "src", outDir: "dist" }, include: ["src"] }))
+  writeTsconfig(app)
 
   const scripts = installScripts ? [] : ["--ignore-scripts"]
   if (olderEffect === undefined) {
-    // Every line, one after the other, in one app: what a user who follows several of them ends up with.
-    npmInstall([], app, ["--prefer-offline", "--loglevel=warn", ...scripts])
+    // An app on Effect 3 (the README: an app not on Effect yet installs effect@3.22 first), then every line,
+    // one after the other: what a user who follows several of them ends up with.
+    npmInstall([`effect@${pinned.effect}`], app, ["--prefer-offline", "--loglevel=warn", ...scripts])
     for (const line of installLines) npmInstall(wordsOf(line), app, ["--prefer-offline", "--loglevel=warn", ...scripts])
   } else {
     // Probing an effect outside the declared peer range is the point of --effect.
@@ -255,11 +304,83 @@ packedInstall: try {
       ["--prefer-offline", "--loglevel=error", "--legacy-peer-deps", ...scripts])
   }
   const native = "node_modules/better-sqlite3/build/Release/better_sqlite3.node"
-  if (!installScripts && existsSync(join(app, "node_modules/better-sqlite3"))) {
-    const version = (dir) => readJson(join(dir, "node_modules/better-sqlite3/package.json")).version
-    if (version(app) !== version(root)) fail(`better-sqlite3 ${version(app)} in the app, ${version(root)} in the workspace`)
-    mkdirSync(dirname(join(app, native)), { recursive: true })
-    cpSync(join(root, native), join(app, native))
+  /** The workspace's SQLite binary in `dir` (same version, same Node), unless npm built it there. */
+  const copyNative = (dir) => {
+    if (installScripts || !existsSync(join(dir, "node_modules/better-sqlite3"))) return
+    const version = (at) => readJson(join(at, "node_modules/better-sqlite3/package.json")).version
+    if (version(dir) !== version(root)) fail(`better-sqlite3 ${version(dir)} in the app, ${version(root)} in the workspace`)
+    mkdirSync(dirname(join(dir, native)), { recursive: true })
+    cpSync(join(root, native), join(dir, native))
+  }
+  copyNative(app)
+  /**
+   * The Promise package where the Effect-API packages cannot go: an app on
+   * Effect 4 (from the registry) and an app with no Effect. In the first,
+   * every Effect-API line of the READMEs is refused (ERESOLVE) and changes
+   * nothing; the Promise line installs beside the app's effect, which stays
+   * what it was, and the store runs through it, rejections tagged. The
+   * line's own connector-store package is its tarball; the ones it depends
+   * on come in as overrides, the way the registry would hand them over.
+   */
+  const otherEffects = async (postgresUrl) => {
+    const pgArgs = postgresUrl ? [postgresUrl] : []
+    const flags = ["--prefer-offline", "--loglevel=warn", ...scripts]
+    const readme = ({ document }) => !document.startsWith("docs/")
+    const installs = (field) => ({ words }) => words.some((word) => internal.has(word) && "effect" in (internal.get(word)[field] ?? {}))
+    const promiseLine = installLines.filter(readme).filter(installs("dependencies")).sort((a, b) => Number(b.document === "README.md") - Number(a.document === "README.md"))[0]
+    if (promiseLine === undefined) fail("no README has an install line of a package that brings its own Effect")
+    const effectLines = [...new Map(installLines.filter(readme).filter(installs("peerDependencies")).map((line) => [line.words.join(" "), line])).values()]
+    const promiseWords = promiseLine.words.map((word) => internal.has(word) ? dependencies[word].slice("file:".length) : word)
+    const devDependencies = { typescript: pinned.typescript, "@types/node": pinned["@types/node"] }
+    const compileAndRun = (dir, label, files) => {
+      copyNative(dir)
+      anyAppPrograms(dir, files)
+      writeTsconfig(dir)
+      run(process.execPath, [join(dir, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], dir)
+      process.stdout.write(run(process.execPath, ["dist/promise.js", label, join(dir, "app.sqlite"), ...pgArgs], dir))
+    }
+
+    const e4 = join(work, "effect4-app")
+    writeApp(e4, { overrides: { "better-sqlite3": pinned["better-sqlite3"] }, devDependencies })
+    npmInstall(["effect@4"], e4, flags)
+    const effectOf = () => readJson(join(e4, "node_modules/effect/package.json")).version
+    const appEffect = effectOf()
+    if (!appEffect.startsWith("4.")) fail(`effect@4 installed effect ${appEffect}`)
+    const manifestBefore = readFileSync(join(e4, "package.json"), "utf8")
+    for (const line of effectLines) {
+      console.log(`\n${line.document}, in an app on effect ${appEffect}: ${line.line}`)
+      const args = ["install", ...wordsOf(line), "--no-audit", "--no-fund", ...flags]
+      const result = spawnSync("npm", args, { cwd: e4, encoding: "utf8" })
+      const said = `${result.stdout}${result.stderr}`
+      console.log(`$ npm ${args.join(" ")}  (exit ${result.status})`)
+      process.stdout.write(said.split("\n").filter((text) => /ERESOLVE|Found: effect|peer effect/.test(text)).slice(0, 3).join("\n").replace(/^/gm, "    ") + "\n")
+      if (result.status === 0 || !said.includes("ERESOLVE")) fail(`${line.document}'s line was not refused with ERESOLVE in an app on effect ${appEffect}:\n${said}`)
+      if (readFileSync(join(e4, "package.json"), "utf8") !== manifestBefore) fail(`${line.document}'s refused line changed the app's package.json`)
+      if (effectOf() !== appEffect) fail(`${line.document}'s refused line left effect ${effectOf()} in an app on ${appEffect}`)
+    }
+    const manifest = readJson(join(e4, "package.json"))
+    writeFileSync(join(e4, "package.json"), JSON.stringify({ ...manifest, overrides: { ...manifest.overrides, ...overridesFor(promiseLine) } }, null, 2))
+    console.log(`\n${promiseLine.document}, in an app on effect ${appEffect}: ${promiseLine.line}`)
+    npmInstall(promiseWords, e4, flags)
+    if (effectOf() !== appEffect) fail(`the Promise line replaced the app's effect ${appEffect} with ${effectOf()}`)
+    if (readJson(join(e4, "package.json")).dependencies.effect !== manifest.dependencies.effect) fail("the Promise line changed the app's effect in package.json")
+    const copies = effectsAt(e4)
+    for (const [path, version] of copies) {
+      if (path !== "node_modules/effect" && !(path.startsWith("node_modules/@connector-store/promise/node_modules/") && version.startsWith("3."))) {
+        fail(`effect ${version} at ${path} in the app on effect ${appEffect}: only the Promise package's own 3.x copy expected beside it`)
+      }
+    }
+    console.log(`the app's effect: ${appEffect}; beside it: ${[...copies].filter(([path]) => path !== "node_modules/effect").map(([path, version]) => `${version} at ${path}`).join(", ")}`)
+    compileAndRun(e4, "effect4_", ["input.ts", "promise.ts", "effect4.ts"])
+    process.stdout.write(run(process.execPath, ["dist/effect4.js", join(e4, "effect4.sqlite"), ...pgArgs], e4))
+
+    const plain = join(work, "plain-app")
+    writeApp(plain, { overrides: { "better-sqlite3": pinned["better-sqlite3"], ...overridesFor(promiseLine) }, devDependencies })
+    console.log(`\n${promiseLine.document}, in an app with no Effect: ${promiseLine.line}`)
+    npmInstall(promiseWords, plain, flags)
+    const own = Object.keys(readJson(join(plain, "package.json")).dependencies)
+    if (own.join() !== "@connector-store/promise") fail(`the Promise line added ${own.join(", ")} to an app with no Effect`)
+    compileAndRun(plain, "plain_", ["input.ts", "promise.ts"])
   }
   // npm ls exits non-zero when a copy is outside a declared range (the point of --effect); its listing is still right.
   let listing
@@ -287,9 +408,9 @@ packedInstall: try {
   }
 
   process.stdout.write(run(process.execPath, ["dist/memory.js"], app))
+  let postgresUrl
   if (olderEffect === undefined) {
     const sqliteFile = join(work, "app.sqlite")
-    let postgresUrl
     if (await pgProbe()) {
       await withAdmin((client) => client.query(`CREATE DATABASE ${database}`))
       databaseCreated = true
@@ -301,7 +422,9 @@ packedInstall: try {
     } else {
       console.warn(`\n*** Postgres at ${pgAdminUrl} did not answer: the packed app runs on SQLite and memory only ***\n`)
     }
-    process.stdout.write(run(process.execPath, ["dist/sql.js", sqliteFile, ...(postgresUrl ? [postgresUrl] : [])], app))
+    const pgArgs = postgresUrl ? [postgresUrl] : []
+    process.stdout.write(run(process.execPath, ["dist/sql.js", sqliteFile, ...pgArgs], app))
+    process.stdout.write(run(process.execPath, ["dist/promise.js", "effect3_", join(work, "app-promise.sqlite"), ...pgArgs], app))
     if (published.some(({ manifest }) => manifest.name === "@connector-store/cli")) {
       // The installed bin: the CLI's peers resolve at run time, and the simulation forks its child process from the tarball.
       const simulated = run(join(app, "node_modules/.bin/connector-store"), ["simulate", "--operations", "6", "--runners", "2",
@@ -313,6 +436,7 @@ packedInstall: try {
       if (!help.includes("connector-store")) fail(`npx --no-install connector-store --help printed:\n${help}`)
     }
   }
+  if (olderEffect === undefined) await otherEffects(postgresUrl)
   console.log(`packed install ok: ${published.map(({ manifest }) => manifest.name).join(", ")}` +
     (olderEffect === undefined ? "" : ` on effect ${olderEffect}`))
 } finally {

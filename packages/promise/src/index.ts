@@ -40,7 +40,7 @@ import {
   WinnerReaderMissing,
   WinnerReadFailed
 } from "@connector-store/core"
-import { StoreSchemaNotReady } from "@connector-store/sql-adapter"
+import { StoreSchemaNotReady, StoreSchemaTooNew } from "@connector-store/sql-adapter"
 
 export type * from "@connector-store/core"
 export {
@@ -60,6 +60,7 @@ export {
   ReservedArmReason,
   StoreClosed,
   StoreSchemaNotReady,
+  StoreSchemaTooNew,
   SweepApplyFailed,
   SweepCandidateNotFound,
   SweepCandidateWithdrawn,
@@ -103,6 +104,7 @@ export const STORE_ERRORS = {
   ReservedArmReason,
   StoreClosed,
   StoreSchemaNotReady,
+  StoreSchemaTooNew,
   SweepApplyFailed,
   SweepCandidateNotFound,
   SweepCandidateWithdrawn,
