@@ -1,4 +1,11 @@
-import { type ConnectorOperation, isInDoubt, type ProjectionWatch, type RelistRun, type SweepCandidate } from "@connector-store/core"
+import {
+  type ConnectorOperation,
+  type CorruptRowReport,
+  isInDoubt,
+  type ProjectionWatch,
+  type RelistRun,
+  type SweepCandidate
+} from "@connector-store/core"
 import { Console, Effect } from "effect"
 import { renderFields, renderTable } from "./table.js"
 import { age, isoTime, relativeTime } from "./time.js"
@@ -160,3 +167,46 @@ export const candidatesTable = (rows: ReadonlyArray<SweepCandidate>): string =>
       row.lastErrorKind === null ? "-" : `${row.lastErrorKind}: ${row.lastErrorMessage ?? ""}`
     ])
   )
+
+/** The line that marks one row a list left out because it cannot be decoded. */
+export const corruptLine = (report: CorruptRowReport): string =>
+  visible(`CORRUPT ${report.table} ${report.key}: column ${report.column} cannot be decoded: ${report.detail}`)
+
+/** `text` with its control characters written as `\uXXXX`, so a stored value cannot move the terminal. */
+const visible = (text: string): string =>
+  text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
+/**
+ * A page as text: the table of its `items` (or `empty` when it has none),
+ * then one `CORRUPT` line per row it left out because it cannot be decoded.
+ */
+export const pageText = <A>(
+  items: ReadonlyArray<A>,
+  corrupt: ReadonlyArray<CorruptRowReport>,
+  empty: string,
+  table: (items: ReadonlyArray<A>) => string
+): string => {
+  const marked = corrupt.map(corruptLine)
+  if (items.length === 0) return marked.length === 0 ? empty : marked.join("\n")
+  return [table(items), ...(marked.length === 0 ? [] : ["", ...marked])].join("\n")
+}
+
+/** A stored value as `show` prints it raw: text as it is, anything else as JSON, SQL null as `NULL`. */
+const rawValue = (value: unknown): string =>
+  value === null || value === undefined ? "NULL" : typeof value === "string" ? value : typeof value === "bigint" ? String(value) : JSON.stringify(value)
+
+/**
+ * Every column of a stored row that cannot be decoded, raw, one per line,
+ * the one that failed marked with why; then what the operator guide says to do.
+ */
+export const rawRowFields = (row: Readonly<Record<string, unknown>>, report: CorruptRowReport): string =>
+  [
+    `CORRUPT: row ${report.key} of ${report.table} cannot be decoded (column ${report.column}: ${report.detail})`,
+    "",
+    renderFields(Object.entries(row).map(([column, value]): readonly [string, string] => [
+      column,
+      column === report.column ? `${rawValue(value)}   <- cannot be decoded: ${report.detail}` : rawValue(value)
+    ])),
+    "",
+    "Repair the marked column with SQL, or delete the row (docs/operator-guide.md, \"Rows that cannot be decoded\")."
+  ].join("\n")

@@ -2,7 +2,7 @@ import { Command, Options } from "@effect/cli"
 import { Clock, Console, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
 import { CliError, withStoreReadOnly } from "../store.js"
-import { operationJson, operationsTable, output, watchJson, watchesTable } from "../views.js"
+import { operationJson, operationsTable, output, pageText, watchJson, watchesTable } from "../views.js"
 
 const text = (name: string, description: string) => Options.text(name).pipe(Options.optional, Options.withDescription(description))
 
@@ -38,6 +38,7 @@ export const operationsCommand = Command.make("operations", {
   Effect.gen(function*() {
     const limit = yield* checkedLimit(options.limit)
     const now = yield* Clock.currentTimeMillis
+    // A row that cannot be decoded is left out of the page and marked CORRUPT after it.
     const page = yield* withStoreReadOnly(options, (store) =>
       store.listOperations({
         ownerDID: defined(options.owner),
@@ -52,8 +53,8 @@ export const operationsCommand = Command.make("operations", {
       }))
     yield* output(
       options.json,
-      () => ({ operations: page.items.map(operationJson), nextCursor: page.nextCursor }),
-      () => page.items.length === 0 ? "no operations match" : operationsTable(page.items, now)
+      () => ({ operations: page.items.map(operationJson), nextCursor: page.nextCursor, corrupt: page.corrupt }),
+      () => pageText(page.items, page.corrupt, "no operations match", (items) => operationsTable(items, now))
     )
     if (!options.json) yield* nextPageHint(page.nextCursor)
   })).pipe(Command.withDescription("List operations (every caller and owner), newest first, filtered and paged"))
@@ -87,8 +88,8 @@ export const watchesCommand = Command.make("watches", {
       }))
     yield* output(
       options.json,
-      () => ({ watches: page.items.map(watchJson), nextCursor: page.nextCursor }),
-      () => page.items.length === 0 ? "no watches match" : watchesTable(page.items, now)
+      () => ({ watches: page.items.map(watchJson), nextCursor: page.nextCursor, corrupt: page.corrupt }),
+      () => pageText(page.items, page.corrupt, "no watches match", (items) => watchesTable(items, now))
     )
     if (!options.json) yield* nextPageHint(page.nextCursor)
   })).pipe(Command.withDescription("List projection watches (every owner), filtered and paged"))

@@ -3,7 +3,7 @@ import { Clock, Console, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
 import { withStore, withStoreReadOnly } from "../store.js"
 import { printable } from "../table.js"
-import { candidatesTable, output, runJson, runsTable } from "../views.js"
+import { candidatesTable, output, pageText, runJson, runsTable } from "../views.js"
 import { checkedLimit, nextPageHint } from "./lists.js"
 
 /** `relist list`: relist runs, newest first. */
@@ -27,8 +27,8 @@ export const relistListCommand = Command.make("list", {
       }))
     yield* output(
       options.json,
-      () => ({ runs: page.items.map(runJson), nextCursor: page.nextCursor }),
-      () => page.items.length === 0 ? "no relist runs match" : runsTable(page.items, now)
+      () => ({ runs: page.items.map(runJson), nextCursor: page.nextCursor, corrupt: page.corrupt }),
+      () => pageText(page.items, page.corrupt, "no relist runs match", (items) => runsTable(items, now))
     )
     if (!options.json) yield* nextPageHint(page.nextCursor)
   })).pipe(Command.withDescription("List relist runs, newest first"))

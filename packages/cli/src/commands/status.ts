@@ -1,4 +1,10 @@
-import { formatOperationKey, formatWatchIdentity, type StoreStatus } from "@connector-store/core"
+import {
+  type ConnectorStore,
+  type CorruptRowReport,
+  formatOperationKey,
+  formatWatchIdentity,
+  type StoreStatus
+} from "@connector-store/core"
 import { Command } from "@effect/cli"
 import { Effect } from "effect"
 import { databaseOptions, json } from "../options.js"
@@ -10,9 +16,49 @@ import { output } from "../views.js"
 const counts = (record: Readonly<Record<string, number>>) =>
   Object.entries(record).map(([key, n]) => `${key} ${n}`).join(", ")
 
-/** The status as a person reads it. */
-export const statusText = (status: StoreStatus): string => {
+/** How many stored rows of each table cannot be decoded, by table name (tables with none left out). */
+export type CorruptCounts = Readonly<Record<string, number>>
+
+/** The largest page the scan for corrupt rows reads. */
+const SCAN_PAGE = 500
+
+/**
+ * Counts the rows that cannot be decoded in the operation, watch, sync-state
+ * and relist-run tables, by reading every page of the operator's lists
+ * (each row once; a corrupt row reported on two pages counts once).
+ */
+export const corruptCountsOf = (store: ConnectorStore["Type"]) =>
+  Effect.gen(function*() {
+    const keys = new Map<string, Set<string>>()
+    const note = (reports: ReadonlyArray<CorruptRowReport>) => {
+      for (const report of reports) {
+        const seen = keys.get(report.table) ?? new Set<string>()
+        seen.add(report.key)
+        keys.set(report.table, seen)
+      }
+    }
+    const scan = <E>(
+      page: (cursor: string | undefined) => Effect.Effect<{ readonly corrupt: ReadonlyArray<CorruptRowReport>; readonly nextCursor: string | null }, E>
+    ) =>
+      Effect.iterate({ cursor: undefined as string | undefined, done: false }, {
+        while: (at) => !at.done,
+        body: (at) =>
+          Effect.map(page(at.cursor), (read) => {
+            note(read.corrupt)
+            return { cursor: read.nextCursor ?? undefined, done: read.nextCursor === null }
+          })
+      })
+    yield* scan((cursor) => store.listOperations({ limit: SCAN_PAGE, cursor }))
+    yield* scan((cursor) => store.listWatches({ limit: SCAN_PAGE, cursor }))
+    yield* scan((cursor) => store.listSyncStates({ limit: SCAN_PAGE, cursor }))
+    yield* scan((cursor) => store.listRelistRuns({ limit: SCAN_PAGE, cursor }))
+    return Object.fromEntries(Array.from(keys, ([table, seen]) => [table, seen.size])) as CorruptCounts
+  })
+
+/** The status as a person reads it; `corrupt` counts the rows that cannot be decoded, by table. */
+export const statusText = (status: StoreStatus, corrupt: CorruptCounts = {}): string => {
   const now = status.at
+  const corruptTables = Object.keys(corrupt)
   return renderFields([
     ["at", isoTime(now)],
     ["operations", counts(status.operations)],
@@ -42,12 +88,17 @@ export const statusText = (status: StoreStatus): string => {
       status.oldestDueWatch === null
         ? "none"
         : `${formatWatchIdentity(status.oldestDueWatch.identity)}, due ${relativeTime(status.oldestDueWatch.dueAt, now)}`
+    ],
+    [
+      "rows that cannot be decoded",
+      corruptTables.length === 0 ? "none" : `${counts(corrupt)} (see connector-store show, and the operator guide to repair)`
     ]
   ])
 }
 
-const statusJson = (status: StoreStatus) => ({
+const statusJson = (status: StoreStatus, corrupt: CorruptCounts) => ({
   ...status,
+  corruptRows: corrupt,
   at: isoTime(status.at),
   inFlightRelistRuns: status.relistRuns.started + status.relistRuns.listing,
   oldestDueOperation: status.oldestDueOperation === null
@@ -58,9 +109,10 @@ const statusJson = (status: StoreStatus) => ({
 
 /** `status`: counts by table and state, what waits longest, and what needs a person. */
 export const statusCommand = Command.make("status", { ...databaseOptions, json }, (options) =>
-  Effect.flatMap(withStoreReadOnly(options, (store) => store.getStoreStatus()), (status) =>
-    output(options.json, () => statusJson(status), () => statusText(status)))
+  Effect.flatMap(withStoreReadOnly(options, (store) => Effect.zip(store.getStoreStatus(), corruptCountsOf(store))), ([status, corrupt]) =>
+    output(options.json, () => statusJson(status, corrupt), () => statusText(status, corrupt)))
 ).pipe(Command.withDescription(
   "Counts by table and state, leases held now, operations in doubt, repair_failed watches, relist runs in flight, " +
-    "sync leases (held, stale), pending authorizations (live, expired) and the oldest due items (reads only)"
+    "sync leases (held, stale), pending authorizations (live, expired), the oldest due items and the rows that cannot be " +
+    "decoded, by table (reads only; the last reads every operation, watch, sync state and relist run)"
 ))

@@ -5,7 +5,7 @@ import { databaseOptions, json, paging } from "../options.js"
 import { withStore, withStoreReadOnly } from "../store.js"
 import { printable, renderTable } from "../table.js"
 import { relativeTime } from "../time.js"
-import { output } from "../views.js"
+import { output, pageText } from "../views.js"
 import { checkedLimit, nextPageHint } from "./lists.js"
 
 const iso = (ms: number | null): string | null => ms === null ? null : new Date(ms).toISOString()
@@ -58,8 +58,8 @@ export const syncListCommand = Command.make("list", {
       }))
     yield* output(
       options.json,
-      () => ({ syncStates: page.items.map(syncStateJson), nextCursor: page.nextCursor }),
-      () => page.items.length === 0 ? "no sync states match" : syncStatesTable(page.items, now)
+      () => ({ syncStates: page.items.map(syncStateJson), nextCursor: page.nextCursor, corrupt: page.corrupt }),
+      () => pageText(page.items, page.corrupt, "no sync states match", (items) => syncStatesTable(items, now))
     )
     if (!options.json) yield* nextPageHint(page.nextCursor)
   })).pipe(Command.withDescription("List sync states (every connector and owner) with where each lease stands"))
