@@ -6,7 +6,9 @@
 // kept: its domain folders, errors and validation at the bottom, then the
 // ports, then the Effect service, then the Promise facade, with the entry
 // points (index, adapter) on top. A module may import its own floor and the
-// floors below it, never one above.
+// floors below it, never one above. The Promise package (packages/promise)
+// imports neither `effect` nor `@effect/*`: it re-exports the Promise API
+// for apps on any Effect, and its own Effect 3 stays inside the adapters.
 //
 //   node .ci/check-imports.mjs          # exits 1 and names every circle and every upward import
 //
@@ -83,6 +85,9 @@ for (const dir of packages) {
         continue
       }
       const name = /^(@[^/]+\/[^/]+|[^/]+)/.exec(specifier)?.[1]
+      if (dir === "promise" && (name === "effect" || name?.startsWith("@effect/"))) {
+        problems.push(`${relative(root, file)} imports ${specifier}: the Promise package only re-exports the Promise API, whose callers bring no Effect`)
+      }
       const other = packageNameOf.get(name)
       if (other !== undefined && other !== dir) packageEdges.get(dir).add(other)
     }
