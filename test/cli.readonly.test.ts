@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto"
-import { chmodSync, existsSync, readFileSync, readdirSync } from "node:fs"
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync } from "node:fs"
 import { dirname, join, relative } from "node:path"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
 import { failureOf, jsonOf, runCli } from "./support/cli/run.js"
-import { type CliDatabase, dbArgs, seedStore } from "./support/cli/seed.js"
+import { type CliDatabase, dbArgs, openForCheck, seedStore } from "./support/cli/seed.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
 // Every test spawns the built CLI: `npm run build` first.
@@ -138,6 +138,63 @@ describe("CLI inspection never writes (SQLite)", { timeout: 600_000 }, () => {
     const listed = await runCli(["operations", "--json", "--state", "dead", ...dbArgs(db)], {}, as)
     expect(jsonOf(listed).operations.map((row: { operationID: string }) => row.operationID)).toEqual(["failed"])
     expect(sha256(db.url)).toBe(before)
+  })
+})
+
+describe("CLI inspection in a folder the user cannot write (SQLite)", { timeout: 600_000 }, () => {
+  // Root writes any folder whatever its mode: the CLI then runs as an unprivileged user.
+  const asRoot = process.getuid?.() === 0
+  const as = asRoot ? { uid: 65534, gid: 65534 } : undefined
+
+  /** A path in a folder of its own, which `lockFolder` may lock. */
+  const ownFolderPath = (name: string): string => {
+    const folder = join(dirname(freshSqlitePath()), `${name}-${process.hrtime.bigint()}`)
+    mkdirSync(folder)
+    return join(folder, "store.sqlite")
+  }
+
+  /** Makes `path`'s folder, and the file, read-only to the user the CLI runs as. */
+  const lockFolder = (path: string) => {
+    chmodSync(path, 0o444)
+    chmodSync(dirname(path), 0o555)
+    if (asRoot) chmodSync(dirname(dirname(path)), 0o711)
+  }
+
+  it("a store no connection has open (no -shm file) is inspected, and nothing is created or written", async () => {
+    const db: CliDatabase = { url: ownFolderPath("locked") }
+    await seedStore(db)
+    expect(existsSync(`${db.url}-shm`)).toBe(false)
+    const before = sha256(db.url)
+    lockFolder(db.url)
+    const status = await runCli(["status", "--json", ...dbArgs(db)], {}, as)
+    expect(jsonOf(status).operations).toEqual({ attempted: 1, committed: 2, dead: 1, reconcile_only: 1 })
+    const listed = await runCli(["operations", "--json", "--state", "dead", ...dbArgs(db)], {}, as)
+    expect(jsonOf(listed).operations.map((row: { operationID: string }) => row.operationID)).toEqual(["failed"])
+    const shown = await runCli(["show", "operation", "--caller", "did:caller:1", "--operation", "failed", "--json", ...dbArgs(db)], {}, as)
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(sha256(db.url)).toBe(before)
+    expect(readdirSync(dirname(db.url))).toEqual(["store.sqlite"])
+    // An action that writes still cannot.
+    expect(failureOf(await runCli(["collect", "--before", "7d", ...dbArgs(db)], {}, as)).code).toBe(1)
+    expect(sha256(db.url)).toBe(before)
+  })
+
+  it("a log with commits but no -shm file fails naming why, and what to do", async () => {
+    const source = freshSqlitePath()
+    await seedStore({ url: source })
+    // Copied while a store has it open: the log holds commits not yet in the file.
+    const store = await openForCheck({ url: source })
+    await store.setSyncState("gcal", "did:owner:9", { status: "idle", lastSyncedAt: "t9", entityCount: 9 })
+    const db: CliDatabase = { url: ownFolderPath("copy") }
+    copyFileSync(source, db.url)
+    copyFileSync(`${source}-wal`, `${db.url}-wal`)
+    await store.close()
+    expect(statSync(`${db.url}-wal`).size).toBeGreaterThan(0)
+    lockFolder(db.url)
+    const failed = failureOf(await runCli(["status", ...dbArgs(db)], {}, as))
+    expect(failed.code).toBe(1)
+    expect(failed.lines.join(" ")).toContain(`its folder is not writable, so SQLite cannot create ${db.url}-shm`)
+    expect(failed.lines.join(" ")).toContain("open it once with write access")
   })
 })
 
