@@ -3,7 +3,15 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
-import { checkRunnerLoop, type CheckRunnerLoopOptions, type OpenCheckedStore, type ProviderClient, ProviderError, type RunnerLoop } from "@connector-store/testkit"
+import {
+  checkRunnerLoop,
+  type CheckRunnerLoopOptions,
+  type OpenCheckedStore,
+  type ProviderClient,
+  ProviderError,
+  type RunnerLoop,
+  type VerifierLoop
+} from "@connector-store/testkit"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { pgDatabaseForFile } from "./support/databases.js"
@@ -144,13 +152,14 @@ const asPageError = <A>(call: Promise<A>, PageError: new (status: unknown, retry
   })
 
 /**
- * The write-back loops of the README and of docs/runner-loops.md, copied
- * from the markdown as they stand (the runner-loops loop is everything of
- * its sample above `// The demo`; the README's `declare const classify` is
- * the only line bound here), each on the testkit's provider through the
- * `Provider` interface it is written against, checked by `checkRunnerLoop`.
+ * The write-back loops of the README and of docs/runner-loops.md, and the
+ * latter's verifier loop, copied from the markdown as they stand (a
+ * runner-loops loop is everything of its sample above `// The demo`; the
+ * README's `declare const classify` is the only line bound here), each on
+ * the testkit's provider through the `Provider` interface it is written
+ * against, checked by `checkRunnerLoop`.
  */
-describe("the write-back loops of the README and docs/runner-loops.md, as written, under checkRunnerLoop", () => {
+describe("the runner loops of the README and docs/runner-loops.md, as written, under checkRunnerLoop", () => {
   const readmeLoop = async (): Promise<RunnerLoop> => {
     const sample = sampleWith("README.md", "export async function writeBack(")
     const declared = /^declare const classify: .*$/m
@@ -169,11 +178,16 @@ describe("the write-back loops of the README and docs/runner-loops.md, as writte
       }, edit)
   }
 
-  const pageLoop = async (): Promise<RunnerLoop> => {
-    const sample = sampleWith("docs/runner-loops.md", "async function writeBack(store: Store, provider: Provider, edit: Edit)")
+  /** The loop of the runner-loops sample with `marker`: its code above `// The demo`, exporting `names`. */
+  const loopOfPage = async (marker: string, names: string): Promise<Record<string, unknown>> => {
+    const sample = sampleWith("docs/runner-loops.md", marker)
     const demo = sample.code.indexOf("\n// The demo")
     expect(demo, "the sample marks where its demo begins").toBeGreaterThan(0)
-    const module = await importCode("runner-loops-loop", `${sample.code.slice(0, demo)}\nexport { ProviderError, writeBack }\n`)
+    return importCode(`runner-loops-${names.replace(/\W+/g, "-")}`, `${sample.code.slice(0, demo)}\nexport { ${names} }\n`)
+  }
+
+  const pageLoop = async (): Promise<RunnerLoop> => {
+    const module = await loopOfPage("async function writeBack(store: Store, provider: Provider, edit: Edit)", "ProviderError, writeBack")
     const writeBack = module["writeBack"] as (store: unknown, provider: unknown, edit: unknown) => Promise<unknown>
     const PageError = module["ProviderError"] as new (status: unknown, retryAfterMs?: number) => Error
     const provider = (client: ProviderClient) => ({
@@ -183,6 +197,12 @@ describe("the write-back loops of the README and docs/runner-loops.md, as writte
       get: (id: string) => asPageError(client.get(id), PageError)
     })
     return (store, client, edit) => writeBack(store, provider(client), edit)
+  }
+
+  const pageVerifier = async (): Promise<VerifierLoop> => {
+    const module = await loopOfPage("async function verifyDue(store: Store, provider: Provider", "verifyDue")
+    const verifyDue = module["verifyDue"] as (store: unknown, provider: unknown, repair: unknown) => Promise<unknown>
+    return (store, client, repair) => verifyDue(store, { get: (id: string) => client.get(id) }, repair)
   }
 
   it("the README's loop (updates and deletes) holds", async () => {
@@ -198,6 +218,11 @@ describe("the write-back loops of the README and docs/runner-loops.md, as writte
   it("docs/runner-loops.md's loop holds under a provider whose 404 and 410 may mean another thing", async () => {
     const options: CheckRunnerLoopOptions = { fates: ["ok", "404", "410", "503"], numRuns: 200, seed: 7 }
     expect((await checkRunnerLoop(await pageLoop(), options)).runs).toBe(200)
+  }, 120_000)
+
+  it("docs/runner-loops.md's verifier loop, as the check's verifier, holds with its write-back loop", async () => {
+    const report = await checkRunnerLoop(await pageLoop(), { verifier: await pageVerifier() })
+    expect(report.runs).toBeGreaterThan(0)
   }, 120_000)
 
   it("docs/runner-loops.md's loop holds over SQLite files", async () => {

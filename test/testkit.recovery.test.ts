@@ -1,9 +1,12 @@
 import {
+  CHECK_SCOPE,
+  type CheckedStore,
   checkRunnerLoop,
   CheckOptionInvalid,
   type CheckRunnerLoopOptions,
   type RunnerLoop,
-  RunnerLoopCheckFailed
+  RunnerLoopCheckFailed,
+  type VerifierLoop
 } from "@connector-store/testkit"
 import { describe, expect, it } from "vitest"
 import { readmeLoop, watchDueIn } from "./testkit.loops.js"
@@ -96,5 +99,50 @@ describe("checkRunnerLoop's options it cannot run with", () => {
     expect((error as CheckOptionInvalid).option).toBe(option)
     expect((error as Error).message).toMatch(message)
     expect(ran).toBe(0)
+  })
+})
+
+describe("checkRunnerLoop's verifier option", () => {
+  /** A verifier pass as the runner loops page writes it, with `now` for the store's clock. */
+  const verifierOn = (now: (store: CheckedStore) => number): VerifierLoop => async (store, provider, repair) => {
+    const { watches } = await store.listDueOperations(now(store))
+    for (const watch of watches) {
+      const identity = { ...CHECK_SCOPE, sourceID: watch.sourceID }
+      const until = now(store) + 30_000
+      if (!(await store.claimWatchAttempt(identity, { generation: watch.repairGeneration, now: now(store), until }))) continue
+      const entity = await provider.get(watch.sourceID)
+      const outcome = await store.recordVerification(identity, {
+        generation: watch.repairGeneration, claimedUntil: until, fetchedDigest: entity?.digest ?? null, maxAttempts: 5, dueAt: now(store)
+      })
+      if (outcome === "pending" && entity !== null) repair(watch.documentID, entity.digest)
+    }
+  }
+
+  it("runs your verifier where it verifies due watches: one on the store's clock passes", async () => {
+    let passes = 0
+    const counted: VerifierLoop = async (store, provider, repair) => {
+      passes++
+      return verifierOn((s) => s.now())(store, provider, repair)
+    }
+    expect((await checkRunnerLoop(watchDueIn(30_000), { verifier: counted, numRuns: 30, seed: 7 })).runs).toBe(30)
+    expect(passes).toBeGreaterThan(0)
+  }, 120_000)
+
+  it("fails a verifier on the machine's clock (Date.now()): its watches are left pending, due far past the horizon", async () => {
+    const failure = await failureOf(watchDueIn(30_000), { verifier: verifierOn(() => Date.now()) })
+    expect(failure.invariants).toContain("nothing-stuck")
+    expect(failure.message).toMatch(/still pending after recovery, due at \d+ \(\d+ ms after recovery ended\)/)
+  }, 120_000)
+
+  it("fails a verifier that rejects with an error of its own, naming it", async () => {
+    const failure = await failureOf(readmeLoop, { verifier: async () => { throw new Error("verifier bug") } })
+    expect(failure.invariants).toContain("typed-rejections")
+    expect(failure.message).toMatch(/verifier bug/)
+  }, 120_000)
+
+  it("refuses a verifier that is not a function", async () => {
+    const error = await checkRunnerLoop(readmeLoop, { verifier: "verify" as never }).then(() => undefined, (e: unknown) => e)
+    expect(error).toBeInstanceOf(CheckOptionInvalid)
+    expect((error as CheckOptionInvalid).option).toBe("verifier")
   })
 })

@@ -76,6 +76,19 @@ export interface CheckedStore extends PromiseConnectorStore<unknown> {
  */
 export type RunnerLoop = (store: CheckedStore, provider: ProviderClient, edit: CheckEdit) => Promise<unknown>
 
+/**
+ * Your verifier loop: one pass over the due watches (list them with
+ * `listDueOperations(store.now())`, claim each, fetch the entity, record
+ * what was found), calling `repair(documentID, digest)` where the local
+ * document is to take the provider's state. Given as `verifier`, the check
+ * runs it wherever it would verify due watches itself.
+ */
+export type VerifierLoop = (
+  store: CheckedStore,
+  provider: ProviderClient,
+  repair: (documentID: string, digest: string) => void
+) => Promise<unknown>
+
 /** The kinds of local edit a check generates. */
 export type EditKind = "update" | "create" | "delete"
 
@@ -222,6 +235,8 @@ export interface CheckRunnerLoopOptions {
   readonly recoveryHorizonMs?: number | undefined
   /** The most rounds of recovery, each listing what is due, driving it, and moving the clock (40 by default, 1 to 1000). */
   readonly recoveryRounds?: number | undefined
+  /** Your verifier loop, run in place of the check's own wherever due watches are verified (see `VerifierLoop`). */
+  readonly verifier?: VerifierLoop | undefined
   /**
    * Opens the store each run uses; the faulty memory store by default. A
    * SQLite file: `(o) => openConnectorStore({ url: join(dir, \`\${n++}.sqlite\`), now: o.now, readWinner: o.readWinner, operationPolicy: o.operationPolicy })`
@@ -269,14 +284,22 @@ export interface RunSettings {
   readonly recoveryHorizonMs: number
   /** The most rounds of recovery. */
   readonly recoveryRounds: number
+  /** Your verifier loop, or the check's own when undefined. */
+  readonly verifier?: VerifierLoop | undefined
 }
 
 /** The run settings of `options`, checked: `CheckOptionInvalid` names an option it cannot run with. */
 export const runSettings = (options: CheckRunnerLoopOptions = {}): RunSettings => ({
   kinds: listOption("kinds", options.kinds, EDIT_KINDS),
   recoveryHorizonMs: wholeOption("recoveryHorizonMs", options.recoveryHorizonMs, DEFAULT_RECOVERY_HORIZON_MS, 0, 366 * 86_400_000),
-  recoveryRounds: wholeOption("recoveryRounds", options.recoveryRounds, DEFAULT_RECOVERY_ROUNDS, 1, 1_000)
+  recoveryRounds: wholeOption("recoveryRounds", options.recoveryRounds, DEFAULT_RECOVERY_ROUNDS, 1, 1_000),
+  verifier: verifierOption(options.verifier)
 })
+
+const verifierOption = (value: unknown): VerifierLoop | undefined => {
+  if (value === undefined || typeof value === "function") return value as VerifierLoop | undefined
+  throw new CheckOptionInvalid("verifier", `must be a function (store, provider, repair), got ${shown(value)}`)
+}
 
 /** What a passing check ran. */
 export interface CheckRunnerLoopReport {
@@ -498,6 +521,25 @@ export const runPlan = async (
       violations.push(...judgeRejection(`${actor}: verify`, error))
     }
   }
+  /** One verification pass over `watches` (listed due): the check's own verifier, or the loop's given as `verifier`. */
+  const verifyDue = async (actor: string, watches: ReadonlyArray<ProjectionWatch>): Promise<void> => {
+    if (settings.verifier === undefined) {
+      for (const watch of watches) await verify(actor, watch)
+      return
+    }
+    if (watches.length === 0) return
+    const repair = (documentID: string, digest: string) => {
+      const doc = documents.get(documentID)
+      if (doc === undefined) return
+      doc.winner = digest
+      il.note(`${actor}'s verifier repairs ${documentID}: winner ${digest}`)
+    }
+    try {
+      await settings.verifier(storeFor(actor), provider.client(actor, reissueOf(actor)), repair)
+    } catch (error) {
+      if (!(error instanceof Crash)) violations.push(...judgeRejection(`${actor}'s verifier`, error))
+    }
+  }
   const editOf = (row: ConnectorOperation): CheckEdit => edits.get(keyOf(row)) ?? {
     callerDID: row.callerDID, operationID: row.operationID, ownerDID: row.ownerDID, connectorName: row.connectorName, model: row.model,
     op: row.op, accountKey: row.accountKey, target: row.target, sourceID: row.sourceID, deterministicEventID: row.deterministicEventID,
@@ -514,7 +556,7 @@ export const runPlan = async (
       return
     }
     if (rounds.drive) for (const row of due.operations) await runLoop(actor, editOf(row))
-    if (rounds.verify) for (const watch of due.watches) await verify(actor, watch)
+    if (rounds.verify) await verifyDue(actor, due.watches)
   }
   const allOperations = async (): Promise<ReadonlyArray<ConnectorOperation>> => {
     const out: Array<ConnectorOperation> = []
@@ -631,7 +673,7 @@ export const runPlan = async (
       await store.resumeAuthDeferred({ ownerDID: CHECK_SCOPE.ownerDID, connectorNames: [CHECK_SCOPE.connectorName], now: clock.now() })
       const due = await store.listDueOperations(clock.now())
       for (const row of due.operations) await runLoop("recovery", editOf(row))
-      for (const watch of due.watches) await verify("recovery", watch)
+      await verifyDue("recovery", due.watches)
       if (due.operations.length > 0 || due.watches.length > 0) {
         clock.advance(2_000)
         continue
