@@ -1,4 +1,6 @@
 import {
+  CallBounds,
+  type CallBoundOptions,
   ConnectorStore,
   type StoreObservability,
   OperationPolicy,
@@ -21,7 +23,10 @@ import {
   fromPromiseReaders,
   makePromiseStore,
   allOptionNames,
-  openOptionsProblem
+  fieldOf,
+  openOptionsProblem,
+  optional,
+  Rules
 } from "@connector-store/core/adapter"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { MemoryDatabase } from "./MemoryDatabase.js"
@@ -74,14 +79,29 @@ export const layerPorts: Layer.Layer<MemoryPorts> = Layer.effectContext(Effect.s
 
 /**
  * The whole store in memory, for unit tests: `ConnectorStore` plus its ports,
- * with winners read by `readers`.
+ * with winners read by `readers`, each call bounded by `bounds` (see
+ * `MemoryStoreOptions.callTimeoutMs`).
  */
-export const layer = (readers: WinnerReaders = {}): Layer.Layer<ConnectorStore | MemoryPorts | WinnerReader> =>
+export const layer = (readers: WinnerReaders = {}, bounds: CallBoundOptions = {}): Layer.Layer<ConnectorStore | MemoryPorts | WinnerReader> =>
   ConnectorStore.layer.pipe(
-    Layer.provideMerge(Layer.merge(layerPorts, Layer.succeed(WinnerReader, readers)))
+    Layer.provideMerge(Layer.mergeAll(layerPorts, Layer.succeed(WinnerReader, readers), CallBounds.layer(bounds)))
   )
 
-const OPTIONS = allOptionNames<MemoryStoreOptions>()(["now", "readWinner", "readWinners", "operationPolicy", "observability"])
+const OPTIONS = allOptionNames<MemoryStoreOptions>()([
+  "now",
+  "readWinner",
+  "readWinners",
+  "operationPolicy",
+  "observability",
+  "callTimeoutMs",
+  "closeTimeoutMs"
+])
+
+/** The checks of the memory store's own options (the shared ones are in `openOptionsProblem`). */
+const memoryChecks = (options: unknown) => [
+  ["options.callTimeoutMs", fieldOf(options, "callTimeoutMs"), optional(Rules.positiveInt)] as const,
+  ["options.closeTimeoutMs", fieldOf(options, "closeTimeoutMs"), optional(Rules.nonNegativeInt)] as const
+]
 
 /** The options of `openMemoryConnectorStore`. */
 export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransaction>, StoreObservability {
@@ -89,6 +109,14 @@ export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransacti
   readonly now?: () => number
   /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
   readonly operationPolicy?: OperationPolicyOverrides | undefined
+  /**
+   * The longest one call may take (default 30 s): a call still waiting then
+   * (on a winner reader that never answers, say) rejects with a
+   * `PersistenceError` of reason `timeout` and nothing of it is applied.
+   */
+  readonly callTimeoutMs?: number | undefined
+  /** The longest `close()` waits for calls in flight before it ends them (default 5 s). */
+  readonly closeTimeoutMs?: number | undefined
 }
 
 const handle = Effect.succeed<MemoryTransaction>({ adapter: "memory" })
@@ -106,10 +134,11 @@ export interface MemoryConnectorStore extends PromiseConnectorStore<MemoryTransa
  * opens.
  */
 export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): MemoryConnectorStore => {
-  const problem = openOptionsProblem("openMemoryConnectorStore", options, [], OPTIONS)
+  const problem = openOptionsProblem("openMemoryConnectorStore", options, memoryChecks(options), OPTIONS)
   if (problem !== undefined) throw problem
   // The policy stays in the runtime's context, where a direct lane would find it.
-  const layered = layer(fromPromiseReaders(options, handle)).pipe(Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)))
+  const bounds = { callTimeoutMs: options.callTimeoutMs, closeTimeoutMs: options.closeTimeoutMs }
+  const layered = layer(fromPromiseReaders(options, handle), bounds).pipe(Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)))
   const store = makePromiseStore({
     runtime: ManagedRuntime.make(options.observability === undefined ? layered : Layer.provideMerge(layered, options.observability)),
     handle,

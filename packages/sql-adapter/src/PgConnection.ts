@@ -7,20 +7,41 @@ import { Cause, Context, Duration, Effect, Exit, type Fiber, Layer, type Scope }
 import Pg from "pg"
 import { routeStatements } from "./internal/statementRoutes.js"
 import type { PgLaneParts } from "./PgLane.js"
+import { destroySocket, type HeldClient, type Holds, makeHolds } from "./internal/pgHolds.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
 import { traced, transactionSpan } from "./internal/tracing.js"
 
-/** What `layer` needs to reach a Postgres server. */
+/** What `layer` needs to reach a Postgres server, and the bounds its sessions keep. */
 export interface PgConnectionOptions {
   readonly url: string
   readonly maxConnections: number
   readonly applicationName: string
   /** Every session a read-only transaction (`default_transaction_read_only`): no statement can write. */
   readonly readOnly?: boolean | undefined
+  /** How long a new connection may take, and a call may wait for a free one (default `CONNECT_TIMEOUT_MS`). */
+  readonly connectTimeoutMs?: number | undefined
+  /** The sessions' `statement_timeout` (default `STATEMENT_TIMEOUT_MS`). */
+  readonly statementTimeoutMs?: number | undefined
+  /** The sessions' `lock_timeout` (default `LOCK_TIMEOUT_MS`). */
+  readonly lockTimeoutMs?: number | undefined
+  /** The longest a connection stays checked out before it is destroyed (the store's `callTimeoutMs`, default 30 s). */
+  readonly callTimeoutMs?: number | undefined
 }
 
-/** How long the layer waits for the server to answer its first `SELECT 1` (what `docs` promise: 10 s). */
+/** How long the layer waits for a new connection, and for the server to answer its first `SELECT 1` (10 s). */
 export const CONNECT_TIMEOUT_MS = 10_000
+
+/** The default `statement_timeout` of the store's sessions (15 s). */
+export const STATEMENT_TIMEOUT_MS = 15_000
+
+/** The default `lock_timeout` of the store's sessions (10 s). */
+export const LOCK_TIMEOUT_MS = 10_000
+
+/** The default longest time a connection stays checked out (the default `callTimeoutMs`, 30 s). */
+export const HOLD_LIMIT_MS = 30_000
+
+/** How long a connection is idle before TCP keepalive probes start (5 s), so a dead peer is found. */
+export const KEEPALIVE_DELAY_MS = 5_000
 
 /**
  * `base` with the statements it makes run straight on a connection (see
@@ -41,13 +62,6 @@ const LANE: unique symbol = Symbol.for("@connector-store/sql-adapter/PgConnectio
 /** What `PgLane` runs on under this module's client `sql` (its pool); undefined for any other client. */
 export const laneParts = (sql: Client.SqlClient): PgLaneParts | undefined =>
   (sql as unknown as { readonly [LANE]?: PgLaneParts })[LANE]
-
-/** A client of the pool, checked out for one transaction; `release` hands it back (or, given an error, discards it). */
-interface Checkout {
-  readonly client: Pg.PoolClient
-  readonly connection: Connection
-  readonly release: (error?: unknown) => void
-}
 
 /**
  * Runs `text` on `client` with no canceller: for `BEGIN`, `COMMIT` and
@@ -126,21 +140,67 @@ const rowsOf = (result: PgResult): ReadonlyArray<object> =>
   Array.isArray(result) ? result.map((each: Pg.QueryResult) => each.rows ?? []) : (result as Pg.QueryResult).rows ?? []
 
 /**
- * Cancels what `client`'s backend is running (best effort, as
- * `@effect/sql-pg` cancels an interrupted statement: through another
- * pooled client, for at most 5 seconds).
+ * Statements outside a transaction, each on a client checked out of the
+ * pool for it and handed back after (as `@effect/sql-pg` runs them), as
+ * rows or raw results. A statement interrupted while it runs (its call ran
+ * out, its caller was interrupted) gives its client up: the socket is
+ * destroyed and the slot freed at once, even when the server no longer
+ * answers; `@effect/sql-pg` would instead wait for a cancel request and
+ * hand the client back with its statement still running. Streams, values
+ * and unprepared statements are `stock`'s own.
  */
-const cancelRunning = (pool: Pg.Pool, client: Pg.PoolClient): Effect.Effect<void> => {
-  const backend = (client as unknown as { readonly processID?: unknown }).processID
-  if (typeof backend !== "number" || pool.ending) return Effect.void
-  return Effect.async<void>((resume) => {
-    pool.query("SELECT pg_cancel_backend($1)", [backend], () => resume(Effect.void))
-  }).pipe(Effect.interruptible, Effect.timeoutOption(Duration.seconds(5)), Effect.asVoid)
+class PgPooledConnection implements Connection {
+  constructor(readonly stock: Connection, readonly holds: Holds) {}
+
+  private query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
+    return Effect.async<A, SqlError>((resume) => {
+      let held: HeldClient | undefined
+      let interrupted = false
+      this.holds.checkout((cause, got) => {
+        if (cause !== undefined || got === undefined) {
+          resume(Effect.fail(new SqlError({ cause, message: "Failed to acquire connection" })))
+          return
+        }
+        if (interrupted) return got.release()
+        held = got
+        got.client.query(text, params as Array<unknown>, (failure: Error | null, result: PgResult) => {
+          held = undefined
+          got.release(failure ?? undefined)
+          resume(failure === null || failure === undefined ? Effect.succeed(answer(result)) : Effect.fail(new SqlError({ cause: failure, message: "Failed to execute statement" })))
+        })
+      })
+      return Effect.sync(() => {
+        interrupted = true
+        held?.giveUp("its statement was interrupted")
+      })
+    })
+  }
+
+  execute(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
+    const rows = this.query(text, params, rowsOf)
+    return transformRows === undefined ? rows : Effect.map(rows, transformRows as (rows: ReadonlyArray<object>) => ReadonlyArray<object>)
+  }
+
+  executeRaw(text: string, params: ReadonlyArray<unknown>) {
+    return this.query(text, params, (result) => result as unknown)
+  }
+
+  executeStream(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
+    return this.stock.executeStream(text, params, transformRows)
+  }
+
+  executeValues(text: string, params: ReadonlyArray<unknown>) {
+    return this.stock.executeValues(text, params)
+  }
+
+  executeUnprepared(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
+    return this.stock.executeUnprepared(text, params, transformRows)
+  }
 }
 
 /**
  * `@effect/sql`'s `withTransaction` for a top-level transaction, lean: a
- * client of `pool` checked out, `BEGIN`, the effect with that client's
+ * client checked out of `holds`, `BEGIN`, the effect with that client's
  * connection (`PgTransactionConnection`) as its `TransactionConnection`,
  * `COMMIT` (or `ROLLBACK`), the client handed back.
  * Everything but the effect runs with interruption off. Failures are
@@ -148,36 +208,26 @@ const cancelRunning = (pool: Pg.Pool, client: Pg.PoolClient): Effect.Effect<void
  * commit or rollback is a defect, and so is a `COMMIT` the server answers
  * with `ROLLBACK` (see `control`). A client whose commit or rollback failed,
  * or that reported an error, is discarded instead of going back to the pool,
- * where it could still hold an open transaction. With a tracer installed
+ * where it could still hold an open transaction. A transaction that fails
+ * with statements still running (interrupted) gives its client up (see
+ * `HeldClient.giveUp`) instead of waiting for them; one held past the call
+ * bound is given up by `holds`. With a tracer installed
  * the same runs, in a `sql.transaction` span as `base` opens one. A nested
  * transaction (savepoints) runs `base`'s own.
  */
 export const leanTransactions = (
   base: Client.SqlClient,
-  pool: Pg.Pool,
+  holds: Holds,
   connectionOf: (client: Pg.PoolClient) => Connection
 ): Client.SqlClient["withTransaction"] => {
   // Taken with interruption off (the caller's region): a client that arrives is always handed back.
-  const checkout = Effect.async<Checkout, SqlError>((resume) => {
-    pool.connect((cause, client, release) => {
-      if (cause !== undefined && cause !== null || client === undefined) {
-        resume(Effect.fail(new SqlError({ cause: cause ?? new Error("No client returned"), message: "Failed to acquire connection for transaction" })))
+  const checkout = Effect.async<HeldClient, SqlError>((resume) => {
+    holds.checkout((cause, held) => {
+      if (cause !== undefined || held === undefined) {
+        resume(Effect.fail(new SqlError({ cause, message: "Failed to acquire connection for transaction" })))
         return
       }
-      let reported: unknown
-      const onError = (error: unknown) => {
-        reported = error
-      }
-      client.on("error", onError)
-      resume(Effect.succeed({
-        client,
-        connection: connectionOf(client),
-        release: (error?: unknown) => {
-          client.off("error", onError)
-          const discard = error ?? reported
-          release(discard === undefined ? undefined : discard instanceof Error ? discard : new Error(String(discard)))
-        }
-      }))
+      resume(Effect.succeed(held))
     })
   })
   const spanAttributes = (base.unsafe("SELECT 1") as unknown as { readonly spanAttributes?: ReadonlyArray<readonly [string, unknown]> })
@@ -185,15 +235,16 @@ export const leanTransactions = (
   // `context` is the fiber's as the transaction begins (inside its span, when there is one).
   const topLevel = <R, E, A>(context: Context.Context<never>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(checkout, ({ client, connection: stock, release }) => {
-        const connection = new PgTransactionConnection(stock, client)
-        const ending = (exit: Exit.Exit<A, E | SqlError>) => {
-          const end = control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
-          // Statements still running when a transaction fails (it was interrupted) are cancelled on the server first.
-          return Exit.isSuccess(exit) || connection.inFlight === 0 ? end : Effect.zipRight(cancelRunning(pool, client), end)
-        }
-        return withConnectionThen(context, connection, 0, Effect.zipRight(control(client, "BEGIN"), restore(effect)), (exit) =>
-          Effect.flatMap(Effect.exit(ending(exit)), (ended): Effect.Effect<A, E | SqlError> => {
+      Effect.flatMap(checkout, ({ client, giveUp, release }) => {
+        const connection = new PgTransactionConnection(connectionOf(client), client)
+        return withConnectionThen(context, connection, 0, Effect.zipRight(control(client, "BEGIN"), restore(effect)), (exit) => {
+          // Statements still running when a transaction fails (it was interrupted: its call ran out, say) end
+          // with its connection: destroyed, so the server rolls the transaction back and the slot is free now.
+          if (Exit.isFailure(exit) && connection.inFlight > 0) {
+            giveUp("its transaction was interrupted with statements running")
+            return exit
+          }
+          return Effect.flatMap(Effect.exit(control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")), (ended): Effect.Effect<A, E | SqlError> => {
             if (Exit.isSuccess(ended)) {
               release()
               return exit
@@ -201,7 +252,8 @@ export const leanTransactions = (
             const failure = Cause.squash(ended.cause)
             release(failure)
             return Effect.die(failure)
-          }))
+          })
+        })
       })
     )
   return <R, E, A>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
@@ -227,64 +279,99 @@ const connectionMaker = (base: Client.SqlClient): Effect.Effect<((client: Pg.Poo
   }))
 
 /**
- * The pool the client runs on, owned by the layer: checked with one
- * `SELECT 1` (as `@effect/sql-pg` checks its own) and ended with the layer.
+ * What every session of the store's pool starts with (as startup options,
+ * so no statement is spent on them): its `statement_timeout` and
+ * `lock_timeout`, and read-only transactions when the store is.
  */
-const ownPool = (options: PgConnectionOptions): Effect.Effect<Pg.Pool, SqlError, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
+export const sessionOptions = (options: PgConnectionOptions): string =>
+  [
+    `-c statement_timeout=${Math.trunc(options.statementTimeoutMs ?? STATEMENT_TIMEOUT_MS)}`,
+    `-c lock_timeout=${Math.trunc(options.lockTimeoutMs ?? LOCK_TIMEOUT_MS)}`,
+    ...(options.readOnly === true ? ["-c default_transaction_read_only=on"] : [])
+  ].join(" ")
+
+/** A pool and its holds (see `Holds`). */
+interface OwnPool {
+  readonly pool: Pg.Pool
+  readonly holds: Holds
+}
+
+/**
+ * The pool the client runs on, owned by the layer: connections established
+ * within `connectTimeoutMs` (a call waits no longer for a free one either),
+ * TCP keepalive on (a dead peer is noticed), each session's timeouts set
+ * (see `sessionOptions`), none held past the call bound (see `Holds`);
+ * checked with one `SELECT 1` (as `@effect/sql-pg` checks its own). Ended
+ * with the layer: the clients still held are given up first, and any
+ * socket still open a moment after the pool ended is destroyed, so closing
+ * never waits on a dead network.
+ */
+const ownPool = (options: PgConnectionOptions): Effect.Effect<OwnPool, SqlError, Scope.Scope> => {
+  const connectTimeoutMs = options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS
+  return Effect.acquireRelease(
+    Effect.sync((): OwnPool => {
       const pool = new Pg.Pool({
         connectionString: options.url,
         max: options.maxConnections,
         idleTimeoutMillis: Duration.toMillis(Duration.seconds(30)),
+        connectionTimeoutMillis: connectTimeoutMs,
+        keepAlive: true,
+        keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS,
         application_name: options.applicationName,
-        ...(options.readOnly === true ? { options: "-c default_transaction_read_only=on" } : {})
+        options: sessionOptions(options)
       })
       // A pooled client's error also reaches whoever holds it; an idle one is replaced by the pool.
       pool.on("error", () => undefined)
-      return pool
+      return { pool, holds: makeHolds(pool, options.callTimeoutMs ?? HOLD_LIMIT_MS) }
     }),
-    (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+    ({ holds, pool }) =>
+      Effect.suspend(() => {
+        holds.giveUpAll("the store closed")
+        const clients = Array.from((pool as unknown as { readonly _clients?: ReadonlyArray<Pg.ClientBase> })._clients ?? [])
+        const leftovers = setTimeout(() => clients.forEach(destroySocket), 200)
+        leftovers.unref?.()
+        return Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+      })
   ).pipe(
-    Effect.tap((pool) =>
+    Effect.tap(({ pool }) =>
       Effect.tryPromise({
         try: () => pool.query("SELECT 1"),
         catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
       }).pipe(Effect.timeoutFail({
-        duration: Duration.millis(CONNECT_TIMEOUT_MS),
+        duration: Duration.millis(connectTimeoutMs),
         onTimeout: () =>
           new SqlError({
-            cause: Object.assign(new Error(`the server did not answer within ${CONNECT_TIMEOUT_MS / 1000}s`), { code: "ETIMEDOUT" }),
+            cause: Object.assign(new Error(`the server did not answer within ${connectTimeoutMs} ms`), { code: "ETIMEDOUT" }),
             message: "PgClient: Connection timed out"
           })
       }))
     )
   )
+}
 
 /**
  * The store's Postgres client: `@effect/sql-pg`'s, over a pool the layer
  * owns, with its statements run straight on a connection (see
  * `withDirectStatements`) and its top-level transactions lean (see
- * `leanTransactions`). Outside a transaction statements run on the
- * client's own handle: `@effect/sql-pg` answers every such acquisition
- * with one handle that takes a pooled client per statement and releases it
- * after, so the handle is taken once.
+ * `leanTransactions`). Outside a transaction statements run each on a
+ * client of their own (see `PgPooledConnection`), which an interruption
+ * gives up rather than hands back mid-statement.
  */
 export const layer = (options: PgConnectionOptions): Layer.Layer<Client.SqlClient, unknown> =>
   Layer.scoped(
     Client.SqlClient,
     Effect.gen(function*() {
-      const pool = yield* ownPool(options)
+      const { pool, holds } = yield* ownPool(options)
       const base: Client.SqlClient = yield* PgClient.fromPool({ acquire: Effect.succeed(pool), applicationName: options.applicationName })
       const { acquirer } = base.unsafe("SELECT 1") as unknown as { readonly acquirer?: unknown }
       // A client that does not hand out its connection this way keeps the stock path outside transactions.
-      const outside = Effect.isEffect(acquirer)
+      const stock = Effect.isEffect(acquirer)
         ? yield* (acquirer as Effect.Effect<Connection, SqlError, Scope.Scope>)
         : undefined
-      const client = withDirectStatements(base, outside)
+      const client = withDirectStatements(base, stock === undefined ? undefined : new PgPooledConnection(stock, holds))
       const connectionOf = yield* connectionMaker(base)
       if (client === base || connectionOf === undefined) return client
-      const lane: PgLaneParts = { pool, connectionOf: (pooled) => new PgTransactionConnection(connectionOf(pooled), pooled) }
-      return Object.assign(client, { withTransaction: leanTransactions(base, pool, connectionOf), [LANE]: lane })
+      const lane: PgLaneParts = { pool, holds, connectionOf: (pooled) => new PgTransactionConnection(connectionOf(pooled), pooled) }
+      return Object.assign(client, { withTransaction: leanTransactions(base, holds, connectionOf), [LANE]: lane })
     })
   ).pipe(Layer.provide(Reactivity.layer))

@@ -8,9 +8,8 @@ import type { RawRow } from "./internal/columns.js"
 import { directRows } from "./internal/directRows.js"
 import { type Compiled, compiled, directFailure } from "./internal/directStatements.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
+import type { Holds } from "./internal/pgHolds.js"
 import type { TableNames } from "./Tables.js"
-
-const ignore = (): void => undefined
 
 /** Runs one statement: the pool (a client per statement) or a transaction's client. */
 type Run = (text: string, params: ReadonlyArray<unknown>) => Promise<Pg.QueryResult>
@@ -18,6 +17,8 @@ type Run = (text: string, params: ReadonlyArray<unknown>) => Promise<Pg.QueryRes
 /** What the lane needs of the store's Postgres client (see `PgConnection.laneParts`). */
 export interface PgLaneParts {
   readonly pool: Pg.Pool
+  /** Where its clients are checked out: none is held past the call bound (see `Holds`). */
+  readonly holds: Holds
   /** The `@effect/sql` connection of a checked-out client, for effects joined to its transaction. */
   readonly connectionOf: (client: Pg.PoolClient) => Connection
 }
@@ -29,7 +30,9 @@ export interface PgLaneParts {
  * transaction takes a pooled client for itself; a transaction checks one
  * out, `BEGIN`s on it, runs its rows there, and hands it back after
  * `COMMIT` or `ROLLBACK`, or discards it when one of those failed (it
- * could still hold an open transaction). Failures are classified
+ * could still hold an open transaction). Every client is checked out of
+ * `holds`, so one stuck on a dead network past the call bound is given up
+ * and its slot freed (its statement then fails). Failures are classified
  * `PersistenceError`s named as the repositories name them; a `COMMIT` the
  * server answers with `ROLLBACK` fails too, as on the Effect path.
  */
@@ -39,7 +42,20 @@ export const makePgLane = (
   tables: TableNames,
   repositories: LaneDatabaseApi["repositories"]
 ): LaneDatabaseApi => {
-  const { pool } = parts
+  const { holds } = parts
+
+  /** Runs one statement on a client of its own, handed back after (discarded, as `pg`'s pool does, when it failed). */
+  const alone: Run = (text, params) =>
+    new Promise<Pg.QueryResult>((resolve, reject) => {
+      holds.checkout((cause, held) => {
+        if (cause !== undefined || held === undefined) return reject(cause)
+        held.client.query(text, params as Array<unknown>, (failure: Error | null, result: Pg.QueryResult) => {
+          held.release(failure ?? undefined)
+          if (failure === null || failure === undefined) resolve(result)
+          else reject(failure)
+        })
+      })
+    })
 
   const rowsOn = (run: Run): DirectRowsOf<true> => {
     const result = (name: string, statement: Statement<unknown> | Compiled): Promise<Pg.QueryResult> => {
@@ -98,24 +114,19 @@ export const makePgLane = (
 
   return {
     repositories,
-    ...rowsOn((text, params) => pool.query(text, params as Array<unknown>)),
+    ...rowsOn(alone),
     free: () => true,
     begin: () =>
       new Promise<DirectTransactionOf<true>>((resolve, reject) => {
-        pool.connect((cause, client, done) => {
-          if (cause !== undefined && cause !== null || client === undefined) {
-            reject(directFailure("transaction", cause ?? new Error("No client returned")))
+        holds.checkout((cause, held) => {
+          if (cause !== undefined || held === undefined) {
+            reject(directFailure("transaction", cause))
             return
           }
-          // The pool stops listening to a client it hands out: an error it
-          // reports then (its backend gone) must be heard, or it is thrown.
-          // The next statement on it fails, and so does the ROLLBACK after,
-          // which discards it.
-          client.on("error", ignore)
-          const release = (error?: unknown) => {
-            client.off("error", ignore)
-            done(error === undefined ? undefined : error instanceof Error ? error : new Error(String(error)))
-          }
+          // An error the client reports while held (its backend gone) is
+          // heard by `holds`: the next statement on it fails, and so does the
+          // ROLLBACK after, which discards it.
+          const { client, release } = held
           client.query("BEGIN").then(
             () => resolve(transactionOn(client, release)),
             (failed: unknown) => {

@@ -43,6 +43,8 @@ const postgresReason = (code: string): PersistenceReason | undefined => {
   if (code === "40001") return "serialization"
   if (code === "40P01") return "deadlock"
   if (code === "55P03") return "lock-timeout"
+  if (code === "57014") return "timeout"
+  if (code === "53300") return "too-many-connections"
   if (code === "53100") return "disk-full"
   if (code === "25006") return "read-only"
   return undefined
@@ -57,7 +59,25 @@ const sqliteReason = (code: string): PersistenceReason | undefined => {
   if (code === "SQLITE_AUTH") return "authentication"
   if (code.startsWith("SQLITE_READONLY")) return "read-only"
   if (code === "SQLITE_NOTADB") return "not-a-database"
+  if (code.startsWith("SQLITE_CORRUPT")) return "corrupt"
   return undefined
+}
+
+/**
+ * What `pg` and its pool say when a time limit of theirs ran out: a new
+ * connection not established in time, no free client in time, a query's
+ * client-side timeout.
+ */
+const CLIENT_TIMEOUT = /timeout exceeded when trying to connect|due to connection timeout|Query read timeout/i
+
+/** Whether an error of the chain `cause` says a client-side time limit ran out (see `CLIENT_TIMEOUT`). */
+const clientTimedOut = (cause: unknown): boolean => {
+  let current: unknown = cause
+  for (let depth = 0; depth < 8 && current instanceof Error; depth++) {
+    if (CLIENT_TIMEOUT.test(current.message)) return true
+    current = current.cause
+  }
+  return false
 }
 
 /** The reason of a driver failure, from its code (Postgres SQLSTATE, SQLite, Node) or, lacking one, its words. */
@@ -71,6 +91,7 @@ export const classifyDriverFailure = (failure: DriverFailure): PersistenceReason
   }
   // better-sqlite3 throws a plain TypeError, without a code, for a file in a missing directory.
   if (/directory does not exist/i.test(message)) return "database-missing"
+  if (CLIENT_TIMEOUT.test(message)) return "timeout"
   // pg refuses a query on a client whose connection broke or ended: "… and is not queryable".
   if (/connection terminated|connection ended|Connection refused|is not queryable/i.test(message)) return "unreachable"
   return "unknown"
@@ -87,7 +108,7 @@ export const classified = <E>(error: E): E => {
   return new PersistenceError({
     operation: error.operation,
     cause: error.cause,
-    reason: classifyDriverFailure(failure),
+    reason: clientTimedOut(error.cause) ? "timeout" : classifyDriverFailure(failure),
     driverMessage: failure.message,
     method: error.method
   }) as E

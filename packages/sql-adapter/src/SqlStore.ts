@@ -1,4 +1,5 @@
 import {
+  CallBounds,
   ConnectorStore,
   InvalidInput,
   OperationPolicy,
@@ -180,7 +181,11 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
       url: target.url,
       maxConnections: connection.maxConnections ?? 10,
       applicationName: connection.applicationName ?? DEFAULT_APPLICATION_NAME,
-      readOnly
+      readOnly,
+      connectTimeoutMs: connection.connectTimeoutMs,
+      statementTimeoutMs: connection.statementTimeoutMs,
+      lockTimeoutMs: connection.lockTimeoutMs,
+      callTimeoutMs: connection.callTimeoutMs
     })
     : SqliteConnection.layer({
       filename: target.filename,
@@ -253,7 +258,8 @@ export const layer = (
         Layer.provideMerge(portsLayer(isReadOnlyConnection(connection))),
         Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
         Layer.provideMerge(Tables.layer(connection.tablePrefix)),
-        Layer.provideMerge(layerClient(connection))
+        Layer.provideMerge(layerClient(connection)),
+        Layer.provideMerge(CallBounds.layer({ callTimeoutMs: connection.callTimeoutMs, closeTimeoutMs: connection.closeTimeoutMs }))
       )
     )
   }))

@@ -1,0 +1,129 @@
+import Pg from "pg"
+
+const ignore = (): void => undefined
+
+/** Destroys the socket of `client` now: every statement waiting on it fails at once, and the server ends its session. */
+export const destroySocket = (client: Pg.ClientBase): void => {
+  const stream = (client as unknown as { readonly connection?: { readonly stream?: { destroy?: () => void } } }).connection?.stream
+  // A destroyed client may still report its end: it is heard here, never thrown.
+  client.on("error", ignore)
+  stream?.destroy?.()
+}
+
+/** How long a cancel request may take to reach the server before its connection is dropped. */
+const CANCEL_WITHIN_MS = 5_000
+
+/**
+ * Asks the server, over a connection of its own (no pool slot), to cancel
+ * what `client`'s backend runs now: best effort, for a client about to be
+ * destroyed, so the server stops its statement rather than finish it for
+ * nobody. Never waits: on a dead network the request is dropped.
+ */
+const cancelOnServer = (pool: Pg.Pool, client: Pg.PoolClient): void => {
+  const running = client as unknown as { readonly activeQuery?: unknown; readonly processID?: unknown }
+  if (running.activeQuery === undefined || running.activeQuery === null || typeof running.processID !== "number") return
+  try {
+    const canceller = new Pg.Client(pool.options) as unknown as {
+      readonly connection: { on: (event: string, listener: () => void) => void; readonly stream?: { destroy?: () => void } }
+      cancel: (client: unknown, query: unknown) => void
+    }
+    canceller.connection.on("error", ignore)
+    canceller.cancel(client, running.activeQuery)
+    const drop = setTimeout(() => canceller.connection.stream?.destroy?.(), CANCEL_WITHIN_MS)
+    drop.unref?.()
+  } catch {
+    // Best effort: the socket is destroyed anyway, and the session's statement_timeout ends the statement.
+  }
+}
+
+/**
+ * A client checked out of the pool. `release` hands it back (given an
+ * error, the pool discards it); `giveUp` asks the server to cancel what it
+ * runs, destroys its socket and discards it at once, whatever is running
+ * on it. Each acts once: what comes after is a no-op.
+ */
+export interface HeldClient {
+  readonly client: Pg.PoolClient
+  readonly release: (error?: unknown) => void
+  readonly giveUp: (why: string) => void
+}
+
+/**
+ * The pool's checked-out clients. None is held longer than `limitMs` (the
+ * store's call bound: a call that holds one that long has already been
+ * answered `timeout`): one shared timer, running only while clients are
+ * out, gives such a client up, so a statement stuck on a dead network
+ * frees its slot.
+ */
+export interface Holds {
+  /** Checks a client out of the pool, held until released or given up. */
+  readonly checkout: (done: (cause: Error | undefined, held?: HeldClient) => void) => void
+  /** Gives up every client still out (the pool is closing). */
+  readonly giveUpAll: (why: string) => void
+}
+
+const toError = (cause: unknown): Error => cause instanceof Error ? cause : new Error(String(cause))
+
+/** The holds of `pool`, each given up past `limitMs`. */
+export const makeHolds = (pool: Pg.Pool, limitMs: number): Holds => {
+  const out = new Set<{ readonly since: number; readonly held: HeldClient }>()
+  const every = Math.min(1_000, Math.max(25, Math.floor(limitMs / 8)))
+  let timer: ReturnType<typeof setInterval> | undefined
+  const sweep = () => {
+    const now = performance.now()
+    for (const entry of out) {
+      if (now - entry.since >= limitMs) entry.held.giveUp(`held past the call bound (${limitMs} ms)`)
+    }
+    if (out.size === 0 && timer !== undefined) {
+      clearInterval(timer)
+      timer = undefined
+    }
+  }
+  return {
+    checkout: (done) => {
+      pool.connect((cause, client, release) => {
+        if (cause !== undefined && cause !== null || client === undefined) {
+          done(toError(cause ?? new Error("No client returned")))
+          return
+        }
+        let reported: unknown
+        let over = false
+        const onError = (error: unknown) => {
+          reported = error
+        }
+        client.on("error", onError)
+        const end = (error: unknown) => {
+          if (over) return false
+          over = true
+          out.delete(entry)
+          client.off("error", onError)
+          const discard = error ?? reported
+          release(discard === undefined ? undefined : toError(discard))
+          return true
+        }
+        const held: HeldClient = {
+          client,
+          release: (error) => {
+            end(error)
+          },
+          giveUp: (why) => {
+            if (over) return
+            cancelOnServer(pool, client)
+            destroySocket(client)
+            end(Object.assign(new Error(`connection given up: ${why}`), { code: "ETIMEDOUT" }))
+          }
+        }
+        const entry = { since: performance.now(), held }
+        out.add(entry)
+        if (timer === undefined) {
+          timer = setInterval(sweep, every)
+          timer.unref?.()
+        }
+        done(undefined, held)
+      })
+    },
+    giveUpAll: (why) => {
+      for (const entry of Array.from(out)) entry.held.giveUp(why)
+    }
+  }
+}
