@@ -1,7 +1,10 @@
+import * as Sql from "@connector-store/sql-adapter"
 import { openConnectorStore, type SqlConnectorStore, SqliteConnection } from "@connector-store/sql-adapter"
+import { SqlClient } from "@effect/sql/SqlClient"
 import Database from "better-sqlite3"
-import { closeSync, copyFileSync, existsSync, openSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, writeSync } from "node:fs"
-import { dirname, join, relative } from "node:path"
+import { closeSync, copyFileSync, existsSync, openSync, linkSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, writeSync } from "node:fs"
+import { basename, dirname, join, relative } from "node:path"
+import { Context, Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
 import { freshSqlitePath } from "./support/databases.js"
@@ -125,28 +128,55 @@ describe("SQLite file identity", () => {
 })
 
 describe("one file under two names in one process", () => {
-  it("a symbolic link, a relative and an absolute path share one connection, and neither waits for the other", async () => {
+  it("a symbolic link, a hard link, a relative and an absolute path share one connection", async () => {
     const path = freshSqlitePath()
-    const link = join(dirname(path), "link.sqlite")
     const first = await openConnectorStore({ url: path })
-    symlinkSync(path, link)
-    const second = await openConnectorStore({ url: link, busyTimeoutMs: 5_000 })
-    const third = await openConnectorStore({ url: relative(process.cwd(), path), busyTimeoutMs: 5_000 })
+    const symbolic = join(dirname(path), `${basename(path)}.symbolic`)
+    const hard = join(dirname(path), `${basename(path)}.hard`)
+    symlinkSync(path, symbolic)
+    linkSync(path, hard)
+    const others = await Promise.all(
+      [symbolic, hard, relative(process.cwd(), path)].map((url) => openConnectorStore({ url, busyTimeoutMs: 5_000 }))
+    )
     try {
-      expect(SqliteConnection.sharedSqliteConnections(path)).toBe(3)
-      const started = Date.now()
-      await Promise.all([
-        first.setSyncState("gcal", "did:owner:1", idle(1)),
-        second.setSyncState("gcal", "did:owner:2", idle(2)),
-        third.claimOperation(claimInput()),
-        ...Array.from({ length: 20 }, (_, n) => (n % 2 === 0 ? first : second).setSyncState("gcal", `did:owner:${n + 3}`, idle(n)))
-      ])
-      expect(Date.now() - started).toBeLessThan(2_000)
-      expect(await second.getSyncState("gcal", "did:owner:1")).toMatchObject({ entityCount: 1 })
+      expect(SqliteConnection.sharedSqliteConnections(path)).toBe(4)
+      await Promise.all([first, ...others].map((store, n) => store.setSyncState("gcal", `did:owner:${n}`, idle(n))))
+      expect(await others[1]!.getSyncState("gcal", "did:owner:0")).toMatchObject({ entityCount: 0 })
     } finally {
-      await Promise.all([first.close(), second.close(), third.close()])
+      await Promise.all([first, ...others].map((store) => store.close()))
     }
     expect(SqliteConnection.sharedSqliteConnections(path)).toBe(0)
+  })
+
+  it("a transaction held open under one name does not freeze the event loop for a write under another", async () => {
+    const path = freshSqlitePath()
+    const hard = `${path}.hard`
+    const store = await openConnectorStore({ url: path })
+    linkSync(path, hard)
+    const other = await openConnectorStore({ url: hard, busyTimeoutMs: 2_000 })
+    let longestGap = 0
+    let last = Date.now()
+    const ticker = setInterval(() => {
+      longestGap = Math.max(longestGap, Date.now() - last)
+      last = Date.now()
+    }, 10)
+    try {
+      // A transaction on the first name's connection that waits 300 ms between its statements.
+      const held = Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+        const context = yield* Layer.build(Sql.layerClient({ url: path }))
+        const sql = Context.get(context, SqlClient)
+        yield* sql.withTransaction(Effect.zipRight(sql`SELECT 1`, Effect.sleep(300)))
+      })))
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      const started = Date.now()
+      await other.setSyncState("gcal", "did:owner:other", idle(1))
+      await held
+      expect(Date.now() - started).toBeLessThan(1_500)
+      expect(longestGap).toBeLessThan(250)
+    } finally {
+      clearInterval(ticker)
+      await Promise.all([store.close(), other.close()])
+    }
   })
 })
 
