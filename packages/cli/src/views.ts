@@ -6,7 +6,7 @@ import {
   type RelistRun,
   type SweepCandidate
 } from "@connector-store/core"
-import { Console, Effect } from "effect"
+import { Console, Effect, Logger, LogLevel } from "effect"
 import { renderFields, renderTable } from "./table.js"
 import { age, isoTime, relativeTime } from "./time.js"
 
@@ -210,3 +210,11 @@ export const rawRowFields = (row: Readonly<Record<string, unknown>>, report: Cor
     "",
     "Repair the marked column with SQL, or delete the row (docs/operator-guide.md, \"Rows that cannot be decoded\")."
   ].join("\n")
+
+/**
+ * `effect` without the store's warnings about rows it cannot decode (nor
+ * any other below an error): for a command that shows those rows itself,
+ * so its table or JSON stays clean.
+ */
+export const quietly = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Logger.withMinimumLogLevel(effect, LogLevel.Error)

@@ -2,7 +2,7 @@ import { Command, Options } from "@effect/cli"
 import { Clock, Console, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
 import { CliError, withStoreReadOnly } from "../store.js"
-import { operationJson, operationsTable, output, pageText, watchJson, watchesTable } from "../views.js"
+import { operationJson, operationsTable, output, pageText, quietly, watchJson, watchesTable } from "../views.js"
 
 const text = (name: string, description: string) => Options.text(name).pipe(Options.optional, Options.withDescription(description))
 
@@ -40,7 +40,7 @@ export const operationsCommand = Command.make("operations", {
     const now = yield* Clock.currentTimeMillis
     // A row that cannot be decoded is left out of the page and marked CORRUPT after it.
     const page = yield* withStoreReadOnly(options, (store) =>
-      store.listOperations({
+      quietly(store.listOperations({
         ownerDID: defined(options.owner),
         connectorName: defined(options.connector),
         callerDID: defined(options.caller),
@@ -50,7 +50,7 @@ export const operationsCommand = Command.make("operations", {
         inDoubt: options.inDoubt ? true : undefined,
         limit,
         cursor: defined(options.cursor)
-      }))
+      })))
     yield* output(
       options.json,
       () => ({ operations: page.items.map(operationJson), nextCursor: page.nextCursor, corrupt: page.corrupt }),
@@ -77,7 +77,7 @@ export const watchesCommand = Command.make("watches", {
     const limit = yield* checkedLimit(options.limit)
     const now = yield* Clock.currentTimeMillis
     const page = yield* withStoreReadOnly(options, (store) =>
-      store.listWatches({
+      quietly(store.listWatches({
         ownerDID: defined(options.owner),
         connectorName: defined(options.connector),
         statuses: options.status.length === 0 ? undefined : options.status,
@@ -85,7 +85,7 @@ export const watchesCommand = Command.make("watches", {
         dueBy: options.due ? now : undefined,
         limit,
         cursor: defined(options.cursor)
-      }))
+      })))
     yield* output(
       options.json,
       () => ({ watches: page.items.map(watchJson), nextCursor: page.nextCursor, corrupt: page.corrupt }),

@@ -3,7 +3,7 @@ import { Clock, Console, Effect, Option } from "effect"
 import { databaseOptions, json, paging } from "../options.js"
 import { withStore, withStoreReadOnly } from "../store.js"
 import { printable } from "../table.js"
-import { candidatesTable, output, pageText, runJson, runsTable } from "../views.js"
+import { candidatesTable, output, pageText, quietly, runJson, runsTable } from "../views.js"
 import { checkedLimit, nextPageHint } from "./lists.js"
 
 /** `relist list`: relist runs, newest first. */
@@ -20,11 +20,11 @@ export const relistListCommand = Command.make("list", {
     const limit = yield* checkedLimit(options.limit)
     const now = yield* Clock.currentTimeMillis
     const page = yield* withStoreReadOnly(options, (store) =>
-      store.listRelistRuns({
+      quietly(store.listRelistRuns({
         states: options.state.length === 0 ? undefined : options.state,
         limit,
         cursor: Option.getOrUndefined(options.cursor)
-      }))
+      })))
     yield* output(
       options.json,
       () => ({ runs: page.items.map(runJson), nextCursor: page.nextCursor, corrupt: page.corrupt }),

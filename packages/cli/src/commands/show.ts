@@ -1,19 +1,13 @@
-import { CorruptRow, type CorruptRowReport, formatOperationKey, formatWatchIdentity } from "@connector-store/core"
+import { type ConnectorStore, CorruptRow, type CorruptRowReport, formatOperationKey, formatWatchIdentity } from "@connector-store/core"
 import * as Sql from "@connector-store/sql-adapter"
 import { Command, Options } from "@effect/cli"
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { Statement } from "@effect/sql/Statement"
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Either, Layer, Option } from "effect"
 import { databaseOptions, json } from "../options.js"
 import { CliError, type DatabaseOptions, describeError, withStoreReadOnly } from "../store.js"
 import { operationKeyOf, operationKeyOptions, watchIdentityOf, watchIdentityOptions } from "../target.js"
-import { operationFields, operationJson, output, rawRowFields, watchFields, watchJson } from "../views.js"
-
-const found = <A>(what: string, option: Option.Option<A>) =>
-  Option.match(option, {
-    onNone: () => Effect.fail(new CliError({ message: `no ${what}` })),
-    onSome: Effect.succeed
-  })
+import { operationFields, operationJson, output, quietly, rawRowFields, watchFields, watchJson } from "../views.js"
 
 /** Which row a `show` reads raw when the store cannot decode it: its table and its WHERE clause. */
 interface RawTarget {
@@ -40,26 +34,37 @@ const rawRowOf = (options: DatabaseOptions, target: RawTarget) =>
   })).pipe(Effect.mapError((error) => new CliError({ message: `reading the corrupt row raw failed: ${describeError(error)}` })))
 
 /**
- * `read` on the store; when the row it reads cannot be decoded, the row is
- * read raw and printed instead (`rawRowFields`, or JSON with the failure
- * under `corrupt` and the columns under `columns`), and the command ends
- * well: showing the row is what was asked.
+ * Reads one row with `read` on the store opened read-only. When the store
+ * cannot decode the row, it is read raw and printed instead
+ * (`rawRowFields`, or JSON with the failure under `corrupt` and the
+ * columns under `columns`) and the answer is none: showing the row is what
+ * was asked, so the command ends well. `what` names the row when there is none.
  */
 const readOrShowRaw = <A, E>(
   options: DatabaseOptions & { readonly json: boolean },
-  read: Effect.Effect<A, E | CorruptRow | CliError>,
+  what: string,
+  read: (store: ConnectorStore["Type"]) => Effect.Effect<Option.Option<A>, E>,
   target: RawTarget
-): Effect.Effect<Option.Option<A>, E | CliError> =>
-  Effect.catchIf(
-    Effect.map(read, Option.some),
-    (error): error is CorruptRow => error instanceof CorruptRow,
-    (corrupt) =>
-      Effect.flatMap(rawRowOf(options, target), (row) => {
-        const report: CorruptRowReport = { table: corrupt.table, key: corrupt.key, column: corrupt.column, detail: corrupt.detail }
-        if (row === undefined) return Effect.fail(new CliError({ message: corrupt.message }))
-        return Effect.as(output(options.json, () => ({ corrupt: report, columns: row }), () => rawRowFields(row, report)), Option.none())
-      })
-  ) as Effect.Effect<Option.Option<A>, E | CliError>
+): Effect.Effect<Option.Option<A>, CliError> =>
+  Effect.gen(function*() {
+    // The store's warning about the row is not printed: the command shows the row itself.
+    const answer = yield* withStoreReadOnly(options, (store) =>
+      Effect.catchIf(
+        Effect.map(quietly(read(store)), Either.right),
+        (error): error is CorruptRow & E => error instanceof CorruptRow,
+        (corrupt) => Effect.succeed(Either.left(corrupt))
+      ))
+    if (Either.isRight(answer)) {
+      if (Option.isNone(answer.right)) return yield* new CliError({ message: `no ${what}` })
+      return answer.right
+    }
+    const corrupt = answer.left
+    const row = yield* rawRowOf(options, target)
+    if (row === undefined) return yield* new CliError({ message: corrupt.message })
+    const report: CorruptRowReport = { table: corrupt.table, key: corrupt.key, column: corrupt.column, detail: corrupt.detail }
+    yield* output(options.json, () => ({ corrupt: report, columns: row }), () => rawRowFields(row, report))
+    return Option.none()
+  })
 
 /** `show operation`: one operation by its key or node key, with its history fields. */
 export const showOperationCommand = Command.make("operation", {
@@ -74,17 +79,15 @@ export const showOperationCommand = Command.make("operation", {
     const row = Option.isSome(options.nodeKey)
       ? yield* readOrShowRaw(
         options,
-        Effect.flatMap(
-          withStoreReadOnly(options, (store) => store.findOperationByNodeKey(options.nodeKey.pipe(Option.getOrThrow))),
-          (o) => found(`operation with node key ${Option.getOrThrow(options.nodeKey)}`, o)
-        ),
+        `operation with node key ${options.nodeKey.value}`,
+        (store) => store.findOperationByNodeKey(Option.getOrThrow(options.nodeKey)),
         { table, where: (sql) => sql`node_key = ${Option.getOrThrow(options.nodeKey)}` }
       )
       : yield* Effect.flatMap(operationKeyOf(options), (key) =>
         readOrShowRaw(
           options,
-          Effect.flatMap(withStoreReadOnly(options, (store) => store.getOperation(key)), (o) =>
-            found(`operation ${formatOperationKey(key)}`, o)),
+          `operation ${formatOperationKey(key)}`,
+          (store) => store.getOperation(key),
           { table, where: (sql) => sql`caller_did = ${key.callerDID} AND operation_id = ${key.operationID}` }
         ))
     if (Option.isSome(row)) yield* output(options.json, () => operationJson(row.value), () => operationFields(row.value, now))
@@ -105,18 +108,16 @@ export const showWatchCommand = Command.make("watch", {
     const row = Option.isSome(options.document)
       ? yield* readOrShowRaw(
         options,
-        Effect.flatMap(
-          withStoreReadOnly(options, (store) => store.getWatchByDocument(Option.getOrThrow(options.document))),
-          (o) => found(`watch of document ${Option.getOrThrow(options.document)}`, o)
-        ),
+        `watch of document ${options.document.value}`,
+        (store) => store.getWatchByDocument(Option.getOrThrow(options.document)),
         // The corrupt row's identity is in the failure; the document alone may name several watches.
         { table, where: (sql) => sql`document_id = ${Option.getOrThrow(options.document)}` }
       )
       : yield* Effect.flatMap(watchIdentityOf(options), (identity) =>
         readOrShowRaw(
           options,
-          Effect.flatMap(withStoreReadOnly(options, (store) => store.getWatch(identity)), (o) =>
-            found(`watch ${formatWatchIdentity(identity)}`, o)),
+          `watch ${formatWatchIdentity(identity)}`,
+          (store) => store.getWatch(identity),
           {
             table,
             where: (sql) =>

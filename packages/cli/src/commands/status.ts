@@ -11,7 +11,7 @@ import { databaseOptions, json } from "../options.js"
 import { withStoreReadOnly } from "../store.js"
 import { renderFields } from "../table.js"
 import { isoTime, relativeTime } from "../time.js"
-import { output } from "../views.js"
+import { output, quietly } from "../views.js"
 
 const counts = (record: Readonly<Record<string, number>>) =>
   Object.entries(record).map(([key, n]) => `${key} ${n}`).join(", ")
@@ -109,7 +109,7 @@ const statusJson = (status: StoreStatus, corrupt: CorruptCounts) => ({
 
 /** `status`: counts by table and state, what waits longest, and what needs a person. */
 export const statusCommand = Command.make("status", { ...databaseOptions, json }, (options) =>
-  Effect.flatMap(withStoreReadOnly(options, (store) => Effect.zip(store.getStoreStatus(), corruptCountsOf(store))), ([status, corrupt]) =>
+  Effect.flatMap(withStoreReadOnly(options, (store) => quietly(Effect.zip(store.getStoreStatus(), corruptCountsOf(store)))), ([status, corrupt]) =>
     output(options.json, () => statusJson(status, corrupt), () => statusText(status, corrupt)))
 ).pipe(Command.withDescription(
   "Counts by table and state, leases held now, operations in doubt, repair_failed watches, relist runs in flight, " +

@@ -5,7 +5,7 @@ import { databaseOptions, json, paging } from "../options.js"
 import { withStore, withStoreReadOnly } from "../store.js"
 import { printable, renderTable } from "../table.js"
 import { relativeTime } from "../time.js"
-import { output, pageText } from "../views.js"
+import { output, pageText, quietly } from "../views.js"
 import { checkedLimit, nextPageHint } from "./lists.js"
 
 const iso = (ms: number | null): string | null => ms === null ? null : new Date(ms).toISOString()
@@ -49,13 +49,13 @@ export const syncListCommand = Command.make("list", {
     const limit = yield* checkedLimit(options.limit)
     const now = yield* Clock.currentTimeMillis
     const page = yield* withStoreReadOnly(options, (store) =>
-      store.listSyncStates({
+      quietly(store.listSyncStates({
         connectorName: Option.getOrUndefined(options.connector),
         ownerDID: Option.getOrUndefined(options.owner),
         lease: Option.getOrUndefined(options.lease),
         limit,
         cursor: Option.getOrUndefined(options.cursor)
-      }))
+      })))
     yield* output(
       options.json,
       () => ({ syncStates: page.items.map(syncStateJson), nextCursor: page.nextCursor, corrupt: page.corrupt }),
