@@ -5,7 +5,8 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
  * acknowledgement of a COMMIT: armed, it closes the client's connection
  * instead of forwarding the server's `CommandComplete` for the next COMMIT
  * it sees. The server has committed by then; the client only learns that
- * its connection died.
+ * its connection died. It can also black-hole every connection (see
+ * `blackHole`) and heal.
  */
 export interface CommitDropProxy {
   /** The proxy's port; point a Postgres URL at 127.0.0.1 on it. */
@@ -18,6 +19,18 @@ export interface CommitDropProxy {
   armCommitDrop(commandTag?: string): void
   /** How many acknowledgements were dropped so far. */
   readonly dropped: () => number
+  /**
+   * A network partition that closes nothing (a NAT entry timed out, a load
+   * balancer gone quiet): from now on no byte is forwarded either way, on
+   * the connections open now and on new ones, and no socket is closed. A
+   * connection caught in it stays silent for good, as a connection whose
+   * NAT entry is lost does.
+   */
+  blackHole(): void
+  /** The partition heals: new connections are forwarded again (the ones caught in it stay silent). */
+  heal(): void
+  /** How many client connections the proxy has accepted so far. */
+  readonly accepted: () => number
   close(): Promise<void>
 }
 
@@ -46,25 +59,39 @@ const frames = (buffer: Buffer, onMessage: (type: number, whole: Buffer, body: B
 export const startCommitDropProxy = (target: { readonly host: string; readonly port: number }): Promise<CommitDropProxy> => {
   let armed: string | undefined
   let dropped = 0
+  let accepted = 0
+  let partitioned = false
+  /** Marks every connection open now as caught in the partition. */
+  const catchers = new Set<() => void>()
   const sockets = new Set<Socket>()
   const server: Server = createServer((client) => {
+    accepted++
     const upstream = createConnection({ host: target.host, port: target.port })
     sockets.add(client)
     sockets.add(upstream)
+    let silent = partitioned
+    const silence = () => {
+      silent = true
+    }
+    catchers.add(silence)
     const closeBoth = () => {
       client.destroy()
       upstream.destroy()
       sockets.delete(client)
       sockets.delete(upstream)
+      catchers.delete(silence)
     }
     client.on("error", closeBoth)
     upstream.on("error", closeBoth)
     client.on("close", closeBoth)
     upstream.on("close", closeBoth)
-    client.on("data", (chunk) => upstream.write(chunk))
+    client.on("data", (chunk) => {
+      if (!silent) upstream.write(chunk)
+    })
     // Server-to-client traffic is framed from its first byte (no TLS is asked for).
     let pending: Buffer = Buffer.alloc(0)
     upstream.on("data", (chunk) => {
+      if (silent) return
       pending = frames(Buffer.concat([pending, chunk]), (type, whole, body) => {
         if (armed !== undefined && completes(armed, type, body)) {
           armed = undefined
@@ -87,6 +114,14 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
           armed = commandTag
         },
         dropped: () => dropped,
+        blackHole: () => {
+          partitioned = true
+          for (const silence of catchers) silence()
+        },
+        heal: () => {
+          partitioned = false
+        },
+        accepted: () => accepted,
         close: () =>
           new Promise<void>((done) => {
             for (const socket of sockets) socket.destroy()

@@ -135,6 +135,8 @@ const portsLayer = (
       return Context.add(ports, DirectDatabase, makeSqliteDirect(sql, connection, tables, { watches, operations })) as Context.Context<SqlPorts>
     }
     const pg = PgConnection.laneParts(sql)
+    // Open: from now on no client stays checked out past the call bound.
+    pg?.holds.enforce()
     return pg === undefined
       ? ports
       : Context.add(ports, LaneDatabase, makePgLane(sql, pg, tables, { watches, operations })) as Context.Context<SqlPorts>

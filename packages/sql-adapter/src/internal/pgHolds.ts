@@ -60,6 +60,12 @@ export interface Holds {
   readonly checkout: (done: (cause: Error | undefined, held?: HeldClient) => void) => void
   /** Gives up every client still out (the pool is closing). */
   readonly giveUpAll: (why: string) => void
+  /**
+   * Starts holding clients to the bound: called once the store is open, so
+   * that opening (migrations under their lock) is bounded by its own limits
+   * instead.
+   */
+  readonly enforce: () => void
 }
 
 const toError = (cause: unknown): Error => cause instanceof Error ? cause : new Error(String(cause))
@@ -69,6 +75,12 @@ export const makeHolds = (pool: Pg.Pool, limitMs: number): Holds => {
   const out = new Set<{ readonly since: number; readonly held: HeldClient }>()
   const every = Math.min(1_000, Math.max(25, Math.floor(limitMs / 8)))
   let timer: ReturnType<typeof setInterval> | undefined
+  let enforcing = false
+  const watch = () => {
+    if (timer !== undefined || !enforcing || out.size === 0) return
+    timer = setInterval(sweep, every)
+    timer.unref?.()
+  }
   const sweep = () => {
     const now = performance.now()
     for (const entry of out) {
@@ -115,15 +127,16 @@ export const makeHolds = (pool: Pg.Pool, limitMs: number): Holds => {
         }
         const entry = { since: performance.now(), held }
         out.add(entry)
-        if (timer === undefined) {
-          timer = setInterval(sweep, every)
-          timer.unref?.()
-        }
+        watch()
         done(undefined, held)
       })
     },
     giveUpAll: (why) => {
       for (const entry of Array.from(out)) entry.held.giveUp(why)
+    },
+    enforce: () => {
+      enforcing = true
+      watch()
     }
   }
 }

@@ -1,0 +1,147 @@
+import { ConnectorStore, type OperationKey, type PersistenceError, type PromiseConnectorStore } from "@connector-store/core"
+import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
+import { openConnectorStore } from "@connector-store/sql-adapter"
+import { Effect } from "effect"
+import { afterAll, describe, expect, it } from "vitest"
+import { claimFor, rejectionOf } from "./faults.support.js"
+import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
+
+/** The bound these stores run under: short, so a test sees it run out. */
+const CALL_TIMEOUT_MS = 400
+
+/** How late past its bound a call may answer (timers, a loaded machine). */
+const SLACK_MS = 1_500
+
+type Store = PromiseConnectorStore<unknown> & { now(): number }
+
+interface Backend {
+  readonly name: string
+  readonly open: (options: { readonly readWinner: () => unknown; readonly callTimeoutMs: number }) => Promise<Store>
+}
+
+const backends: ReadonlyArray<Backend> = [
+  { name: "memory", open: async (options) => openMemoryConnectorStore(options as never) as Store },
+  { name: "SQLite", open: (options) => openConnectorStore({ url: freshSqlitePath(), ...options } as never) as Promise<Store> },
+  ...(pgAvailable
+    ? [{
+      name: "Postgres",
+      open: async (options: Parameters<Backend["open"]>[0]) =>
+        openConnectorStore({ url: await pgDatabaseForFile(), tablePrefix: freshPrefix(), maxConnections: 2, ...options } as never) as Promise<Store>
+    }]
+    : [])
+]
+
+/** A reader that never answers while `stalled` is set. */
+const stallable = () => {
+  const state = { stalled: false }
+  return { state, readWinner: () => state.stalled ? new Promise<never>(() => undefined) : "winner-1" }
+}
+
+/** Asserts `error` is the timeout of a call of `method` that ended within the bound. */
+const expectTimedOut = (error: unknown, method: string, elapsedMs: number): void => {
+  expect(error).toMatchObject({ _tag: "PersistenceError", reason: "timeout", method })
+  expect((error as PersistenceError).message).toMatch(new RegExp(`^${method}: timeout`))
+  expect(elapsedMs).toBeGreaterThanOrEqual(CALL_TIMEOUT_MS - 20)
+  expect(elapsedMs).toBeLessThan(CALL_TIMEOUT_MS + SLACK_MS)
+}
+
+/** A claimed and sent operation `id`, ready to finalize: its key and finalize input. */
+const sentOperation = async (store: Store, id: string) => {
+  const claim = await store.claimOperation(claimFor(id))
+  if (claim.outcome !== "claimed") throw new Error(`expected claimed, got ${claim.outcome}`)
+  const key: OperationKey = { callerDID: "did:caller:faults", operationID: id }
+  expect((await store.markOperationSent(key, { leaseToken: claim.lease.token })).outcome).toBe("sent")
+  const finalize = { leaseToken: claim.lease.token, sourceID: `src-${id}`, documentID: `doc-${id}`, watchDueAt: store.now() }
+  return { key, finalize }
+}
+
+const timed = async (promise: Promise<unknown>): Promise<readonly [unknown, number]> => {
+  const started = performance.now()
+  const error = await rejectionOf(promise)
+  return [error, performance.now() - started] as const
+}
+
+for (const backend of backends) {
+  describe(`a winner reader that never answers, on ${backend.name}`, () => {
+    const opened: Array<Store> = []
+    const open = async () => {
+      const reader = stallable()
+      const store = await backend.open({ readWinner: reader.readWinner, callTimeoutMs: CALL_TIMEOUT_MS })
+      opened.push(store)
+      return { store, reader }
+    }
+    afterAll(async () => {
+      await Promise.all(opened.map((store) => store.close()))
+    })
+
+    it("Promise API: the call rejects with timeout within callTimeoutMs, nothing of it is written, and the store answers the next call", async () => {
+      const { store, reader } = await open()
+      const { key, finalize } = await sentOperation(store, "promise-stall")
+      const before = await store.getOperation(key)
+
+      reader.state.stalled = true
+      const [error, elapsed] = await timed(store.finalizeOperationAndArmWatch(key, finalize))
+      reader.state.stalled = false
+      expectTimedOut(error, "finalizeOperationAndArmWatch", elapsed)
+
+      expect(await store.getOperation(key)).toEqual(before)
+      expect(await store.getWatch({ ...claimIdentity, sourceID: finalize.sourceID })).toBeNull()
+      expect((await store.finalizeOperationAndArmWatch(key, finalize)).outcome).toBe("committed")
+      expect(await store.getOperation(key)).toMatchObject({ state: "committed" })
+    })
+
+    it("Effect API: the call fails with timeout within callTimeoutMs, nothing of it is written, and the store answers the next call", async () => {
+      const { store, reader } = await open()
+      const { key, finalize } = await sentOperation(store, "effect-stall")
+      const before = await store.getOperation(key)
+
+      reader.state.stalled = true
+      const [error, elapsed] = await timed(
+        store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.finalizeOperationAndArmWatch(key, finalize)))
+      )
+      reader.state.stalled = false
+      expectTimedOut(error, "finalizeOperationAndArmWatch", elapsed)
+
+      expect(await store.getOperation(key)).toEqual(before)
+      const retried = await store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.finalizeOperationAndArmWatch(key, finalize)))
+      expect(retried.outcome).toBe("committed")
+    })
+
+    it("calls made while one is stuck on the reader are not held up past their own bound, and later calls are answered", async () => {
+      const { store, reader } = await open()
+      const stuck = await sentOperation(store, "stuck")
+      const other = await sentOperation(store, "other")
+
+      reader.state.stalled = true
+      const first = timed(store.finalizeOperationAndArmWatch(stuck.key, stuck.finalize))
+      const second = timed(store.finalizeOperationAndArmWatch(other.key, other.finalize))
+      const [[firstError, firstElapsed], [secondError, secondElapsed]] = await Promise.all([first, second])
+      reader.state.stalled = false
+      expectTimedOut(firstError, "finalizeOperationAndArmWatch", firstElapsed)
+      expectTimedOut(secondError, "finalizeOperationAndArmWatch", secondElapsed)
+
+      expect((await store.finalizeOperationAndArmWatch(other.key, other.finalize)).outcome).toBe("committed")
+      expect((await store.finalizeOperationAndArmWatch(stuck.key, stuck.finalize)).outcome).toBe("committed")
+    })
+  })
+}
+
+const claimIdentity = {
+  ownerDID: "did:owner:faults",
+  connectorName: "gcal",
+  model: "Event",
+  accountKey: "acct-1"
+}
+
+describe("callTimeoutMs and closeTimeoutMs as open options", () => {
+  it("the memory store refuses a callTimeoutMs that is not a positive whole number, naming it", () => {
+    for (const bad of [0, -1, 1.5, "30000"]) {
+      expect(() => openMemoryConnectorStore({ callTimeoutMs: bad as never })).toThrow(
+        expect.objectContaining({ _tag: "InvalidInput", method: "openMemoryConnectorStore", field: "options.callTimeoutMs" })
+      )
+    }
+    expect(() => openMemoryConnectorStore({ closeTimeoutMs: -1 })).toThrow(
+      expect.objectContaining({ _tag: "InvalidInput", field: "options.closeTimeoutMs" })
+    )
+  })
+})
