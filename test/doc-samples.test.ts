@@ -13,8 +13,11 @@ import {
   type VerifierLoop
 } from "@connector-store/testkit"
 import { openConnectorStore } from "@connector-store/sql-adapter"
+import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
+import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { pgDatabaseForFile } from "./support/databases.js"
+import { freshSqlitePath, pgDatabaseForFile } from "./support/databases.js"
+import { propertyRuns } from "./support/runs.js"
 import { classify } from "./testkit.loops.js"
 
 // Every ```ts block of the READMEs (the root's and each package's) and docs/*.md is a module that type-checks
@@ -145,6 +148,14 @@ const importCode = async (name: string, code: string): Promise<Record<string, un
   }
 }
 
+/** The loop of the runner-loops sample with `marker`: its code above `// The demo`, exporting `names`. */
+const loopOfPage = async (marker: string, names: string): Promise<Record<string, unknown>> => {
+  const sample = sampleWith("docs/runner-loops.md", marker)
+  const demo = sample.code.indexOf("\n// The demo")
+  expect(demo, "the sample marks where its demo begins").toBeGreaterThan(0)
+  return importCode(`runner-loops-${names.replace(/\W+/g, "-")}`, `${sample.code.slice(0, demo)}\nexport { ${names} }\n`)
+}
+
 /** The testkit's provider errors as the runner-loops page's `ProviderError` (the same status and Retry-After). */
 const asPageError = <A>(call: Promise<A>, PageError: new (status: unknown, retryAfterMs?: number) => Error): Promise<A> =>
   call.catch((error: unknown) => {
@@ -176,14 +187,6 @@ describe("the runner loops of the README and docs/runner-loops.md, as written, u
         delete: (e: typeof edit) => client.delete(e),
         get: (id: string) => client.get(id)
       }, edit)
-  }
-
-  /** The loop of the runner-loops sample with `marker`: its code above `// The demo`, exporting `names`. */
-  const loopOfPage = async (marker: string, names: string): Promise<Record<string, unknown>> => {
-    const sample = sampleWith("docs/runner-loops.md", marker)
-    const demo = sample.code.indexOf("\n// The demo")
-    expect(demo, "the sample marks where its demo begins").toBeGreaterThan(0)
-    return importCode(`runner-loops-${names.replace(/\W+/g, "-")}`, `${sample.code.slice(0, demo)}\nexport { ${names} }\n`)
   }
 
   const pageLoop = async (): Promise<RunnerLoop> => {
@@ -251,4 +254,83 @@ describe("the Effect loops of docs/runner-loops.md on Postgres", () => {
       else process.env["CONNECTOR_STORE_DATABASE"] = before
     }
   }, 120_000)
+})
+
+/**
+ * The sync loop of docs/runner-loops.md, copied from the markdown as it
+ * stands, run by several runners at once over one store whose clock jumps
+ * past the sync lease between their steps (fast-check's scheduler releases
+ * each page fetch, each runner's start and each jump in an order of its
+ * drawing): a runner that lost its lease never writes the checkpoint back
+ * over the new holder's, every sync ends as the loop says, and a calm sync
+ * afterwards reads the feed to its end.
+ */
+describe("the sync loop of docs/runner-loops.md, as written, under runners racing for its lease", () => {
+  type Page = { items: ReadonlyArray<{ id: string; digest: string }>; next: string; more: boolean }
+  type SyncLoop = (store: unknown, feed: { changes(cursor: string | null): Promise<Page> }, ingest: (id: string, digest: string) => void) =>
+    Promise<{ outcome: string }>
+  const PAGES = 5
+  const pageAt = (cursor: string | null): Page => {
+    const n = cursor === null ? 0 : Number(cursor.slice(1))
+    // Past the last page the feed has nothing new: the same cursor again.
+    if (n >= PAGES) return { items: [], next: `p${n}`, more: false }
+    return { items: [{ id: `evt-${n}`, digest: `title:${n}` }], next: `p${n + 1}`, more: n + 1 < PAGES }
+  }
+  const indexOf = (checkpoint: unknown): number => Number(String((checkpoint as { cursor?: unknown } | null)?.cursor ?? "p0").slice(1))
+
+  const backends = {
+    memory: (now: () => number) => openMemoryConnectorStore({ now, readWinner: () => null }),
+    SQLite: (now: () => number) => openConnectorStore({ url: freshSqlitePath(), now, readWinner: () => null })
+  }
+
+  it.each([["memory", 100], ["SQLite", 40]] as const)("on %s", async (backend, runs) => {
+    const module = await loopOfPage("async function sync(store: Store, feed: Feed", "sync, connector, owner, leaseMs")
+    const sync = module["sync"] as SyncLoop
+    const [connector, owner, leaseMs] = [module["connector"] as string, module["owner"] as string, module["leaseMs"] as number]
+    await fc.assert(fc.asyncProperty(
+      fc.scheduler(),
+      fc.integer({ min: 2, max: 3 }),
+      fc.array(fc.constantFrom("lapse", "lapse", "wait"), { minLength: 1, maxLength: 8 }),
+      async (s, runners, world) => {
+        let now = 1_700_000_000_000
+        const store = await backends[backend](() => now)
+        try {
+          const written: Array<number> = []
+          const watched = new Proxy(store, {
+            get: (target, name) => {
+              const value = (target as unknown as Record<PropertyKey, unknown>)[name]
+              if (name !== "updateSyncProgress") return typeof value === "function" ? value.bind(target) : value
+              return async (...args: Parameters<typeof store.updateSyncProgress>) => {
+                const state = await target.updateSyncProgress(...args)
+                written.push(indexOf(state.checkpoint))
+                return state
+              }
+            }
+          })
+          const feed = { changes: (cursor: string | null) => s.schedule(Promise.resolve(pageAt(cursor)), `fetch ${cursor ?? "start"}`) }
+          const ended = Promise.all(Array.from({ length: runners }, (_, i) =>
+            s.schedule(Promise.resolve(), `runner${i + 1} starts`).then(() => sync(watched, feed, () => undefined))
+              .then((r) => r.outcome, (error: unknown) => `rejected: ${String(error)}`)))
+          const jumps = (async () => {
+            for (const step of world) {
+              await s.schedule(Promise.resolve(), step)
+              if (step === "lapse") now += leaseMs + 1
+            }
+          })()
+          await s.waitFor(Promise.all([ended, jumps]))
+          const outcomes = await ended
+          expect(outcomes.filter((o) => !["done", "busy", "lease-lost"].includes(o)), `${s.report()}`).toEqual([])
+          // Fenced by the lease: the checkpoint only ever moves forward, whoever writes it.
+          expect(written, `the checkpoints in the order written\n${s.report()}`).toEqual([...written].sort((a, b) => a - b))
+          // Calm: every lease lapses; a sync reads the feed to its end.
+          now += leaseMs + 1
+          const calm = await sync(watched, { changes: async (cursor) => pageAt(cursor) }, () => undefined)
+          expect(calm.outcome).toBe("done")
+          expect(indexOf((await store.getSyncState(connector, owner))?.checkpoint)).toBe(PAGES)
+        } finally {
+          await store.close()
+        }
+      }
+    ), { numRuns: propertyRuns(runs) })
+  }, 180_000)
 })
