@@ -371,6 +371,7 @@ packedInstall: try {
       }
     }
     console.log(`the app's effect: ${appEffect}; beside it: ${[...copies].filter(([path]) => path !== "node_modules/effect").map(([path, version]) => `${version} at ${path}`).join(", ")}`)
+    run("npm", ["ls", "--all"], e4) // exits non-zero on a peer left unmet or met by the wrong copy
     compileAndRun(e4, "effect4_", ["input.ts", "promise.ts", "effect4.ts"])
     process.stdout.write(run(process.execPath, ["dist/effect4.js", join(e4, "effect4.sqlite"), ...pgArgs], e4))
 
@@ -380,6 +381,7 @@ packedInstall: try {
     npmInstall(promiseWords, plain, flags)
     const own = Object.keys(readJson(join(plain, "package.json")).dependencies)
     if (own.join() !== "@connector-store/promise") fail(`the Promise line added ${own.join(", ")} to an app with no Effect`)
+    run("npm", ["ls", "--all"], plain)
     compileAndRun(plain, "plain_", ["input.ts", "promise.ts"])
   }
   // npm ls exits non-zero when a copy is outside a declared range (the point of --effect); its listing is still right.

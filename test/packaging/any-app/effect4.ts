@@ -29,7 +29,7 @@ const program = (store: SqlConnectorStore) =>
 const [sqliteFile, postgresUrl] = process.argv.slice(2)
 if (sqliteFile === undefined) throw new Error("usage: effect4.js <sqlite file> [postgres url]")
 for (const [name, url] of [["sqlite", sqliteFile], ...(postgresUrl === undefined ? [] : [["postgres", postgresUrl]])]) {
-  const store = await openConnectorStore({ url: url!, tablePrefix: "effect4_app_" })
+  const store = await openConnectorStore({ url: url!, tablePrefix: "effect4_app_", readWinner: async () => null })
   try {
     await Effect.runPromise(program(store))
   } finally {
