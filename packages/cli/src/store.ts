@@ -25,7 +25,11 @@ export const safeDatabaseLabel = (database: string): string => printable(Sql.red
 /** The longest `--timeout` taken: one day. */
 const MAX_TIMEOUT_MS = 86_400_000
 
-/** The longest a statement waits for another session's lock: the library's default, or half the call bound when that is shorter. */
+/**
+ * The longest a statement waits for a lock another session holds (Postgres
+ * `lock_timeout`, SQLite's busy timeout): the library's default, or half
+ * the call bound when that is shorter, so a lock wait ends as such.
+ */
 const LOCK_WAIT_MS = 10_000
 
 /** How long past `--timeout` the CLI waits for the store's own bound to answer before it stops the command itself. */
@@ -37,13 +41,16 @@ interface Checked {
   readonly timeoutMs: number
 }
 
+const lockWaitMs = (timeoutMs: number) => Math.min(LOCK_WAIT_MS, Math.max(1, Math.ceil(timeoutMs / 2)))
+
 const connection = (options: DatabaseOptions, readOnly: boolean, timeoutMs: number): Sql.SqlConnection => ({
   url: options.database,
   maxConnections: 2,
   readOnly,
   callTimeoutMs: timeoutMs,
   statementTimeoutMs: timeoutMs,
-  lockTimeoutMs: Math.min(LOCK_WAIT_MS, Math.max(1, Math.ceil(timeoutMs / 2))),
+  lockTimeoutMs: lockWaitMs(timeoutMs),
+  busyTimeoutMs: lockWaitMs(timeoutMs),
   connectTimeoutMs: options.connectTimeout * 1000,
   ...Option.match(options.tablePrefix, { onNone: () => ({}), onSome: (tablePrefix) => ({ tablePrefix }) })
 })
