@@ -221,6 +221,36 @@ for (const { name, fresh } of databases) {
       })
     }
 
+    it("a page that left out a corrupt row still leads to the next: every healthy operation is listed across the pages", async () => {
+      const db = await fresh()
+      await withStore(db, async (store, raw) => {
+        for (const id of ["op-a", "op-b", "op-bad", "op-d"]) await claimDue(store, id)
+        await raw.run(`UPDATE ${db.tablePrefix}operation SET result_entity = 'oops' WHERE operation_id = 'op-bad'`)
+        // Newest first, ties by key descending: op-d, op-bad, op-b, op-a; two a page.
+        const tracked: Array<string> = []
+        const trackedCorrupt: Array<string> = []
+        let cursor: string | undefined
+        for (let page = 0; page < 5; page++) {
+          const read = await store.listTrackedOperations({ visibleTo: "did:caller:1", limit: 2, cursor })
+          tracked.push(...read.operations.map((row) => row.operationID))
+          trackedCorrupt.push(...read.corrupt.map((report) => report.key))
+          if (read.nextCursor === null) break
+          cursor = read.nextCursor
+        }
+        expect(tracked).toEqual(["op-d", "op-b", "op-a"])
+        expect(trackedCorrupt).toEqual(["did:caller:1/op-bad"])
+        const listed: Array<string> = []
+        cursor = undefined
+        for (let page = 0; page < 5; page++) {
+          const read = await store.listOperations({ limit: 2, cursor })
+          listed.push(...read.items.map((row) => row.operationID))
+          if (read.nextCursor === null) break
+          cursor = read.nextCursor
+        }
+        expect(listed).toEqual(["op-d", "op-b", "op-a"])
+      })
+    })
+
     it("a corrupt watch (SQLite: text in an integer column) fails its calls, and the sweep reports it and goes on", async () => {
       const db = await fresh()
       if (db.name !== "sqlite") return

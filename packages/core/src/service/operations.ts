@@ -1,6 +1,7 @@
 import { Effect, Option, Random } from "effect"
 import {
   type ConcurrentUpdateExhausted,
+  type CorruptRow,
   InvalidInput,
   type PersistenceError,
   type WinnerReaderMissing,
@@ -76,7 +77,8 @@ export interface TrackedOperationsPage {
   readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 
-type RunnerErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted
+/** A call that addresses one row fails with `CorruptRow` when that row cannot be decoded (nothing is written). */
+type RunnerErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted | CorruptRow
 type ReadErrors = InvalidInput | PersistenceError
 
 /** The write-back operation half of the store's Effect API. */
@@ -111,12 +113,12 @@ export interface OperationMethods {
     key: OperationKey,
     options: FinalizeDeleteInput
   ) => Effect.Effect<FinalizeDeleteResult, RunnerErrors>
-  readonly getOperation: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors>
+  readonly getOperation: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors | CorruptRow>
   /** The operation of a node key, only for its caller or owner; anyone else sees none, as for an unknown key. */
   readonly getOperationByNodeKey: (
     nodeKey: string,
     viewerDID: string
-  ) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors>
+  ) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors | CorruptRow>
   /** A page of the operations a DID may see, newest first, with a stable cursor. */
   readonly listTrackedOperations: (filter: TrackedOperationFilter) => Effect.Effect<TrackedOperationsPage, ReadErrors>
   /** The write state of each document (every id given is in the map; see `DocumentWriteState`). */
