@@ -73,6 +73,8 @@ interface FileIdentity {
   readonly path: string
   readonly dev: number
   readonly ino: number
+  /** A descriptor of it its header is read through (see `headerReaders`). */
+  readonly fd: number
   /** Its size and change time when last checked: the header is read again only once they change (a checkpoint). */
   size: number
   ctimeMs: number
@@ -86,18 +88,14 @@ const SQLITE_MAGIC = Buffer.from("SQLite format 3\0", "latin1")
  * checked), is no longer a whole SQLite database, or undefined when it is
  * one: its header is SQLite's, and it holds every page the header counts.
  */
-const truncation = (file: string, size: number, before: number): string | undefined => {
+const truncation = (file: string, fd: number, size: number, before: number): string | undefined => {
   // A database nothing was checkpointed into yet has no header.
   if (size < 100) return before < 100 && size >= before ? undefined : `${file} was truncated to ${size} bytes`
   const header = Buffer.alloc(100)
-  let fd: number | undefined
   try {
-    fd = fs.openSync(file, "r")
     fs.readSync(fd, header, 0, 100, 0)
   } catch (cause) {
     return `${file} cannot be read back: ${(cause as Error).message}`
-  } finally {
-    if (fd !== undefined) fs.closeSync(fd)
   }
   if (!header.subarray(0, 16).equals(SQLITE_MAGIC)) return `${file} no longer starts with a SQLite header`
   const rawPageSize = header.readUInt16BE(16)
@@ -153,6 +151,8 @@ export class SharedDatabase {
   readonly outside: Connection
   /** The file as opened, checked before each commit; undefined for a database without one (`:memory:`, read-only). */
   identity: FileIdentity | undefined
+  /** The file's `dev:ino`, while this connection holds its header reader. */
+  fileKey: string | undefined
   /** Set once the file is found deleted, replaced or truncated: every later statement fails with it. */
   private lost: SqlError | undefined
   private readonly connectionWith: (guard: <A>(now: RunNow<A>) => Effect.Effect<A, SqlError>) => Connection
@@ -274,7 +274,7 @@ export class SharedDatabase {
       return this.lose(`${identity.path} was replaced by another file while the store had it open`)
     }
     if (now.size !== identity.size || now.ctimeMs !== identity.ctimeMs) {
-      const problem = truncation(identity.path, now.size, identity.size)
+      const problem = truncation(identity.path, identity.fd, now.size, identity.size)
       if (problem !== undefined) return this.lose(`${problem} while the store had it open`)
       identity.size = now.size
       identity.ctimeMs = now.ctimeMs
@@ -382,6 +382,34 @@ const statOf = (file: string): fs.Stats | undefined => {
 }
 
 const keyOf = (stats: fs.Stats, readOnly: boolean): string => `${readOnly ? "ro:" : ""}${stats.dev}:${stats.ino}`
+
+/**
+ * One read-only descriptor per file a connection of this process has open,
+ * by `dev:ino`, for reading its header. Closing any descriptor of a file
+ * drops every POSIX lock the process holds on it, SQLite's included, so
+ * the header is never read through a descriptor opened and closed on the
+ * spot, and this one closes only after the last connection on the file.
+ */
+const headerReaders = new Map<string, { readonly fd: number; refs: number }>()
+
+const takeHeaderReader = (file: string, stats: fs.Stats): number => {
+  const key = keyOf(stats, false)
+  const held = headerReaders.get(key)
+  if (held !== undefined) {
+    held.refs++
+    return held.fd
+  }
+  const fd = fs.openSync(file, "r")
+  headerReaders.set(key, { fd, refs: 1 })
+  return fd
+}
+
+const releaseHeaderReader = (key: string): void => {
+  const held = headerReaders.get(key)
+  if (held === undefined || --held.refs > 0) return
+  headerReaders.delete(key)
+  fs.closeSync(held.fd)
+}
 
 /** The largest file a read-only open copies into memory when it cannot read the file in place. */
 const READ_ONLY_COPY_LIMIT = 1024 * 1024 * 1024
@@ -497,7 +525,7 @@ const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
     if (shared && !readonly) {
       const real = fs.realpathSync(file)
       const stats = fs.statSync(real)
-      identity = { path: real, dev: stats.dev, ino: stats.ino, size: stats.size, ctimeMs: stats.ctimeMs }
+      identity = { path: real, dev: stats.dev, ino: stats.ino, fd: -1, size: stats.size, ctimeMs: stats.ctimeMs }
     }
   } catch (cause) {
     db.close()
@@ -506,6 +534,16 @@ const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
   const stats = shared && !db.memory ? statOf(file) : undefined
   const key = stats === undefined ? undefined : keyOf(stats, readonly)
   const connection = new SharedDatabase(key, db)
+  if (stats !== undefined) {
+    // Read-only connections hold the descriptor too: a writing one closing first must not drop their locks.
+    try {
+      const fd = takeHeaderReader(file, stats)
+      connection.fileKey = keyOf(stats, false)
+      if (identity !== undefined) identity = { ...identity, fd }
+    } catch {
+      // Unreadable outside SQLite: a truncation is then reported as a file that cannot be read back.
+    }
+  }
   connection.identity = identity
   connection.refs = 1
   if (key !== undefined) openDatabases.set(key, connection)
@@ -518,6 +556,7 @@ const closeDatabase = (shared: SharedDatabase): void => {
   if (shared.key !== undefined && openDatabases.get(shared.key) === shared) openDatabases.delete(shared.key)
   shared.clearStatements()
   shared.db.close()
+  if (shared.fileKey !== undefined) releaseHeaderReader(shared.fileKey)
 }
 
 /** How many stores share the writing connection to the file `filename` names in this process (0 when none is open); for tests. */

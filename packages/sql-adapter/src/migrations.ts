@@ -1,7 +1,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Effect } from "effect"
-import { schemaTooNew, type StoreSchemaTooNew } from "./schemaCheck.js"
+import { StoreSchemaTooNew } from "./StoreSchemaTooNew.js"
 import { takeWriteLock } from "./SqlTransactor.js"
 import type { TableNames } from "./Tables.js"
 
@@ -360,6 +360,26 @@ export const migrations: ReadonlyArray<Migration> = [
     }
   }
 ]
+
+/**
+ * `StoreSchemaTooNew` when `applied` holds a migration id that neither the
+ * project's `migrations` nor `steps` knows, else undefined.
+ */
+const schemaTooNew = (
+  applied: ReadonlyArray<number>,
+  t: TableNames,
+  steps: ReadonlyArray<Migration> = migrations
+): StoreSchemaTooNew | undefined => {
+  const known = new Set([...migrations, ...steps].map((step) => step.id))
+  const unknown = applied.filter((id) => !known.has(id)).sort((a, b) => a - b)
+  if (unknown.length === 0) return undefined
+  return new StoreSchemaTooNew({
+    tablePrefix: t.prefix,
+    databaseVersion: Math.max(...applied),
+    codeVersion: Math.max(...known),
+    unknown
+  })
+}
 
 /**
  * Brings the schema up to date, forward only. Runs in one transaction under

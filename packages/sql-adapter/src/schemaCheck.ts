@@ -3,6 +3,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Data, Effect } from "effect"
 import { type Migration, migrations } from "./migrations.js"
 import type { TableNames } from "./Tables.js"
+export { StoreSchemaTooNew } from "./StoreSchemaTooNew.js"
 
 /**
  * A store opened read-only found its schema not ready, and wrote nothing:
@@ -24,50 +25,6 @@ export class StoreSchemaNotReady extends Data.TaggedError("StoreSchemaNotReady")
     return `${where}the schema under prefix ${this.tablePrefix} lacks migration${this.missing.length === 1 ? "" : "s"} ${steps}; ` +
       "migrating the store applies them"
   }
-}
-
-/**
- * The schema under `tablePrefix` carries migrations this version of
- * connector-store does not know (`unknown`): a newer version migrated it.
- * Nothing was written, and this version does not open it for writing (its
- * statements could break what the newer schema expects); a read-only open
- * still reads it. `databaseVersion` is the highest migration applied,
- * `codeVersion` the highest this version knows.
- */
-export class StoreSchemaTooNew extends Data.TaggedError("StoreSchemaTooNew")<{
-  readonly tablePrefix: string
-  readonly databaseVersion: number
-  readonly codeVersion: number
-  readonly unknown: ReadonlyArray<number>
-  readonly method?: string | undefined
-}> {
-  override get message(): string {
-    const where = this.method === undefined ? "" : `${this.method}: `
-    const plural = this.unknown.length === 1 ? "" : "s"
-    return `${where}the schema under prefix ${this.tablePrefix} is at migration ${this.databaseVersion}, newer than this ` +
-      `connector-store (migration ${this.codeVersion}): it carries migration${plural} ${this.unknown.join(", ")} this version ` +
-      "does not know, so it is not opened for writing; upgrade connector-store"
-  }
-}
-
-/**
- * `StoreSchemaTooNew` when `applied` holds a migration id that neither the
- * project's `migrations` nor `steps` knows, else undefined.
- */
-export const schemaTooNew = (
-  applied: ReadonlyArray<number>,
-  t: TableNames,
-  steps: ReadonlyArray<Migration> = migrations
-): StoreSchemaTooNew | undefined => {
-  const known = new Set([...migrations, ...steps].map((step) => step.id))
-  const unknown = applied.filter((id) => !known.has(id)).sort((a, b) => a - b)
-  if (unknown.length === 0) return undefined
-  return new StoreSchemaTooNew({
-    tablePrefix: t.prefix,
-    databaseVersion: Math.max(...applied),
-    codeVersion: Math.max(...known),
-    unknown
-  })
 }
 
 /** The store's tables (not the ledger), by their names under `t`. */
