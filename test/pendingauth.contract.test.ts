@@ -63,11 +63,13 @@ for (const adapter of adapters) {
         expect([ownerOnly.ownerWrappableDID, "controllerWrappableDID" in ownerOnly]).toEqual(["did:o:w", false])
       })))
 
-    it.effect("createdAt defaults to the store's clock; extra fields are not stored", () =>
+    it.effect("createdAt defaults to the store's clock; a field the record does not have is refused", () =>
       onStore(Effect.gen(function*() {
         const store = yield* ConnectorStore
         const { createdAt: _, ...rest } = recordOf()
-        yield* store.createPendingAuth({ ...rest, extra: "not stored" } as PendingAuthInput)
+        const error = yield* failsChangingNothing(store.createPendingAuth({ ...rest, extra: "not stored" } as PendingAuthInput))
+        expect(error).toMatchObject({ _tag: "InvalidInput", method: "createPendingAuth", field: "record.extra" })
+        yield* store.createPendingAuth(rest as PendingAuthInput)
         const taken = Option.getOrThrow(yield* consume("state-1"))
         expect(plain(taken)).toEqual({ ...plain(rest as PendingAuthInput), createdAt: NOW })
       })))

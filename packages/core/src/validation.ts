@@ -1,5 +1,7 @@
 import { Effect } from "effect"
 import { InvalidInput } from "./errors.js"
+import { unknownKeyOf } from "./optionNames.js"
+import { takeJson } from "./syncstate/json.js"
 
 /** A rule over one input value: `undefined` when it holds, else what is wrong. */
 export type Rule = (value: unknown) => string | undefined
@@ -169,3 +171,195 @@ export const identityChecks = (prefix: string, identity: unknown, ...more: Reado
 /** Reads `key` of an input that may not be an object (for checks before it is validated). */
 export const fieldOf = (input: unknown, key: string): unknown =>
   typeof input === "object" && input !== null ? (input as Record<string, unknown>)[key] : undefined
+
+/**
+ * How a method takes one argument before it checks it: `undefined` as it is
+ * (a string, a number, a callback), an `InputShape` for an object, a
+ * `{ list }` for an array whose items are taken alike, or a `{ json }` for a
+ * JSON value the store keeps.
+ */
+export type Taking = InputShape | ListTaking | JsonTaking | undefined
+
+/** An array argument: its items read once, each taken by `list`. */
+export interface ListTaking {
+  readonly list: Taking
+}
+
+/**
+ * A JSON value the store keeps: copied in the walk that checks it, and
+ * bounded by `MAX_JSON_BYTES`; `plain` for the columns written with
+ * `JSON.stringify` (`-0` becomes `0`), `exact` for the ones that keep `-0`.
+ */
+export interface JsonTaking {
+  readonly json: "exact" | "plain"
+}
+
+/** The known keys of an object argument, and how the ones holding more than a plain value are taken. */
+export interface InputShape {
+  /** The keys the method reads, each once. */
+  readonly keys: ReadonlyArray<string>
+  /**
+   * When set, other keys are allowed and never read: for an identity whose
+   * every part is required (a misspelled part is missing, and refused as
+   * such), so a whole row will do for it.
+   */
+  readonly open?: true
+  /** How a key holding a nested object, list or JSON value is taken. */
+  readonly nested?: Readonly<Record<string, Taking>>
+  /** Every key allowed: `keys`, and the ones allowed but never read (see `shapeOf`). */
+  readonly accepted: ReadonlyArray<string>
+}
+
+/**
+ * A shape closed to other keys: `keys` are read; `ignored` are allowed and
+ * never read (the fields of a row read back, when a whole row will do as
+ * the input and its extra fields are documented as ignored).
+ */
+export const shapeOf = (
+  keys: ReadonlyArray<string>,
+  nested?: Readonly<Record<string, Taking>>,
+  ignored: ReadonlyArray<string> = []
+): InputShape => ({ keys, accepted: [...keys, ...ignored], ...(nested === undefined ? {} : { nested }) })
+
+/** A shape open to other keys (see `InputShape.open`). */
+export const openShapeOf = (keys: ReadonlyArray<string>): InputShape => ({ keys, accepted: keys, open: true })
+
+/** An array of ids or other plain values, read once. */
+export const LIST: ListTaking = { list: undefined }
+
+/** A JSON value kept exactly (see `JsonTaking`). */
+export const EXACT_JSON: JsonTaking = { json: "exact" }
+
+/** A JSON value kept as `JSON.stringify` writes it (see `JsonTaking`). */
+export const PLAIN_JSON: JsonTaking = { json: "plain" }
+
+class Refused {
+  constructor(readonly error: InvalidInput) {}
+}
+
+const UNREADABLE = "could not be read (reading it threw)"
+
+const refuse = (method: string, field: string, reason: string): never => {
+  throw new Refused(new InvalidInput({ method, field, reason }))
+}
+
+const isObjectArgument = (value: unknown): value is object =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const takeObject = (method: string, field: string, value: object, shape: InputShape): Record<string, unknown> => {
+  if (shape.open !== true) {
+    let unknown: ReturnType<typeof unknownKeyOf>
+    try {
+      unknown = unknownKeyOf(value, shape.accepted, "a known field")
+    } catch {
+      return refuse(method, field, UNREADABLE)
+    }
+    if (unknown !== undefined) refuse(method, `${field}.${unknown.key}`, unknown.reason)
+  }
+  const snapshot: Record<string, unknown> = {}
+  const keys = shape.keys
+  const nested = shape.nested
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!
+    let item: unknown
+    try {
+      item = (value as Record<string, unknown>)[key]
+    } catch {
+      refuse(method, `${field}.${key}`, UNREADABLE)
+    }
+    if (item === undefined) continue
+    const taking = nested?.[key]
+    snapshot[key] = taking === undefined ? item : take(method, `${field}.${key}`, item, taking)
+  }
+  return snapshot
+}
+
+const takeList = (method: string, field: string, value: ReadonlyArray<unknown>, taking: Taking): Array<unknown> => {
+  let length = 0
+  try {
+    length = value.length
+  } catch {
+    refuse(method, field, UNREADABLE)
+  }
+  if (!Number.isSafeInteger(length) || length < 0) return refuse(method, field, "must be an array")
+  const copy = new Array<unknown>(length)
+  for (let i = 0; i < length; i++) {
+    let item: unknown
+    try {
+      item = value[i]
+    } catch {
+      refuse(method, `${field}[${i}]`, UNREADABLE)
+    }
+    copy[i] = taking === undefined ? item : take(method, `${field}[${i}]`, item, taking)
+  }
+  return copy
+}
+
+const take = (method: string, field: string, value: unknown, taking: Taking): unknown => {
+  if (taking === undefined) return value
+  if ("json" in taking) {
+    if (value === undefined) return undefined
+    const taken = takeJson(value, taking.json)
+    return taken.problem === undefined ? taken.value : refuse(method, field, `must be a JSON value: ${taken.problem}`)
+  }
+  if ("list" in taking) return Array.isArray(value) ? takeList(method, field, value, taking.list) : value
+  return isObjectArgument(value) ? takeObject(method, field, value, taking) : value
+}
+
+/**
+ * The arguments of a call as the method uses them, or the `InvalidInput`
+ * they meet: each argument taken by its `Taking` (by position; `names` are
+ * the fields its errors use). An object argument is refused when it has a
+ * key the method does not know (naming it and the nearest known one),
+ * before any of its fields is read; then each known field is read exactly
+ * once into a plain snapshot, so what is checked is what is written. A
+ * field whose reading throws is refused naming it. Values that are not
+ * objects are handed on as they are, for the checks to refuse.
+ */
+export const takeArguments = (
+  method: string,
+  names: ReadonlyArray<string>,
+  takings: ReadonlyArray<Taking>,
+  args: ArrayLike<unknown>
+): Array<unknown> | InvalidInput => {
+  const taken = new Array<unknown>(args.length)
+  let i = 0
+  try {
+    for (; i < args.length; i++) taken[i] = take(method, names[i] ?? `argument ${i}`, args[i], takings[i])
+  } catch (thrown) {
+    // Anything else thrown came from the argument itself (a revoked proxy, say).
+    return thrown instanceof Refused ? thrown.error : new InvalidInput({ method, field: names[i] ?? `argument ${i}`, reason: UNREADABLE })
+  }
+  return taken
+}
+
+/**
+ * `prepare` (a hot method's: it answers a transition or a typed failure)
+ * given the arguments as `takeArguments` takes them; a refused argument is
+ * its answer.
+ */
+export const preparing = <Args extends ReadonlyArray<unknown>, R>(
+  method: string,
+  names: ReadonlyArray<string>,
+  takings: ReadonlyArray<Taking>,
+  prepare: (...args: Args) => R
+) =>
+(...args: Args): R | InvalidInput => {
+  const taken = takeArguments(method, names, takings, args)
+  return taken instanceof InvalidInput ? taken : prepare(...(taken as unknown as Args))
+}
+
+/**
+ * An Effect method given the arguments as `takeArguments` takes them (at
+ * the call); a refused argument fails the call with its `InvalidInput`.
+ */
+export const taking = <Args extends ReadonlyArray<unknown>, A, E, R>(
+  method: string,
+  names: ReadonlyArray<string>,
+  takings: ReadonlyArray<Taking>,
+  body: (...args: Args) => Effect.Effect<A, E, R>
+) =>
+(...args: Args): Effect.Effect<A, E | InvalidInput, R> => {
+  const taken = takeArguments(method, names, takings, args)
+  return taken instanceof InvalidInput ? Effect.fail(taken) : body(...(taken as unknown as Args))
+}

@@ -1,7 +1,12 @@
-import type { Check, Rule } from "../validation.js"
-import { fieldOf, oneOf, optional, Rules } from "../validation.js"
-import { jsonProblem } from "../syncstate/json.js"
+import { allOptionNames } from "../optionNames.js"
+import type { Check, InputShape, Rule } from "../validation.js"
+import { fieldOf, oneOf, openShapeOf, optional, PLAIN_JSON, Rules, shapeOf } from "../validation.js"
+import type { AttemptFailure } from "./attempt.js"
+import type { ClaimOperationInput } from "./claim.js"
+import type { OperationKey } from "./ConnectorOperation.js"
+import type { FinalizeDeleteInput, FinalizeOperationInput } from "./finalize.js"
 import { reissueFitProblem, type ReissueIntent, reissueIntentProblem } from "./reissue.js"
+import type { CollectParams } from "./retention.js"
 
 /** The largest page `listTrackedOperations` returns. */
 export const MAX_TRACKED_PAGE = 500
@@ -12,17 +17,6 @@ export const DEFAULT_TRACKED_PAGE = 50
 const idOrNull: Rule = (value) => value === null ? undefined : Rules.id(value)
 /** A string as `Rules.text`, or null. */
 export const textOrNull: Rule = (value) => value === null ? undefined : Rules.text(value)
-
-/**
- * A JSON value the store keeps exactly, or absent: the same rule as every
- * other JSON column (`jsonProblem`), so a Date, a Map or a NaN is refused
- * naming its path instead of being flattened on the way in.
- */
-const jsonValue: Rule = (value) => {
-  if (value === undefined) return undefined
-  const problem = jsonProblem(value)
-  return problem === undefined ? undefined : `must be a JSON value: ${problem}`
-}
 
 /** An HTTP status code. */
 const httpStatus: Rule = (value) =>
@@ -121,7 +115,6 @@ export const finalizeChecks = (options: unknown): ReadonlyArray<Check> => [
   ["options.sourceID", fieldOf(options, "sourceID"), Rules.id],
   ["options.documentID", fieldOf(options, "documentID"), Rules.id],
   ["options.providerEtag", fieldOf(options, "providerEtag"), optionalTextOrNull],
-  ["options.resultEntity", fieldOf(options, "resultEntity"), jsonValue],
   ["options.watchDueAt", fieldOf(options, "watchDueAt"), Rules.millis]
 ]
 
@@ -141,5 +134,57 @@ export const trackedChecks = (filter: unknown): ReadonlyArray<Check> => [
   ["filter.cursor", fieldOf(filter, "cursor"), optional(Rules.id)]
 ]
 
-/** A JSON value as every adapter stores it: a plain copy (`undefined` becomes null). */
-export const asStoredJson = (value: unknown): unknown => value === undefined ? null : JSON.parse(JSON.stringify(value))
+/**
+ * A result entity as every adapter stores it: absent becomes null. The
+ * value is already a plain copy, taken by `PLAIN_JSON` (see `takeJson`).
+ */
+export const asStoredJson = (value: unknown): unknown => value === undefined ? null : value
+
+/** An idempotency key: both parts are required, so a whole operation row will do (other keys are not read). */
+export const KEY_SHAPE: InputShape = openShapeOf(allOptionNames<OperationKey>()(["callerDID", "operationID"]))
+
+/** The fields of a `ClaimOperationInput`; its reissue intent is a JSON value read once. */
+export const CLAIM_SHAPE: InputShape = shapeOf(
+  allOptionNames<ClaimOperationInput>()([
+    "callerDID",
+    "operationID",
+    "ownerDID",
+    "connectorName",
+    "model",
+    "op",
+    "accountKey",
+    "target",
+    "sourceID",
+    "deterministicEventID",
+    "payloadHash",
+    "reissueIntent",
+    "providerEtag",
+    "documentID",
+    "leaseMs"
+  ]),
+  { reissueIntent: PLAIN_JSON }
+)
+
+
+/** The options of `markOperationSent`. */
+export const MARK_SENT_SHAPE: InputShape = shapeOf(allOptionNames<{ readonly leaseToken: string }>()(["leaseToken"]))
+
+
+/** The fields of an `AttemptFailure`. */
+export const FAILURE_SHAPE: InputShape = shapeOf(
+  allOptionNames<AttemptFailure>()(["leaseToken", "kind", "httpStatus", "notApplied", "retryAt"])
+)
+
+/** The fields of a `FinalizeOperationInput`; the result entity is a JSON value read once. */
+export const FINALIZE_SHAPE: InputShape = shapeOf(
+  allOptionNames<FinalizeOperationInput>()(["leaseToken", "sourceID", "documentID", "providerEtag", "resultEntity", "watchDueAt"]),
+  { resultEntity: PLAIN_JSON }
+)
+
+/** The fields of a `FinalizeDeleteInput`. */
+export const FINALIZE_DELETE_SHAPE: InputShape = shapeOf(
+  allOptionNames<FinalizeDeleteInput>()(["leaseToken", "sourceID", "documentID"])
+)
+
+/** The fields of `CollectParams`. */
+export const COLLECT_SHAPE: InputShape = shapeOf(allOptionNames<CollectParams>()(["before", "limit"]))

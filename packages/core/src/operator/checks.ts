@@ -1,6 +1,64 @@
 import { boolean, pageSize, textOrNull } from "../operation/checks.js"
-import type { Check, Rule } from "../validation.js"
-import { fieldOf, identityChecks, oneOf, optional, Rules } from "../validation.js"
+import type { SettleOperationInput } from "../operation/settle.js"
+import { allOptionNames } from "../optionNames.js"
+import type { RelistRunState } from "../relist/RelistRun.js"
+import type { OperatorOperationFields, OperatorWatchFields } from "./queries.js"
+import type { OperatorSyncStateFields } from "./syncStates.js"
+import type { Check, InputShape, Rule } from "../validation.js"
+import { fieldOf, identityChecks, LIST, oneOf, optional, PLAIN_JSON, Rules, shapeOf } from "../validation.js"
+
+/** The paging fields every operator filter has (`OperatorPaging`). */
+interface Paging {
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+}
+
+/** The fields of an `OperatorOperationFilter`. */
+export const OPERATION_FILTER_SHAPE: InputShape = shapeOf(
+  allOptionNames<Paging & OperatorOperationFields>()([
+    "ownerDID",
+    "connectorName",
+    "callerDID",
+    "states",
+    "documentID",
+    "dueBy",
+    "inDoubt",
+    "limit",
+    "cursor"
+  ]),
+  { states: LIST }
+)
+
+/** The fields of an `OperatorWatchFilter`. */
+export const WATCH_FILTER_SHAPE: InputShape = shapeOf(
+  allOptionNames<Paging & OperatorWatchFields>()(["ownerDID", "connectorName", "statuses", "documentID", "dueBy", "limit", "cursor"]),
+  { statuses: LIST }
+)
+
+/** The fields of an `OperatorRelistFilter`. */
+export const RELIST_FILTER_SHAPE: InputShape = shapeOf(
+  allOptionNames<Paging & { readonly states?: ReadonlyArray<RelistRunState> | undefined }>()(["states", "limit", "cursor"]),
+  { states: LIST }
+)
+
+/** The fields of an `OperatorSyncStateFilter`. */
+export const SYNC_STATE_FILTER_SHAPE: InputShape = shapeOf(
+  allOptionNames<Paging & OperatorSyncStateFields>()(["connectorName", "ownerDID", "lease", "limit", "cursor"])
+)
+
+/** The options of `releaseSyncLeaseByOperator`. */
+export const OPERATOR_RELEASE_SHAPE: InputShape = shapeOf(allOptionNames<{ readonly force?: boolean | undefined }>()(["force"]))
+
+type CommittedSettle = Extract<SettleOperationInput, { readonly outcome: "committed" }>
+
+/** The fields of a `SettleOperationInput` (of either outcome); the result entity is a JSON value read once. */
+export const SETTLE_SHAPE: InputShape = shapeOf(
+  allOptionNames<CommittedSettle>()(["outcome", "sourceID", "documentID", "providerEtag", "resultEntity", "watchDueAt"]),
+  { resultEntity: PLAIN_JSON }
+)
+
+/** The options of `rearmWatch`. */
+export const REARM_SHAPE: InputShape = shapeOf(allOptionNames<{ readonly dueAt: number }>()(["dueAt"]))
 
 const listOf = (what: string, ...allowed: ReadonlyArray<string>): Rule => (value) =>
   Array.isArray(value) && value.every((item) => oneOf(...allowed)(item) === undefined)
@@ -55,15 +113,6 @@ export const operatorReleaseChecks = (connectorName: unknown, ownerDID: unknown,
   ["options.force", fieldOf(options, "force"), optional(boolean)]
 ]
 
-const jsonValue: Rule = (value) => {
-  if (value === undefined) return undefined
-  try {
-    return typeof JSON.stringify(value) === "string" ? undefined : "must be a JSON value"
-  } catch {
-    return "must be a JSON value"
-  }
-}
-
 /** The checks of a `SettleOperationInput`. */
 export const settleChecks = (input: unknown): ReadonlyArray<Check> => {
   const outcome = fieldOf(input, "outcome")
@@ -77,7 +126,7 @@ export const settleChecks = (input: unknown): ReadonlyArray<Check> => {
     ["input.sourceID", fieldOf(input, "sourceID"), Rules.id],
     ["input.documentID", fieldOf(input, "documentID"), Rules.id],
     ["input.providerEtag", fieldOf(input, "providerEtag"), optional(textOrNull)],
-    ["input.resultEntity", fieldOf(input, "resultEntity"), jsonValue],
+    // resultEntity: checked as it was taken (SETTLE_SHAPE).
     ["input.watchDueAt", fieldOf(input, "watchDueAt"), Rules.millis]
   ]
 }

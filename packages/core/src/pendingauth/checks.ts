@@ -1,5 +1,23 @@
-import { type Check, fieldOf, optional, Rules } from "../validation.js"
-import { isRedactedVerifier } from "./PendingAuth.js"
+import { allOptionNames } from "../optionNames.js"
+import { type Check, fieldOf, type InputShape, LIST, optional, Rules, shapeOf } from "../validation.js"
+import { isRedactedVerifier, type PendingAuthInput } from "./PendingAuth.js"
+
+/** The fields of a `createPendingAuth` record; its scopes are read once. */
+export const PENDING_AUTH_SHAPE: InputShape = shapeOf(
+  allOptionNames<PendingAuthInput>()([
+    "state",
+    "codeVerifier",
+    "provider",
+    "ownerDID",
+    "ownerWrappableDID",
+    "controllerWrappableDID",
+    "createdAt",
+    "redirectURL",
+    "scopes",
+    "expiresAt"
+  ]),
+  { scopes: LIST }
+)
 
 /** The checks of a `createPendingAuth` record. No reason ever quotes a value (the verifier is secret). */
 export const pendingAuthChecks = (record: unknown): ReadonlyArray<Check> => {

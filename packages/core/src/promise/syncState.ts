@@ -1,4 +1,6 @@
 import { Effect, Option, Redacted } from "effect"
+import { InvalidInput } from "../errors.js"
+import { PENDING_AUTH_SHAPE } from "../pendingauth/checks.js"
 import type { PendingAuth, PendingAuthInput } from "../pendingauth/PendingAuth.js"
 import type { ConsumePendingAuthOptions } from "../service/pendingAuth.js"
 import type { SetSyncStateOptions, UpdateSyncProgressOptions } from "../service/syncState.js"
@@ -12,6 +14,7 @@ import type { SyncProgressRecompute } from "../syncstate/progress.js"
 import type { SyncStateInput } from "../syncstate/setState.js"
 import type { SyncState, SyncStateEntry } from "../syncstate/SyncState.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
+import { takeArguments } from "../validation.js"
 import type { PromiseCall } from "./call.js"
 
 /**
@@ -61,10 +64,15 @@ const revealed = (record: PendingAuth): PendingAuthRecord => ({ ...record, codeV
  * Wraps the verifier before it enters the store; anything that is not a
  * string passes through for validation to refuse.
  */
-const redacted = (record: PendingAuthRecordInput) =>
-  typeof record === "object" && record !== null && typeof record.codeVerifier === "string"
-    ? { ...record, codeVerifier: Redacted.make(record.codeVerifier) }
-    : record as never
+const redacted = (record: PendingAuthRecordInput): PendingAuthInput | InvalidInput => {
+  // Read once, as the Effect API reads it: the verifier wrapped is the one checked.
+  const taken = takeArguments("createPendingAuth", ["record"], [PENDING_AUTH_SHAPE], [record])
+  if (taken instanceof InvalidInput) return taken
+  const snapshot = taken[0] as PendingAuthRecordInput
+  return typeof snapshot === "object" && snapshot !== null && typeof snapshot.codeVerifier === "string"
+    ? { ...snapshot, codeVerifier: Redacted.make(snapshot.codeVerifier) }
+    : snapshot as never
+}
 
 /** The sync-state, sync-lease and pending-OAuth methods over `call`. */
 export const promiseSyncStateMethods = (call: PromiseCall): PromiseSyncStateMethods => ({
@@ -78,7 +86,11 @@ export const promiseSyncStateMethods = (call: PromiseCall): PromiseSyncStateMeth
   claimSyncLease: (connectorName, ownerDID, terms) => call((s) => s.claimSyncLease(connectorName, ownerDID, terms)),
   renewSyncLease: (lease, terms) => call((s) => s.renewSyncLease(lease, terms)),
   releaseSyncLease: (lease) => call((s) => s.releaseSyncLease(lease)),
-  createPendingAuth: (record) => call((s) => s.createPendingAuth(redacted(record))),
+  createPendingAuth: (record) =>
+    call((s) => {
+      const input = redacted(record)
+      return input instanceof InvalidInput ? Effect.fail(input) : s.createPendingAuth(input)
+    }),
   consumePendingAuth: (state, options) =>
     call((s) => Effect.map(s.consumePendingAuth(state, options), (taken) => Option.getOrNull(Option.map(taken, revealed)))),
   deleteExpiredPendingAuth: (cutoff) => call((s) => s.deleteExpiredPendingAuth(cutoff))

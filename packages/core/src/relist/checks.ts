@@ -1,4 +1,42 @@
-import { type Check, fieldOf, oneOf, optional, type Rule, Rules } from "../validation.js"
+import { allOptionNames } from "../optionNames.js"
+import type { RelistReceiptInput, RelistScope } from "./RelistRun.js"
+import type { SweepApplyFailure } from "./candidates.js"
+import type { SweepCandidateIdentity } from "./SweepCandidate.js"
+import {
+  type Check,
+  fieldOf,
+  type InputShape,
+  type ListTaking,
+  oneOf,
+  openShapeOf,
+  optional,
+  type Rule,
+  Rules,
+  shapeOf
+} from "../validation.js"
+
+/** A relist scope: every part is required, so a whole run or candidate will do (other keys are not read). */
+export const SCOPE_SHAPE: InputShape = openShapeOf(
+  allOptionNames<RelistScope>()(["ownerDID", "connectorName", "model", "accountKey"])
+)
+
+/** A candidate identity: every part is required, so a whole candidate will do (other keys are not read). */
+export const CANDIDATE_IDENTITY_SHAPE: InputShape = openShapeOf(
+  allOptionNames<SweepCandidateIdentity>()(["ownerDID", "connectorName", "model", "accountKey", "sourceID"])
+)
+
+/** A list of receipts, each with only the fields of a `RelistReceiptInput`. */
+export const RECEIPTS_TAKING: ListTaking = {
+  list: shapeOf(allOptionNames<RelistReceiptInput>()(["sourceID", "digest"]))
+}
+
+/** A keyset page (`{ after?, limit }`). */
+export const PAGE_SHAPE: InputShape = shapeOf(
+  allOptionNames<{ readonly after?: string | undefined; readonly limit: number }>()(["after", "limit"])
+)
+
+/** The fields of a `SweepApplyFailure`. */
+export const APPLY_FAILURE_SHAPE: InputShape = shapeOf(allOptionNames<SweepApplyFailure>()(["kind", "message"]))
 
 /** The checks for a relist scope under `prefix`. */
 export const scopeChecks = (prefix: string, scope: unknown): ReadonlyArray<Check> => [

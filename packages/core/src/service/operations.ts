@@ -10,12 +10,18 @@ import {
 import type { AttemptFailure, AttemptFailureResult, MarkSentResult } from "../operation/attempt.js"
 import {
   asStoredJson,
+  CLAIM_SHAPE,
   claimChecks,
   DEFAULT_TRACKED_PAGE,
+  FAILURE_SHAPE,
   failureChecks,
+  FINALIZE_DELETE_SHAPE,
+  FINALIZE_SHAPE,
   finalizeChecks,
   finalizeDeleteChecks,
+  KEY_SHAPE,
   keyChecks,
+  MARK_SENT_SHAPE,
   runnerChecks,
   renewChecks,
   trackedChecks
@@ -38,7 +44,8 @@ import {
 import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
-import { type Check, firstProblem, Rules, validate, validated } from "../validation.js"
+import { allOptionNames } from "../optionNames.js"
+import { type Check, firstProblem, type InputShape, LIST, preparing, Rules, shapeOf, taking, validate, validated } from "../validation.js"
 import { makeRunners } from "./hot.js"
 import { operationTransitions } from "./programs.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
@@ -136,17 +143,20 @@ const finalizeOperationChecks = (key: OperationKey, options: FinalizeOperationIn
   ...runnerChecks(options, finalizeChecks(options))
 ]
 
-/** A finalize's input as stored: its result entity as JSON holds it. */
-const storedFinalize = (options: FinalizeOperationInput): FinalizeOperationInput => ({
-  ...options,
-  resultEntity: asStoredJson(options.resultEntity)
-})
+/** A finalize's input as stored (a snapshot already: only absence is filled in). */
+const storedFinalize = (options: FinalizeOperationInput): FinalizeOperationInput =>
+  options.resultEntity === undefined ? { ...options, resultEntity: asStoredJson(undefined) } : options
 
-/** A claim's input as stored: its reissue intent as JSON holds it. */
-const storedClaim = (input: ClaimOperationInput): ClaimOperationInput => ({
-  ...input,
-  reissueIntent: asStoredJson(input.reissueIntent) as ClaimOperationInput["reissueIntent"]
-})
+/** The options of `renewOperationLease`. */
+const RENEW_SHAPE: InputShape = shapeOf(allOptionNames<RenewLeaseOptions>()(["leaseToken", "leaseMs"]))
+/** The fields of a `TrackedOperationFilter`; its lists are read once. */
+const TRACKED_SHAPE: InputShape = shapeOf(
+  allOptionNames<TrackedOperationFilter>()(["visibleTo", "documentIDs", "states", "connectorName", "limit", "cursor"]),
+  { documentIDs: LIST, states: LIST }
+)
+
+const KEY_NAMES = ["key", "options"]
+const KEY_ONLY = [KEY_SHAPE]
 
 /** Builds the operation methods over the ports. */
 export const makeOperationMethods = Effect.gen(function*() {
@@ -160,36 +170,37 @@ export const makeOperationMethods = Effect.gen(function*() {
   const finalizeReader = yield* Effect.either(singleWinnerReader("finalizeOperationAndArmWatch", readers))
 
   const methods: OperationMethods = {
-    claimOperation: hot((input: ClaimOperationInput) =>
-      firstProblem("claimOperation", claimChecks(input)) ?? transitions.claim(storedClaim(input))),
+    claimOperation: hot(preparing("claimOperation", ["input"], [CLAIM_SHAPE], (input: ClaimOperationInput) =>
+      firstProblem("claimOperation", claimChecks(input)) ?? transitions.claim(input))),
 
-    renewOperationLease: hot((key: OperationKey, options: RenewLeaseOptions) =>
+    renewOperationLease: hot(preparing("renewOperationLease", KEY_NAMES, [KEY_SHAPE, RENEW_SHAPE], (key: OperationKey, options: RenewLeaseOptions) =>
       firstProblem("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))]) ??
-        transitions.renew(key, options.leaseToken, options.leaseMs ?? policy.leaseMs)),
+        transitions.renew(key, options.leaseToken, options.leaseMs ?? policy.leaseMs))),
 
-    markOperationSent: hot((key: OperationKey, options: { readonly leaseToken: string }) =>
-      firstProblem("markOperationSent", markSentChecks(key, options)) ?? transitions.markSent(key, options.leaseToken)),
+    markOperationSent: hot(preparing("markOperationSent", KEY_NAMES, [KEY_SHAPE, MARK_SENT_SHAPE], (key: OperationKey, options: { readonly leaseToken: string }) =>
+      firstProblem("markOperationSent", markSentChecks(key, options)) ?? transitions.markSent(key, options.leaseToken))),
 
-    recordAttemptFailure: (key, options) =>
+    recordAttemptFailure: taking("recordAttemptFailure", KEY_NAMES, [KEY_SHAPE, FAILURE_SHAPE], (key: OperationKey, options: AttemptFailure) =>
       validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>
-        Effect.flatMap(Random.next, (random) => onPorts(transitions.attemptFailure(key, options, random)))),
+        Effect.flatMap(Random.next, (random) => onPorts(transitions.attemptFailure(key, options, random))))),
 
-    finalizeOperationAndArmWatch: hot((key: OperationKey, options: FinalizeOperationInput) =>
+    finalizeOperationAndArmWatch: hot(preparing("finalizeOperationAndArmWatch", KEY_NAMES, [KEY_SHAPE, FINALIZE_SHAPE], (key: OperationKey, options: FinalizeOperationInput) =>
       firstProblem("finalizeOperationAndArmWatch", finalizeOperationChecks(key, options)) ??
-        (finalizeReader._tag === "Left" ? finalizeReader.left : transitions.finalize(key, storedFinalize(options))),
+        (finalizeReader._tag === "Left" ? finalizeReader.left : transitions.finalize(key, storedFinalize(options)))),
       finalizeReader._tag === "Right" ? finalizeReader.right : undefined),
 
-    finalizeDeleteOperation: hot((key: OperationKey, options: FinalizeDeleteInput) =>
+    finalizeDeleteOperation: hot(preparing("finalizeDeleteOperation", KEY_NAMES, [KEY_SHAPE, FINALIZE_DELETE_SHAPE], (key: OperationKey, options: FinalizeDeleteInput) =>
       firstProblem("finalizeDeleteOperation", [...keyChecks("key", key), ...runnerChecks(options, finalizeDeleteChecks(options))]) ??
-        transitions.finalizeDelete(key, options)),
+        transitions.finalizeDelete(key, options))),
 
-    getOperation: (key) => validated("getOperation", keyChecks("key", key), () => operations.get(key)),
+    getOperation: taking("getOperation", KEY_NAMES, KEY_ONLY, (key: OperationKey) =>
+      validated("getOperation", keyChecks("key", key), () => operations.get(key))),
 
     getOperationByNodeKey: (nodeKey, viewerDID) =>
       validated("getOperationByNodeKey", [["nodeKey", nodeKey, Rules.id], ["viewerDID", viewerDID, Rules.id]], () =>
         Effect.map(operations.getByNodeKey(nodeKey), Option.filter((row) => isVisibleTo(row, viewerDID)))),
 
-    listTrackedOperations: (filter) =>
+    listTrackedOperations: taking("listTrackedOperations", ["filter"], [TRACKED_SHAPE], (filter: TrackedOperationFilter) =>
       Effect.gen(function*() {
         yield* validate("listTrackedOperations", trackedChecks(filter))
         const after = filter.cursor === undefined ? undefined : decodeCursor(filter.cursor)
@@ -217,16 +228,16 @@ export const makeOperationMethods = Effect.gen(function*() {
           nextCursor: rows.length + corrupt.length > limit && last !== undefined ? encodeCursor(positionOf(last)) : null,
           corrupt
         }
-      }),
+      })),
 
-    getDocumentWriteStates: (documentIDs) =>
+    getDocumentWriteStates: taking("getDocumentWriteStates", ["documentIDs"], [LIST], (documentIDs: ReadonlyArray<string>) =>
       validated("getDocumentWriteStates", [["documentIDs", documentIDs, Rules.ids]], () => {
         const unique = Array.from(new Set(documentIDs))
         return Effect.map(
           Effect.forEach(chunksOf(unique, DOCUMENT_CHUNK), operations.listByDocuments),
           (chunks) => writeStatesOf(unique, chunks.flat())
         )
-      })
+      }))
   }
   return methods
 })

@@ -1,18 +1,25 @@
 import type { OperatorOperationFields, OperatorWatchFields } from "../operator/queries.js"
 import { Clock, Effect, Option } from "effect"
 import { type ConcurrentUpdateExhausted, InvalidInput, type PersistenceError, type WinnerReadFailed } from "../errors.js"
-import { asStoredJson, DEFAULT_TRACKED_PAGE, keyChecks } from "../operation/checks.js"
+import { asStoredJson, DEFAULT_TRACKED_PAGE, KEY_SHAPE, keyChecks } from "../operation/checks.js"
 import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
 import { decodeCursor, encodeCursor, positionOf } from "../operation/reads.js"
 import { decideRetry } from "../operation/retry.js"
 import type { SettleOperationInput, SettleResult } from "../operation/settle.js"
 import {
+  OPERATION_FILTER_SHAPE,
   operationFilterChecks,
+  OPERATOR_RELEASE_SHAPE,
   operatorReleaseChecks,
+  REARM_SHAPE,
   rearmChecks,
-  syncStateFilterChecks,
+  RELIST_FILTER_SHAPE,
   relistFilterChecks,
+  SETTLE_SHAPE,
   settleChecks,
+  SYNC_STATE_FILTER_SHAPE,
+  syncStateFilterChecks,
+  WATCH_FILTER_SHAPE,
   watchFilterChecks
 } from "../operator/checks.js"
 import {
@@ -36,7 +43,8 @@ import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
-import { Rules, validated } from "../validation.js"
+import { Rules, taking, validated } from "../validation.js"
+import { IDENTITY_SHAPE } from "../watch/checks.js"
 import { type Digest, formatWatchIdentity, type Millis, type ProjectionWatch, type WatchIdentity } from "../watch/ProjectionWatch.js"
 import { decideArm } from "../watch/transitions.js"
 import { makeRunners } from "./hot.js"
@@ -137,6 +145,9 @@ export interface OperatorMethods {
   ) => Effect.Effect<ProjectionWatch, Exclude<ActionErrors, OperatorActionRefused> | WinnerReadFailed>
 }
 
+const RELEASE_NAMES = ["connectorName", "ownerDID", "options"]
+const RELEASE_TAKINGS = [undefined, undefined, OPERATOR_RELEASE_SHAPE]
+
 const badCursor = (method: string) =>
   new InvalidInput({ method, field: "filter.cursor", reason: "is not a cursor this store returned" })
 
@@ -188,7 +199,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
   const settleReader = hasReader ? yield* Effect.orDie(singleWinnerReader("settleOperation", readers)) : undefined
 
   const methods: OperatorMethods = {
-    listOperations: (filter = {}) =>
+    listOperations: taking("listOperations", ["filter"], [OPERATION_FILTER_SHAPE], (filter: OperatorOperationFilter = {}) =>
       validated("listOperations", operationFilterChecks(filter), () =>
         Effect.flatMap(cursorOf("listOperations", filter.cursor, decodeCursor), (after) =>
           paged(filter.limit, (limit) =>
@@ -202,9 +213,9 @@ export const makeOperatorMethods = Effect.gen(function*() {
               inDoubt: filter.inDoubt,
               limit,
               after
-            }), (last) => encodeCursor(positionOf(last))))),
+            }), (last) => encodeCursor(positionOf(last)))))),
 
-    listWatches: (filter = {}) =>
+    listWatches: taking("listWatches", ["filter"], [WATCH_FILTER_SHAPE], (filter: OperatorWatchFilter = {}) =>
       validated("listWatches", watchFilterChecks(filter), () =>
         Effect.flatMap(cursorOf("listWatches", filter.cursor, decodeWatchCursor), (after) =>
           paged(filter.limit, (limit) =>
@@ -216,14 +227,14 @@ export const makeOperatorMethods = Effect.gen(function*() {
               dueBy: filter.dueBy,
               limit,
               after
-            }), encodeWatchCursor))),
+            }), encodeWatchCursor)))),
 
-    listRelistRuns: (filter = {}) =>
+    listRelistRuns: taking("listRelistRuns", ["filter"], [RELIST_FILTER_SHAPE], (filter: OperatorRelistFilter = {}) =>
       validated("listRelistRuns", relistFilterChecks(filter), () =>
         Effect.flatMap(cursorOf("listRelistRuns", filter.cursor, decodeRunCursor), (after) =>
-          paged(filter.limit, (limit) => operator.listRelistRuns({ states: filter.states, limit, after }), encodeRunCursor))),
+          paged(filter.limit, (limit) => operator.listRelistRuns({ states: filter.states, limit, after }), encodeRunCursor)))),
 
-    listSyncStates: (filter = {}) =>
+    listSyncStates: taking("listSyncStates", ["filter"], [SYNC_STATE_FILTER_SHAPE], (filter: OperatorSyncStateFilter = {}) =>
       validated("listSyncStates", syncStateFilterChecks(filter), () =>
         Effect.flatMap(cursorOf("listSyncStates", filter.cursor, decodeSyncStateCursor), (after) =>
           Effect.flatMap(Clock.currentTimeMillis, (at) =>
@@ -238,9 +249,13 @@ export const makeOperatorMethods = Effect.gen(function*() {
                   after
                 }), encodeSyncStateCursor),
               (page) => ({ ...page, items: page.items.map((row) => toOperatorSyncState(row, at)) })
-            )))),
+            ))))),
 
-    releaseSyncLeaseByOperator: (connectorName, ownerDID, options) =>
+    releaseSyncLeaseByOperator: taking("releaseSyncLeaseByOperator", RELEASE_NAMES, RELEASE_TAKINGS, (
+      connectorName: string,
+      ownerDID: string,
+      options?: { readonly force?: boolean | undefined }
+    ) =>
       validated("releaseSyncLeaseByOperator", operatorReleaseChecks(connectorName, ownerDID, options), () => {
         const key = { connectorName, ownerDID }
         const identity = formatSyncStateKey(key)
@@ -258,22 +273,22 @@ export const makeOperatorMethods = Effect.gen(function*() {
           yield* requireWon(yield* syncStates.updateLease(decision.write.row, decision.write.expected))
           return { outcome: "released" as const, was: decision.was, state: toOperatorSyncState(decision.write.row, now) }
         })))
-      }),
+      })),
 
     getStoreStatus: () => Effect.flatMap(Clock.currentTimeMillis, operator.status),
 
     findOperationByNodeKey: (nodeKey) =>
       validated("findOperationByNodeKey", [["nodeKey", nodeKey, Rules.id]], () => operations.getByNodeKey(nodeKey)),
 
-    settleOperation: (key, input) =>
+    settleOperation: taking("settleOperation", ["key", "input"], [KEY_SHAPE, SETTLE_SHAPE], (key: OperationKey, input: SettleOperationInput) =>
       validated("settleOperation", [...keyChecks("key", key), ...settleChecks(input)], () => {
         const stored: SettleOperationInput = input.outcome === "committed"
           ? { ...input, resultEntity: asStoredJson(input.resultEntity) }
           : { outcome: "dead" }
         return onPorts(settleTransition(key, stored), settleReader)
-      }),
+      })),
 
-    retryOperation: (key) =>
+    retryOperation: taking("retryOperation", ["key"], [KEY_SHAPE], (key: OperationKey) =>
       validated("retryOperation", keyChecks("key", key), () =>
         retryOnLostRace("retryOperation", formatOperationKey(key), withTransaction(Effect.gen(function*() {
           const row = yield* lockOperation("retryOperation", key)
@@ -283,9 +298,9 @@ export const makeOperatorMethods = Effect.gen(function*() {
           }
           yield* requireWon(yield* operations.update(row, decision.next))
           return decision.next
-        })))),
+        }))))),
 
-    rearmWatch: (identity, options) =>
+    rearmWatch: taking("rearmWatch", ["identity", "options"], [IDENTITY_SHAPE, REARM_SHAPE], (identity: WatchIdentity, options: { readonly dueAt: Millis }) =>
       validated("rearmWatch", rearmChecks(identity, options), () =>
         retryOnLostRace("rearmWatch", formatWatchIdentity(identity), withTransaction(Effect.gen(function*() {
           const row = Option.getOrUndefined(yield* watches.lockRead(identity))
@@ -297,7 +312,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
           if (decision.next === undefined) return yield* Effect.dieMessage("a manual arm of an existing watch decided no write")
           yield* requireWon(yield* watches.update(row, decision.next))
           return decision.next
-        }))))
+        })))))
   }
   return methods
 })

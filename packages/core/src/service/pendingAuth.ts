@@ -1,11 +1,12 @@
 import { Clock, Effect, type Option } from "effect"
 import type { InvalidInput, PersistenceError } from "../errors.js"
-import { pendingAuthChecks } from "../pendingauth/checks.js"
+import { allOptionNames } from "../optionNames.js"
+import { PENDING_AUTH_SHAPE, pendingAuthChecks } from "../pendingauth/checks.js"
 import { PendingAuthStateTaken } from "../pendingauth/errors.js"
 import { decideConsume, type PendingAuth, type PendingAuthInput } from "../pendingauth/PendingAuth.js"
 import { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
 import { Transactor } from "../ports/Transactor.js"
-import { fieldOf, optional, Rules, validate, validated } from "../validation.js"
+import { fieldOf, type InputShape, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
 /** The options of `consumePendingAuth`. */
@@ -13,6 +14,9 @@ export interface ConsumePendingAuthOptions {
   /** The time the callback arrived; the store's clock when absent. */
   readonly now?: Millis | undefined
 }
+
+/** The options of `consumePendingAuth`. */
+const CONSUME_OPTIONS_SHAPE: InputShape = shapeOf(allOptionNames<ConsumePendingAuthOptions>()(["now"]))
 
 /** The pending-OAuth half of the store's Effect API. */
 export interface PendingAuthMethods {
@@ -41,7 +45,7 @@ export const makePendingAuthMethods = Effect.gen(function*() {
   const { withTransaction } = yield* Transactor
 
   const methods: PendingAuthMethods = {
-    createPendingAuth: (record) =>
+    createPendingAuth: taking("createPendingAuth", ["record"], [PENDING_AUTH_SHAPE], (record: PendingAuthInput) =>
       Effect.gen(function*() {
         yield* validate("createPendingAuth", pendingAuthChecks(record))
         const createdAt = record.createdAt ?? (yield* Clock.currentTimeMillis)
@@ -59,9 +63,12 @@ export const makePendingAuthMethods = Effect.gen(function*() {
           expiresAt: record.expiresAt
         }
         if (!(yield* repo.insert(stored))) return yield* new PendingAuthStateTaken({ state: record.state })
-      }),
+      })),
 
-    consumePendingAuth: (state, options) =>
+    consumePendingAuth: taking("consumePendingAuth", ["state", "options"], [undefined, CONSUME_OPTIONS_SHAPE], (
+      state: string,
+      options?: ConsumePendingAuthOptions
+    ) =>
       Effect.gen(function*() {
         yield* validate("consumePendingAuth", [
           ["state", state, Rules.id],
@@ -71,7 +78,7 @@ export const makePendingAuthMethods = Effect.gen(function*() {
         const now = options?.now ?? (yield* Clock.currentTimeMillis)
         // In a transaction: a take that cannot decode what it deleted fails, and the rollback puts the row back.
         return decideConsume(yield* withTransaction(repo.take(state)), now)
-      }),
+      })),
 
     deleteExpiredPendingAuth: (cutoff) =>
       validated("deleteExpiredPendingAuth", [["cutoff", cutoff, Rules.millis]], () => repo.deleteExpiredBefore(cutoff))

@@ -4,7 +4,16 @@ import { OperationEntropy } from "../operation/entropy.js"
 import type { CollectParams } from "../operation/retention.js"
 import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
 import { Transactor } from "../ports/Transactor.js"
-import { flag, pageChecks, receiptChecks, scopeChecks } from "../relist/checks.js"
+import {
+  flag,
+  PAGE_SHAPE,
+  pageChecks,
+  RECEIPTS_TAKING,
+  receiptChecks,
+  SCOPE_SHAPE,
+  scopeChecks
+} from "../relist/checks.js"
+import { COLLECT_SHAPE } from "../operation/checks.js"
 import { RelistRunNotFound } from "../relist/errors.js"
 import {
   type RelistAbandonOutcome,
@@ -25,7 +34,8 @@ import {
   type RelistRun,
   type RelistScope
 } from "../relist/RelistRun.js"
-import { fieldOf, optional, Rules, validate, validated } from "../validation.js"
+import { allOptionNames } from "../optionNames.js"
+import { fieldOf, type InputShape, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
 /** One page as its runner commits it: the page's receipts, and where to list on from. */
@@ -88,6 +98,12 @@ export interface RelistRunMethods {
   readonly collectRelistRuns: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
 }
 
+/** The fields of a `SweepCheckpoint`; its receipts are taken as `RECEIPTS_TAKING`. */
+const CHECKPOINT_SHAPE: InputShape = shapeOf(
+  allOptionNames<SweepCheckpoint>()(["page", "cursor", "complete", "receipts"]),
+  { receipts: RECEIPTS_TAKING }
+)
+
 const cursorRule = (value: unknown) => value === null ? undefined : Rules.text(value)
 
 /** A fresh, unguessable run id (from the store's `OperationEntropy`). */
@@ -105,7 +121,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
     })
 
   const methods: RelistRunMethods = {
-    startRelistRun: (scope) =>
+    startRelistRun: taking("startRelistRun", ["scope"], [SCOPE_SHAPE], (scope: RelistScope) =>
       validated("startRelistRun", scopeChecks("scope", scope),
         () => retryOnLostRace("startRelistRun", formatRelistScope(scope), withTransaction(Effect.gen(function*() {
           const current = Option.getOrUndefined(yield* relist.lockCurrentRun(scope))
@@ -119,15 +135,18 @@ export const makeRelistRunMethods = Effect.gen(function*() {
           yield* relist.putBaseline(decision.run)
           return decision.run
         })))
-      ),
+      )),
 
-    getSweepCheckpoint: (scope) =>
-      validated("getSweepCheckpoint", scopeChecks("scope", scope), () => relist.getCurrentRun(scope)),
+    getSweepCheckpoint: taking("getSweepCheckpoint", ["scope"], [SCOPE_SHAPE], (scope: RelistScope) =>
+      validated("getSweepCheckpoint", scopeChecks("scope", scope), () => relist.getCurrentRun(scope))),
 
     getRelistRun: (runID) =>
       validated("getRelistRun", [["runID", runID, Rules.id]], () => relist.getRun(runID)),
 
-    recordRelistReceipt: (runID, receipts) =>
+    recordRelistReceipt: taking("recordRelistReceipt", ["runID", "receipts"], [undefined, RECEIPTS_TAKING], (
+      runID: string,
+      receipts: ReadonlyArray<RelistReceiptInput>
+    ) =>
       validated("recordRelistReceipt", [["runID", runID, Rules.id], ...receiptChecks("receipts", receipts)],
         // The run stays locked while its receipts go in, so a supersession or
         // completion lands wholly before or wholly after them.
@@ -139,9 +158,12 @@ export const makeRelistRunMethods = Effect.gen(function*() {
           }
           return outcome
         }))
-      ),
+      )),
 
-    commitSweepCheckpoint: (runID, checkpoint) =>
+    commitSweepCheckpoint: taking("commitSweepCheckpoint", ["runID", "checkpoint"], [undefined, CHECKPOINT_SHAPE], (
+      runID: string,
+      checkpoint: SweepCheckpoint
+    ) =>
       validated("commitSweepCheckpoint", [
         ["runID", runID, Rules.id],
         ["checkpoint", checkpoint, Rules.record],
@@ -162,7 +184,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
           yield* requireWon(yield* relist.updateRun(next, run.version))
           return decision.outcome
         })))
-      ),
+      )),
 
     abandonRelistRun: (runID) =>
       validated("abandonRelistRun", [["runID", runID, Rules.id]],
@@ -174,21 +196,21 @@ export const makeRelistRunMethods = Effect.gen(function*() {
         })))
       ),
 
-    listSweepReceipts: (runID, page) =>
+    listSweepReceipts: taking("listSweepReceipts", ["runID", "page"], [undefined, PAGE_SHAPE], (runID: string, page: SourcePage) =>
       Effect.gen(function*() {
         yield* validate("listSweepReceipts", [["runID", runID, Rules.id], ...pageChecks("page", page)])
         yield* requireRun("listSweepReceipts", runID, yield* relist.getRun(runID))
         return yield* relist.listReceipts(runID, { after: page.after, limit: page.limit })
-      }),
+      })),
 
-    collectRelistRuns: (params) =>
+    collectRelistRuns: taking("collectRelistRuns", ["params"], [COLLECT_SHAPE], (params: CollectParams) =>
       validated("collectRelistRuns", [
         ["params", params, Rules.record],
         ["params.before", fieldOf(params, "before"), Rules.finite],
         ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
       ],
         () => relist.collectRuns({ before: params.before, limit: params.limit })
-      )
+      ))
   }
   return methods
 })

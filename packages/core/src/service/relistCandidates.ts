@@ -18,7 +18,19 @@ import {
   decideSweepOutcome,
   type SweepRearmOutcome
 } from "../relist/candidates.js"
-import { candidateKind, candidateRefChecks, flag, fraction, pageChecks, scopeChecks, sweepOutcome } from "../relist/checks.js"
+import {
+  APPLY_FAILURE_SHAPE,
+  CANDIDATE_IDENTITY_SHAPE,
+  candidateKind,
+  candidateRefChecks,
+  flag,
+  fraction,
+  PAGE_SHAPE,
+  pageChecks,
+  SCOPE_SHAPE,
+  scopeChecks,
+  sweepOutcome
+} from "../relist/checks.js"
 import { deletionLimitFor, exceedsDeletionLimit } from "../relist/derivation.js"
 import {
   DeletionLimitExceeded,
@@ -38,7 +50,8 @@ import {
   type SweepOutcome
 } from "../relist/SweepCandidate.js"
 import { type SweepCandidateBasis, withdrawalOf } from "../relist/withdrawal.js"
-import { fieldOf, identityChecks, optional, Rules, validate, validated } from "../validation.js"
+import { allOptionNames } from "../optionNames.js"
+import { fieldOf, identityChecks, type InputShape, openShapeOf, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
 import { type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
@@ -77,6 +90,14 @@ type CandidateErrors = InvalidInput | RelistRunNotFound | SweepCandidateNotFound
 
 /** What deciding or applying a candidate may fail with besides the common errors: it was withdrawn. */
 type ActingErrors = CandidateErrors | SweepCandidateWithdrawn
+
+/** A candidate reference: both parts are required, so a whole candidate will do (other keys are not read). */
+const CANDIDATE_REF_SHAPE: InputShape = openShapeOf(allOptionNames<SweepCandidateRef>()(["runID", "sourceID"]))
+
+/** The options of `listSweepCandidates`. */
+const CANDIDATE_LIST_SHAPE: InputShape = shapeOf(
+  allOptionNames<SweepCandidateListOptions>()(["after", "limit", "kind", "maxDeletionFraction", "acceptDeletionsBeyondLimit"])
+)
 
 /** The candidate half of the relist sweep's Effect API. */
 export interface SweepCandidateMethods {
@@ -249,7 +270,10 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     )
 
   const methods: SweepCandidateMethods = {
-    listSweepCandidates: (runID, options) =>
+    listSweepCandidates: taking("listSweepCandidates", ["runID", "options"], [undefined, CANDIDATE_LIST_SHAPE], (
+      runID: string,
+      options: SweepCandidateListOptions
+    ) =>
       Effect.gen(function*() {
         const method = "listSweepCandidates"
         yield* validate(method, [
@@ -293,9 +317,9 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
         // not hide that it ended in between.
         if (standing.length === 0) yield* refuseUnlessComplete(yield* findRun(method, runID))
         return standing
-      }),
+      })),
 
-    recordSweepOutcome: (ref, outcome) =>
+    recordSweepOutcome: taking("recordSweepOutcome", ["ref", "outcome"], [CANDIDATE_REF_SHAPE], (ref: SweepCandidateRef, outcome: SweepOutcome) =>
       validated("recordSweepOutcome", [...candidateRefChecks("ref", ref), ["outcome", outcome, sweepOutcome]],
         () => transition("recordSweepOutcome", ref, (row, now) => {
           const decision = decideSweepOutcome(row, outcome, now)
@@ -304,14 +328,14 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
           }
           return Effect.succeed(decision as SweepCandidateDecision<"recorded" | "given-up" | "settled">)
         }, standing("recordSweepOutcome"))
-      ),
+      )),
 
-    markSweepCandidateApplied: (ref) =>
+    markSweepCandidateApplied: taking("markSweepCandidateApplied", ["ref"], [CANDIDATE_REF_SHAPE], (ref: SweepCandidateRef) =>
       validated("markSweepCandidateApplied", candidateRefChecks("ref", ref),
         () => transition("markSweepCandidateApplied", ref, (row, now) => Effect.succeed(decideSweepApplied(row, now)), standing("markSweepCandidateApplied"))
-      ),
+      )),
 
-    applySweepCandidate: (ref, apply) =>
+    applySweepCandidate: taking("applySweepCandidate", ["ref", "apply"], [CANDIDATE_REF_SHAPE], (ref: SweepCandidateRef, apply: SweepApply) =>
       validated("applySweepCandidate", [...candidateRefChecks("ref", ref), ["apply", apply, Rules.callback]],
         () =>
           transition("applySweepCandidate", ref, (row, now) => {
@@ -326,9 +350,12 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
               decision
             )
           }, standing("applySweepCandidate"))
-      ),
+      )),
 
-    recordSweepApplyFailure: (ref, failure) =>
+    recordSweepApplyFailure: taking("recordSweepApplyFailure", ["ref", "failure"], [CANDIDATE_REF_SHAPE, APPLY_FAILURE_SHAPE], (
+      ref: SweepCandidateRef,
+      failure: SweepApplyFailure
+    ) =>
       validated("recordSweepApplyFailure", [
         ...candidateRefChecks("ref", ref),
         ["failure", failure, Rules.record],
@@ -337,9 +364,9 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       ],
         () => transition("recordSweepApplyFailure", ref, (row, now) =>
           Effect.succeed(decideSweepApplyFailure(row, { kind: failure.kind, message: failure.message }, now)))
-      ),
+      )),
 
-    rearmSweepCandidate: (identity) =>
+    rearmSweepCandidate: taking("rearmSweepCandidate", ["identity"], [CANDIDATE_IDENTITY_SHAPE], (identity: SweepCandidateIdentity) =>
       validated("rearmSweepCandidate", identityChecks("identity", identity),
         () => retryOnLostRace("rearmSweepCandidate", formatCandidateIdentity(identity), withTransaction(Effect.gen(function*() {
           const row = Option.getOrUndefined(yield* relist.lockCandidate(identity))
@@ -350,15 +377,15 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
           if (decision.next !== undefined) yield* requireWon(yield* relist.updateCandidate(decision.next, row.version))
           return decision.outcome
         })))
-      ),
+      )),
 
-    getSweepCandidate: (identity) =>
-      validated("getSweepCandidate", identityChecks("identity", identity), () => relist.getCandidate(identity)),
+    getSweepCandidate: taking("getSweepCandidate", ["identity"], [CANDIDATE_IDENTITY_SHAPE], (identity: SweepCandidateIdentity) =>
+      validated("getSweepCandidate", identityChecks("identity", identity), () => relist.getCandidate(identity))),
 
-    listGivenUpSweepCandidates: (scope, page) =>
+    listGivenUpSweepCandidates: taking("listGivenUpSweepCandidates", ["scope", "page"], [SCOPE_SHAPE, PAGE_SHAPE], (scope: RelistScope, page: SourcePage) =>
       validated("listGivenUpSweepCandidates", [...scopeChecks("scope", scope), ...pageChecks("page", page)],
         () => relist.listGivenUp(relistScopeOf(scope), { after: page.after, limit: page.limit })
-      )
+      ))
   }
   return methods
 })

@@ -6,7 +6,9 @@ import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader, type WinnerReaders } from "../ports/WinnerReader.js"
-import { fieldOf, Rules, validate } from "../validation.js"
+import { COLLECT_SHAPE } from "../operation/checks.js"
+import { allOptionNames } from "../optionNames.js"
+import { fieldOf, Rules, shapeOf, taking, validate } from "../validation.js"
 import {
   type Millis,
   type ProjectionWatch,
@@ -65,6 +67,9 @@ export interface SweepMethods {
   readonly collectFinishedOperations: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
 }
 
+/** The readers `listDueOperations` may be given. */
+const READERS_SHAPE = shapeOf(allOptionNames<WinnerReaders>()(["readWinner", "readWinners"]))
+
 /** Builds the sweep methods over the ports. */
 export const makeSweepMethods = Effect.gen(function*() {
   const watches = yield* WatchRepository
@@ -75,7 +80,7 @@ export const makeSweepMethods = Effect.gen(function*() {
   let auditAfter: WatchIdentity | undefined
 
   const methods: SweepMethods = {
-    listDueOperations: (now, readers) =>
+    listDueOperations: taking("listDueOperations", ["now", "readers"], [undefined, READERS_SHAPE], (now: Millis, readers?: WinnerReaders) =>
       Effect.gen(function*() {
         yield* validate("listDueOperations", [
           ["now", now, Rules.millis],
@@ -107,9 +112,9 @@ export const makeSweepMethods = Effect.gen(function*() {
         yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "operations"), due.length)
         yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "watches"), dueWatches.length)
         return { operations: due, watches: dueWatches, corrupt: [...dueCorrupt, ...auditCorrupt] }
-      }),
+      })),
 
-    collectFinishedOperations: (params) =>
+    collectFinishedOperations: taking("collectFinishedOperations", ["params"], [COLLECT_SHAPE], (params: CollectParams) =>
       Effect.gen(function*() {
         yield* validate("collectFinishedOperations", [
           ["params", params, Rules.record],
@@ -118,7 +123,7 @@ export const makeSweepMethods = Effect.gen(function*() {
         ])
         const now = yield* Clock.currentTimeMillis
         return yield* operations.collectFinished({ before: params.before, limit: params.limit }, now)
-      })
+      }))
   }
   return methods
 })

@@ -1,13 +1,18 @@
 import { Effect, Option } from "effect"
-import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "../errors.js"
+import { type ConcurrentUpdateExhausted, InvalidInput, type PersistenceError } from "../errors.js"
 import { OperationEntropy } from "../operation/entropy.js"
 import { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import {
   fenceChecks,
+  LEASE_HOLDER_SHAPE,
+  LEASE_TERMS_SHAPE,
   leaseChecks,
   leaseTermsChecks,
+  PROGRESS_RESULT_SHAPE,
   progressResultChecks,
+  recomputeResultRule,
+  SYNC_STATE_SHAPE,
   syncStateInputChecks,
   syncStateKeyChecks
 } from "../syncstate/checks.js"
@@ -40,7 +45,8 @@ import {
   toSyncState,
   toSyncStateEntry
 } from "../syncstate/SyncState.js"
-import { fieldOf, Rules, validate, validated } from "../validation.js"
+import { allOptionNames } from "../optionNames.js"
+import { fieldOf, type InputShape, Rules, shapeOf, takeArguments, taking, validate, validated } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
 /**
@@ -128,6 +134,23 @@ const holderKey = (lease: SyncLeaseHolder): SyncStateKey => ({ connectorName: le
 /** A random id for an incarnation or a lease token (from the store's `OperationEntropy`). */
 const randomId = Effect.map(OperationEntropy, (entropy) => entropy.token())
 
+/** The options of `setSyncState`. */
+const SET_SYNC_OPTIONS_SHAPE: InputShape = shapeOf(allOptionNames<SetSyncStateOptions>()(["leaseToken"]))
+
+/** The options of `updateSyncProgress`. */
+const PROGRESS_OPTIONS_SHAPE: InputShape = shapeOf(
+  allOptionNames<UpdateSyncProgressOptions>()(["leaseToken", "maxRetries"])
+)
+
+const SET_NAMES = ["connectorName", "ownerDID", "state", "options"]
+const SET_TAKINGS = [undefined, undefined, SYNC_STATE_SHAPE, SET_SYNC_OPTIONS_SHAPE]
+const PROGRESS_NAMES = ["connectorName", "ownerDID", "recompute", "options"]
+const PROGRESS_TAKINGS = [undefined, undefined, undefined, PROGRESS_OPTIONS_SHAPE]
+const RESULT_NAMES = ["recompute()"]
+const RESULT_TAKINGS = [PROGRESS_RESULT_SHAPE]
+const CLAIM_NAMES = ["connectorName", "ownerDID", "options"]
+const CLAIM_TAKINGS = [undefined, undefined, LEASE_TERMS_SHAPE]
+
 /** Builds the sync-state methods over the ports. */
 export const makeSyncStateMethods = Effect.gen(function*() {
   const repo = yield* SyncStateRepository
@@ -183,10 +206,14 @@ export const makeSyncStateMethods = Effect.gen(function*() {
     Effect.gen(function*() {
       const row = Option.getOrUndefined(yield* repo.get(key))
       if (!fenceHolds(row, fence)) return yield* new SyncLeaseLost({ method: "updateSyncProgress", ...key })
-      const result = yield* Effect.try({
+      const returned = yield* Effect.try({
         try: () => recompute(progressCurrent(row)),
         catch: (cause) => new SyncProgressRecomputeFailed({ ...key, cause })
       })
+      yield* validate("updateSyncProgress", [["recompute()", returned, recomputeResultRule]])
+      const taken = takeArguments("updateSyncProgress", RESULT_NAMES, RESULT_TAKINGS, [returned])
+      if (taken instanceof InvalidInput) return yield* taken
+      const result = taken[0]
       yield* validate("updateSyncProgress", progressResultChecks(result, row, key))
       return yield* apply(decideSyncProgress(key, row, validProgress(result as SyncProgressCASResult), yield* randomId, fence))
     })
@@ -196,7 +223,12 @@ export const makeSyncStateMethods = Effect.gen(function*() {
       validated("getSyncState", syncStateKeyChecks(connectorName, ownerDID), () =>
         Effect.map(repo.get({ connectorName, ownerDID }), Option.map(toSyncState))),
 
-    setSyncState: (connectorName, ownerDID, state, options) =>
+    setSyncState: taking("setSyncState", SET_NAMES, SET_TAKINGS, (
+      connectorName: string,
+      ownerDID: string,
+      state: SyncStateInput,
+      options?: SetSyncStateOptions
+    ) =>
       Effect.gen(function*() {
         yield* validate("setSyncState", [
           ...syncStateKeyChecks(connectorName, ownerDID),
@@ -211,9 +243,14 @@ export const makeSyncStateMethods = Effect.gen(function*() {
           return { outcome: Option.some(toSyncState(write.row)), write }
         })
         return Option.isSome(outcome) ? outcome.value : yield* new SyncLeaseLost({ method: "setSyncState", ...key })
-      }),
+      })),
 
-    updateSyncProgress: (connectorName, ownerDID, recompute, options) =>
+    updateSyncProgress: taking("updateSyncProgress", PROGRESS_NAMES, PROGRESS_TAKINGS, (
+      connectorName: string,
+      ownerDID: string,
+      recompute: SyncProgressRecompute,
+      options?: UpdateSyncProgressOptions
+    ) =>
       Effect.gen(function*() {
         yield* validate("updateSyncProgress", [
           ...syncStateKeyChecks(connectorName, ownerDID),
@@ -228,7 +265,7 @@ export const makeSyncStateMethods = Effect.gen(function*() {
           if (Option.isSome(written)) return toSyncState(written.value)
         }
         return yield* new SyncProgressExhausted({ connectorName, ownerDID, attempts: maxRetries + 1 })
-      }),
+      })),
 
     deleteSyncState: (connectorName, ownerDID) =>
       validated("deleteSyncState", syncStateKeyChecks(connectorName, ownerDID), () =>
@@ -238,19 +275,19 @@ export const makeSyncStateMethods = Effect.gen(function*() {
       validated("listSyncStatesForConnector", [["connectorName", connectorName, Rules.id]], () =>
         Effect.map(repo.listByConnector(connectorName), (rows) => rows.map(toSyncStateEntry))),
 
-    claimSyncLease: (connectorName, ownerDID, terms) =>
+    claimSyncLease: taking("claimSyncLease", CLAIM_NAMES, CLAIM_TAKINGS, (connectorName: string, ownerDID: string, terms: SyncLeaseTerms) =>
       validated("claimSyncLease", [...syncStateKeyChecks(connectorName, ownerDID), ...leaseTermsChecks(terms)], () =>
         Effect.flatMap(randomId, (token) =>
           transition("claimSyncLease", { connectorName, ownerDID }, (row, incarnation) =>
-            decideClaimSyncLease({ connectorName, ownerDID }, row, terms, token, incarnation)))),
+            decideClaimSyncLease({ connectorName, ownerDID }, row, terms, token, incarnation))))),
 
-    renewSyncLease: (lease, terms) =>
+    renewSyncLease: taking("renewSyncLease", ["lease", "options"], [LEASE_HOLDER_SHAPE, LEASE_TERMS_SHAPE], (lease: SyncLeaseHolder, terms: SyncLeaseTerms) =>
       validated("renewSyncLease", [...leaseChecks(lease), ...leaseTermsChecks(terms)], () =>
-        transition("renewSyncLease", holderKey(lease), (row) => decideRenewSyncLease(row, lease, terms))),
+        transition("renewSyncLease", holderKey(lease), (row) => decideRenewSyncLease(row, lease, terms)))),
 
-    releaseSyncLease: (lease) =>
+    releaseSyncLease: taking("releaseSyncLease", ["lease"], [LEASE_HOLDER_SHAPE], (lease: SyncLeaseHolder) =>
       validated("releaseSyncLease", leaseChecks(lease), () =>
-        transition("releaseSyncLease", holderKey(lease), (row) => decideReleaseSyncLease(row, lease)))
+        transition("releaseSyncLease", holderKey(lease), (row) => decideReleaseSyncLease(row, lease))))
   }
   return methods
 })

@@ -12,8 +12,18 @@ import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { type ReadWinner, WinnerReader } from "../ports/WinnerReader.js"
-import { firstProblem, identityChecks, Rules, validate, validated } from "../validation.js"
-import { armWatchChecks, claimWatchChecks, deferWatchChecks, resumeAuthChecks, verificationChecks } from "../watch/checks.js"
+import { allOptionNames } from "../optionNames.js"
+import { firstProblem, identityChecks, type InputShape, LIST, preparing, Rules, shapeOf, taking, validate, validated } from "../validation.js"
+import {
+  armWatchChecks,
+  claimWatchChecks,
+  DEFER_SHAPE,
+  deferWatchChecks,
+  IDENTITY_SHAPE,
+  resumeAuthChecks,
+  VERIFICATION_SHAPE,
+  verificationChecks
+} from "../watch/checks.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import {
   type ArmInput,
@@ -98,6 +108,23 @@ const armInputOf = (reason: ArmReason, options: ArmWatchOptions): ArmInput => ({
   triggeringWinner: options.triggeringWinner
 })
 
+/** The options of `armWatch`. */
+const ARM_SHAPE: InputShape = shapeOf(allOptionNames<ArmWatchOptions>()(["dueAt", "triggeringWinner"]))
+
+/** The options of `claimWatchAttempt`. */
+const CLAIM_WATCH_SHAPE: InputShape = shapeOf(allOptionNames<ClaimWatchOptions>()(["until", "generation", "now"]))
+
+
+/** The parameters of `resumeAuthDeferred`. */
+const RESUME_AUTH_SHAPE: InputShape = shapeOf(
+  allOptionNames<ResumeAuthParams>()(["ownerDID", "connectorNames", "now"]),
+  { connectorNames: LIST }
+)
+
+const IDENTITY_NAMES = ["identity", "options"]
+const ARM_NAMES = ["identity", "reason", "options"]
+const ARM_TAKINGS = [IDENTITY_SHAPE, undefined, ARM_SHAPE]
+
 /** Builds the watch methods over the ports. */
 export const makeWatchMethods = Effect.gen(function*() {
   const watches = yield* WatchRepository
@@ -127,41 +154,41 @@ export const makeWatchMethods = Effect.gen(function*() {
     )
 
   const methods: WatchMethods = {
-    getWatch: (identity) =>
-      validated("getWatch", identityChecks("identity", identity), () => watches.get(identity)),
+    getWatch: taking("getWatch", ["identity"], [IDENTITY_SHAPE], (identity: WatchIdentity) =>
+      validated("getWatch", identityChecks("identity", identity), () => watches.get(identity))),
 
     getWatchByDocument: (documentID) =>
       validated("getWatchByDocument", [["documentID", documentID, Rules.id]], () => watches.getByDocument(documentID)),
 
-    listWatchesByDocuments: (documentIDs) =>
+    listWatchesByDocuments: taking("listWatchesByDocuments", ["documentIDs"], [LIST], (documentIDs: ReadonlyArray<string>) =>
       validated("listWatchesByDocuments", [["documentIDs", documentIDs, Rules.ids]], () =>
         Effect.map(
           Effect.forEach(chunksOf(Array.from(new Set(documentIDs)), DOCUMENT_CHUNK), watches.listByDocuments),
           (chunks) => chunks.flat()
-        )),
+        ))),
 
-    armWatch: hot((identity: WatchIdentity, reason: ArmReason, options: ArmWatchOptions) => {
+    armWatch: hot(preparing("armWatch", ARM_NAMES, ARM_TAKINGS, (identity: WatchIdentity, reason: ArmReason, options: ArmWatchOptions) => {
       // Not in the type, but a JavaScript caller can still pass it.
       if ((reason as string) === "finalize") return new ReservedArmReason({ reason: "finalize" })
       return firstProblem("armWatch", armWatchChecks(identity, reason, options)) ??
         (armReader._tag === "Left" ? armReader.left : armTransition(identity, armInputOf(reason, options)))
-    }, reader(armReader)),
+    }), reader(armReader)),
 
-    claimWatchAttempt: hot((identity: WatchIdentity, options: ClaimWatchOptions) =>
-      firstProblem("claimWatchAttempt", claimWatchChecks(identity, options)) ?? claimWatchTransition(identity, options)),
+    claimWatchAttempt: hot(preparing("claimWatchAttempt", IDENTITY_NAMES, [IDENTITY_SHAPE, CLAIM_WATCH_SHAPE], (identity: WatchIdentity, options: ClaimWatchOptions) =>
+      firstProblem("claimWatchAttempt", claimWatchChecks(identity, options)) ?? claimWatchTransition(identity, options))),
 
-    deferWatch: hot((identity: WatchIdentity, options: DeferInput) =>
-      firstProblem("deferWatch", deferWatchChecks(identity, options)) ?? deferTransition(identity, options)),
+    deferWatch: hot(preparing("deferWatch", IDENTITY_NAMES, [IDENTITY_SHAPE, DEFER_SHAPE], (identity: WatchIdentity, options: DeferInput) =>
+      firstProblem("deferWatch", deferWatchChecks(identity, options)) ?? deferTransition(identity, options))),
 
-    recordVerification: hot((identity: WatchIdentity, input: VerificationInput) =>
+    recordVerification: hot(preparing("recordVerification", ["identity", "input"], [IDENTITY_SHAPE, VERIFICATION_SHAPE], (identity: WatchIdentity, input: VerificationInput) =>
       firstProblem("recordVerification", verificationChecks(identity, input)) ??
-        (verificationReader._tag === "Left" ? verificationReader.left : verificationTransition(identity, input)), reader(verificationReader)),
+        (verificationReader._tag === "Left" ? verificationReader.left : verificationTransition(identity, input))), reader(verificationReader)),
 
     resumeOfflineDeferred: (now) =>
       validated("resumeOfflineDeferred", [["now", now, Rules.millis]], () =>
         resume("resumeOfflineDeferred", { reason: "offline" }, now)),
 
-    resumeAuthDeferred: (params) =>
+    resumeAuthDeferred: taking("resumeAuthDeferred", ["params"], [RESUME_AUTH_SHAPE], (params: ResumeAuthParams) =>
       Effect.gen(function*() {
         yield* validate("resumeAuthDeferred", resumeAuthChecks(params))
         if (params.connectorNames.length === 0) return
@@ -170,7 +197,7 @@ export const makeWatchMethods = Effect.gen(function*() {
           ownerDID: params.ownerDID,
           connectorNames: params.connectorNames
         }, params.now)
-      })
+      }))
   }
   return methods
 })

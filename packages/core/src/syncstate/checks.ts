@@ -1,6 +1,21 @@
-import { type Check, fieldOf, oneOf, optional, type Rule, Rules } from "../validation.js"
+import { allOptionNames } from "../optionNames.js"
+import {
+  type Check,
+  EXACT_JSON,
+  fieldOf,
+  type InputShape,
+  oneOf,
+  openShapeOf,
+  optional,
+  type Rule,
+  Rules,
+  shapeOf
+} from "../validation.js"
 import { jsonProblem } from "./json.js"
-import { blankSyncState, SYNC_STATUSES, type SyncStateKey, type SyncStateRow } from "./SyncState.js"
+import type { SyncLeaseHolder, SyncLeaseTerms } from "./lease.js"
+import type { SyncProgressCASResult } from "./progress.js"
+import type { SyncStateInput } from "./setState.js"
+import { blankSyncState, SYNC_STATUSES, type SyncStateEntry, type SyncStateKey, type SyncStateRow } from "./SyncState.js"
 
 /**
  * The largest `entityCount` the store keeps: 2^31 - 1, the original
@@ -20,6 +35,51 @@ export const jsonRule: Rule = (value) => {
   return problem === undefined ? undefined : `must be a JSON value: ${problem}`
 }
 
+/**
+ * A JSON value taken already (by `EXACT_JSON`, which checked it in the walk
+ * that copied it): only its absence is left to refuse.
+ */
+const takenJson: Rule = (value) => value === undefined ? "must be a JSON value: $ is a undefined, not a JSON value" : undefined
+
+/**
+ * The fields of a `SyncStateInput`. The other fields of a state read back
+ * (its key, version, incarnation, lease expiry) are allowed and ignored, so
+ * a read state can be written back; any other key is refused.
+ */
+export const SYNC_STATE_SHAPE: InputShape = shapeOf(
+  allOptionNames<SyncStateInput>()(["status", "lastSyncedAt", "entityCount", "error", "checkpoint", "recovery"]),
+  { checkpoint: EXACT_JSON, recovery: EXACT_JSON },
+  allOptionNames<Omit<SyncStateEntry, keyof SyncStateInput>>()(["connectorName", "ownerDID", "leaseExpiresAt", "version", "incarnation"])
+)
+
+/** The terms of a sync-lease claim or renewal. */
+export const LEASE_TERMS_SHAPE: InputShape = shapeOf(allOptionNames<SyncLeaseTerms>()(["now", "leaseMs"]))
+
+/** A sync lease handed back: every part is required, so a whole `SyncLease` will do (other keys are not read). */
+export const LEASE_HOLDER_SHAPE: InputShape = openShapeOf(
+  allOptionNames<SyncLeaseHolder>()(["connectorName", "ownerDID", "token"])
+)
+
+/** What a recompute returns must be an object, given synchronously (checked before its fields are taken). */
+export const recomputeResultRule: Rule = (value) =>
+  typeof fieldOf(value, "then") === "function" ? "must return its result synchronously, not a Promise" : Rules.record(value)
+
+/** Fields of a row a progress write never changes: a result may carry them only as copies of what is stored. */
+const UNWRITTEN_BY_PROGRESS = ["connectorName", "ownerDID", "version", "incarnation", "status", "leaseExpiresAt", "leaseToken"] as const
+
+/**
+ * What a recompute may return: its progress fields (checkpoint and
+ * recovery are JSON values read once), and copies of the fields a progress
+ * write never changes (checked against the stored ones).
+ */
+export const PROGRESS_RESULT_SHAPE: InputShape = shapeOf(
+  [
+    ...allOptionNames<SyncProgressCASResult>()(["checkpoint", "recovery", "lastSyncedAt", "entityCount", "error"]),
+    ...UNWRITTEN_BY_PROGRESS
+  ],
+  { checkpoint: EXACT_JSON, recovery: EXACT_JSON }
+)
+
 /** The checks of a connector name and owner DID given as arguments. */
 export const syncStateKeyChecks = (connectorName: unknown, ownerDID: unknown): ReadonlyArray<Check> => [
   ["connectorName", connectorName, Rules.id],
@@ -33,12 +93,8 @@ export const syncStateInputChecks = (input: unknown): ReadonlyArray<Check> => [
   ["state.lastSyncedAt", fieldOf(input, "lastSyncedAt"), Rules.text],
   ["state.entityCount", fieldOf(input, "entityCount"), entityCountRule],
   ["state.error", fieldOf(input, "error"), optional(errorRule)],
-  ["state.checkpoint", fieldOf(input, "checkpoint"), optional(jsonRule)],
-  ["state.recovery", fieldOf(input, "recovery"), optional(jsonRule)]
+  // checkpoint and recovery: checked as they were taken (SYNC_STATE_SHAPE).
 ]
-
-/** Fields of a row a progress write never changes: a result may carry them only as copies of what is stored. */
-const UNWRITTEN_BY_PROGRESS = ["connectorName", "ownerDID", "version", "incarnation", "status", "leaseExpiresAt", "leaseToken"] as const
 
 /**
  * The checks of what a recompute returned, computed from `row` (none: the
@@ -52,12 +108,9 @@ const UNWRITTEN_BY_PROGRESS = ["connectorName", "ownerDID", "version", "incarnat
 export const progressResultChecks = (result: unknown, row: SyncStateRow | undefined, key: SyncStateKey): ReadonlyArray<Check> => {
   const stored: SyncStateRow = row ?? { ...blankSyncState(key, ""), incarnation: null }
   return [
-    ["recompute()", result, (v) =>
-      typeof fieldOf(v, "then") === "function"
-        ? "must return its result synchronously, not a Promise"
-        : Rules.record(v)],
-    ["recompute().checkpoint", fieldOf(result, "checkpoint"), jsonRule],
-    ["recompute().recovery", fieldOf(result, "recovery"), jsonRule],
+    ["recompute()", result, recomputeResultRule],
+    ["recompute().checkpoint", fieldOf(result, "checkpoint"), takenJson],
+    ["recompute().recovery", fieldOf(result, "recovery"), takenJson],
     ["recompute().lastSyncedAt", fieldOf(result, "lastSyncedAt"), optional(Rules.text)],
     ["recompute().entityCount", fieldOf(result, "entityCount"), optional(entityCountRule)],
     ["recompute().error", fieldOf(result, "error"), optional(errorRule)],

@@ -13,9 +13,145 @@ export type JsonValue =
 /** How deep a JSON value may nest before it is refused (the encoder recurses). */
 export const MAX_JSON_DEPTH = 512
 
+/**
+ * The largest JSON value the store keeps, in bytes of its UTF-8 JSON text
+ * (as `JSON.stringify` writes it): 1 MiB per value (a result entity, a
+ * checkpoint, a recovery buffer, a reissue intent). A value shared in
+ * several places counts once for each place, as its text repeats it.
+ */
+export const MAX_JSON_BYTES = 1_048_576
+
 const isPlainObject = (value: object): boolean => {
   const proto = Object.getPrototypeOf(value)
   return proto === Object.prototype || proto === null
+}
+
+/** Bytes of `text` as a JSON string (quotes and escapes included), or more than `limit` once it is sure to pass it. */
+const jsonStringBytes = (text: string, limit: number): number => {
+  // Every code unit takes at least one byte: a string this long cannot fit.
+  if (text.length + 2 > limit) return limit + 1
+  let bytes = 2
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i)
+    if (unit < 0x80) {
+      bytes += unit === 0x22 || unit === 0x5c ? 2 : unit >= 0x20 ? 1 : unit === 8 || unit === 9 || unit === 10 || unit === 12 || unit === 13 ? 2 : 6
+    } else if (unit < 0x800) bytes += 2
+    else if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = text.charCodeAt(i + 1)
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        bytes += 4
+        i++
+      } else bytes += 6
+    } else bytes += unit >= 0xdc00 && unit <= 0xdfff ? 6 : 3
+  }
+  return bytes
+}
+
+/** Why a walk stopped: the reason, naming a path. */
+class JsonRefusal {
+  constructor(readonly problem: string) {}
+}
+
+/** The property `key` of `holder`, read once; a getter that throws refuses the value at `path`. */
+const readAt = (holder: object, key: string | number, path: string): unknown => {
+  try {
+    return (holder as Record<string | number, unknown>)[key]
+  } catch {
+    throw new JsonRefusal(`${path} could not be read (reading it threw)`)
+  }
+}
+
+/** How a walk copies what it visits: not at all, exactly (`-0` kept), or as `JSON.stringify` would (`-0` as `0`). */
+type Copying = "none" | "exact" | "plain"
+
+/**
+ * One walk over `value`: refuses what `jsonProblem` names, and stops as soon
+ * as the encoded text would pass `maxBytes`. Each property is read once,
+ * and the copy (unless `copying` is `none`) is built from that reading.
+ * Shared references are walked where they occur, so the walk's work is
+ * bounded by `maxBytes` too: a small graph of shared objects whose text
+ * would be huge stops at the bound.
+ */
+const walkJson = (value: unknown, maxBytes: number, copying: Copying): unknown => {
+  const ancestors = new Set<object>()
+  let bytes = 0
+  const add = (more: number, path: string) => {
+    bytes += more
+    if (bytes > maxBytes) throw new JsonRefusal(`${path} takes the value past ${maxBytes} bytes of JSON text`)
+  }
+  const visit = (v: unknown, path: string, depth: number): unknown => {
+    if (v === null) {
+      add(4, path)
+      return v
+    }
+    if (typeof v === "boolean") {
+      add(v ? 4 : 5, path)
+      return v
+    }
+    if (typeof v === "string") {
+      add(jsonStringBytes(v, maxBytes - bytes), path)
+      return v
+    }
+    if (typeof v === "number") {
+      if (!Number.isFinite(v)) throw new JsonRefusal(`${path} is a non-finite number`)
+      const plain = copying === "plain" && Object.is(v, -0) ? 0 : v
+      add(Object.is(plain, -0) ? 2 : String(plain).length, path)
+      return plain
+    }
+    if (typeof v !== "object") throw new JsonRefusal(`${path} is a ${typeof v}, not a JSON value`)
+    if (depth >= MAX_JSON_DEPTH) throw new JsonRefusal(`${path} nests deeper than ${MAX_JSON_DEPTH} levels`)
+    if (ancestors.has(v)) throw new JsonRefusal(`${path} refers back to itself (a cycle)`)
+    ancestors.add(v)
+    try {
+      if (Array.isArray(v)) {
+        const length = v.length
+        add(length === 0 ? 2 : 1 + length, path)
+        const copy: Array<unknown> | undefined = copying === "none" ? undefined : new Array(length)
+        for (let i = 0; i < length; i++) {
+          if (!(i in v)) throw new JsonRefusal(`${path}[${i}] is a hole in a sparse array`)
+          const item = visit(readAt(v, i, `${path}[${i}]`), `${path}[${i}]`, depth + 1)
+          if (copy !== undefined) copy[i] = item
+        }
+        return copy ?? v
+      }
+      if (!isPlainObject(v)) throw new JsonRefusal(`${path} is not a plain object`)
+      if (Object.getOwnPropertySymbols(v).length > 0) throw new JsonRefusal(`${path} has symbol keys`)
+      const keys = Object.keys(v)
+      add(keys.length === 0 ? 2 : 1 + keys.length, path)
+      const copy: Record<string, unknown> | undefined = copying === "none" ? undefined : {}
+      for (const key of keys) {
+        const at = `${path}.${JSON.stringify(key)}`
+        add(jsonStringBytes(key, maxBytes - bytes) + 1, at)
+        const item = visit(readAt(v, key, at), at, depth + 1)
+        if (copy === undefined) continue
+        if (key === "__proto__") Object.defineProperty(copy, key, { value: item, enumerable: true, writable: true, configurable: true })
+        else copy[key] = item
+      }
+      return copy ?? v
+    } finally {
+      ancestors.delete(v)
+    }
+  }
+  return visit(value, "$", 0)
+}
+
+/** The outcome of `takeJson`: the copy, or why the value is refused (naming a path, never a value). */
+export type JsonTaken = { readonly value: JsonValue; readonly problem?: undefined } | { readonly problem: string }
+
+/**
+ * Reads `value` once as a JSON value the store keeps: a plain copy built in
+ * the same walk that checks it (see `jsonProblem`) and bounds its encoded
+ * size by `maxBytes`. `plain` copies as `JSON.stringify` then `JSON.parse`
+ * would (`-0` becomes `0`), for the columns written that way; `exact` keeps
+ * `-0`. A getter or proxy that throws while it is read refuses the value;
+ * nothing thrown escapes.
+ */
+export const takeJson = (value: unknown, copying: "exact" | "plain", maxBytes: number = MAX_JSON_BYTES): JsonTaken => {
+  try {
+    return { value: walkJson(value, maxBytes, copying) as JsonValue }
+  } catch (thrown) {
+    return { problem: thrown instanceof JsonRefusal ? thrown.problem : "$ could not be read (reading it threw)" }
+  }
 }
 
 /**
@@ -23,40 +159,17 @@ const isPlainObject = (value: object): boolean => {
  * when it is. Refused: `undefined` and functions and symbols anywhere, BigInt,
  * NaN and ±Infinity (JSON would turn them into `null` or throw), sparse
  * arrays, objects that are not plain (Date, Map, class instances: JSON would
- * flatten them), symbol keys, cycles, and nesting deeper than
- * `MAX_JSON_DEPTH`. The reason names the path (`$.items[3]`), never the value,
- * so it is safe to show.
+ * flatten them), symbol keys, cycles, nesting deeper than `MAX_JSON_DEPTH`,
+ * and text longer than `MAX_JSON_BYTES`. The reason names the path
+ * (`$.items[3]`), never the value, so it is safe to show.
  */
 export const jsonProblem = (value: unknown): string | undefined => {
-  const ancestors = new Set<object>()
-  const visit = (v: unknown, path: string, depth: number): string | undefined => {
-    if (v === null || typeof v === "boolean" || typeof v === "string") return undefined
-    if (typeof v === "number") return Number.isFinite(v) ? undefined : `${path} is a non-finite number`
-    if (typeof v !== "object") return `${path} is a ${typeof v}, not a JSON value`
-    if (depth >= MAX_JSON_DEPTH) return `${path} nests deeper than ${MAX_JSON_DEPTH} levels`
-    if (ancestors.has(v)) return `${path} refers back to itself (a cycle)`
-    ancestors.add(v)
-    try {
-      if (Array.isArray(v)) {
-        for (let i = 0; i < v.length; i++) {
-          if (!(i in v)) return `${path}[${i}] is a hole in a sparse array`
-          const problem = visit(v[i], `${path}[${i}]`, depth + 1)
-          if (problem !== undefined) return problem
-        }
-        return undefined
-      }
-      if (!isPlainObject(v)) return `${path} is not a plain object`
-      if (Object.getOwnPropertySymbols(v).length > 0) return `${path} has symbol keys`
-      for (const key of Object.keys(v)) {
-        const problem = visit((v as Record<string, unknown>)[key], `${path}.${JSON.stringify(key)}`, depth + 1)
-        if (problem !== undefined) return problem
-      }
-      return undefined
-    } finally {
-      ancestors.delete(v)
-    }
+  try {
+    walkJson(value, MAX_JSON_BYTES, "none")
+    return undefined
+  } catch (thrown) {
+    return thrown instanceof JsonRefusal ? thrown.problem : "$ could not be read (reading it threw)"
   }
-  return visit(value, "$", 0)
 }
 
 /** True when `value` is a JSON value the store keeps exactly (see `jsonProblem`). */

@@ -1,4 +1,22 @@
-import { type Check, fieldOf, identityChecks, oneOf, optional, Rules } from "../validation.js"
+import { allOptionNames } from "../optionNames.js"
+import { type Check, fieldOf, identityChecks, type InputShape, oneOf, openShapeOf, optional, Rules, shapeOf } from "../validation.js"
+import type { WatchIdentity } from "./ProjectionWatch.js"
+import type { DeferInput, VerificationInput } from "./transitions.js"
+
+/** A watch identity: every part is required, so a whole watch row will do (other keys are not read). */
+export const IDENTITY_SHAPE: InputShape = openShapeOf(
+  allOptionNames<WatchIdentity>()(["ownerDID", "connectorName", "model", "accountKey", "sourceID"])
+)
+
+/** The options of `deferWatch`. */
+export const DEFER_SHAPE: InputShape = shapeOf(
+  allOptionNames<DeferInput>()(["generation", "claimedUntil", "nextAttemptAt", "reason"])
+)
+
+/** The input of `recordVerification`. */
+export const VERIFICATION_SHAPE: InputShape = shapeOf(
+  allOptionNames<VerificationInput>()(["generation", "claimedUntil", "fetchedDigest", "maxAttempts", "dueAt"])
+)
 
 const generation = Rules.nonNegativeInt
 const armReason = oneOf("ingress", "manual")
