@@ -69,6 +69,28 @@ describe("SQLite file identity", () => {
     expect(existsSync(path)).toBe(false)
   })
 
+  it("a file deleted under a store is not created again by the next open while its log is left, so a replayed claim is not claimed again", async () => {
+    const { path, store } = await storeWithWrites(1)
+    rmSync(path)
+    await store.close()
+    // The log outlives the file: the next open refuses rather than start an empty database.
+    expect(existsSync(`${path}-wal`)).toBe(true)
+    const failure = await rejection(openConnectorStore({ url: path }))
+    expect(failure).toMatchObject({ _tag: "PersistenceError", reason: "database-replaced", method: "openConnectorStore" })
+    expect(String(failure["driverMessage"])).toContain(`${path}-wal`)
+    expect(existsSync(path)).toBe(false)
+    // With the log removed too, the path holds nothing of the store: an open there is a first open,
+    // and the store cannot tell it from one.
+    rmSync(`${path}-wal`)
+    rmSync(`${path}-shm`, { force: true })
+    const fresh = await openConnectorStore({ url: path })
+    try {
+      expect((await fresh.claimOperation(claimInput())).outcome).toBe("claimed")
+    } finally {
+      await fresh.close()
+    }
+  })
+
   it("a file replaced by another database rejects database-replaced, and the replacement is not written", async () => {
     const { path, store } = await storeWithWrites(3)
     const other = freshSqlitePath()

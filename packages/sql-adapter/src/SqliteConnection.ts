@@ -42,7 +42,8 @@ import { withConnectionThen } from "./internal/transactionContext.js"
  *   connection fails that commit, rolled back, and every later statement,
  *   with a `SqlError` whose cause has the code `DATABASE_REPLACED_CODE`
  *   (classified `database-replaced`): a write is never acknowledged into a
- *   file no later open would find.
+ *   file no later open would find. A file missing beside its log (`-wal`),
+ *   deleted while open, is not created again: the open fails the same way.
  *
  * With a tracer installed the same statements run in the same way, each in
  * a `sql.execute` span and each transaction in a `sql.transaction` span, as
@@ -510,9 +511,17 @@ const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
     existing.refs++
     return existing
   }
-  if (shared && opened === undefined && !fs.existsSync(path.dirname(file))) {
-    // better-sqlite3's own message does not name the path; these words classify it `database-missing`.
-    throw new TypeError(`Cannot open database ${file} because the directory does not exist: ${path.dirname(file)}`)
+  if (shared && opened === undefined) {
+    if (!fs.existsSync(path.dirname(file))) {
+      // better-sqlite3's own message does not name the path; these words classify it `database-missing`.
+      throw new TypeError(`Cannot open database ${file} because the directory does not exist: ${path.dirname(file)}`)
+    }
+    if (!readonly && statOf(`${file}-wal`) !== undefined) {
+      throw new DatabaseReplacedError(
+        `${file} does not exist but its log ${file}-wal does: the database was deleted while a connection had it open. ` +
+          `Restore the file, or remove ${file}-wal and ${file}-shm to start an empty database`
+      )
+    }
   }
   const db = readonly ? openReadOnly(file, busyTimeoutMs) : new Sqlite(file, { fileMustExist: options.fileMustExist === true })
   let identity: FileIdentity | undefined
