@@ -821,7 +821,9 @@ export const formatRunReport = (plan: CheckPlan, result: RunResult): string =>
  * the due sweep re-drives what it lists through your loop, the verifier
  * and retention run, the network goes down and the grant expires, and
  * storage writes fail or lose their race. After the schedule every lease
- * lapses and a calm recovery drives everything due. Resolves with what it
+ * lapses and a calm recovery drives everything due, moving the clock to
+ * each pending due time up to `recoveryHorizonMs` ahead (your watches due
+ * in 30 s are verified), in at most `recoveryRounds` rounds. Resolves with what it
  * ran; rejects with `RunnerLoopCheckFailed` (the shrunk counterexample: its
  * seed and path, the plan, and the calls in order with each answer) when
  * a write was applied twice outside a sanctioned reissue, lost, recorded
