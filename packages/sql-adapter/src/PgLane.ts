@@ -1,4 +1,4 @@
-import type { DirectRowsOf, DirectTransactionOf, LaneDatabaseApi } from "@connector-store/core/adapter"
+import { type DirectRowsOf, type DirectTransactionOf, laneCallNow, type LaneDatabaseApi } from "@connector-store/core/adapter"
 import type * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { Statement } from "@effect/sql/Statement"
@@ -8,7 +8,7 @@ import type { RawRow } from "./internal/columns.js"
 import { directRows } from "./internal/directRows.js"
 import { type Compiled, compiled, directFailure } from "./internal/directStatements.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
-import type { Holds } from "./internal/pgHolds.js"
+import type { HeldClient, Holds } from "./internal/pgHolds.js"
 import type { TableNames } from "./Tables.js"
 
 /** Runs one statement: the pool (a client per statement) or a transaction's client. */
@@ -44,18 +44,32 @@ export const makePgLane = (
 ): LaneDatabaseApi => {
   const { holds } = parts
 
-  /** Runs one statement on a client of its own, handed back after (discarded, as `pg`'s pool does, when it failed). */
-  const alone: Run = (text, params) =>
-    new Promise<Pg.QueryResult>((resolve, reject) => {
+  /**
+   * Runs one statement on a client of its own, handed back after
+   * (discarded, as `pg`'s pool does, when it failed). A statement sent for
+   * a lane call that ends before it answers gives its client up then (see
+   * `laneCallNow`): it cannot apply after the call was answered.
+   */
+  const alone: Run = (text, params) => {
+    const call = laneCallNow()
+    return new Promise<Pg.QueryResult>((resolve, reject) => {
       holds.checkout((cause, held) => {
         if (cause !== undefined || held === undefined) return reject(cause)
+        if (call?.expired === true) {
+          held.release()
+          return reject(new Error("the call ended before its statement was sent"))
+        }
+        const giveUp = () => held.giveUp("its call ended")
+        if (call !== undefined && call.onEnd === undefined) call.onEnd = giveUp
         held.client.query(text, params as Array<unknown>, (failure: Error | null, result: Pg.QueryResult) => {
+          if (call?.onEnd === giveUp) call.onEnd = undefined
           held.release(failure ?? undefined)
           if (failure === null || failure === undefined) resolve(result)
           else reject(failure)
         })
       })
     })
+  }
 
   const rowsOn = (run: Run): DirectRowsOf<true> => {
     const result = (name: string, statement: Statement<unknown> | Compiled): Promise<Pg.QueryResult> => {
@@ -79,8 +93,8 @@ export const makePgLane = (
     }) as DirectRowsOf<true>
   }
 
-  /** A checked-out client in a transaction; `release` hands it back, or discards it given an error. */
-  const transactionOn = (client: Pg.PoolClient, release: (error?: unknown) => void): DirectTransactionOf<true> => {
+  /** A checked-out client in a transaction; `release` hands it back, or discards it given an error; `abandon` gives it up. */
+  const transactionOn = ({ client, release, giveUp }: HeldClient): DirectTransactionOf<true> => {
     let ended = false
     const end = (text: "COMMIT" | "ROLLBACK"): Promise<Pg.QueryResult> => {
       ended = true
@@ -106,6 +120,10 @@ export const makePgLane = (
         if (ended) return Promise.resolve()
         return end("ROLLBACK").then(() => release(), (cause: unknown) => release(cause))
       },
+      abandon: () => {
+        ended = true
+        giveUp("its call ended inside its transaction")
+      },
       // Called with interruption off (see the port), as withConnectionThen needs.
       joined: (effect) =>
         Effect.withFiberRuntime((fiber) => withConnectionThen(fiber.currentContext, parts.connectionOf(client), 0, effect, (exit) => exit))
@@ -128,7 +146,7 @@ export const makePgLane = (
           // ROLLBACK after, which discards it.
           const { client, release } = held
           client.query("BEGIN").then(
-            () => resolve(transactionOn(client, release)),
+            () => resolve(transactionOn(held)),
             (failed: unknown) => {
               release(failed)
               reject(directFailure("transaction", failed))

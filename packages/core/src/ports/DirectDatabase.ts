@@ -74,6 +74,13 @@ export interface DirectTransactionOf<Later extends boolean> {
    * run inside whatever transaction is open on it.
    */
   readonly rows?: DirectRowsOf<Later> | undefined
+  /**
+   * Gives the transaction up at once, without waiting on the database: its
+   * connection is closed (the server rolls it back) and its slot freed; what
+   * still waits on it fails. For a call that ran out; absent where
+   * `rollback` never waits (one connection in the process).
+   */
+  readonly abandon?: (() => void) | undefined
 }
 
 /** A transaction `DirectDatabaseApi.begin` opened; the rows' calls made while it is open run in it. */

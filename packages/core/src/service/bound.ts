@@ -156,6 +156,31 @@ export interface LaneCall {
   onEnd: (() => void) | undefined
 }
 
+let sending: LaneCall | undefined
+
+/**
+ * Runs `send` (a step of a lane call that sends statements outside any
+ * transaction) with `call` as the call the adapter sends them for (see
+ * `laneCallNow`).
+ */
+export const onBehalfOf = <A>(call: LaneCall | undefined, send: () => A): A => {
+  const outer = sending
+  sending = call
+  try {
+    return send()
+  } finally {
+    sending = outer
+  }
+}
+
+/**
+ * The lane call on whose behalf a statement is being sent now, outside a
+ * transaction: an adapter whose statement could outlive the call gives its
+ * connection up when the call ends (`LaneCall.onEnd`). Read synchronously,
+ * when the statement is sent; undefined outside such a step.
+ */
+export const laneCallNow = (): LaneCall | undefined => sending
+
 /**
  * `effect`, the part of a lane call handed to the ports, interrupted when
  * `call` ends (its deadline, a close), and never started once it has.

@@ -4,7 +4,7 @@ import type { OperationRepository } from "../ports/OperationRepository.js"
 import type { DirectDatabaseApi, DirectDatabaseOf, DirectTransaction, DirectTransactionOf } from "../ports/DirectDatabase.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
-import type { LaneCall } from "./bound.js"
+import { type LaneCall, onBehalfOf } from "./bound.js"
 import type { DirectContext } from "./directContext.js"
 import { annotateSpanOf } from "./tracing.js"
 import { storeSeries } from "./metrics.js"
@@ -399,7 +399,7 @@ export const runOnLane = <A, F>(
       }
       let first: A | typeof LOCKED | Promise<A | typeof LOCKED>
       try {
-        first = untransacted(transition.unlocked!(db, now))
+        first = untransacted(call, () => transition.unlocked!(db, now))
       } catch (thrown) {
         return retried(thrown)
       }
@@ -419,6 +419,10 @@ export const runOnLane = <A, F>(
     // A call that runs out (or whose store closes) gives its transaction up at once: its lock and connection are freed.
     if (call !== undefined) {
       call.onEnd = () => {
+        if (open.abandon !== undefined && !over) {
+          over = true
+          return open.abandon()
+        }
         try {
           const rolledBack = rollback()
           if (rolledBack instanceof Promise) rolledBack.catch(ignore)
@@ -480,13 +484,19 @@ const ignore = (): void => undefined
  */
 const CALL_ENDED: unique symbol = Symbol("the call ended")
 
-/** A step run outside any transaction (an unlocked try): it may wait on statements, never on a winner. */
-const untransacted = <A>(step: Step<A>): A | Promise<A> => {
+/**
+ * A step run outside any transaction (an unlocked try): it may wait on
+ * statements, never on a winner. Its statements are sent on behalf of
+ * `call` (see `onBehalfOf`), and none is sent once the call has ended.
+ */
+const untransacted = <A>(call: LaneCall | undefined, next: () => Step<A>): A | Promise<A> => {
+  if (call?.expired === true) throw CALL_ENDED
+  const step = onBehalfOf(call, next)
   if (step.done) return step.value
   const waiting = step
   if (waiting.documentID !== undefined) throw new Error("a transition read a winner outside a transaction")
   if (!(waiting.answer instanceof Promise)) throw new Error("a lane transition waited on an effect")
-  return waiting.answer.then((answered) => untransacted(waiting.resume(answered as never)))
+  return waiting.answer.then((answered) => untransacted(call, () => waiting.resume(answered as never)))
 }
 
 // ---------------------------------------------------------------------------

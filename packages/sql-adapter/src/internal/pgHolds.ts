@@ -20,19 +20,50 @@ const CANCEL_WITHIN_MS = 5_000
  * nobody. Never waits: on a dead network the request is dropped.
  */
 const cancelOnServer = (pool: Pg.Pool, client: Pg.PoolClient): void => {
-  const running = client as unknown as { readonly activeQuery?: unknown; readonly processID?: unknown }
-  if (running.activeQuery === undefined || running.activeQuery === null || typeof running.processID !== "number") return
+  const running = client as unknown as {
+    readonly _getActiveQuery?: () => unknown
+    readonly processID?: unknown
+    readonly secretKey?: unknown
+  }
+  if (!running._getActiveQuery?.() || typeof running.processID !== "number") return
   try {
     const canceller = new Pg.Client(pool.options) as unknown as {
-      readonly connection: { on: (event: string, listener: () => void) => void; readonly stream?: { destroy?: () => void } }
-      cancel: (client: unknown, query: unknown) => void
+      readonly host: string
+      readonly port: number
+      readonly connection: {
+        on: (event: string, listener: () => void) => void
+        connect: (port: number | string, host?: string) => void
+        cancel: (processID: unknown, secretKey: unknown) => void
+        readonly stream?: { destroy?: () => void }
+      }
     }
-    canceller.connection.on("error", ignore)
-    canceller.cancel(client, running.activeQuery)
-    const drop = setTimeout(() => canceller.connection.stream?.destroy?.(), CANCEL_WITHIN_MS)
+    const con = canceller.connection
+    con.on("error", ignore)
+    con.on("connect", () => con.cancel(running.processID, running.secretKey))
+    if (canceller.host.startsWith("/")) con.connect(`${canceller.host}/.s.PGSQL.${canceller.port}`)
+    else con.connect(canceller.port, canceller.host)
+    const drop = setTimeout(() => con.stream?.destroy?.(), CANCEL_WITHIN_MS)
     drop.unref?.()
   } catch {
     // Best effort: the socket is destroyed anyway, and the session's statement_timeout ends the statement.
+  }
+}
+
+/**
+ * Closes the pool's idle clients now. A client given up because its call
+ * ran out most likely sits on a network that lost it; its idle siblings
+ * probably share that fate and would hang the next calls that take them.
+ * New connections are made as calls need them.
+ */
+const evictIdle = (pool: Pg.Pool): void => {
+  const internals = pool as unknown as {
+    readonly _idle?: ReadonlyArray<{ readonly client: Pg.PoolClient }>
+    readonly _remove?: (client: Pg.PoolClient) => void
+  }
+  if (!Array.isArray(internals._idle) || typeof internals._remove !== "function") return
+  for (const { client } of Array.from(internals._idle)) {
+    destroySocket(client)
+    internals._remove.call(pool, client)
   }
 }
 
@@ -58,7 +89,7 @@ export interface HeldClient {
 export interface Holds {
   /** Checks a client out of the pool, held until released or given up. */
   readonly checkout: (done: (cause: Error | undefined, held?: HeldClient) => void) => void
-  /** Gives up every client still out (the pool is closing). */
+  /** Gives up every client still out (the pool is closing); the idle ones are the pool's to end. */
   readonly giveUpAll: (why: string) => void
   /**
    * Starts holding clients to the bound: called once the store is open, so
@@ -76,6 +107,7 @@ export const makeHolds = (pool: Pg.Pool, limitMs: number): Holds => {
   const every = Math.min(1_000, Math.max(25, Math.floor(limitMs / 8)))
   let timer: ReturnType<typeof setInterval> | undefined
   let enforcing = false
+  let closing = false
   const watch = () => {
     if (timer !== undefined || !enforcing || out.size === 0) return
     timer = setInterval(sweep, every)
@@ -123,6 +155,7 @@ export const makeHolds = (pool: Pg.Pool, limitMs: number): Holds => {
             cancelOnServer(pool, client)
             destroySocket(client)
             end(Object.assign(new Error(`connection given up: ${why}`), { code: "ETIMEDOUT" }))
+            if (!closing) evictIdle(pool)
           }
         }
         const entry = { since: performance.now(), held }
@@ -132,6 +165,7 @@ export const makeHolds = (pool: Pg.Pool, limitMs: number): Holds => {
       })
     },
     giveUpAll: (why) => {
+      closing = true
       for (const entry of Array.from(out)) entry.held.giveUp(why)
     },
     enforce: () => {

@@ -1,0 +1,183 @@
+import { ConnectorStore, type OperationKey } from "@connector-store/core"
+import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
+import { Effect } from "effect"
+import { afterEach, beforeAll, describe, expect, it } from "vitest"
+import { type CommitDropProxy, startCommitDropProxy } from "./faults.proxy.js"
+import { claimFor, rejectionOf, sleep, storedRows } from "./faults.support.js"
+import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
+
+/** The bounds of these stores: short, so a test sees them run out. */
+const CALL_TIMEOUT_MS = 1_500
+const CLOSE_TIMEOUT_MS = 500
+/** How late past its bound a call (or close) may end: timers, a loaded machine, the margin close takes. */
+const SLACK_MS = 1_500
+
+const key = (id: string): OperationKey => ({ callerDID: "did:caller:faults", operationID: id })
+
+/** What a call ended with, and when (ms after it started). */
+interface Ended {
+  readonly error: unknown
+  readonly elapsed: number
+}
+
+const ended = (promise: Promise<unknown>): Promise<Ended> => {
+  const started = performance.now()
+  return promise.then(
+    (value) => ({ error: new Error(`resolved: ${JSON.stringify(value)}`), elapsed: performance.now() - started }),
+    (error: unknown) => ({ error, elapsed: performance.now() - started })
+  )
+}
+
+/**
+ * A network partition that closes nothing, between the store and its
+ * Postgres server (a proxy that stops forwarding, then heals): every call
+ * ends within its bound, its pool slot is freed, nothing half-written
+ * stays, the store answers again once the network heals, and close() ends
+ * within its own bound.
+ */
+describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () => {
+  let direct: string
+  const opened: Array<{ readonly store: SqlConnectorStore; readonly proxy: CommitDropProxy }> = []
+
+  beforeAll(async () => {
+    direct = await pgDatabaseForFile()
+  })
+
+  afterEach(async () => {
+    for (const { store, proxy } of opened.splice(0)) {
+      proxy.heal()
+      await store.close()
+      await proxy.close()
+    }
+  })
+
+  /** A store behind a proxy of its own, its calls bounded by `CALL_TIMEOUT_MS` unless told otherwise. */
+  const open = async (overrides: { readonly callTimeoutMs?: number; readonly stallMs?: () => number } = {}) => {
+    const target = new URL(direct)
+    const proxy = await startCommitDropProxy({ host: target.hostname, port: Number(target.port || 5432) })
+    const viaProxy = new URL(direct)
+    viaProxy.port = String(proxy.port)
+    const prefix = freshPrefix()
+    const store = await openConnectorStore({
+      url: viaProxy.toString(),
+      tablePrefix: prefix,
+      maxConnections: 2,
+      callTimeoutMs: overrides.callTimeoutMs ?? CALL_TIMEOUT_MS,
+      connectTimeoutMs: 1_000,
+      closeTimeoutMs: CLOSE_TIMEOUT_MS,
+      clock: "local",
+      readWinner: async () => {
+        const stall = overrides.stallMs?.() ?? 0
+        if (stall > 0) await sleep(stall)
+        return "winner-1"
+      }
+    })
+    opened.push({ store, proxy })
+    return { store, proxy, prefix }
+  }
+
+  /** A claimed and sent operation `id`, ready to finalize. */
+  const sent = async (store: SqlConnectorStore, id: string) => {
+    const claim = await store.claimOperation(claimFor(id))
+    if (claim.outcome !== "claimed") throw new Error(`expected claimed, got ${claim.outcome}`)
+    expect((await store.markOperationSent(key(id), { leaseToken: claim.lease.token })).outcome).toBe("sent")
+    return { leaseToken: claim.lease.token, sourceID: `src-${id}`, documentID: `doc-${id}`, watchDueAt: store.now() }
+  }
+
+  const expectTimedOut = (end: Ended, method: string): void => {
+    expect(end.error, `${method} after ${Math.round(end.elapsed)} ms`).toMatchObject({ _tag: "PersistenceError", reason: "timeout", method })
+    expect(end.elapsed).toBeLessThan(CALL_TIMEOUT_MS + SLACK_MS)
+  }
+
+  it("calls in flight reject with timeout within callTimeoutMs, Promise API (lane and ports) and Effect API alike", async () => {
+    const { store, proxy } = await open()
+    const finalize = await sent(store, "hole-a")
+    proxy.blackHole()
+    const calls = await Promise.all([
+      ended(store.finalizeOperationAndArmWatch(key("hole-a"), finalize)),
+      ended(store.getOperation(key("hole-a"))),
+      ended(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimFor("hole-b"))))),
+      ended(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.getOperation(key("hole-a")))))
+    ])
+    expectTimedOut(calls[0]!, "finalizeOperationAndArmWatch")
+    expectTimedOut(calls[1]!, "getOperation")
+    expectTimedOut(calls[2]!, "claimOperation")
+    expectTimedOut(calls[3]!, "getOperation")
+  })
+
+  it("with as many calls stuck as the pool has connections, new calls succeed once the network heals, without a reopen", async () => {
+    const { store, proxy, prefix } = await open()
+    const first = await sent(store, "stuck-1")
+    const second = await sent(store, "stuck-2")
+    const before = await storedRows(direct, prefix)
+    proxy.blackHole()
+    // Two calls hold both connections, a third waits for one: all end within the bound.
+    const stuck = await Promise.all([
+      ended(store.finalizeOperationAndArmWatch(key("stuck-1"), first)),
+      ended(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.finalizeOperationAndArmWatch(key("stuck-2"), second)))),
+      ended(store.claimOperation(claimFor("stuck-3")))
+    ])
+    expectTimedOut(stuck[0]!, "finalizeOperationAndArmWatch")
+    expectTimedOut(stuck[1]!, "finalizeOperationAndArmWatch")
+    expectTimedOut(stuck[2]!, "claimOperation")
+
+    proxy.heal()
+    // Nothing of the stuck calls was written.
+    expect(await storedRows(direct, prefix)).toEqual(before)
+
+    const again = await Promise.all([
+      store.finalizeOperationAndArmWatch(key("stuck-1"), first),
+      store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.finalizeOperationAndArmWatch(key("stuck-2"), second))),
+      store.claimOperation(claimFor("stuck-3")),
+      store.getOperation(key("stuck-1"))
+    ])
+    expect(again[0].outcome).toBe("committed")
+    expect(again[1].outcome).toBe("committed")
+    expect(again[2].outcome).toBe("claimed")
+    expect((await storedRows(direct, prefix)).operations.map((row) => [row.operation_id, row.state])).toEqual([
+      ["stuck-1", "committed"],
+      ["stuck-2", "committed"],
+      ["stuck-3", "attempted"]
+    ])
+  })
+
+  it("a call whose network dies inside its transaction (before COMMIT) times out and commits nothing", async () => {
+    let stallMs = 0
+    const { store, proxy, prefix } = await open({ stallMs: () => stallMs })
+    const finalize = await sent(store, "mid")
+    const before = await storedRows(direct, prefix)
+    stallMs = 300
+    const call = ended(store.finalizeOperationAndArmWatch(key("mid"), finalize))
+    // The reader is waiting inside the open transaction when the network goes.
+    await sleep(100)
+    proxy.blackHole()
+    expectTimedOut(await call, "finalizeOperationAndArmWatch")
+    stallMs = 0
+    proxy.heal()
+    expect(await storedRows(direct, prefix)).toEqual(before)
+    expect((await store.finalizeOperationAndArmWatch(key("mid"), finalize)).outcome).toBe("committed")
+  })
+
+  it("close() resolves within closeTimeoutMs while calls are stuck, and those calls reject typed", async () => {
+    const { store, proxy } = await open({ callTimeoutMs: 20_000 })
+    const finalize = await sent(store, "closing")
+    proxy.blackHole()
+    const calls = [
+      ended(store.finalizeOperationAndArmWatch(key("closing"), finalize)),
+      ended(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.getOperation(key("closing"))))),
+      ended(store.getOperation(key("closing")))
+    ]
+    await sleep(100)
+    const started = performance.now()
+    await store.close()
+    const took = performance.now() - started
+    expect(took).toBeGreaterThanOrEqual(CLOSE_TIMEOUT_MS - 20)
+    expect(took).toBeLessThan(CLOSE_TIMEOUT_MS + SLACK_MS)
+    for (const end of await Promise.all(calls)) {
+      const tag = (end.error as { readonly _tag?: unknown })._tag
+      expect(tag === "StoreClosed" || (end.error as { readonly reason?: unknown }).reason === "timeout", String(end.error)).toBe(true)
+      expect(end.elapsed).toBeLessThan(100 + CLOSE_TIMEOUT_MS + SLACK_MS)
+    }
+    expect(await rejectionOf(store.getOperation(key("closing")))).toMatchObject({ _tag: "StoreClosed", method: "getOperation" })
+  })
+})
