@@ -157,7 +157,8 @@ describe("CLI inspection in a folder the user cannot write (SQLite)", { timeout:
   const lockFolder = (path: string) => {
     chmodSync(path, 0o444)
     chmodSync(dirname(path), 0o555)
-    if (asRoot) chmodSync(dirname(dirname(path)), 0o711)
+    // The folders above it only need to be passable: search permission is added, nothing taken away.
+    if (asRoot) for (let up = dirname(dirname(path)); up !== dirname(up); up = dirname(up)) chmodSync(up, statSync(up).mode | 0o011)
   }
 
   it("a store no connection has open (no -shm file) is inspected, and nothing is created or written", async () => {
