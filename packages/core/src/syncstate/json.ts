@@ -52,17 +52,15 @@ class JsonRefusal {
   constructor(readonly problem: string) {}
 }
 
-/** The property `key` of `holder`, read once; a getter that throws refuses the value at `path`. */
-const readAt = (holder: object, key: string | number, path: string): unknown => {
-  try {
-    return (holder as Record<string | number, unknown>)[key]
-  } catch {
-    throw new JsonRefusal(`${path} could not be read (reading it threw)`)
-  }
-}
-
 /** How a walk copies what it visits: not at all, exactly (`-0` kept), or as `JSON.stringify` would (`-0` as `0`). */
 type Copying = "none" | "exact" | "plain"
+
+/** The path of the value the walk is at (`$.items[3]`), from its keys and indices. */
+const pathOf = (at: ReadonlyArray<string | number>): string => {
+  let path = "$"
+  for (const step of at) path += typeof step === "number" ? `[${step}]` : `.${JSON.stringify(step)}`
+  return path
+}
 
 /**
  * One walk over `value`: refuses what `jsonProblem` names, and stops as soon
@@ -70,69 +68,100 @@ type Copying = "none" | "exact" | "plain"
  * and the copy (unless `copying` is `none`) is built from that reading.
  * Shared references are walked where they occur, so the walk's work is
  * bounded by `maxBytes` too: a small graph of shared objects whose text
- * would be huge stops at the bound.
+ * would be huge stops at the bound. The path is only spelled out for a
+ * refusal.
  */
 const walkJson = (value: unknown, maxBytes: number, copying: Copying): unknown => {
-  const ancestors = new Set<object>()
+  // The objects from the root to where the walk is, and the keys between them.
+  const ancestors: Array<object> = []
+  const at: Array<string | number> = []
   let bytes = 0
-  const add = (more: number, path: string) => {
-    bytes += more
-    if (bytes > maxBytes) throw new JsonRefusal(`${path} takes the value past ${maxBytes} bytes of JSON text`)
+  const refuse = (what: string): never => {
+    throw new JsonRefusal(`${pathOf(at)} ${what}`)
   }
-  const visit = (v: unknown, path: string, depth: number): unknown => {
+  /**
+   * A cycle makes the walk nest without end, so it stops at the depth or
+   * size bound: it is named as the cycle it is, at the first object that
+   * repeats on the way down.
+   */
+  const refuseUnbounded = (what: string): never => {
+    const seen = new Set<object>()
+    for (let i = 0; i < ancestors.length; i++) {
+      if (seen.has(ancestors[i]!)) {
+        at.length = i
+        return refuse("refers back to itself (a cycle)")
+      }
+      seen.add(ancestors[i]!)
+    }
+    return refuse(what)
+  }
+  const add = (more: number) => {
+    bytes += more
+    if (bytes > maxBytes) refuseUnbounded(`takes the value past ${maxBytes} bytes of JSON text`)
+  }
+  const readAt = (holder: object, key: string | number): unknown => {
+    try {
+      return (holder as Record<string | number, unknown>)[key]
+    } catch {
+      return refuse("could not be read (reading it threw)")
+    }
+  }
+  const visit = (v: unknown, depth: number): unknown => {
     if (v === null) {
-      add(4, path)
+      add(4)
       return v
     }
     if (typeof v === "boolean") {
-      add(v ? 4 : 5, path)
+      add(v ? 4 : 5)
       return v
     }
     if (typeof v === "string") {
-      add(jsonStringBytes(v, maxBytes - bytes), path)
+      add(jsonStringBytes(v, maxBytes - bytes))
       return v
     }
     if (typeof v === "number") {
-      if (!Number.isFinite(v)) throw new JsonRefusal(`${path} is a non-finite number`)
+      if (!Number.isFinite(v)) refuse("is a non-finite number")
       const plain = copying === "plain" && Object.is(v, -0) ? 0 : v
-      add(Object.is(plain, -0) ? 2 : String(plain).length, path)
+      add(Object.is(plain, -0) ? 2 : String(plain).length)
       return plain
     }
-    if (typeof v !== "object") throw new JsonRefusal(`${path} is a ${typeof v}, not a JSON value`)
-    if (depth >= MAX_JSON_DEPTH) throw new JsonRefusal(`${path} nests deeper than ${MAX_JSON_DEPTH} levels`)
-    if (ancestors.has(v)) throw new JsonRefusal(`${path} refers back to itself (a cycle)`)
-    ancestors.add(v)
-    try {
-      if (Array.isArray(v)) {
-        const length = v.length
-        add(length === 0 ? 2 : 1 + length, path)
-        const copy: Array<unknown> | undefined = copying === "none" ? undefined : new Array(length)
-        for (let i = 0; i < length; i++) {
-          if (!(i in v)) throw new JsonRefusal(`${path}[${i}] is a hole in a sparse array`)
-          const item = visit(readAt(v, i, `${path}[${i}]`), `${path}[${i}]`, depth + 1)
-          if (copy !== undefined) copy[i] = item
-        }
-        return copy ?? v
+    if (typeof v !== "object") return refuse(`is a ${typeof v}, not a JSON value`)
+    ancestors.push(v)
+    if (depth >= MAX_JSON_DEPTH) refuseUnbounded(`nests deeper than ${MAX_JSON_DEPTH} levels`)
+    let copy: unknown
+    if (Array.isArray(v)) {
+      const length = v.length
+      add(length === 0 ? 2 : 1 + length)
+      const items: Array<unknown> | undefined = copying === "none" ? undefined : new Array(length)
+      for (let i = 0; i < length; i++) {
+        at.push(i)
+        if (!(i in v)) refuse("is a hole in a sparse array")
+        const item = visit(readAt(v, i), depth + 1)
+        at.pop()
+        if (items !== undefined) items[i] = item
       }
-      if (!isPlainObject(v)) throw new JsonRefusal(`${path} is not a plain object`)
-      if (Object.getOwnPropertySymbols(v).length > 0) throw new JsonRefusal(`${path} has symbol keys`)
+      copy = items ?? v
+    } else {
+      if (!isPlainObject(v)) refuse("is not a plain object")
+      if (Object.getOwnPropertySymbols(v).length > 0) refuse("has symbol keys")
       const keys = Object.keys(v)
-      add(keys.length === 0 ? 2 : 1 + keys.length, path)
-      const copy: Record<string, unknown> | undefined = copying === "none" ? undefined : {}
+      add(keys.length === 0 ? 2 : 1 + keys.length)
+      const fields: Record<string, unknown> | undefined = copying === "none" ? undefined : {}
       for (const key of keys) {
-        const at = `${path}.${JSON.stringify(key)}`
-        add(jsonStringBytes(key, maxBytes - bytes) + 1, at)
-        const item = visit(readAt(v, key, at), at, depth + 1)
-        if (copy === undefined) continue
-        if (key === "__proto__") Object.defineProperty(copy, key, { value: item, enumerable: true, writable: true, configurable: true })
-        else copy[key] = item
+        at.push(key)
+        add(jsonStringBytes(key, maxBytes - bytes) + 1)
+        const item = visit(readAt(v, key), depth + 1)
+        at.pop()
+        if (fields === undefined) continue
+        if (key === "__proto__") Object.defineProperty(fields, key, { value: item, enumerable: true, writable: true, configurable: true })
+        else fields[key] = item
       }
-      return copy ?? v
-    } finally {
-      ancestors.delete(v)
+      copy = fields ?? v
     }
+    ancestors.pop()
+    return copy
   }
-  return visit(value, "$", 0)
+  return visit(value, 0)
 }
 
 /** The outcome of `takeJson`: the copy, or why the value is refused (naming a path, never a value). */
