@@ -319,14 +319,81 @@ describe("the sync loop of docs/runner-loops.md, as written, under runners racin
           })()
           await s.waitFor(Promise.all([ended, jumps]))
           const outcomes = await ended
-          expect(outcomes.filter((o) => !["done", "busy", "lease-lost"].includes(o)), `${s.report()}`).toEqual([])
+          expect(outcomes.filter((o) => !["done", "busy", "lease-lost"].includes(o)), `${String(s)}`).toEqual([])
           // Fenced by the lease: the checkpoint only ever moves forward, whoever writes it.
-          expect(written, `the checkpoints in the order written\n${s.report()}`).toEqual([...written].sort((a, b) => a - b))
+          expect(written, `the checkpoints in the order written\n${String(s)}`).toEqual([...written].sort((a, b) => a - b))
           // Calm: every lease lapses; a sync reads the feed to its end.
           now += leaseMs + 1
           const calm = await sync(watched, { changes: async (cursor) => pageAt(cursor) }, () => undefined)
           expect(calm.outcome).toBe("done")
           expect(indexOf((await store.getSyncState(connector, owner))?.checkpoint)).toBe(PAGES)
+        } finally {
+          await store.close()
+        }
+      }
+    ), { numRuns: propertyRuns(runs) })
+  }, 180_000)
+})
+
+/**
+ * The relist sweep of docs/runner-loops.md, copied from the markdown as it
+ * stands, run by several sweepers at once over one store (fast-check's
+ * scheduler releases each listing page and each sweeper's start in an
+ * order of its drawing): only entities the provider deleted are deleted
+ * locally, never one a listing had, and a calm sweep afterwards leaves
+ * exactly those deleted. (A later run derives an applied deletion again,
+ * its watch still tracking it, so the local delete is idempotent.)
+ */
+describe("the relist sweep of docs/runner-loops.md, as written, under sweepers racing", () => {
+  type Listing = { items: ReadonlyArray<{ id: string; etag: string }>; next: string | null }
+  type Sweep = (store: unknown, lister: { list(cursor: string | null): Promise<Listing> }, scope: unknown, deleteLocal: (sourceID: string) => void) =>
+    Promise<ReadonlyArray<string>>
+  const scope = { ownerDID: "did:example:alice", connectorName: "gcal", model: "Event", accountKey: "alice@example.com" }
+  const ENTITIES = Array.from({ length: 6 }, (_, i) => `evt-${i}`)
+
+  it.each([["memory", 60], ["SQLite", 20]] as const)("on %s", async (backend, runs) => {
+    const sweep = (await loopOfPage("async function sweep(store: Store, lister: Lister", "sweep"))["sweep"] as Sweep
+    await fc.assert(fc.asyncProperty(
+      fc.scheduler(),
+      fc.integer({ min: 2, max: 3 }),
+      fc.subarray(ENTITIES, { maxLength: 2 }),
+      async (s, sweepers, gone) => {
+        const documents = new Map(ENTITIES.map((id) => [`doc-${id}`, `w-${id}`]))
+        const store = backend === "memory"
+          ? openMemoryConnectorStore({ readWinner: (id) => documents.get(id) ?? null })
+          : await openConnectorStore({ url: freshSqlitePath(), readWinner: (id) => documents.get(id) ?? null })
+        try {
+          for (const id of ENTITIES) {
+            const key = { callerDID: "did:example:laptop", operationID: `edit-${id}` }
+            const claim = await store.claimOperation({
+              ...key, ...scope, op: "update", target: "calendars/primary", sourceID: id, deterministicEventID: `local-${id}`,
+              payloadHash: `sha256:${id}`, reissueIntent: { kind: "conditional-update", ifMatch: "etag-0" }, documentID: `doc-${id}`
+            })
+            if (claim.outcome !== "claimed") throw new Error(claim.outcome)
+            await store.markOperationSent(key, { leaseToken: claim.lease.token })
+            await store.finalizeOperationAndArmWatch(key, { leaseToken: claim.lease.token, sourceID: id, documentID: `doc-${id}`, watchDueAt: store.now() + 60_000 })
+          }
+          const present = ENTITIES.filter((id) => !gone.includes(id))
+          const pageAt = (cursor: string | null): Listing => {
+            const n = cursor === null ? 0 : Number(cursor)
+            return { items: present.slice(n, n + 2).map((id) => ({ id, etag: `e-${id}` })), next: n + 2 < present.length ? String(n + 2) : null }
+          }
+          const deleted: Array<string> = []
+          const deleteLocal = (sourceID: string) => {
+            deleted.push(sourceID)
+            documents.delete(`doc-${sourceID}`)
+          }
+          const lister = { list: (cursor: string | null) => s.schedule(Promise.resolve(pageAt(cursor)), `page ${cursor ?? "first"}`) }
+          const ended = Promise.all(Array.from({ length: sweepers }, (_, i) =>
+            s.schedule(Promise.resolve(), `sweeper${i + 1} starts`).then(() => sweep(store, lister, scope, deleteLocal))
+              .then(() => "ended", (error: unknown) => `rejected: ${String(error)}`)))
+          await s.waitFor(ended)
+          expect((await ended).filter((o) => o !== "ended"), String(s)).toEqual([])
+          // Calm: one more sweep finishes whatever a superseded or stale sweeper left.
+          await sweep(store, { list: async (cursor) => pageAt(cursor) }, scope, deleteLocal)
+          expect(deleted.filter((id) => !gone.includes(id)), `deleted although listed\n${String(s)}`).toEqual([])
+          expect([...new Set(deleted)].sort()).toEqual([...gone].sort())
+          expect([...documents.keys()].sort()).toEqual(present.map((id) => `doc-${id}`).sort())
         } finally {
           await store.close()
         }
