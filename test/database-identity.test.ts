@@ -135,17 +135,26 @@ describe("SQLite file identity", () => {
     }
   })
 
-  it("a file that only grows, or is checked with nothing changed, keeps working", async () => {
+  it("a file that grows, or shrinks whole (another process vacuums it), keeps working", async () => {
     const { path, store } = await storeWithWrites(2)
     try {
       for (let n = 0; n < 200; n++) await store.setSyncState("gcal", `did:owner:more-${n}`, idle(n))
       new Database(path).pragma("wal_checkpoint(TRUNCATE)")
       await store.setSyncState("gcal", "did:owner:last", idle(1))
       expect((await store.claimOperation(claimInput({ operationID: "op-2" }))).outcome).toBe("claimed")
+      const raw = new Database(path)
+      raw.exec("DELETE FROM kubun_connector_sync_state WHERE owner_did LIKE 'did:owner:more-%'")
+      const before = statSync(path).size
+      raw.exec("VACUUM")
+      raw.pragma("wal_checkpoint(TRUNCATE)")
+      raw.close()
+      expect(statSync(path).size).toBeLessThan(before)
+      await store.setSyncState("gcal", "did:owner:after-vacuum", idle(2))
+      expect((await store.claimOperation(claimInput({ operationID: "op-3" }))).outcome).toBe("claimed")
     } finally {
       await store.close()
     }
-    expect(syncStatesIn(path)).toBe(203)
+    expect(syncStatesIn(path)).toBe(4)
   })
 })
 
