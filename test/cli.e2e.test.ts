@@ -55,7 +55,7 @@ for (const { name, fresh } of databases) {
       expect(text.stdout).toMatch(/^repair_failed watches:\s+1$/m)
       expect(text.stdout).toMatch(/^sync states:\s+3: leases held 1, stale 1$/m)
       expect(text.stdout).toMatch(/^pending authorizations:\s+live 1, expired 2$/m)
-      expect(text.stdout).toMatch(/^oldest due watch:\s+did:owner:1\/gcal\/Event\/acct-1\/src-committed, due \d+\w+ ago$/m)
+      expect(text.stdout).toMatch(/^oldest due watch:\s+did:owner:1\/gcal\/Event\/acct-1\/src-committed, due \d+\w+ ago( \(\d{4}-\d\d-\d\d \d\d:\d\dZ\))?$/m)
     })
 
     it("operations: a table by default, JSON with --json, filters, and a cursor through every page", async () => {
