@@ -169,9 +169,10 @@ class PgPooledConnection implements Connection {
           resume(failure === null || failure === undefined ? Effect.succeed(answer(result)) : Effect.fail(new SqlError({ cause: failure, message: "Failed to execute statement" })))
         })
       })
-      return Effect.sync(() => {
+      return Effect.suspend(() => {
         interrupted = true
-        held?.giveUp("its statement was interrupted")
+        const running = held
+        return running === undefined ? Effect.void : Effect.promise(() => running.giveUp("its statement was interrupted"))
       })
     })
   }
@@ -241,8 +242,7 @@ export const leanTransactions = (
           // Statements still running when a transaction fails (it was interrupted: its call ran out, say) end
           // with its connection: destroyed, so the server rolls the transaction back and the slot is free now.
           if (Exit.isFailure(exit) && connection.inFlight > 0) {
-            giveUp("its transaction was interrupted with statements running")
-            return exit
+            return Effect.flatMap(Effect.promise(() => giveUp("its transaction was interrupted with statements running")), () => exit)
           }
           return Effect.flatMap(Effect.exit(control(client, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")), (ended): Effect.Effect<A, E | SqlError> => {
             if (Exit.isSuccess(ended)) {

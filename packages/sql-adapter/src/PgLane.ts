@@ -122,7 +122,7 @@ export const makePgLane = (
       },
       abandon: () => {
         ended = true
-        giveUp("its call ended inside its transaction")
+        return giveUp("its call ended inside its transaction")
       },
       // Called with interruption off (see the port), as withConnectionThen needs.
       joined: (effect) =>

@@ -75,12 +75,14 @@ export interface DirectTransactionOf<Later extends boolean> {
    */
   readonly rows?: DirectRowsOf<Later> | undefined
   /**
-   * Gives the transaction up at once, without waiting on the database: its
-   * connection is closed (the server rolls it back) and its slot freed; what
-   * still waits on it fails. For a call that ran out; absent where
-   * `rollback` never waits (one connection in the process).
+   * Gives the transaction up without waiting on the database: what it runs
+   * is cancelled, its connection closed (the server rolls it back) and its
+   * slot freed; what still waits on it fails. Settles once that is done
+   * (briefly: an adapter waits no longer than a moment for the server).
+   * For a call that ran out; absent where `rollback` never waits (one
+   * connection in the process).
    */
-  readonly abandon?: (() => void) | undefined
+  readonly abandon?: (() => void | Promise<void>) | undefined
 }
 
 /** A transaction `DirectDatabaseApi.begin` opened; the rows' calls made while it is open run in it. */

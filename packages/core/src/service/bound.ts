@@ -1,4 +1,4 @@
-import { Context, Effect, Exit, FiberId, Layer, Runtime } from "effect"
+import { Context, Effect, Exit, type Fiber, FiberId, Layer, Runtime } from "effect"
 import { PersistenceError, StoreClosed } from "../errors.js"
 
 /** How long one call of a store may take when its options name no bound (30 s). */
@@ -12,6 +12,13 @@ export const DEFAULT_CLOSE_TIMEOUT_MS = 5_000
  * flight to end and releasing the connections under them.
  */
 export const CLOSE_MARGIN_MS = 1_000
+
+/**
+ * How long a call that ran out waits, at most, for what it left running to
+ * stop (a statement cancelled on the server, a connection closed) before
+ * it answers: then nothing of it can apply after its answer.
+ */
+export const STOP_GRACE_MS = 250
 
 /** A call in flight under its bound: what ends it now, with `error`, when the store closes under it. */
 export interface BoundedCall {
@@ -84,10 +91,11 @@ export const callTimedOut = (method: string, ms: number): PersistenceError =>
  * `effect`, a call of `method`, ended within the boundary's `callTimeoutMs`.
  * It runs at once on a fiber of its own (the caller's context, fiber refs
  * and interruptibility): one that ends in that first step answers with no
- * timer at all. Otherwise a timer bounds it: at the deadline the call fails
- * with `callTimedOut` and its fiber is interrupted, left to end in the
- * background (a statement stuck on a dead network ends when the adapter
- * closes its connection). A `close()` past its own bound ends it with
+ * timer at all. Otherwise a timer bounds it: at the deadline its fiber is
+ * interrupted and the call fails with `callTimedOut` once that fiber has
+ * stopped, or `STOP_GRACE_MS` later at most (a fiber stuck where it cannot
+ * be interrupted, a commit on a dead network, ends in the background when
+ * the adapter closes its connection). A `close()` past its own bound ends it with
  * `StoreClosed` the same way. Interrupting the caller interrupts the call
  * and waits for it, but never past its deadline.
  */
@@ -120,7 +128,8 @@ export const bounded = <A, E, R>(
           if (answered) return
           answered = true
           leave()
-          resume(Exit.fail(error(method) as PersistenceError))
+          const failed = Exit.fail(error(method) as PersistenceError)
+          afterStopped(child, () => resume(failed))
         }
       }
       const timer = setTimeout(() => call.end(timedOutAfter(boundary.callTimeoutMs)), boundary.callTimeoutMs)
@@ -146,6 +155,34 @@ export const bounded = <A, E, R>(
 
 const timedOutAfter = (ms: number) => (method: string): PersistenceError => callTimedOut(method, ms)
 
+/** Runs `then` once `child` has ended (its interruption done), or `STOP_GRACE_MS` from now, whichever is first. */
+const afterStopped = (child: Fiber.RuntimeFiber<unknown, unknown>, then: () => void): void => {
+  if (child.unsafePoll() !== null) return then()
+  let done = false
+  const once = () => {
+    if (done) return
+    done = true
+    clearTimeout(grace)
+    then()
+  }
+  const grace = setTimeout(once, STOP_GRACE_MS)
+  child.addObserver(once)
+}
+
+/** Runs `then` once `stopping` has settled (when it is a Promise), or `STOP_GRACE_MS` from now, whichever is first. */
+const afterSettled = (stopping: unknown, then: () => void): void => {
+  if (!(stopping instanceof Promise)) return then()
+  let done = false
+  const once = () => {
+    if (done) return
+    done = true
+    clearTimeout(grace)
+    then()
+  }
+  const grace = setTimeout(once, STOP_GRACE_MS)
+  stopping.then(once, once)
+}
+
 /**
  * A call of the lane (no fiber): `expired` once its deadline passed or the
  * store closed under it; `onEnd` is what stops the work it handed to a
@@ -153,7 +190,7 @@ const timedOutAfter = (ms: number) => (method: string): PersistenceError => call
  */
 export interface LaneCall {
   expired: boolean
-  onEnd: (() => void) | undefined
+  onEnd: (() => void | Promise<unknown>) | undefined
 }
 
 let sending: LaneCall | undefined
@@ -194,9 +231,11 @@ export const endedWith = <A, E, R>(call: LaneCall | undefined, effect: Effect.Ef
 
 /**
  * `answer`, the Promise of a lane call of `method`, bounded like `bounded`:
- * it rejects with `callTimedOut` at the deadline (or `StoreClosed` when the
- * store closes under it), `call` then marked expired so that the call
- * commits nothing after, and what it handed to the ports interrupted.
+ * at the deadline (or when the store closes under it) `call` is marked
+ * expired, so that the call commits nothing after, and ended
+ * (`call.onEnd`: its transaction or statement given up, what it handed to
+ * the ports interrupted); it rejects with `callTimedOut` (or
+ * `StoreClosed`) once that is done, `STOP_GRACE_MS` later at most.
  */
 export const boundedPromise = <A>(boundary: CallBoundary, method: string, call: LaneCall, answer: Promise<A>): Promise<A> =>
   new Promise<A>((resolve, reject) => {
@@ -208,8 +247,8 @@ export const boundedPromise = <A>(boundary: CallBoundary, method: string, call: 
         call.expired = true
         clearTimeout(timer)
         boundary.running.delete(entry)
-        call.onEnd?.()
-        reject(error(method))
+        const failure = error(method)
+        afterSettled(call.onEnd?.(), () => reject(failure))
       }
     }
     const timer = setTimeout(() => entry.end(timedOutAfter(boundary.callTimeoutMs)), boundary.callTimeoutMs)

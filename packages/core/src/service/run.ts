@@ -425,9 +425,10 @@ export const runOnLane = <A, F>(
         }
         try {
           const rolledBack = rollback()
-          if (rolledBack instanceof Promise) rolledBack.catch(ignore)
+          return rolledBack instanceof Promise ? rolledBack.catch(ignore) : undefined
         } catch {
           // The transaction is given up; a failed rollback leaves nothing committed either.
+          return undefined
         }
       }
     }

@@ -1,3 +1,4 @@
+import { STOP_GRACE_MS } from "@connector-store/core/adapter"
 import Pg from "pg"
 
 const ignore = (): void => undefined
@@ -15,17 +16,26 @@ const CANCEL_WITHIN_MS = 5_000
 
 /**
  * Asks the server, over a connection of its own (no pool slot), to cancel
- * what `client`'s backend runs now: best effort, for a client about to be
- * destroyed, so the server stops its statement rather than finish it for
- * nobody. Never waits: on a dead network the request is dropped.
+ * what `client`'s backend runs now, and calls `then` once the server has
+ * taken the request (it closes that connection), at most `STOP_GRACE_MS`
+ * later, or at once when nothing runs. On a dead network the request is
+ * dropped: `then` runs after the grace all the same.
  */
-const cancelOnServer = (pool: Pg.Pool, client: Pg.PoolClient): void => {
+const cancelOnServer = (pool: Pg.Pool, client: Pg.PoolClient, then: () => void): void => {
+  let called = false
+  const once = () => {
+    if (called) return
+    called = true
+    clearTimeout(grace)
+    then()
+  }
+  const grace = setTimeout(once, STOP_GRACE_MS)
   const running = client as unknown as {
     readonly _getActiveQuery?: () => unknown
     readonly processID?: unknown
     readonly secretKey?: unknown
   }
-  if (!running._getActiveQuery?.() || typeof running.processID !== "number") return
+  if (!running._getActiveQuery?.() || typeof running.processID !== "number") return once()
   try {
     const canceller = new Pg.Client(pool.options) as unknown as {
       readonly host: string
@@ -38,7 +48,8 @@ const cancelOnServer = (pool: Pg.Pool, client: Pg.PoolClient): void => {
       }
     }
     const con = canceller.connection
-    con.on("error", ignore)
+    con.on("error", once)
+    con.on("end", once)
     con.on("connect", () => con.cancel(running.processID, running.secretKey))
     if (canceller.host.startsWith("/")) con.connect(`${canceller.host}/.s.PGSQL.${canceller.port}`)
     else con.connect(canceller.port, canceller.host)
@@ -46,6 +57,7 @@ const cancelOnServer = (pool: Pg.Pool, client: Pg.PoolClient): void => {
     drop.unref?.()
   } catch {
     // Best effort: the socket is destroyed anyway, and the session's statement_timeout ends the statement.
+    once()
   }
 }
 
@@ -69,14 +81,17 @@ const evictIdle = (pool: Pg.Pool): void => {
 
 /**
  * A client checked out of the pool. `release` hands it back (given an
- * error, the pool discards it); `giveUp` asks the server to cancel what it
- * runs, destroys its socket and discards it at once, whatever is running
- * on it. Each acts once: what comes after is a no-op.
+ * error, the pool discards it). `giveUp` asks the server to cancel what it
+ * runs and, once the server has taken that request (at most
+ * `STOP_GRACE_MS` later), destroys its socket and discards it, whatever
+ * still runs on it; it answers when that is done, so a caller told its
+ * call ended knows the statement will not apply after. Each acts once: a
+ * `release` after `giveUp`, or anything after either, is a no-op.
  */
 export interface HeldClient {
   readonly client: Pg.PoolClient
   readonly release: (error?: unknown) => void
-  readonly giveUp: (why: string) => void
+  readonly giveUp: (why: string) => Promise<void>
 }
 
 /**
@@ -145,17 +160,23 @@ export const makeHolds = (pool: Pg.Pool, limitMs: number): Holds => {
           release(discard === undefined ? undefined : toError(discard))
           return true
         }
+        let stopping: Promise<void> | undefined
         const held: HeldClient = {
           client,
           release: (error) => {
-            end(error)
+            if (stopping === undefined) end(error)
           },
           giveUp: (why) => {
-            if (over) return
-            cancelOnServer(pool, client)
-            destroySocket(client)
-            end(Object.assign(new Error(`connection given up: ${why}`), { code: "ETIMEDOUT" }))
-            if (!closing) evictIdle(pool)
+            if (over) return Promise.resolve()
+            stopping ??= new Promise<void>((stopped) =>
+              cancelOnServer(pool, client, () => {
+                destroySocket(client)
+                end(Object.assign(new Error(`connection given up: ${why}`), { code: "ETIMEDOUT" }))
+                if (!closing) evictIdle(pool)
+                stopped()
+              })
+            )
+            return stopping
           }
         }
         const entry = { since: performance.now(), held }
