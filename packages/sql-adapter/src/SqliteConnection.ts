@@ -37,8 +37,9 @@ import { withConnectionThen } from "./internal/transactionContext.js"
  *   processes. The file is known by its device and inode, so two names of it
  *   (a symbolic or hard link, a relative and an absolute path) share too.
  * - Before a commit (and an autocommitted write) the path is checked, with
- *   one `stat`, to still name the file that was opened, at no smaller a
- *   size than SQLite left it. A file deleted, replaced or truncated under the
+ *   one `stat`, to still name the file that was opened, whole (once the
+ *   file changed, its header is read: SQLite's, and no more pages than the
+ *   file holds). A file deleted, replaced or truncated under the
  *   connection fails that commit, rolled back, and every later statement,
  *   with a `SqlError` whose cause has the code `DATABASE_REPLACED_CODE`
  *   (classified `database-replaced`): a write is never acknowledged into a
@@ -55,7 +56,13 @@ export interface SqliteConnectionOptions {
   readonly filename: string
   /** How long a statement waits for another process's lock (default 10 s). */
   readonly busyTimeoutMs?: number | undefined
-  /** Open the file read-only (it must exist): nothing is created or written, the journal mode is left as it is. */
+  /**
+   * Open the file read-only (it must exist): nothing is created or written,
+   * the journal mode is left as it is. In a folder the process cannot write,
+   * with no `-shm` file left by a writer, SQLite cannot read a WAL database
+   * in place: the connection then reads a copy of the file in memory, as it
+   * was at the open (see `openReadOnly`).
+   */
   readonly readOnly?: boolean | undefined
   /** Refuse to create the file when it does not exist. */
   readonly fileMustExist?: boolean | undefined
