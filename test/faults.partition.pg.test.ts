@@ -106,17 +106,22 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
   })
 
   it("with as many calls stuck as the pool has connections, new calls succeed once the network heals, without a reopen", async () => {
-    const { store, proxy, prefix } = await open()
+    let stallMs = 0
+    const { store, proxy, prefix } = await open({ stallMs: () => stallMs })
     const first = await sent(store, "stuck-1")
     const second = await sent(store, "stuck-2")
     const before = await storedRows(direct, prefix)
-    proxy.blackHole()
-    // Two calls hold both connections, a third waits for one: all end within the bound.
-    const stuck = await Promise.all([
+    // Two calls hold both connections (each in its transaction, its reader pausing) when the network goes;
+    // a third waits for a connection: all end within the bound.
+    stallMs = 300
+    const holding = [
       ended(store.finalizeOperationAndArmWatch(key("stuck-1"), first)),
-      ended(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.finalizeOperationAndArmWatch(key("stuck-2"), second)))),
-      ended(store.claimOperation(claimFor("stuck-3")))
-    ])
+      ended(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.finalizeOperationAndArmWatch(key("stuck-2"), second))))
+    ]
+    await sleep(100)
+    proxy.blackHole()
+    stallMs = 0
+    const stuck = await Promise.all([...holding, ended(store.claimOperation(claimFor("stuck-3")))])
     expectTimedOut(stuck[0]!, "finalizeOperationAndArmWatch")
     expectTimedOut(stuck[1]!, "finalizeOperationAndArmWatch")
     expectTimedOut(stuck[2]!, "claimOperation")
