@@ -4,7 +4,11 @@ import { databaseOptions, json } from "../options.js"
 import { migrateDatabase, safeDatabaseLabel } from "../store.js"
 import { output } from "../views.js"
 
-/** `migrate`: brings the schema up to date; running it again is harmless. */
+/**
+ * `migrate`: brings the schema up to date; running it again is harmless. A
+ * schema a newer version migrated is left as it is, and the command fails
+ * saying so, with both versions (see `StoreSchemaTooNew`).
+ */
 export const migrateCommand = Command.make("migrate", { ...databaseOptions, json }, (options) =>
   Effect.flatMap(migrateDatabase(options), (applied) =>
     output(
