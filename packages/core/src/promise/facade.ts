@@ -2,14 +2,14 @@ import { Cause, Clock, Context, DefaultServices, Effect, Exit, FiberRef, FiberRe
 import { DirectDatabase, type DirectDatabaseOf, directFor, type DirectTransactionOf, LaneDatabase } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
-import { type CallGate, makeCallGate } from "../service/gate.js"
+import { type CallGate, gateOf, insideCallbacks, isInsideCallbackOf, makeCallGate } from "../service/gate.js"
 import { callBoundaryIn, type CallBoundary, CLOSE_MARGIN_MS, DEFAULT_CLOSE_TIMEOUT_MS, endedWith, type LaneCall } from "../service/bound.js"
 import { hotSpecOf } from "../service/hot.js"
 import type { Transition } from "../service/program.js"
 import type { Position } from "../service/run.js"
 import { nativeTracer } from "../service/tracing.js"
 import { type DirectLane, makeDirectLane } from "./lane.js"
-import { StoreClosed } from "../errors.js"
+import { ReentrantCall, StoreClosed } from "../errors.js"
 import type { CollectParams } from "../operation/retention.js"
 import type { StoreSnapshot } from "../ports/StoreSnapshot.js"
 import { ConnectorStore, type StorePorts } from "../service/ConnectorStore.js"
@@ -24,7 +24,7 @@ import type {
 } from "../watch/transitions.js"
 import { clockFrom } from "../clock.js"
 import type { PromiseCall } from "./call.js"
-import { fromPromiseReaders, type PromiseWinnerReaders } from "./readers.js"
+import { fromPromiseReaders, promiseCallbacksNow, promiseReadersOf, type PromiseWinnerReaders } from "./readers.js"
 import { promiseOperationMethods, type PromiseOperationMethods } from "./operations.js"
 import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.js"
 import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
@@ -148,6 +148,8 @@ interface Ready {
    * and the store has readers.
    */
   readonly onLane: ReadonlyMap<string, (args: ReadonlyArray<never>) => Promise<unknown>>
+  /** What the store's callbacks run inside of (its gate): a call from inside one is refused. */
+  readonly callbacksOf: object
 }
 
 /**
@@ -186,12 +188,13 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
       Context.add(FiberRefs.getOrDefault(exit.value.fiberRefs, DefaultServices.currentServices), Clock.Clock, clock)
     )
     const store = Context.get(runtime.context, ConnectorStore)
-    return { runtime, store, onLane: laneMethods(runtime, store) }
+    const callbacksOf = gateOf(store) ?? store
+    return { runtime, store, callbacksOf, onLane: laneMethods(runtime, store, callbacksOf) }
   }
   /** Each hot method of `store` as the lane runs it, handed to the ports on `runtime` when the lane cannot go on. */
-  const laneMethods = (runtime: Runtime.Runtime<StoreContext>, store: ConnectorStore["Type"]): Ready["onLane"] => {
+  const laneMethods = (runtime: Runtime.Runtime<StoreContext>, store: ConnectorStore["Type"], callbacksOf: object): Ready["onLane"] => {
     const methods = new Map<string, (args: ReadonlyArray<never>) => Promise<unknown>>()
-    const lane = laneOn(runtime)
+    const lane = laneOn(runtime, callbacksOf)
     if (lane === undefined) return methods
     for (const [method, value] of Object.entries(store)) {
       const hot = hotSpecOf(value)
@@ -202,7 +205,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     }
     return methods
   }
-  const laneOn = (runtime: Runtime.Runtime<StoreContext>): DirectLane | undefined => {
+  const laneOn = (runtime: Runtime.Runtime<StoreContext>, callbacksOf: object): DirectLane | undefined => {
     const context = runtime.context as Context.Context<StoreContext | DirectDatabase | LaneDatabase>
     const watches = Context.get(context, WatchRepository)
     const operations = Context.get(context, OperationRepository)
@@ -214,7 +217,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     return makeDirectLane({
       db: direct,
       tracer: tracer === nativeTracer ? undefined : tracer,
-      readers: parts.readers,
+      readers: promiseReadersOf(parts.readers, callbacksOf),
       handle: parts.directHandle ?? ((transaction) => Effect.runSync(transaction.joined(handle))),
       now: parts.now ?? Date.now,
       labels: FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMetricLabels),
@@ -235,7 +238,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     return building.then((built) => "runtime" in built ? use(built) : settled(built))
   }
   const run = <A, E>(effect: Effect.Effect<A, E, StoreContext>): Promise<A> =>
-    whenReady((ready) => runOn(ready.runtime, effect))
+    whenReady((ready) => runOn(ready.runtime, insideCallbacksNow(effect)))
   const call: PromiseCall = (use) =>
     whenReady((ready) => {
       let effect: Effect.Effect<unknown, unknown>
@@ -244,8 +247,14 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
       } catch (defect) {
         return Promise.reject(defect)
       }
-      return runOn(ready.runtime, effect) as Promise<never>
+      return runOn(ready.runtime, insideCallbacksNow(effect)) as Promise<never>
     })
+  /** A call from inside one of this store's own callbacks, refused; `undefined` for any other. */
+  const reentrant = (method: string): ReentrantCall | undefined => {
+    const inside = promiseCallbacksNow()
+    if (inside === undefined || ready === undefined || !("runtime" in ready)) return undefined
+    return method !== "runEffect" && isInsideCallbackOf(inside, ready.callbacksOf) ? new ReentrantCall({ method }) : undefined
+  }
   const gate = makeCallGate()
   let closing: Promise<void> | undefined
   const viaEffect = {
@@ -270,7 +279,13 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     runEffect: run,
     close: () => closing ??= closeWithin(gate, parts.runtime, ready !== undefined && "runtime" in ready ? callBoundaryIn(ready.runtime.context) : undefined)
   }
-  return gated(store, gate)
+  return gated(store, gate, reentrant)
+}
+
+/** `effect` run inside the callbacks the current async context is inside of, so the stores it calls can refuse a call back. */
+const insideCallbacksNow = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  const inside = promiseCallbacksNow()
+  return inside === undefined ? effect : Effect.locally(effect, insideCallbacks, inside)
 }
 
 /**
@@ -308,9 +323,11 @@ const settledWithin = (promise: Promise<unknown>, ms: number): Promise<boolean> 
 
 /**
  * `store` with every method but `close` going through `gate`: refused with
- * `StoreClosed` once it is shut, and leaving it when its Promise settles.
+ * `StoreClosed` once it is shut, and leaving it when its Promise settles. A
+ * call `reentrant` refuses (one made from inside the store's own callback)
+ * rejects at once and never enters.
  */
-const gated = <S extends object>(store: S, gate: CallGate): S => {
+const gated = <S extends object>(store: S, gate: CallGate, reentrant: (method: string) => ReentrantCall | undefined): S => {
   const out: Record<string, unknown> = {}
   const leave = <A>(value: A): A => {
     gate.leave()
@@ -325,6 +342,11 @@ const gated = <S extends object>(store: S, gate: CallGate): S => {
     out[method] = typeof value === "function" && method !== "close"
       ? (...args: ReadonlyArray<unknown>) => {
         if (!gate.enter()) return Promise.reject(new StoreClosed({ method }))
+        const refused = reentrant(method)
+        if (refused !== undefined) {
+          gate.leave()
+          return Promise.reject(refused)
+        }
         let settled: Promise<unknown>
         try {
           settled = call(...args)

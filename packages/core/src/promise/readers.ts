@@ -1,6 +1,8 @@
-import { Effect } from "effect"
+import { AsyncLocalStorage } from "node:async_hooks"
+import { Effect, type Fiber } from "effect"
 import { WinnerReadFailed } from "../errors.js"
 import type { WinnerReaders } from "../ports/WinnerReader.js"
+import { type InsideCallbacks, insideCallbacks } from "../service/gate.js"
 
 /**
  * Reads one document's current winner digest. `tx` is the adapter's handle
@@ -62,6 +64,40 @@ const answerOf = <A>(
   return Effect.tryPromise({ try: () => Promise.resolve(pending).then((value) => check(value as never)), catch: failed })
 }
 
+const promiseCallbacks = new AsyncLocalStorage<InsideCallbacks>()
+
+/**
+ * The stores whose Promise callbacks (a winner reader, a sweep candidate's
+ * apply) the current async context runs inside: whatever they await and call
+ * is still inside them. `undefined` outside every callback.
+ */
+export const promiseCallbacksNow = (): InsideCallbacks | undefined => promiseCallbacks.getStore()
+
+/**
+ * Calls `callback` (a user's Promise callback) inside the stores whose
+ * callbacks `fiber` runs inside, so a store call it makes, now or after an
+ * await, can tell it is one (see `promiseCallbacksNow`).
+ */
+export const callBackFrom = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, callback: () => A): A => {
+  const inside = fiber.getFiberRef(insideCallbacks)
+  return inside === undefined ? callback() : promiseCallbacks.run(inside, callback)
+}
+
+/**
+ * `readers` as the callbacks of the store `store` stands for: each read runs
+ * inside it (see `promiseCallbacksNow`), so the store can refuse a call the
+ * read makes back to it with `ReentrantCall` instead of waiting for the
+ * transaction the read is made in.
+ */
+export const promiseReadersOf = <H>(readers: PromiseWinnerReaders<H>, store: object): PromiseWinnerReaders<H> => {
+  const { readWinner, readWinners } = readers
+  const inside = (): InsideCallbacks => ({ store, outer: promiseCallbacks.getStore() })
+  return {
+    readWinner: readWinner === undefined ? undefined : (documentID, tx) => promiseCallbacks.run(inside(), readWinner, documentID, tx),
+    readWinners: readWinners === undefined ? undefined : (documentIDs, tx) => promiseCallbacks.run(inside(), readWinners, documentIDs, tx)
+  }
+}
+
 /**
  * Adapts Promise-style readers to the `WinnerReader` port. `handle` yields
  * the adapter's handle on the transaction the read runs in. A reader that
@@ -79,13 +115,19 @@ export const fromPromiseReaders = <H>(
   return {
     readWinner: readWinner === undefined ? undefined : (documentID) =>
       Effect.flatMap(handle, (tx) =>
-        answerOf(() => readWinner(documentID, tx), digestOf, (cause) => new WinnerReadFailed({ documentID, cause }))),
+        Effect.withFiberRuntime((fiber) =>
+          answerOf(
+            () => callBackFrom(fiber, () => readWinner(documentID, tx)),
+            digestOf,
+            (cause) => new WinnerReadFailed({ documentID, cause })
+          )
+        )),
     readWinners: readWinners === undefined ? undefined : (documentIDs) =>
       Effect.flatMap(handle, (tx) =>
-        answerOf(
-          () => readWinners(documentIDs, tx),
+        Effect.withFiberRuntime((fiber) => answerOf(
+          () => callBackFrom(fiber, () => readWinners(documentIDs, tx)),
           toMap,
           (cause) => new WinnerReadFailed({ documentID: documentIDs.join(","), cause })
-        ))
+        )))
   }
 }

@@ -13,6 +13,7 @@ import type { SweepCandidate, SweepCandidateIdentity, SweepOutcome } from "../re
 import type { SweepCheckpoint } from "../service/relist.js"
 import type { StaleRelistRun, SweepApply, SweepCandidateListOptions, SweepCandidateRef } from "../service/relistCandidates.js"
 import type { PromiseCall } from "./call.js"
+import { callBackFrom } from "./readers.js"
 
 /**
  * An applier's work for one decided candidate, run inside the store's
@@ -55,12 +56,14 @@ export interface PromiseRelistMethods<H = undefined> {
 /** `apply` as the Effect API runs it: handed the current transaction's handle, awaited when it returns a Promise. */
 const applyOf = <H>(apply: PromiseSweepApply<H>, handle: Effect.Effect<H>): SweepApply => (candidate) =>
   Effect.flatMap(handle, (tx) =>
-    Effect.tryPromise({
-      try: async () => {
-        await apply(candidate, tx)
-      },
-      catch: (cause) => cause
-    }))
+    Effect.withFiberRuntime((fiber) =>
+      Effect.tryPromise({
+        try: async () => {
+          await callBackFrom(fiber, () => apply(candidate, tx))
+        },
+        catch: (cause) => cause
+      })
+    ))
 
 const noHandle: Effect.Effect<undefined> = Effect.succeed(undefined)
 

@@ -4,7 +4,8 @@ import type { RelistRepository } from "../ports/RelistRepository.js"
 import type { Transactor } from "../ports/Transactor.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { WinnerReader } from "../ports/WinnerReader.js"
-import { makeCallGate, shutGate } from "./gate.js"
+import { makeCallGate, shutGate, withGate } from "./gate.js"
+import { withApplyOf, withReadersOf } from "./winners.js"
 import { instrumentApi } from "./instrument.js"
 import { CallBounds, makeCallBoundary } from "./bound.js"
 import { makeRelistRunMethods, type RelistRunMethods } from "./relist.js"
@@ -46,7 +47,8 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
   static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.scoped(
     ConnectorStore,
     Effect.gen(function*() {
-      const parts = yield* Effect.all([
+      const gate = makeCallGate()
+      const parts = yield* withReadersOf(gate, Effect.all([
         makeWatchMethods,
         makeSweepMethods,
         makeSyncStateMethods,
@@ -55,11 +57,10 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
         makeSweepCandidateMethods,
         makeOperationMethods,
         makeOperatorMethods
-      ])
-      const gate = makeCallGate()
+      ]))
       yield* Effect.addFinalizer(() => shutGate(gate))
       const boundary = Option.getOrElse(yield* Effect.serviceOption(CallBounds), () => makeCallBoundary())
-      return instrumentApi<ConnectorStoreApi>(Object.assign({}, ...parts), gate, boundary)
+      return withGate(instrumentApi<ConnectorStoreApi>(withApplyOf(Object.assign({}, ...parts), gate), gate, boundary), gate)
     })
   )
 }

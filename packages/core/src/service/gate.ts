@@ -1,4 +1,5 @@
-import { Effect } from "effect"
+import { Effect, Exit, type Fiber, FiberRef } from "effect"
+import { ReentrantCall } from "../errors.js"
 
 /**
  * The door every public call goes through. While open it admits calls and
@@ -45,3 +46,57 @@ export const makeCallGate = (): CallGate => {
 
 /** `gate.shut()` as an Effect, for a layer's finalizer. */
 export const shutGate = (gate: CallGate): Effect.Effect<void> => Effect.promise(() => gate.shut())
+
+/**
+ * The stores whose callbacks (a winner reader, a sweep candidate's apply)
+ * are running around the current code, innermost first: each store as its
+ * gate, or its Promise store as the token it hands its readers.
+ */
+export interface InsideCallbacks {
+  readonly store: object
+  readonly outer: InsideCallbacks | undefined
+}
+
+/** Whether `store` is one of the stores whose callback the code in `inside` runs for. */
+export const isInsideCallbackOf = (inside: InsideCallbacks | undefined, store: object): boolean => {
+  for (let at = inside; at !== undefined; at = at.outer) if (at.store === store) return true
+  return false
+}
+
+/**
+ * Which stores' callbacks the fiber runs inside. A forked fiber inherits
+ * it; a joined one leaves its parent's as it was.
+ */
+export const insideCallbacks: FiberRef.FiberRef<InsideCallbacks | undefined> = FiberRef.unsafeMake<InsideCallbacks | undefined>(
+  undefined,
+  { fork: (inside) => inside, join: (parent) => parent }
+)
+
+/** `callback` run as a callback of the store behind `gate`: a call of that store from inside it is refused (see `refusedReentry`). */
+export const asCallbackOf = (gate: CallGate) => <A, E, R>(callback: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.locallyWith(callback, insideCallbacks, (outer) => ({ store: gate, outer }))
+
+/**
+ * A call of `method` on the store behind `gate` from inside one of that
+ * store's own callbacks: it would wait for the transaction its caller holds,
+ * so it fails at once with `ReentrantCall`. `undefined` for any other call.
+ */
+export const refusedReentry = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  gate: CallGate,
+  method: string
+): Exit.Exit<never, ReentrantCall> | undefined => {
+  const inside = fiber.getFiberRef(insideCallbacks)
+  return inside !== undefined && isInsideCallbackOf(inside, gate) ? Exit.fail(new ReentrantCall({ method })) : undefined
+}
+
+const storeGates = new WeakMap<object, CallGate>()
+
+/** `api`, remembered as the store whose calls go through `gate` (see `gateOf`). */
+export const withGate = <Api extends object>(api: Api, gate: CallGate): Api => {
+  storeGates.set(api, gate)
+  return api
+}
+
+/** The gate of a store built with `withGate`. */
+export const gateOf = (api: object): CallGate | undefined => storeGates.get(api)

@@ -2,7 +2,7 @@ import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabe
 import { CorruptRow, InvalidClockReading, StoreClosed } from "../errors.js"
 import { bounded, type CallBoundary, makeCallBoundary } from "./bound.js"
 import { directContextOf } from "./directContext.js"
-import type { CallGate } from "./gate.js"
+import { type CallGate, refusedReentry } from "./gate.js"
 import { hotSpecOf, type HotSpec, isPrepareFailure, withHotSpec } from "./hot.js"
 import { storeSeries } from "./metrics.js"
 import { annotateSpanOf, isTraced } from "./tracing.js"
@@ -132,7 +132,9 @@ const instrumentCall = (
     const outcomes = outcomesOf(spec, fiber, performance.now(), admitted ? gate.leave : stayedOut)
     let body: Effect.Effect<unknown, unknown, unknown>
     try {
-      body = admitted ? bounded(boundary, spec.method, call(...args)) : Effect.fail(new StoreClosed({ method: spec.method }))
+      body = admitted
+        ? refusedReentry(fiber, gate, spec.method) ?? bounded(boundary, spec.method, call(...args))
+        : Effect.fail(new StoreClosed({ method: spec.method }))
     } catch (defect) {
       body = Effect.die(defect)
     }
@@ -228,7 +230,8 @@ const instrumentHot = (
       let ran: Effect.Effect<unknown, unknown>
       try {
         const prepared = hot.prepare(...args)
-        ran = isPrepareFailure(prepared) ? Exit.fail(prepared) : hot.run(prepared, directContextOf(fiber, restore, labels))
+        ran = refusedReentry(fiber, gate, spec.method) ??
+          (isPrepareFailure(prepared) ? Exit.fail(prepared) : hot.run(prepared, directContextOf(fiber, restore, labels)))
       } catch (defect) {
         ran = Exit.die(defect)
       }

@@ -1,6 +1,8 @@
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import { type WinnerReadFailed, WinnerReaderMissing } from "../errors.js"
-import type { WinnerReaders } from "../ports/WinnerReader.js"
+import { WinnerReader, type WinnerReaders } from "../ports/WinnerReader.js"
+import type { SweepApply } from "./relistCandidates.js"
+import { asCallbackOf, type CallGate } from "./gate.js"
 import type { Digest } from "../watch/ProjectionWatch.js"
 
 /** How many document ids go into one batched winner read or one `IN` list. */
@@ -61,3 +63,43 @@ export const readableWinners = (
     }
     return winners
   })
+
+/**
+ * `readers` whose every read runs as a callback of the store behind `gate`:
+ * a read that calls that store back fails at once with `ReentrantCall`
+ * instead of waiting for the transaction it is read in. A read that answers
+ * at once (an `Exit`) runs nothing and is passed on as it is.
+ */
+export const guardedReaders = (readers: WinnerReaders, gate: CallGate): WinnerReaders => {
+  const inside = asCallbackOf(gate)
+  const { readWinner, readWinners } = readers
+  return {
+    readWinner: readWinner === undefined ? undefined : (documentID) => {
+      const reading = readWinner(documentID)
+      return Exit.isExit(reading) ? reading : inside(reading)
+    },
+    readWinners: readWinners === undefined ? undefined : (documentIDs) => {
+      const reading = readWinners(documentIDs)
+      return Exit.isExit(reading) ? reading : inside(reading)
+    }
+  }
+}
+
+/** `build` (a store's methods being made) with the store's winner readers guarded as `guardedReaders` does. */
+export const withReadersOf = <A, E, R>(gate: CallGate, build: Effect.Effect<A, E, R>): Effect.Effect<A, E, R | WinnerReader> =>
+  Effect.flatMap(WinnerReader, (readers) => Effect.provideService(build, WinnerReader, guardedReaders(readers, gate)))
+
+/** `api` whose `applySweepCandidate` runs its `apply` as a callback of the store behind `gate` (see `guardedReaders`). */
+export const withApplyOf = <Api extends { readonly applySweepCandidate: (ref: never, apply: SweepApply) => unknown }>(
+  api: Api,
+  gate: CallGate
+): Api => {
+  const inside = asCallbackOf(gate)
+  const applySweepCandidate = api.applySweepCandidate
+  return {
+    ...api,
+    // A non-function is handed on as it is, for the method's own check to refuse.
+    applySweepCandidate: (ref: never, apply: SweepApply) =>
+      applySweepCandidate(ref, typeof apply === "function" ? (candidate) => inside(Effect.suspend(() => apply(candidate))) : apply)
+  }
+}
