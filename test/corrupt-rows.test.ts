@@ -1,7 +1,7 @@
-import { ConnectorStore, type CorruptRowReport, type PromiseConnectorStore } from "@connector-store/core"
+import { ConnectorStore, type CorruptRowReport, type PromiseConnectorStore, StoreMetrics } from "@connector-store/core"
 import { openConnectorStore, type SqlTransaction } from "@connector-store/sql-adapter"
 import Sqlite from "better-sqlite3"
-import { Cause, Effect, Exit, Option } from "effect"
+import { Cause, Effect, Exit, Metric, Option } from "effect"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
@@ -301,8 +301,11 @@ for (const { name, fresh } of databases) {
           expect(await rejectionOf(store.setSyncState("gcal", "did:owner:bad", state as never)))
             .toMatchObject({ ...expected, method: "setSyncState" })
           expect(await raw.rows(`SELECT * FROM ${table} ORDER BY owner_did`)).toEqual(before)
+          const skipped = () => store.runEffect(Metric.value(Metric.tagged(StoreMetrics.corruptRowsSkipped, "table", table)))
+          const skippedBefore = (await skipped()).count
           const entries = await store.listSyncStatesForConnector("gcal")
           expect(entries.map((entry) => entry.ownerDID)).toEqual(["did:owner:a", "did:owner:c"])
+          expect((await skipped()).count).toBe(skippedBefore + 1)
           const page = await store.listSyncStates({})
           expect(page.items.map((entry) => entry.ownerDID)).toEqual(["did:owner:a", "did:owner:c"])
           expect(page.corrupt.map((report) => [report.key, report.column])).toEqual([["gcal/did:owner:bad", column]])
@@ -334,6 +337,30 @@ for (const { name, fresh } of databases) {
         expect(String((error as Error).message)).not.toContain("v".repeat(43))
         expect(await raw.rows(`SELECT state FROM ${table} ORDER BY state`)).toEqual([{ state: "state-bad" }, { state: "state-ok" }])
         expect(await store.consumePendingAuth("state-ok")).toMatchObject({ state: "state-ok", scopes: ["calendar"] })
+      })
+    })
+
+    it("a sweep candidate whose document has an operation that cannot be decoded is refused, not judged without it", async () => {
+      const db = await fresh()
+      await withStore(db, async (store, raw) => {
+        for (const source of ["kept", "gone"]) await committedWithWatch(store, source)
+        const scope = { ownerDID: "did:owner:1", connectorName: "gcal", model: "Event", accountKey: "acct-1" }
+        const run = await store.startRelistRun(scope)
+        const receipts = [{ sourceID: "kept", digest: "d1" }]
+        expect(await store.commitSweepCheckpoint(run.runID, { page: 1, cursor: null, receipts, complete: true })).toBe("completed")
+        const options = { limit: 10, maxDeletionFraction: 1 }
+        expect((await store.listSweepCandidates(run.runID, options)).map((row) => [row.sourceID, row.kind])).toEqual([["gone", "deleted"]])
+        const table = `${db.tablePrefix}operation`
+        await raw.run(`UPDATE ${table} SET result_entity = '{gone' WHERE document_id = 'doc-gone'`)
+        expect(await rejectionOf(store.listSweepCandidates(run.runID, options))).toMatchObject({
+          _tag: "CorruptRow",
+          table,
+          key: "did:caller:1/op-gone",
+          column: "result_entity",
+          method: "listSweepCandidates"
+        })
+        // A plain read of the document's write state leaves the row out instead.
+        expect((await store.getDocumentWriteStates(["doc-gone"])).has("doc-gone")).toBe(true)
       })
     })
 
