@@ -143,11 +143,12 @@ const rowsOf = (result: PgResult): ReadonlyArray<object> =>
  * Statements outside a transaction, each on a client checked out of the
  * pool for it and handed back after (as `@effect/sql-pg` runs them), as
  * rows or raw results. A statement interrupted while it runs (its call ran
- * out, its caller was interrupted) gives its client up: the socket is
- * destroyed and the slot freed at once, even when the server no longer
- * answers; `@effect/sql-pg` would instead wait for a cancel request and
- * hand the client back with its statement still running. Streams, values
- * and unprepared statements are `stock`'s own.
+ * out, its caller was interrupted) gives its client up (`HeldClient.giveUp`):
+ * cancelled on the server, its socket destroyed and its slot freed within a
+ * moment, even when the server no longer answers; `@effect/sql-pg` would
+ * instead wait up to 5 s for a cancel request and hand the client back with
+ * its statement possibly still running. Streams, values and unprepared
+ * statements are `stock`'s own.
  */
 class PgPooledConnection implements Connection {
   constructor(readonly stock: Connection, readonly holds: Holds) {}

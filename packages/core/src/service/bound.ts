@@ -129,7 +129,11 @@ export const bounded = <A, E, R>(
           answered = true
           leave()
           const failed = Exit.fail(error(method) as PersistenceError)
-          afterStopped(child, () => resume(failed))
+          // A call that completed while it was being stopped (its commit answered) answers with its value.
+          afterStopped(child, () => {
+            const exit = child.unsafePoll()
+            resume(exit !== null && Exit.isSuccess(exit) ? exit : failed)
+          })
         }
       }
       const timer = setTimeout(() => call.end(timedOutAfter(boundary.callTimeoutMs)), boundary.callTimeoutMs)
@@ -239,35 +243,40 @@ export const endedWith = <A, E, R>(call: LaneCall | undefined, effect: Effect.Ef
  */
 export const boundedPromise = <A>(boundary: CallBoundary, method: string, call: LaneCall, answer: Promise<A>): Promise<A> =>
   new Promise<A>((resolve, reject) => {
-    let answered = false
+    let settled = false
+    let failure: unknown
+    const leave = () => {
+      clearTimeout(timer)
+      boundary.running.delete(entry)
+    }
     const entry: BoundedCall = {
       end: (error) => {
-        if (answered) return
-        answered = true
+        if (settled || failure !== undefined) return
+        failure = error(method)
         call.expired = true
-        clearTimeout(timer)
-        boundary.running.delete(entry)
-        const failure = error(method)
-        afterSettled(call.onEnd?.(), () => reject(failure))
+        leave()
+        afterSettled(call.onEnd?.(), () => {
+          if (settled) return
+          settled = true
+          reject(failure)
+        })
       }
     }
     const timer = setTimeout(() => entry.end(timedOutAfter(boundary.callTimeoutMs)), boundary.callTimeoutMs)
     boundary.running.add(entry)
-    const settle = () => {
-      answered = true
-      clearTimeout(timer)
-      boundary.running.delete(entry)
-    }
     answer.then(
       (value) => {
-        if (answered) return
-        settle()
+        if (settled) return
+        // Also while it was being stopped: the call completed (its commit answered), so it answers with its value.
+        settled = true
+        leave()
         resolve(value)
       },
       (error: unknown) => {
-        if (answered) return
-        settle()
-        reject(error)
+        if (settled) return
+        settled = true
+        leave()
+        reject(failure ?? error)
       }
     )
   })
