@@ -1,5 +1,7 @@
 import { execFile } from "node:child_process"
 import { existsSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { ConnectorOperation, ProjectionWatch } from "@connector-store/core"
 import {
@@ -7,6 +9,7 @@ import {
   type CheckedDeletion,
   checkInvariants,
   explainWriteBack,
+  formatReport,
   type LedgerEntry,
   makePlan,
   realClock,
@@ -180,8 +183,13 @@ describe("the seed", () => {
     expect(Object.values(report.operations.crashes).reduce((a, b) => a + b, 0)).toBeGreaterThan(0)
     expect(report.relist?.runs.map((r) => r.runID)).toHaveLength(2)
     // --json with stderr not a terminal: progress as plain lines there, none on stdout.
-    expect(first.progress.length).toBeGreaterThan(0)
-    expect(first.progress.every((line) => /^\d+\.\ds .* · writes \d+\/120 final/.test(line) && line.endsWith("\n"))).toBe(true)
+    // The last line there says where the store is and how to inspect it; the given database is kept.
+    const progressLines = first.progress.slice(0, -1)
+    expect(progressLines.length).toBeGreaterThan(0)
+    expect(progressLines.every((line) => /^\d+\.\ds .* · writes \d+\/120 final/.test(line) && line.endsWith("\n"))).toBe(true)
+    expect(first.progress.at(-1)).toBe(
+      `The store is at SQLite ${database}; inspect it with:\n  npx --no-install connector-store status --database ${database}\n`
+    )
     const other = await runSimulation({ database: freshSqlitePath(), seed: "other" })
     expect(other.provider.fingerprint).not.toBe(report.provider.fingerprint)
   }, 180_000)
@@ -223,6 +231,69 @@ describe("--processes", () => {
     expect(failedInvariants(report)).toEqual([])
     await expectAgreesWithDatabase(report, database, DEFAULT_PREFIX, 20)
   }, 240_000)
+})
+
+describe("the command's database and report", () => {
+  /** A tiny run of the command with no database given: its report (JSON), what it wrote to stderr, and its temp folder. */
+  const tinyRun = async (args: { keep?: boolean; json?: boolean }) => {
+    let stdout = ""
+    let stderr = ""
+    // This seed's provider goes offline while watches are due: the report has watch deferrals to word.
+    const code = await runSimulationCommand({ seed: "tiny", operations: 24, runners: 3, json: true, ...args }, {
+      stdout: { write: (text: string) => (stdout += text) },
+      stderr: { isTTY: false, write: (text: string) => (stderr += text) },
+      env: {}
+    })
+    const report = JSON.parse(stdout) as SimulationReport
+    const file = report.database.replace(/^SQLite /, "")
+    return { code, report, stderr, file, folder: dirname(file) }
+  }
+
+  it("removes the temporary database of a clean run, and says how to keep one", async () => {
+    const run = await tinyRun({})
+    expect(run.code).toBe(0)
+    expect(run.folder.startsWith(tmpdir())).toBe(true)
+    expect(existsSync(run.folder)).toBe(false)
+    expect(run.stderr.trimEnd().split("\n").at(-1))
+      .toBe("The run's temporary SQLite file was removed; pass --database <file> to keep the store and inspect it afterwards.")
+  }, 120_000)
+
+  it("keeps it when asked, naming the file and the command that inspects it; the report speaks in plain words", async () => {
+    const run = await tinyRun({ keep: true })
+    try {
+      expect(existsSync(run.file)).toBe(true)
+      expect(run.stderr).toContain(`The store is at SQLite ${run.file}; inspect it with:\n  npx --no-install connector-store status --database ${run.file}\n`)
+      // Watch deferrals by reason, never the raw counter keys (`auth.true`).
+      const text = formatReport(run.report)
+      expect(run.report.watches.deferrals).toEqual({ offline: 2 })
+      expect(text).toContain("verifications put off: offline 2")
+      expect(text).not.toMatch(/\.(true|false)\b/)
+      expect(text).toMatch(/ · \d+\.\d s of simulated time\n/)
+      expect(text).toContain("one per entity written back, not one per write-back")
+      expect(text).toContain("repair_failed is a watch whose verifications ran out")
+    } finally {
+      rmSync(run.folder, { recursive: true, force: true })
+    }
+  }, 120_000)
+
+  it("keeps the temporary database of a run that found a violation, and says where", async () => {
+    let stdout = ""
+    let stderr = ""
+    const code = await runSimulationCommand({ seed: "ci", operations: 24, runners: 3, json: true, blindResend: true }, {
+      stdout: { write: (text: string) => (stdout += text) },
+      stderr: { isTTY: false, write: (text: string) => (stderr += text) },
+      env: {}
+    })
+    const report = JSON.parse(stdout) as SimulationReport
+    const file = report.database.replace(/^SQLite /, "")
+    try {
+      expect(code).toBe(1)
+      expect(existsSync(file)).toBe(true)
+      expect(stderr).toContain(`The store is at SQLite ${file} (kept because an invariant failed); inspect it with:`)
+    } finally {
+      rmSync(dirname(file), { recursive: true, force: true })
+    }
+  }, 180_000)
 })
 
 describe("the fleet of child processes", () => {

@@ -15,6 +15,12 @@ const CRASH_LABELS: Readonly<Record<string, string>> = {
   "after-response": "after the provider answered"
 }
 
+const DEFERRAL_LABELS: Readonly<Record<string, string>> = {
+  offline: "offline",
+  auth: "expired grant",
+  refused: "refused (the verifier's claim had lapsed)"
+}
+
 /**
  * The report as a person reads it: what ran, what happened to the writes,
  * the watches and the sweeps, what an operator must look at, and the
@@ -26,7 +32,9 @@ export const formatReport = (r: SimulationReport): string => {
   const lines: Array<string> = []
   const add = (text = "") => lines.push(text)
   const where = r.processes > 0 ? `${r.runners} runners in ${r.processes} child processes` : `${r.runners} runners in one process`
-  add(`Connector simulation · seed ${r.seed} · ${r.database} · ${where} · ${seconds(r.elapsedMs)}`)
+  // One process runs on a virtual clock; child processes cannot share it and keep the machine's.
+  const time = r.processes > 0 ? `${seconds(r.elapsedMs)} of wall-clock time` : `${seconds(r.elapsedMs)} of simulated time`
+  add(`Connector simulation · seed ${r.seed} · ${r.database} · ${where} · ${time}`)
   if (!r.finished) add("The duration ran out before every write-back reached a final state; the relist sweep and retention were skipped.")
   add()
   add(`Write-backs (${o.planned} planned: the user's edits on three devices, each one idempotency key; ` +
@@ -50,9 +58,14 @@ export const formatReport = (r: SimulationReport): string => {
   add(`  refused before reaching it: offline ${p.refusedOffline}, expired grant ${p.refusedUnauthorized}; ` +
     `entities edited elsewhere: ${p.editedElsewhere}`)
   add()
-  add(`Projection watches: ${list(w.byStatus)}`)
-  add(`  verifications: ${list(w.verifications)}; repairs (provider state pulled): ${w.repairs}`)
-  add(`  ingress arms by the sync: ${list(w.ingressArms)}; audit re-arms: ${list(w.auditArms)}; deferrals: ${list(w.deferrals)}`)
+  const watchCount = Object.values(w.byStatus).reduce((sum, n) => sum + n, 0)
+  add(`Projection watches: ${watchCount} (${list(w.byStatus)})`)
+  add(`  one per entity written back, not one per write-back: the edits of one entity share its watch, and a delete retires it`)
+  add(`  verifications: ${list(w.verifications)}`)
+  add(`  repairs (the provider's state pulled into the local copy): ${w.repairs}; ` +
+    `repair_failed is a watch whose verifications ran out without a match, not a repair that was tried`)
+  add(`  ingress arms by the sync: ${list(w.ingressArms)}; audit re-arms: ${list(w.auditArms)}; ` +
+    `verifications put off: ${list(w.deferrals, DEFERRAL_LABELS)}`)
   add(`Resumes: on reconnect ${r.resumes.offline}, after re-auth ${r.resumes.auth}`)
   add(`Sync: ${r.sync.completed} syncs completed, ${r.sync.pages} page checkpoints, lease busy ${r.sync.leaseBusy} times, ` +
     `interrupted ${r.sync.interrupted}`)

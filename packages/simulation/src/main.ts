@@ -9,7 +9,8 @@ back the user's edits to a flaky fake provider while crashes are injected at
 every step, then prints a report and checks the invariants (exit 1 if one fails).
 
   --database <path | postgres://…>  the store (also CONNECTOR_STORE_DATABASE);
-                                    default: a new SQLite file in a temp folder
+                                    default: a new SQLite file in a temp folder, removed after
+                                    the run unless an invariant failed or --keep is given
   --file <path>                     the same as --database
   --seed <n>                        same seed, same report (without --processes; default: random, printed)
   --operations <n>                  write-backs to run (default 120)
@@ -18,7 +19,9 @@ every step, then prints a report and checks the invariants (exit 1 if one fails)
   --duration <time>                 the longest the write-back phase may take: 90s, 2m, 500ms (default 60s)
   --blind-resend                    runners ignore the store's reissue and re-send blindly (to see the check fail)
   --explain                         walk through one write-back step by step instead
-  --json                            print the report as JSON (progress lines go to stderr)
+  --keep                            keep the temporary SQLite file (its path and how to inspect it are printed)
+  --json                            print the report as JSON on stdout, alone (progress and notes go to stderr);
+                                    through npm, keep npm's own lines off stdout: npm start --silent -- --json | jq
   --help                            this text
 `
 
@@ -41,6 +44,7 @@ const main = async (): Promise<number> => {
       explain: { type: "boolean" },
       "blind-resend": { type: "boolean" },
       json: { type: "boolean" },
+      keep: { type: "boolean" },
       help: { type: "boolean" }
     },
     strict: true
@@ -58,7 +62,8 @@ const main = async (): Promise<number> => {
     duration: values.duration,
     explain: values.explain === true,
     json: values.json === true,
-    blindResend: values["blind-resend"] === true
+    blindResend: values["blind-resend"] === true,
+    keep: values.keep === true
   }, { stdout: process.stdout, stderr: process.stderr, env: process.env })
 }
 

@@ -65,6 +65,11 @@ export interface SimulationReport {
     readonly repairs: number
     readonly ingressArms: Readonly<Record<string, number>>
     readonly auditArms: Readonly<Record<string, number>>
+    /**
+     * Verifications put off without spending an attempt, by reason
+     * (`offline`, `auth`), and `refused`: deferrals the store turned down
+     * because the verifier's claim had lapsed.
+     */
     readonly deferrals: Readonly<Record<string, number>>
   }
   readonly resumes: { readonly offline: number; readonly auth: number }
@@ -118,6 +123,17 @@ const sumWhere = (counters: ReadonlyMap<string, number>, test: (name: string) =>
 const group = (counters: ReadonlyMap<string, number>, prefix: string): Record<string, number> => {
   const out: Record<string, number> = {}
   for (const [name, n] of counters) if (name.startsWith(prefix + ".")) out[name.slice(prefix.length + 1)] = n
+  return out
+}
+
+/** The verifier's deferral counters (`<reason>.<accepted>`) by reason, the ones the store refused apart. */
+const watchDeferrals = (counters: Readonly<Record<string, number>>): Record<string, number> => {
+  const out: Record<string, number> = {}
+  for (const [key, n] of Object.entries(counters)) {
+    const [reason, accepted] = key.split(".")
+    const name = accepted === "true" ? reason! : "refused"
+    out[name] = (out[name] ?? 0) + n
+  }
   return out
 }
 
@@ -255,7 +271,7 @@ export const buildReport = async (
       repairs: n("watch.repair.pulled-provider-state"),
       ingressArms: group(c, "sync.ingress"),
       auditArms: group(c, "watch.audit-arm"),
-      deferrals: group(c, "watch.deferred")
+      deferrals: watchDeferrals(group(c, "watch.deferred"))
     },
     resumes: { offline: n("resume.offline"), auth: n("resume.auth") },
     sync: {
