@@ -146,6 +146,26 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     ])
   })
 
+  it("idle connections that went dark with the network are dropped when a call runs out, so the next calls after healing do not take them", async () => {
+    let stallMs = 0
+    const { store, proxy } = await open({ stallMs: () => stallMs })
+    const one = await sent(store, "idle-1")
+    const two = await sent(store, "idle-2")
+    // Both connections made (two transactions at once), then idle in the pool.
+    stallMs = 100
+    await Promise.all([store.finalizeOperationAndArmWatch(key("idle-1"), one), store.finalizeOperationAndArmWatch(key("idle-2"), two)])
+    stallMs = 0
+    expect(proxy.accepted()).toBeGreaterThanOrEqual(2)
+
+    proxy.blackHole()
+    expectTimedOut(await ended(store.getOperation(key("idle-1"))), "getOperation")
+    proxy.heal()
+    const started = performance.now()
+    const after = await Promise.all([store.getOperation(key("idle-1")), store.getOperation(key("idle-2"))])
+    expect(after.map((row) => row?.state)).toEqual(["committed", "committed"])
+    expect(performance.now() - started).toBeLessThan(CALL_TIMEOUT_MS)
+  })
+
   it("a call whose network dies inside its transaction (before COMMIT) times out and commits nothing", async () => {
     let stallMs = 0
     const { store, proxy, prefix } = await open({ stallMs: () => stallMs })

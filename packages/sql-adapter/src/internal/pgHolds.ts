@@ -17,8 +17,8 @@ const CANCEL_WITHIN_MS = 5_000
 /**
  * Asks the server, over a connection of its own (no pool slot), to cancel
  * what `client`'s backend runs now, and calls `then` once the server has
- * taken the request (it closes that connection), at most `STOP_GRACE_MS`
- * later, or at once when nothing runs. On a dead network the request is
+ * taken the request (it closes that connection), within `STOP_GRACE_MS`,
+ * or at once when nothing runs. On a dead network the request is
  * dropped: `then` runs after the grace all the same.
  */
 const cancelOnServer = (pool: Pg.Pool, client: Pg.PoolClient, then: () => void): void => {
@@ -29,7 +29,8 @@ const cancelOnServer = (pool: Pg.Pool, client: Pg.PoolClient, then: () => void):
     clearTimeout(grace)
     then()
   }
-  const grace = setTimeout(once, STOP_GRACE_MS)
+  // Shorter than the store's own wait, so that a call answered after it finds its connection already gone.
+  const grace = setTimeout(once, STOP_GRACE_MS * 0.8)
   const running = client as unknown as {
     readonly _getActiveQuery?: () => unknown
     readonly processID?: unknown
@@ -168,11 +169,11 @@ export const makeHolds = (pool: Pg.Pool, limitMs: number): Holds => {
           },
           giveUp: (why) => {
             if (over) return Promise.resolve()
+            if (stopping === undefined && !closing) evictIdle(pool)
             stopping ??= new Promise<void>((stopped) =>
               cancelOnServer(pool, client, () => {
                 destroySocket(client)
                 end(Object.assign(new Error(`connection given up: ${why}`), { code: "ETIMEDOUT" }))
-                if (!closing) evictIdle(pool)
                 stopped()
               })
             )
