@@ -208,6 +208,8 @@ export interface InputShape {
   readonly nested?: Readonly<Record<string, Taking>>
   /** Every key allowed: `keys`, and the ones allowed but never read (see `shapeOf`). */
   readonly accepted: ReadonlyArray<string>
+  /** `accepted`, for the per-call check. */
+  readonly accepts: ReadonlySet<string>
 }
 
 /**
@@ -219,10 +221,13 @@ export const shapeOf = (
   keys: ReadonlyArray<string>,
   nested?: Readonly<Record<string, Taking>>,
   ignored: ReadonlyArray<string> = []
-): InputShape => ({ keys, accepted: [...keys, ...ignored], ...(nested === undefined ? {} : { nested }) })
+): InputShape => {
+  const accepted = [...keys, ...ignored]
+  return { keys, accepted, accepts: new Set(accepted), ...(nested === undefined ? {} : { nested }) }
+}
 
 /** A shape open to other keys (see `InputShape.open`). */
-export const openShapeOf = (keys: ReadonlyArray<string>): InputShape => ({ keys, accepted: keys, open: true })
+export const openShapeOf = (keys: ReadonlyArray<string>): InputShape => ({ keys, accepted: keys, accepts: new Set(keys), open: true })
 
 /** An array of ids or other plain values, read once. */
 export const LIST: ListTaking = { list: undefined }
@@ -248,13 +253,17 @@ const isObjectArgument = (value: unknown): value is object =>
 
 const takeObject = (method: string, field: string, value: object, shape: InputShape): Record<string, unknown> => {
   if (shape.open !== true) {
-    let unknown: ReturnType<typeof unknownKeyOf>
+    let present: ReadonlyArray<string>
     try {
-      unknown = unknownKeyOf(value, shape.accepted, "a known field")
+      present = Object.keys(value)
     } catch {
       return refuse(method, field, UNREADABLE)
     }
-    if (unknown !== undefined) refuse(method, `${field}.${unknown.key}`, unknown.reason)
+    for (let i = 0; i < present.length; i++) {
+      if (shape.accepts.has(present[i]!)) continue
+      const unknown = unknownKeyOf({ [present[i]!]: true }, shape.accepted, "a known field")!
+      refuse(method, `${field}.${unknown.key}`, unknown.reason)
+    }
   }
   const snapshot: Record<string, unknown> = {}
   const keys = shape.keys
