@@ -19,7 +19,7 @@ export interface SqlConnection {
    * A `file:` URI with `mode=ro` is read-only too.
    */
   readonly readOnly?: boolean | undefined
-  /** The table prefix; the seed's (`kubun_connector_`) by default. */
+  /** The table prefix; by default `kubun_connector_`, the original store's, so a database it wrote opens as it is. */
   readonly tablePrefix?: string | undefined
   /** Postgres pool size (default 10). */
   readonly maxConnections?: number | undefined

@@ -38,6 +38,11 @@ import type { DueWork } from "../service/sweep.js"
  * `PersistenceError`, `StoreClosed`, …): `_tag` tells which and `method`
  * names the method called.
  *
+ * Besides the tags each method lists, any call may reject with
+ * `StoreClosed` (the store was closed) or `ReentrantCall` (it was made from
+ * inside one of this store's own callbacks, a winner reader or a sweep
+ * candidate's apply, and would wait for the transaction its caller holds).
+ *
  * `H` is the adapter's transaction handle handed to winner readers.
  */
 export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods, PromiseRelistMethods<H>,
@@ -63,20 +68,75 @@ export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, Promis
 
 /** The watch, due-sweep and retention methods of the Promise API. */
 export interface PromiseWatchMethods<H> {
+  /**
+   * The watch of one entity, or `null`.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   getWatch(identity: WatchIdentity): Promise<ProjectionWatch | null>
+  /**
+   * The watch of one document, or `null`.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   getWatchByDocument(documentID: string): Promise<ProjectionWatch | null>
+  /**
+   * The watches of the given documents (any number; read in chunks).
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   listWatchesByDocuments(documentIDs: ReadonlyArray<string>): Promise<ReadonlyArray<ProjectionWatch>>
+  /**
+   * Arms an entity's watch for verification at `options.dueAt` (ingress from a sync, or manual), with the
+   * document's winner read in the same transaction.
+   *
+   * @throws InvalidInput, ReservedArmReason (`finalize` is the store's own), WinnerReaderMissing,
+   *   WinnerReadFailed, PersistenceError, ConcurrentUpdateExhausted
+   */
   armWatch(identity: WatchIdentity, reason: ArmReason, options: ArmWatchOptions): Promise<ArmOutcome>
+  /**
+   * Claims a due watch's verification until `options.until`; `false` when another verifier has it or it is
+   * not due.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
+   */
   claimWatchAttempt(identity: WatchIdentity, options: ClaimWatchOptions): Promise<boolean>
+  /**
+   * Puts a claimed verification off without spending an attempt (offline, expired grant); `false` when the
+   * claim had lapsed.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
+   */
   deferWatch(identity: WatchIdentity, options: DeferInput): Promise<boolean>
+  /**
+   * Records what the provider returned for a claimed watch, against the document's winner read in the same
+   * transaction: verified, still pending (to repair), or given up as `repair_failed`.
+   *
+   * @throws InvalidInput, WinnerReaderMissing, WinnerReadFailed, PersistenceError, ConcurrentUpdateExhausted
+   */
   recordVerification(identity: WatchIdentity, input: VerificationInput): Promise<VerificationOutcome>
+  /**
+   * Makes everything deferred for being offline due at `now` (on reconnect).
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
+   */
   resumeOfflineDeferred(now: Millis): Promise<void>
+  /**
+   * Makes the work deferred for an owner's expired grant due, once re-authorized.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
+   */
   resumeAuthDeferred(params: ResumeAuthParams): Promise<void>
   /**
-   * The due sweep (see the Effect API's `listDueOperations`). Winners are
+   * The due sweep (see the Effect API's `listDueOperations`): the
+   * operations due for another try (`operations`) and the watches due for
+   * verification (`watches`: scheduled ones, and audited ones whose
+   * document's winner moved since they last verified). Winners are
    * read with `readers` when given, else with the readers the store was
    * opened with. A row that cannot be decoded is left out and reported in
    * `corrupt`.
+   *
+   * @throws InvalidInput, WinnerReaderMissing, PersistenceError
    */
   listDueOperations(
     now: Millis,
@@ -86,6 +146,8 @@ export interface PromiseWatchMethods<H> {
    * Retention (see the Effect API's `collectFinishedOperations`): a deleted
    * row's idempotency key is forgotten, so `before` is the idempotency
    * window; keep it at least 24 hours in the past.
+   *
+   * @throws InvalidInput, PersistenceError
    */
   collectFinishedOperations(params: CollectParams): Promise<number>
 }

@@ -15,15 +15,73 @@ import type { PromiseCall } from "./call.js"
  * `InvalidInput`, …).
  */
 export interface PromiseOperationMethods {
+  /**
+   * Claims the write-back of one idempotency key before its provider call: `claimed` (a new operation, or a
+   * lease on one whose earlier try ended or lapsed), else why not now (`busy`, `scheduled`, `finished`).
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, CorruptRow, IdempotencyConflict (the
+   *   key was claimed with another payload)
+   */
   claimOperation(input: ClaimOperationInput): Promise<ClaimResult>
+  /**
+   * Extends the lease of a claimed operation while its provider call runs; `lease-lost` once another runner
+   * took it over.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, CorruptRow
+   */
   renewOperationLease(key: OperationKey, options: RenewLeaseOptions): Promise<RenewResult>
+  /**
+   * Records, just before the provider call, that the request is about to leave: from then on a crash makes
+   * the operation in doubt instead of re-sending it blindly.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, CorruptRow
+   */
   markOperationSent(key: OperationKey, options: { readonly leaseToken: string }): Promise<MarkSentResult>
+  /**
+   * Records a failed provider call: retried after a backoff, deferred without spending an attempt (offline,
+   * expired grant), or given up (`dead`).
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, CorruptRow
+   */
   recordAttemptFailure(key: OperationKey, options: AttemptFailure): Promise<AttemptFailureResult>
+  /**
+   * Commits a create or update the provider applied and arms its entity's watch, with the document's winner
+   * read (by the store's reader) in the same transaction.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, CorruptRow, WinnerReaderMissing,
+   *   WinnerReadFailed
+   */
   finalizeOperationAndArmWatch(key: OperationKey, options: FinalizeOperationInput): Promise<FinalizeResult>
+  /**
+   * Commits a delete the provider applied and retires its entity's watch in the same transaction.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, CorruptRow
+   */
   finalizeDeleteOperation(key: OperationKey, options: FinalizeDeleteInput): Promise<FinalizeDeleteResult>
+  /**
+   * The operation of one idempotency key, or `null`.
+   *
+   * @throws InvalidInput, PersistenceError, CorruptRow
+   */
   getOperation(key: OperationKey): Promise<ConnectorOperation | null>
+  /**
+   * The operation that wrote the entity of `nodeKey`, when `viewerDID` may see it; else `null`.
+   *
+   * @throws InvalidInput, PersistenceError, CorruptRow
+   */
   getOperationByNodeKey(nodeKey: string, viewerDID: string): Promise<ConnectorOperation | null>
+  /**
+   * One page of the operations `filter.visibleTo` may see; pass `nextCursor` back for the next.
+   *
+   * @throws InvalidInput (a filter field, or a cursor this store did not return), PersistenceError
+   */
   listTrackedOperations(filter: TrackedOperationFilter): Promise<TrackedOperationsPage>
+  /**
+   * Per document, whether a write-back of it is still pending: a sync skips those, so it does not ingest its
+   * own write half-way.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   getDocumentWriteStates(documentIDs: ReadonlyArray<string>): Promise<ReadonlyMap<string, DocumentWriteState>>
 }
 

@@ -22,19 +22,75 @@ import type { PromiseCall } from "./call.js"
  * `InvalidInput`, …).
  */
 export interface PromiseOperatorMethods {
+  /**
+   * One page of operations across owners, filtered, for an operator.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   listOperations(filter?: OperatorOperationFilter): Promise<OperatorPage<ConnectorOperation>>
+  /**
+   * One page of watches across owners, filtered, for an operator.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   listWatches(filter?: OperatorWatchFilter): Promise<OperatorPage<ProjectionWatch>>
+  /**
+   * One page of relist runs, filtered, for an operator.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   listRelistRuns(filter?: OperatorRelistFilter): Promise<OperatorPage<RelistRun>>
+  /**
+   * One page of sync states with their leases, filtered, for an operator.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   listSyncStates(filter?: OperatorSyncStateFilter): Promise<OperatorPage<OperatorSyncState>>
+  /**
+   * Releases the sync lease of a connector and owner whoever holds it: a stale one is cleared, a live one
+   * only with `force`; the holder's next renewal reports `lost`.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, OperatorTargetNotFound,
+   *   OperatorActionRefused
+   */
   releaseSyncLeaseByOperator(
     connectorName: string,
     ownerDID: string,
     options?: { readonly force?: boolean | undefined }
   ): Promise<OperatorSyncLeaseReleaseResult>
+  /**
+   * The store's counts and what waits longest, now.
+   *
+   * @throws PersistenceError
+   */
   getStoreStatus(): Promise<StoreStatus>
+  /**
+   * The operation that wrote the entity of `nodeKey`, whoever may see it, or `null`.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   findOperationByNodeKey(nodeKey: string): Promise<ConnectorOperation | null>
+  /**
+   * Settles an operation whose outcome was unknown, after a person looked it up at the provider: `committed`
+   * arms its watch as a finalize does.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, OperatorTargetNotFound,
+   *   OperatorActionRefused, WinnerReadFailed
+   */
   settleOperation(key: OperationKey, input: SettleOperationInput): Promise<SettleResult>
+  /**
+   * Makes a `dead` operation due again when that is safe; refused (`OperatorActionRefused`) when it is not.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, OperatorTargetNotFound,
+   *   OperatorActionRefused
+   */
   retryOperation(key: OperationKey): Promise<ConnectorOperation>
+  /**
+   * Opens a new generation of a watch by hand (one given up as `repair_failed`, say), due at `dueAt`.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, OperatorTargetNotFound,
+   *   WinnerReadFailed
+   */
   rearmWatch(identity: WatchIdentity, options: { readonly dueAt: Millis }): Promise<ProjectionWatch>
 }
 

@@ -39,22 +39,78 @@ export interface PendingAuthRecordInput extends Omit<PendingAuthInput, "codeVeri
 
 /** The sync-state, sync-lease and pending-OAuth methods of the Promise API. */
 export interface PromiseSyncStateMethods {
+  /**
+   * The sync state of one connector and owner, or `null`.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   getSyncState(connectorName: string, ownerDID: string): Promise<SyncState | null>
+  /**
+   * Writes the sync state whole; with `options.leaseToken`, only while that sync lease is held.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, SyncLeaseLost
+   */
   setSyncState(connectorName: string, ownerDID: string, state: SyncStateInput, options?: SetSyncStateOptions): Promise<SyncState>
+  /**
+   * Writes the checkpoint and recovery `recompute` derives from the stored state, re-reading and recomputing
+   * on a lost race. `recompute` runs with no transaction held.
+   *
+   * @throws InvalidInput, PersistenceError, SyncProgressExhausted, SyncProgressRecomputeFailed, SyncLeaseLost
+   */
   updateSyncProgress(
     connectorName: string,
     ownerDID: string,
     recompute: SyncProgressRecompute,
     options?: UpdateSyncProgressOptions
   ): Promise<SyncState>
+  /**
+   * Deletes the sync state of one connector and owner; `false` when there was none.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   deleteSyncState(connectorName: string, ownerDID: string): Promise<boolean>
+  /**
+   * Every owner's sync state of one connector.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   listSyncStatesForConnector(connectorName: string): Promise<ReadonlyArray<SyncStateEntry>>
+  /**
+   * Claims the one sync lease of a connector and owner, so a single process syncs it at a time; `busy` while
+   * another holds it.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
+   */
   claimSyncLease(connectorName: string, ownerDID: string, terms: SyncLeaseTerms): Promise<SyncLeaseClaim>
+  /**
+   * Extends a held sync lease; `lost` once another process took it over.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
+   */
   renewSyncLease(lease: SyncLeaseHolder, terms: SyncLeaseTerms): Promise<SyncLeaseRenewal>
+  /**
+   * Gives a held sync lease up; `false` when it was no longer this holder's.
+   *
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
+   */
   releaseSyncLease(lease: SyncLeaseHolder): Promise<boolean>
+  /**
+   * Stores a pending OAuth authorization under its `state` until its callback consumes it or it expires.
+   *
+   * @throws InvalidInput, PendingAuthStateTaken (the `state` is in use), PersistenceError
+   */
   createPendingAuth(record: PendingAuthRecordInput): Promise<void>
-  /** The record of `state`, once: `null` when unknown, already consumed or expired. */
+  /**
+   * The record of `state`, once: `null` when unknown, already consumed or expired.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   consumePendingAuth(state: string, options?: ConsumePendingAuthOptions): Promise<PendingAuthRecord | null>
+  /**
+   * Deletes the pending authorizations that expired before `cutoff`; how many.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
   deleteExpiredPendingAuth(cutoff: Millis): Promise<number>
 }
 
