@@ -148,3 +148,25 @@ describe("callTimeoutMs and closeTimeoutMs as open options", () => {
     )
   })
 })
+
+describe("a damaged SQLite file", () => {
+  it("opening a file whose pages are damaged rejects with reason corrupt (SQLITE_CORRUPT), naming the method", async () => {
+    const { openSync, writeSync, closeSync, statSync } = await import("node:fs")
+    const path = freshSqlitePath()
+    const first = await openConnectorStore({ url: path })
+    for (let i = 0; i < 40; i++) {
+      const claim = await first.claimOperation(claimFor(`page-${i}`, { payloadHash: `hash-${"x".repeat(200)}-${i}` }))
+      expect(claim.outcome).toBe("claimed")
+    }
+    await first.close()
+    // Every page after the first two overwritten with garbage (the header stays readable).
+    const size = statSync(path).size
+    const fd = openSync(path, "r+")
+    const garbage = Buffer.alloc(size - 8192, 0xa5)
+    writeSync(fd, garbage, 0, garbage.length, 8192)
+    closeSync(fd)
+    // Opening reads the schema's pages first: the damage is found there.
+    const failure = await rejectionOf(openConnectorStore({ url: path }))
+    expect(failure).toMatchObject({ _tag: "PersistenceError", reason: "corrupt", method: "openConnectorStore" })
+  })
+})
