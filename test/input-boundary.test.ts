@@ -295,6 +295,10 @@ for (const adapter of adapters) {
           dueAt: NOW,
           triggeringwinner: "w"
         })
+        await refused(api, { method: "listDueOperations", field: "readers.readWinnr", reason: /did you mean readWinner\?/ }, NOW, {
+          readWinnr: () => "w"
+        })
+        await refused(api, { method: "listDueOperations", field: "readers.readWinners", reason: /could not be read/ }, NOW, throwingGetter({}, "readWinners"))
         await refused(api, { method: "recordVerification", field: "input.maxAttempt", reason: /did you mean maxAttempts\?/ }, identity, {
           generation: 1,
           fetchedDigest: "w",

@@ -9,7 +9,7 @@ import type { Transition } from "../service/program.js"
 import type { Position } from "../service/run.js"
 import { nativeTracer } from "../service/tracing.js"
 import { type DirectLane, makeDirectLane } from "./lane.js"
-import { ReentrantCall, StoreClosed } from "../errors.js"
+import { InvalidInput, ReentrantCall, StoreClosed } from "../errors.js"
 import type { CollectParams } from "../operation/retention.js"
 import type { StoreSnapshot } from "../ports/StoreSnapshot.js"
 import { ConnectorStore, type StorePorts } from "../service/ConnectorStore.js"
@@ -30,6 +30,11 @@ import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.
 import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
 import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
 import type { DueWork } from "../service/sweep.js"
+import { allOptionNames } from "../optionNames.js"
+import { shapeOf, takeArguments } from "../validation.js"
+
+/** The readers a Promise `listDueOperations` may be given. */
+const PROMISE_READERS_SHAPE = shapeOf(allOptionNames<PromiseWinnerReaders<unknown>>()(["readWinner", "readWinners"]))
 
 /**
  * The store as Promises, with the seed's method names, argument shapes and
@@ -166,17 +171,21 @@ export const promiseWatchMethods = <H>(call: PromiseCall, handle: Effect.Effect<
   resumeOfflineDeferred: (now) => call((s) => s.resumeOfflineDeferred(now)),
   resumeAuthDeferred: (params) => call((s) => s.resumeAuthDeferred(params)),
   listDueOperations: (now, readers) =>
-    call((s) =>
-      s.listDueOperations(
+    call((s) => {
+      // Read once and key-checked as the Effect API takes its readers, before they are adapted.
+      const taken = takeArguments("listDueOperations", ["now", "readers"], [undefined, PROMISE_READERS_SHAPE], [now, readers])
+      if (taken instanceof InvalidInput) return Effect.fail(taken)
+      const given = taken[1] as PromiseWinnerReaders<H> | undefined
+      return s.listDueOperations(
         now,
         // A non-object is handed on as it is, for the boundary to refuse; absent, the store's own readers.
-        readers === undefined
+        given === undefined
           ? undefined
-          : typeof readers === "object" && readers !== null
-          ? fromPromiseReaders(readers, handle)
-          : readers as never
+          : typeof given === "object" && given !== null
+          ? fromPromiseReaders(given, handle)
+          : given as never
       )
-    ),
+    }),
   collectFinishedOperations: (params) => call((s) => s.collectFinishedOperations(params))
 })
 
