@@ -272,7 +272,7 @@ for (const [name, database] of databases) {
             (value) => expect.unreachable(`expected a rejection, got ${JSON.stringify(value)}`),
             (e: unknown) => e
           )
-          expect(error).toMatchObject({ _tag: "PersistenceError", method: "consumePendingAuth" })
+          expect(error).toMatchObject({ _tag: "CorruptRow", method: "consumePendingAuth", key: state, column: "scopes" })
           expect(String((error as Error).message)).toContain("scopes")
           expect(String((error as Error).message)).not.toContain("verifier-")
         }
