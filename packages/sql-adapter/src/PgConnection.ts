@@ -342,7 +342,7 @@ const ownPool = (options: PgConnectionOptions): Effect.Effect<OwnPool, SqlError,
         duration: Duration.millis(connectTimeoutMs),
         onTimeout: () =>
           new SqlError({
-            cause: Object.assign(new Error(`the server did not answer within ${connectTimeoutMs} ms`), { code: "ETIMEDOUT" }),
+            cause: Object.assign(new Error(`the server did not answer within ${connectTimeoutMs % 1000 === 0 ? `${connectTimeoutMs / 1000}s` : `${connectTimeoutMs} ms`}`), { code: "ETIMEDOUT" }),
             message: "PgClient: Connection timed out"
           })
       }))
