@@ -10,6 +10,7 @@ import {
   checkInvariants,
   explainWriteBack,
   formatReport,
+  inspectCommand,
   type LedgerEntry,
   makePlan,
   realClock,
@@ -255,7 +256,7 @@ describe("the command's database and report", () => {
     expect(run.folder.startsWith(tmpdir())).toBe(true)
     expect(existsSync(run.folder)).toBe(false)
     expect(run.stderr.trimEnd().split("\n").at(-1))
-      .toBe("The run's temporary SQLite file was removed; pass --database <file> to keep the store and inspect it afterwards.")
+      .toBe("The run's temporary SQLite file was removed; pass --keep (or --database <file>) to keep the store and inspect it afterwards.")
   }, 120_000)
 
   it("keeps it when asked, naming the file and the command that inspects it; the report speaks in plain words", async () => {
@@ -481,5 +482,14 @@ describe("the invariant checks on a hand-made run", () => {
       "retention collected only superseded finished writes",
       [`${plan.operations[0]!.operationID}: gone, though no newer write of ${plan.operations[0]!.document.documentID} is stored`]
     ]])
+  })
+})
+
+describe("the inspect line", () => {
+  it("names a Postgres database without any password, in the user part or the query", () => {
+    const line = inspectCommand("postgres://sim:Ux7secret@127.0.0.1:5432/app?password=Qz9secret&sslmode=disable")
+    expect(line).not.toMatch(/Ux7secret|Qz9secret/)
+    expect(line).toContain("sslmode=disable")
+    expect(line).toContain("127.0.0.1:5432/app")
   })
 })

@@ -60,6 +60,9 @@ export const inspectCommand = (database: string): string => {
   if (/^postgres(ql)?:/i.test(database)) {
     const url = new URL(database)
     url.password = ""
+    for (const name of [...url.searchParams.keys()]) {
+      if (/password/i.test(name)) url.searchParams.delete(name)
+    }
     target = url.toString()
   }
   return `npx --no-install connector-store status --database ${shellWord(target)}`
@@ -73,7 +76,7 @@ export const inspectCommand = (database: string): string => {
 const settleDatabase = (database: string, temporary: boolean, keep: boolean, violated: boolean): string => {
   if (temporary && !keep && !violated) {
     rmSync(dirname(database), { recursive: true, force: true })
-    return "The run's temporary SQLite file was removed; pass --database <file> to keep the store and inspect it afterwards."
+    return "The run's temporary SQLite file was removed; pass --keep (or --database <file>) to keep the store and inspect it afterwards."
   }
   const why = temporary && violated ? " (kept because an invariant failed)" : ""
   return `The store is at ${describeDatabase(database)}${why}; inspect it with:\n  ${inspectCommand(database)}`

@@ -27,6 +27,9 @@ const simulateOptions = {
   ),
   explain: Options.boolean("explain").pipe(Options.withDescription("Walk through one write-back step by step instead")),
   json: Options.boolean("json").pipe(Options.withDescription("Print the report as JSON (progress goes to stderr)")),
+  keep: Options.boolean("keep").pipe(
+    Options.withDescription("Keep the run's temporary SQLite file (it is kept anyway when an invariant failed)")
+  ),
   blindResend: Options.boolean("blind-resend").pipe(
     Options.withDescription("Runners ignore the store's reissue and re-send blindly (to see the check fail)")
   )
@@ -57,6 +60,7 @@ export const simulateCommand = Command.make("simulate", simulateOptions, (option
       duration: Option.getOrUndefined(options.duration),
       explain: options.explain,
       json: options.json,
+      keep: options.keep,
       blindResend: options.blindResend
     }
     const code = yield* Effect.tryPromise({
