@@ -296,6 +296,13 @@ for (const { name, fresh } of databases) {
           const before = await raw.rows(`SELECT * FROM ${table} ORDER BY owner_did`)
           const expected = { _tag: "CorruptRow", table, key: "gcal/did:owner:bad", column }
           expect(await rejectionOf(store.getSyncState("gcal", "did:owner:bad"))).toMatchObject({ ...expected, method: "getSyncState" })
+          // The Effect API declares it: catchTag("CorruptRow") type-checks and catches.
+          const caught = await store.runEffect(Effect.flatMap(ConnectorStore, (api) =>
+            api.getSyncState("gcal", "did:owner:bad").pipe(
+              Effect.as("decoded"),
+              Effect.catchTag("CorruptRow", (error) => Effect.succeed(`corrupt ${error.column}`))
+            )))
+          expect(caught).toBe(`corrupt ${column}`)
           expect(await rejectionOf(store.updateSyncProgress("gcal", "did:owner:bad", () => ({ entityCount: 2 }) as never)))
             .toMatchObject({ ...expected, method: "updateSyncProgress" })
           expect(await rejectionOf(store.setSyncState("gcal", "did:owner:bad", state as never)))

@@ -1,5 +1,5 @@
 import { Clock, Effect, type Option } from "effect"
-import type { InvalidInput, PersistenceError } from "../errors.js"
+import type { CorruptRow, InvalidInput, PersistenceError } from "../errors.js"
 import { allOptionNames } from "../optionNames.js"
 import { PENDING_AUTH_SHAPE, pendingAuthChecks } from "../pendingauth/checks.js"
 import { PendingAuthStateTaken } from "../pendingauth/errors.js"
@@ -34,7 +34,7 @@ export interface PendingAuthMethods {
   readonly consumePendingAuth: (
     state: string,
     options?: ConsumePendingAuthOptions
-  ) => Effect.Effect<Option.Option<PendingAuth>, InvalidInput | PersistenceError>
+  ) => Effect.Effect<Option.Option<PendingAuth>, InvalidInput | PersistenceError | CorruptRow>
   /** Removes every record that expired strictly before `cutoff`; returns how many. */
   readonly deleteExpiredPendingAuth: (cutoff: Millis) => Effect.Effect<number, InvalidInput | PersistenceError>
 }

@@ -1,5 +1,5 @@
 import { Effect, Option } from "effect"
-import { type ConcurrentUpdateExhausted, InvalidInput, type PersistenceError } from "../errors.js"
+import { type ConcurrentUpdateExhausted, type CorruptRow, InvalidInput, type PersistenceError } from "../errors.js"
 import { OperationEntropy } from "../operation/entropy.js"
 import { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import { Transactor } from "../ports/Transactor.js"
@@ -77,7 +77,7 @@ export interface SyncStateMethods {
   readonly getSyncState: (
     connectorName: string,
     ownerDID: string
-  ) => Effect.Effect<Option.Option<SyncState>, InvalidInput | PersistenceError>
+  ) => Effect.Effect<Option.Option<SyncState>, InvalidInput | PersistenceError | CorruptRow>
   /**
    * Writes the runner's report (see `SyncStateInput`). A new row gets
    * version 0 and a fresh incarnation; an existing row keeps both, and its
@@ -88,7 +88,7 @@ export interface SyncStateMethods {
     ownerDID: string,
     state: SyncStateInput,
     options?: SetSyncStateOptions
-  ) => Effect.Effect<SyncState, InvalidInput | PersistenceError | ConcurrentUpdateExhausted | SyncLeaseLost>
+  ) => Effect.Effect<SyncState, InvalidInput | PersistenceError | CorruptRow | ConcurrentUpdateExhausted | SyncLeaseLost>
   /**
    * Writes the checkpoint and recovery `recompute` derives from the stored
    * ones (and the report fields it returns), with a compare-and-set on
@@ -104,7 +104,7 @@ export interface SyncStateMethods {
     options?: UpdateSyncProgressOptions
   ) => Effect.Effect<
     SyncState,
-    InvalidInput | PersistenceError | SyncProgressExhausted | SyncProgressRecomputeFailed | SyncLeaseLost
+    InvalidInput | PersistenceError | CorruptRow | SyncProgressExhausted | SyncProgressRecomputeFailed | SyncLeaseLost
   >
   /** Deletes the row (and any lease on it); `true` when there was one. */
   readonly deleteSyncState: (connectorName: string, ownerDID: string) => Effect.Effect<boolean, InvalidInput | PersistenceError>
@@ -117,16 +117,16 @@ export interface SyncStateMethods {
     connectorName: string,
     ownerDID: string,
     terms: SyncLeaseTerms
-  ) => Effect.Effect<SyncLeaseClaim, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<SyncLeaseClaim, InvalidInput | PersistenceError | CorruptRow | ConcurrentUpdateExhausted>
   /** Extends the caller's lease to `now + leaseMs`, if it is still the caller's. */
   readonly renewSyncLease: (
     lease: SyncLeaseHolder,
     terms: SyncLeaseTerms
-  ) => Effect.Effect<SyncLeaseRenewal, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<SyncLeaseRenewal, InvalidInput | PersistenceError | CorruptRow | ConcurrentUpdateExhausted>
   /** Gives the caller's lease up; `false` when it was no longer the caller's. */
   readonly releaseSyncLease: (
     lease: SyncLeaseHolder
-  ) => Effect.Effect<boolean, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<boolean, InvalidInput | PersistenceError | CorruptRow | ConcurrentUpdateExhausted>
 }
 
 const holderKey = (lease: SyncLeaseHolder): SyncStateKey => ({ connectorName: lease.connectorName, ownerDID: lease.ownerDID })

@@ -1,6 +1,7 @@
 import { Effect, type Either, type Option } from "effect"
 import {
   type ConcurrentUpdateExhausted,
+  type CorruptRow,
   type InvalidInput,
   type PersistenceError,
   ReservedArmReason,
@@ -61,8 +62,8 @@ export interface ResumeAuthParams {
 
 /** The projection-watch half of the store's Effect API. */
 export interface WatchMethods {
-  readonly getWatch: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, InvalidInput | PersistenceError>
-  readonly getWatchByDocument: (documentID: string) => Effect.Effect<Option.Option<ProjectionWatch>, InvalidInput | PersistenceError>
+  readonly getWatch: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, InvalidInput | PersistenceError | CorruptRow>
+  readonly getWatchByDocument: (documentID: string) => Effect.Effect<Option.Option<ProjectionWatch>, InvalidInput | PersistenceError | CorruptRow>
   readonly listWatchesByDocuments: (
     documentIDs: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, InvalidInput | PersistenceError>
@@ -73,25 +74,25 @@ export interface WatchMethods {
     options: ArmWatchOptions
   ) => Effect.Effect<
     ArmOutcome,
-    InvalidInput | ReservedArmReason | WinnerReaderMissing | WinnerReadFailed | PersistenceError | ConcurrentUpdateExhausted
+    InvalidInput | ReservedArmReason | WinnerReaderMissing | WinnerReadFailed | PersistenceError | CorruptRow | ConcurrentUpdateExhausted
   >
   /** Takes the current attempt of a due pending watch; `true` when this caller holds it now. */
   readonly claimWatchAttempt: (
     identity: WatchIdentity,
     options: ClaimWatchOptions
-  ) => Effect.Effect<boolean, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<boolean, InvalidInput | PersistenceError | CorruptRow | ConcurrentUpdateExhausted>
   /** Pushes out the attempt the caller holds; `true` when it did. */
   readonly deferWatch: (
     identity: WatchIdentity,
     options: DeferInput
-  ) => Effect.Effect<boolean, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<boolean, InvalidInput | PersistenceError | CorruptRow | ConcurrentUpdateExhausted>
   /** Records what a verifier found (see `decideVerification`). */
   readonly recordVerification: (
     identity: WatchIdentity,
     input: VerificationInput
   ) => Effect.Effect<
     VerificationOutcome,
-    InvalidInput | WinnerReaderMissing | WinnerReadFailed | PersistenceError | ConcurrentUpdateExhausted
+    InvalidInput | WinnerReaderMissing | WinnerReadFailed | PersistenceError | CorruptRow | ConcurrentUpdateExhausted
   >
   /** Makes everything deferred for being offline due at `now`. */
   readonly resumeOfflineDeferred: (now: Millis) => Effect.Effect<void, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
