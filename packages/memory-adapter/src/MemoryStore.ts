@@ -1,6 +1,4 @@
 import {
-  CallBounds,
-  type CallBoundOptions,
   ConnectorStore,
   type StoreObservability,
   OperationPolicy,
@@ -26,7 +24,9 @@ import {
   fieldOf,
   openOptionsProblem,
   optional,
-  Rules
+  Rules,
+  CallBounds,
+  type CallBoundOptions
 } from "@connector-store/core/adapter"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { MemoryDatabase } from "./MemoryDatabase.js"

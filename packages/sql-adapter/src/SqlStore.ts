@@ -1,5 +1,4 @@
 import {
-  CallBounds,
   ConnectorStore,
   InvalidInput,
   OperationPolicy,
@@ -26,7 +25,8 @@ import {
   optional,
   Rules,
   makePromiseStore,
-  winnerReadersProblem
+  winnerReadersProblem,
+  CallBounds
 } from "@connector-store/core/adapter"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as fs from "node:fs"
