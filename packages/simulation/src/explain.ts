@@ -121,9 +121,11 @@ export const explainWriteBack = async (options: { readonly database: string; rea
 
     const watch = await store.getWatchByDocument(document.documentID)
     if (watch !== null) {
-      await sleep(Math.max(0, (watch.nextAttemptAt ?? 0) - Date.now()))
+      // A timer may fire a millisecond early; the claim must see the watch due.
+      await sleep(Math.max(0, (watch.nextAttemptAt ?? 0) - Date.now()) + 5)
       const identity = { ownerDID: watch.ownerDID, connectorName: watch.connectorName, model: watch.model, accountKey: watch.accountKey, sourceID: watch.sourceID }
-      const until = Date.now() + 500
+      // Long enough that a loaded machine still verifies inside the claim.
+      const until = Date.now() + 5_000
       const claimed = await store.claimWatchAttempt(identity, { generation: watch.repairGeneration, until, now: Date.now() })
       const fetched = provider.read(watch.sourceID)
       const verdict = await store.recordVerification(identity, {
