@@ -111,7 +111,10 @@ const truncation = (file: string, fd: number, size: number, before: number): str
   const pages = header.readUInt32BE(28)
   // The header's page count holds only while its version-valid-for number matches the change counter.
   const countValid = header.readUInt32BE(92) === header.readUInt32BE(24)
-  if (countValid && size < pages * pageSize) return `${file} was truncated: ${size} bytes hold fewer than its ${pages} pages of ${pageSize} bytes`
+  // A checkpoint (another process's too) writes page 1, with the new count, before the pages that grow the
+  // file: a file that grew since the last check and is still short of its count is one being written, not
+  // one cut. Only a file that shrank below its count was truncated.
+  if (countValid && size < before && size < pages * pageSize) return `${file} was truncated: ${size} bytes hold fewer than its ${pages} pages of ${pageSize} bytes`
   return undefined
 }
 
