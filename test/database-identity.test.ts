@@ -19,6 +19,9 @@ const rejection = (promise: Promise<unknown>): Promise<Record<string, unknown>> 
     (error: unknown) => error as Record<string, unknown>
   )
 
+/** Waits past the interval a connection checks its file at most once in, so the next commit is checked. */
+const pastFileCheck = () => new Promise((resolve) => setTimeout(resolve, 2 * SqliteConnection.FILE_CHECK_INTERVAL_MS + 1))
+
 const idle = (n: number) => ({ status: "idle" as const, lastSyncedAt: `t${n}`, entityCount: n })
 
 /** A store on a fresh file with `writes` acknowledged sync states and one committed claim. */
@@ -61,6 +64,7 @@ describe("SQLite file identity", () => {
     try {
       const log = statSync(`${path}-wal`).size
       rmSync(path)
+      await pastFileCheck()
       await expectLost(store)
       // Nothing reached the log after the deletion: no write was acknowledged into the lost file.
       expect(statSync(`${path}-wal`).size).toBe(log)
@@ -103,6 +107,7 @@ describe("SQLite file identity", () => {
       await donor.setSyncState("gcal", "did:owner:donor", idle(9))
       await donor.close()
       renameSync(other, path)
+      await pastFileCheck()
       await expectLost(store)
       expect(statSync(`${path}-wal`).size).toBe(0)
     } finally {
@@ -117,6 +122,7 @@ describe("SQLite file identity", () => {
       // Move every page out of the log into the file, so the file holds them.
       new Database(path).pragma("wal_checkpoint(TRUNCATE)")
       truncateSync(path, 8192)
+      await pastFileCheck()
       // The first call may read a missing page (corrupt) before its commit would be checked; from then on every call says why.
       const failure = await rejection(store.setSyncState("gcal", "did:owner:after", idle(1)))
       expect(failure).toMatchObject({ _tag: "PersistenceError" })
@@ -133,6 +139,7 @@ describe("SQLite file identity", () => {
     const { path, store } = await storeWithWrites(2)
     try {
       truncateSync(path, 0)
+      await pastFileCheck()
       await expectLost(store)
     } finally {
       await store.close()

@@ -39,11 +39,13 @@ import { withConnectionThen } from "./internal/transactionContext.js"
  * - Before a commit (and an autocommitted write) the path is checked, with
  *   one `stat`, to still name the file that was opened, whole (once the
  *   file changed, its header is read: SQLite's, and no more pages than the
- *   file holds). A file deleted, replaced or truncated under the
- *   connection fails that commit, rolled back, and every later statement,
- *   with a `SqlError` whose cause has the code `DATABASE_REPLACED_CODE`
- *   (classified `database-replaced`): a write is never acknowledged into a
- *   file no later open would find. A file missing beside its log (`-wal`),
+ *   file holds); at most once per `FILE_CHECK_INTERVAL_MS`, so a burst of
+ *   commits pays for one `stat`. A file deleted, replaced or truncated under
+ *   the connection fails the first commit checked after, rolled back, and
+ *   every later statement, with a `SqlError` whose cause has the code
+ *   `DATABASE_REPLACED_CODE` (classified `database-replaced`): no write is
+ *   acknowledged into a file no later open would find once that interval
+ *   has passed. A file missing beside its log (`-wal`),
  *   deleted while open, is not created again: the open fails the same way.
  *
  * With a tracer installed the same statements run in the same way, each in
@@ -75,6 +77,13 @@ export class DatabaseReplacedError extends Error {
   readonly code = DATABASE_REPLACED_CODE
 }
 
+/**
+ * How often, at most, a connection checks that its path still names the file
+ * it opened (1 ms): the writes committed within that long of a deletion may
+ * be acknowledged, as are the ones committed just before it.
+ */
+export const FILE_CHECK_INTERVAL_MS = 1
+
 /** The file a connection opened, as it is to stay while the connection writes to it. */
 interface FileIdentity {
   /** Its real path when opened. */
@@ -86,6 +95,8 @@ interface FileIdentity {
   /** Its size and change time when last checked: the header is read again only once they change (a checkpoint). */
   size: number
   ctimeMs: number
+  /** When it was last checked (`performance.now()`). */
+  checkedAt: number
 }
 
 /** SQLite's file header starts with these 16 bytes. */
@@ -274,6 +285,9 @@ export class SharedDatabase {
     if (this.lost !== undefined) return this.lost
     const identity = this.identity
     if (identity === undefined) return undefined
+    const at = performance.now()
+    if (at - identity.checkedAt < FILE_CHECK_INTERVAL_MS) return undefined
+    identity.checkedAt = at
     let now: fs.Stats | undefined
     try {
       now = fs.statSync(identity.path, { throwIfNoEntry: false })
@@ -544,7 +558,7 @@ const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
     if (shared && !readonly) {
       const real = fs.realpathSync(file)
       const stats = fs.statSync(real)
-      identity = { path: real, dev: stats.dev, ino: stats.ino, fd: -1, size: stats.size, ctimeMs: stats.ctimeMs }
+      identity = { path: real, dev: stats.dev, ino: stats.ino, fd: -1, size: stats.size, ctimeMs: stats.ctimeMs, checkedAt: performance.now() }
     }
   } catch (cause) {
     db.close()
