@@ -1,7 +1,8 @@
 import { AsyncLocalStorage } from "node:async_hooks"
-import { Effect, type Fiber } from "effect"
+import { Effect, type Fiber, Option } from "effect"
 import { WinnerReadFailed } from "../errors.js"
 import type { WinnerReaders } from "../ports/WinnerReader.js"
+import { CallExpiry } from "../service/bound.js"
 import { type InsideCallbacks, insideCallbacks } from "../service/gate.js"
 
 /**
@@ -61,7 +62,29 @@ const answerOf = <A>(
     return Effect.fail(failed(cause))
   }
   const pending = answer
-  return Effect.tryPromise({ try: () => Promise.resolve(pending).then((value) => check(value as never)), catch: failed })
+  return Effect.flatMap(Effect.serviceOption(CallExpiry), (expiry) =>
+    Effect.async<A, WinnerReadFailed>((resume) => {
+      let settled = false
+      const once = (outcome: Effect.Effect<A, WinnerReadFailed>) => {
+        if (settled) return
+        settled = true
+        resume(outcome)
+      }
+      // At the call's deadline the read stops being waited for (its call then fails with the bound's error).
+      if (Option.isSome(expiry)) expiry.value.onExpire((error) => once(Effect.fail(error as WinnerReadFailed)))
+      Promise.resolve(pending).then(
+        (value) => {
+          let checked: A
+          try {
+            checked = check(value as never)
+          } catch (cause) {
+            return once(Effect.fail(failed(cause)))
+          }
+          once(Effect.succeed(checked))
+        },
+        (cause: unknown) => once(Effect.fail(failed(cause)))
+      )
+    }))
 }
 
 const promiseCallbacks = new AsyncLocalStorage<InsideCallbacks>()

@@ -27,8 +27,11 @@ export interface BoundedCall {
 
 /**
  * A store's time bounds and the calls running under them. Every public
- * call (Effect API, Promise API, the lane) is bounded by `callTimeoutMs`;
- * `endAll` ends those still running (a `close()` past `closeTimeoutMs`).
+ * call (Effect API, Promise API, the lane) is bounded by `callTimeoutMs`
+ * (on the Effect API, a winner reader written as an Effect is the caller's
+ * own: its transaction is given up at the deadline, and the call fails once
+ * it ends; see `PendingWait`); `endAll` ends those still running (a
+ * `close()` past `closeTimeoutMs`).
  */
 export interface CallBoundary {
   readonly callTimeoutMs: number
@@ -158,6 +161,73 @@ export const bounded = <A, E, R>(
   })
 
 const timedOutAfter = (ms: number) => (method: string): PersistenceError => callTimedOut(method, ms)
+
+/**
+ * A call's deadline while it waits, inside its transaction, on a winner read
+ * run on the caller's own fiber (the Effect API's direct path: no fiber of
+ * its own to interrupt). A read of the store's own making (a Promise
+ * reader) registers with `onExpire` and is woken at the deadline; a user's
+ * Effect reader is not interrupted, but its transaction is given up then,
+ * so the connection and its lock go on to the next call, and the call fails
+ * with `error` once its read ends.
+ */
+export interface WaitExpiry {
+  /** The call's failure once its deadline passed (or the store closed under it); undefined before. */
+  readonly error: unknown
+  /** Calls `wake` with the call's failure at the deadline (at once if it passed). */
+  readonly onExpire: (wake: (error: unknown) => void) => void
+}
+
+/** The wait expiry a read runs under, when its call has a deadline (see `WaitExpiry`). */
+export class CallExpiry extends Context.Tag("@connector-store/core/CallExpiry")<CallExpiry, WaitExpiry>() {}
+
+/**
+ * The deadline of a wait of a call of `method` that started at `started`
+ * (`performance.now()`), under `boundary`: at `started + callTimeoutMs`, or
+ * when the store closes under it, `giveUp` runs (the transaction rolled
+ * back) and the registered reads are woken. `leave` once the wait ended.
+ */
+export class PendingWait implements WaitExpiry, BoundedCall {
+  error: unknown = undefined
+  private wakes: Array<(error: unknown) => void> | undefined
+  private readonly timer: ReturnType<typeof setTimeout>
+
+  constructor(
+    private readonly boundary: CallBoundary,
+    private readonly method: string,
+    started: number,
+    private readonly giveUp: () => void
+  ) {
+    // Whole milliseconds: Node keeps one timer list per duration, and most waits start with the whole bound left.
+    const left = Math.ceil(started + boundary.callTimeoutMs - performance.now())
+    this.timer = setTimeout(() => this.end(timedOutAfter(boundary.callTimeoutMs)), Math.max(0, left))
+    boundary.running.add(this)
+  }
+
+  end(error: (method: string) => unknown): void {
+    if (this.error !== undefined) return
+    this.error = error(this.method)
+    this.leave()
+    try {
+      this.giveUp()
+    } catch {
+      // The transaction could not be rolled back cleanly: the call fails all the same, with its bound's error.
+    }
+    const wakes = this.wakes
+    this.wakes = undefined
+    if (wakes !== undefined) for (const wake of wakes) wake(this.error)
+  }
+
+  onExpire(wake: (error: unknown) => void): void {
+    if (this.error !== undefined) return wake(this.error)
+    ;(this.wakes ??= []).push(wake)
+  }
+
+  leave(): void {
+    clearTimeout(this.timer)
+    this.boundary.running.delete(this)
+  }
+}
 
 /** Runs `then` once `child` has ended (its interruption done), or `STOP_GRACE_MS` from now, whichever is first. */
 const afterStopped = (child: Fiber.RuntimeFiber<unknown, unknown>, then: () => void): void => {

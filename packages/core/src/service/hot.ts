@@ -73,7 +73,7 @@ export const makeRunners = Effect.gen(function*() {
       prepare,
       ports: (transition: Transition<A, F>, at: Position) => onPorts(transition, readWinner, at),
       run: direct === undefined
-        ? (transition: Transition<A, F>, context: DirectContext) => context.restore(onPorts(transition, readWinner))
+        ? (transition: Transition<A, F>, context: DirectContext) => context.bounded(context.restore(onPorts(transition, readWinner)))
         : (transition: Transition<A, F>, context: DirectContext) =>
           runNow(direct, transition, readWinner, context, (at) => onPorts(transition, readWinner, at))
     } as HotSpec<Args, A, All>

@@ -231,11 +231,14 @@ const instrumentHot = (
       try {
         const prepared = hot.prepare(...args)
         ran = refusedReentry(fiber, gate, spec.method) ??
-          (isPrepareFailure(prepared) ? Exit.fail(prepared) : hot.run(prepared, directContextOf(fiber, restore, labels)))
+          (isPrepareFailure(prepared)
+            ? Exit.fail(prepared)
+            : hot.run(prepared, directContextOf(fiber, restore, labels, { boundary, method: spec.method, started })))
       } catch (defect) {
         ran = Exit.die(defect)
       }
-      if (!Exit.isExit(ran)) return Effect.matchCauseEffect(bounded(boundary, spec.method, ran), outcomesOf(spec, fiber, started, gate.leave))
+      // What is left of the call bounds itself (see `DirectContext`): a hand-over to the ports, a winner read's wait.
+      if (!Exit.isExit(ran)) return Effect.matchCauseEffect(ran, outcomesOf(spec, fiber, started, gate.leave))
       gate.leave()
       const exit = ran as Exit.Exit<unknown, unknown>
       return Exit.isSuccess(exit)

@@ -4,7 +4,7 @@ import type { OperationRepository } from "../ports/OperationRepository.js"
 import type { DirectDatabaseApi, DirectDatabaseOf, DirectTransaction, DirectTransactionOf } from "../ports/DirectDatabase.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
-import { type LaneCall, onBehalfOf } from "./bound.js"
+import { CallExpiry, type LaneCall, onBehalfOf } from "./bound.js"
 import type { DirectContext } from "./directContext.js"
 import { annotateSpanOf } from "./tracing.js"
 import { storeSeries } from "./metrics.js"
@@ -300,16 +300,27 @@ export const runNow = <A, F, W, E>(
       return ended(at, Exit.succeed(step.value))
     }
     const waiting = step as AwaitingWinner<A>
-    return Effect.matchCauseEffect(transaction.joined(restore(pending!)), {
-      onFailure: (cause): Out => rollbackThen(transaction, () => ended(at, Exit.failCause(cause)), cause),
-      onSuccess: (winner): Out => proceed(transaction, () => waiting.resume(winner), at)
+    // The read runs on this fiber: at the call's deadline its transaction is given up (see `PendingWait`).
+    const wait = context.pendingWait(() => transaction.rollback())
+    const read = wait === undefined ? restore(pending!) : Effect.provideService(restore(pending!), CallExpiry, wait)
+    return Effect.matchCauseEffect(transaction.joined(read), {
+      onFailure: (cause): Out => {
+        wait?.leave()
+        if (wait?.error !== undefined) return ended(at, Exit.fail(wait.error as PersistenceError))
+        return rollbackThen(transaction, () => ended(at, Exit.failCause(cause)), cause)
+      },
+      onSuccess: (winner): Out => {
+        wait?.leave()
+        if (wait?.error !== undefined) return ended(at, Exit.fail(wait.error as PersistenceError))
+        return proceed(transaction, () => waiting.resume(winner), at)
+      }
     })
   }
   const attempt = (at: Position): Out => {
     const now = context.now()
-    if (now === undefined) return restore(handOver(at))
+    if (now === undefined) return context.bounded(restore(handOver(at)))
     if (unlockedAt(transition, at)) {
-      if (!db.free()) return restore(handOver(at))
+      if (!db.free()) return context.bounded(restore(handOver(at)))
       let step: Step<A | typeof LOCKED>
       try {
         step = transition.unlocked!(db, now)
@@ -325,7 +336,7 @@ export const runNow = <A, F, W, E>(
     } catch (thrown) {
       return ended(at, thrown instanceof PersistenceError ? Exit.fail(thrown) : Exit.die(thrown))
     }
-    if (transaction === undefined) return restore(handOver(at))
+    if (transaction === undefined) return context.bounded(restore(handOver(at)))
     const open = transaction
     return proceed(open, () => transition.locked!(db, now), at)
   }
