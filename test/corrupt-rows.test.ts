@@ -383,6 +383,13 @@ for (const { name, fresh } of databases) {
         const expected = { _tag: "CorruptRow", table, key: bad.runID, column: "pages_committed" }
         expect(await rejectionOf(store.getRelistRun(bad.runID))).toMatchObject({ ...expected, method: "getRelistRun" })
         expect(await rejectionOf(store.startRelistRun(scope("acct-bad")))).toMatchObject({ ...expected, method: "startRelistRun" })
+        // The Effect API declares it on the relist calls too: catchTag("CorruptRow") type-checks and catches.
+        const caught = await store.runEffect(Effect.flatMap(ConnectorStore, (api) =>
+          api.getSweepCheckpoint(scope("acct-bad")).pipe(
+            Effect.as("decoded"),
+            Effect.catchTag("CorruptRow", (error) => Effect.succeed(`corrupt ${error.column}`))
+          )))
+        expect(caught).toBe("corrupt pages_committed")
         const runs = await store.listRelistRuns({})
         expect(runs.items.map((run) => run.accountKey)).toEqual(["acct-ok"])
         expect(runs.corrupt.map((report) => report.key)).toEqual([bad.runID])

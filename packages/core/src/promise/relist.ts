@@ -34,64 +34,64 @@ export interface PromiseRelistMethods<H = undefined> {
    * Starts a relist run of a scope; the scope's previous run, listing or complete, is superseded and yields
    * nothing more.
    *
-   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
+   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted, CorruptRow
    */
   startRelistRun(scope: RelistScope): Promise<RelistRun>
   /**
    * The scope's run still listing, with the cursor to resume from, or `null`.
    *
-   * @throws InvalidInput, PersistenceError
+   * @throws InvalidInput, PersistenceError, CorruptRow
    */
   getSweepCheckpoint(scope: RelistScope): Promise<RelistRun | null>
   /**
    * One relist run, or `null`.
    *
-   * @throws InvalidInput, PersistenceError
+   * @throws InvalidInput, PersistenceError, CorruptRow
    */
   getRelistRun(runID: string): Promise<RelistRun | null>
   /**
    * Records entities a run saw at the provider, outside a page checkpoint; `stale-run` once superseded.
    *
-   * @throws InvalidInput, RelistRunNotFound, PersistenceError
+   * @throws InvalidInput, RelistRunNotFound, PersistenceError, CorruptRow
    */
   recordRelistReceipt(runID: string, receipts: ReadonlyArray<RelistReceiptInput>): Promise<RelistReceiptOutcome>
   /**
    * Commits one listed page (its receipts and the cursor after it), and with `complete` ends the listing.
    *
-   * @throws InvalidInput, RelistRunNotFound, PersistenceError, ConcurrentUpdateExhausted
+   * @throws InvalidInput, RelistRunNotFound, PersistenceError, ConcurrentUpdateExhausted, CorruptRow
    */
   commitSweepCheckpoint(runID: string, checkpoint: SweepCheckpoint): Promise<SweepCheckpointOutcome>
   /**
    * Abandons a run: it yields no candidates from then on (`already-ended` when it had ended).
    *
-   * @throws InvalidInput, RelistRunNotFound, PersistenceError, ConcurrentUpdateExhausted
+   * @throws InvalidInput, RelistRunNotFound, PersistenceError, ConcurrentUpdateExhausted, CorruptRow
    */
   abandonRelistRun(runID: string): Promise<RelistAbandonOutcome>
   /**
    * One page of the receipts a run recorded.
    *
-   * @throws InvalidInput, RelistRunNotFound, PersistenceError
+   * @throws InvalidInput, RelistRunNotFound, PersistenceError, CorruptRow
    */
   listSweepReceipts(runID: string, page: SourcePage): Promise<ReadonlyArray<RelistReceipt>>
   /**
    * The open candidates of a complete run: watched entities it did not see (deleted) or saw changed
    * (diverged).
    *
-   * @throws InvalidInput, RelistRunNotFound, RelistRunNotComplete, DeletionLimitExceeded, PersistenceError
+   * @throws InvalidInput, RelistRunNotFound, RelistRunNotComplete, DeletionLimitExceeded, PersistenceError, CorruptRow
    */
   listSweepCandidates(runID: string, options: SweepCandidateListOptions): Promise<ReadonlyArray<SweepCandidate>>
   /**
    * Records what is to be done with a candidate (delete locally, re-ingest, keep).
    *
    * @throws InvalidInput, RelistRunNotFound, SweepCandidateNotFound, SweepCandidateWithdrawn,
-   *   SweepOutcomeNotAllowed, PersistenceError, ConcurrentUpdateExhausted
+   *   SweepOutcomeNotAllowed, PersistenceError, ConcurrentUpdateExhausted, CorruptRow
    */
   recordSweepOutcome(ref: SweepCandidateRef, outcome: SweepOutcome): Promise<"recorded" | "given-up" | "settled" | StaleRelistRun>
   /**
    * Marks a decided candidate applied, after the caller did the work itself.
    *
    * @throws InvalidInput, RelistRunNotFound, SweepCandidateNotFound, SweepCandidateWithdrawn,
-   *   PersistenceError, ConcurrentUpdateExhausted
+   *   PersistenceError, ConcurrentUpdateExhausted, CorruptRow
    */
   markSweepCandidateApplied(ref: SweepCandidateRef): Promise<SweepApplyOutcome | StaleRelistRun>
   /**
@@ -101,27 +101,27 @@ export interface PromiseRelistMethods<H = undefined> {
    *
    * @throws InvalidInput, RelistRunNotFound, SweepCandidateNotFound, SweepCandidateWithdrawn,
    *   SweepApplyFailed (`apply` threw or rejected; its `cause` says why), PersistenceError,
-   *   ConcurrentUpdateExhausted
+   *   ConcurrentUpdateExhausted, CorruptRow
    */
   applySweepCandidate(ref: SweepCandidateRef, apply: PromiseSweepApply<H>): Promise<SweepApplyOutcome | StaleRelistRun>
   /**
    * Counts a failed apply; the last allowed one gives the candidate up for a person to look at.
    *
    * @throws InvalidInput, RelistRunNotFound, SweepCandidateNotFound, PersistenceError,
-   *   ConcurrentUpdateExhausted
+   *   ConcurrentUpdateExhausted, CorruptRow
    */
   recordSweepApplyFailure(ref: SweepCandidateRef, failure: SweepApplyFailure): Promise<SweepApplyFailureOutcome | StaleRelistRun>
   /**
    * Re-opens a given-up candidate, its failed applies reset.
    *
    * @throws InvalidInput, RelistRunNotFound, SweepCandidateNotFound, PersistenceError,
-   *   ConcurrentUpdateExhausted
+   *   ConcurrentUpdateExhausted, CorruptRow
    */
   rearmSweepCandidate(identity: SweepCandidateIdentity): Promise<SweepRearmOutcome>
   /**
    * The sweep candidate of one entity of a scope, or `null`.
    *
-   * @throws InvalidInput, PersistenceError
+   * @throws InvalidInput, PersistenceError, CorruptRow
    */
   getSweepCandidate(identity: SweepCandidateIdentity): Promise<SweepCandidate | null>
   /**

@@ -1,5 +1,5 @@
 import { Clock, Effect, Option } from "effect"
-import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "../errors.js"
+import type { ConcurrentUpdateExhausted, CorruptRow, InvalidInput, PersistenceError } from "../errors.js"
 import { OperationEntropy } from "../operation/entropy.js"
 import type { CollectParams } from "../operation/retention.js"
 import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
@@ -52,15 +52,15 @@ export interface RelistRunMethods {
    */
   readonly startRelistRun: (
     scope: RelistScope
-  ) => Effect.Effect<RelistRun, InvalidInput | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<RelistRun, InvalidInput | PersistenceError | ConcurrentUpdateExhausted | CorruptRow>
   /**
    * The scope's current run: where a crashed runner resumes (`cursor`, and
    * page `pagesCommitted + 1`) while it is `started` or `listing`; the run
    * behind the candidates once `complete`. None when no run is current.
    */
-  readonly getSweepCheckpoint: (scope: RelistScope) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError>
+  readonly getSweepCheckpoint: (scope: RelistScope) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError | CorruptRow>
   /** A run by id, whatever its state. */
-  readonly getRelistRun: (runID: string) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError>
+  readonly getRelistRun: (runID: string) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError | CorruptRow>
   /**
    * Records entities a listing run saw, in one transaction; recording one
    * twice is harmless (the last digest wins). A run that is no longer
@@ -69,7 +69,7 @@ export interface RelistRunMethods {
   readonly recordRelistReceipt: (
     runID: string,
     receipts: ReadonlyArray<RelistReceiptInput>
-  ) => Effect.Effect<RelistReceiptOutcome, InvalidInput | RelistRunNotFound | PersistenceError>
+  ) => Effect.Effect<RelistReceiptOutcome, InvalidInput | RelistRunNotFound | PersistenceError | CorruptRow>
   /**
    * Commits one page: its receipts and the cursor after it, atomically. Only
    * the run's next page of a listing run is taken; a stale runner (an older
@@ -80,16 +80,16 @@ export interface RelistRunMethods {
   readonly commitSweepCheckpoint: (
     runID: string,
     checkpoint: SweepCheckpoint
-  ) => Effect.Effect<SweepCheckpointOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<SweepCheckpointOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted | CorruptRow>
   /** Ends a current run on purpose: no more pages, no candidates. */
   readonly abandonRelistRun: (
     runID: string
-  ) => Effect.Effect<RelistAbandonOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted>
+  ) => Effect.Effect<RelistAbandonOutcome, InvalidInput | RelistRunNotFound | PersistenceError | ConcurrentUpdateExhausted | CorruptRow>
   /** A page of a run's receipts (any state), by source id. */
   readonly listSweepReceipts: (
     runID: string,
     page: SourcePage
-  ) => Effect.Effect<ReadonlyArray<RelistReceipt>, InvalidInput | RelistRunNotFound | PersistenceError>
+  ) => Effect.Effect<ReadonlyArray<RelistReceipt>, InvalidInput | RelistRunNotFound | PersistenceError | CorruptRow>
   /**
    * Deletes up to `limit` runs that ended (abandoned or superseded) before
    * `before`, oldest first, with their receipts and their candidates that

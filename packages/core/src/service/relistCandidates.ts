@@ -1,6 +1,6 @@
 import { Clock, Effect, Option } from "effect"
 import { refuseCorruptRows } from "../ports/CorruptRows.js"
-import type { ConcurrentUpdateExhausted, InvalidInput, PersistenceError } from "../errors.js"
+import type { ConcurrentUpdateExhausted, CorruptRow, InvalidInput, PersistenceError } from "../errors.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
 import { Transactor } from "../ports/Transactor.js"
@@ -86,7 +86,7 @@ export type SweepApply = (candidate: SweepCandidate) => Effect.Effect<void, unkn
 /** What happens to a candidate call aimed at a run that is no longer complete and current. */
 export type StaleRelistRun = "stale-run"
 
-type CandidateErrors = InvalidInput | RelistRunNotFound | SweepCandidateNotFound | PersistenceError | ConcurrentUpdateExhausted
+type CandidateErrors = InvalidInput | RelistRunNotFound | SweepCandidateNotFound | PersistenceError | ConcurrentUpdateExhausted | CorruptRow
 
 /** What deciding or applying a candidate may fail with besides the common errors: it was withdrawn. */
 type ActingErrors = CandidateErrors | SweepCandidateWithdrawn
@@ -114,7 +114,7 @@ export interface SweepCandidateMethods {
     options: SweepCandidateListOptions
   ) => Effect.Effect<
     ReadonlyArray<SweepCandidate>,
-    InvalidInput | RelistRunNotFound | RelistRunNotComplete | DeletionLimitExceeded | PersistenceError
+    InvalidInput | RelistRunNotFound | RelistRunNotComplete | DeletionLimitExceeded | PersistenceError | CorruptRow
   >
   /**
    * Records what to do about a candidate (see `decideSweepOutcome`). An open
@@ -163,7 +163,7 @@ export interface SweepCandidateMethods {
   /** A candidate by identity, whatever its status or run. */
   readonly getSweepCandidate: (
     identity: SweepCandidateIdentity
-  ) => Effect.Effect<Option.Option<SweepCandidate>, InvalidInput | PersistenceError>
+  ) => Effect.Effect<Option.Option<SweepCandidate>, InvalidInput | PersistenceError | CorruptRow>
   /** A page of the scope's given-up candidates: what the sweep will not retry until a person re-arms it. */
   readonly listGivenUpSweepCandidates: (
     scope: RelistScope,
