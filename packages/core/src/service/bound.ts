@@ -230,22 +230,15 @@ export class PendingWait implements WaitExpiry, BoundedCall {
 }
 
 /** Runs `then` once `child` has ended (its interruption done), or `STOP_GRACE_MS` from now, whichever is first. */
-const afterStopped = (child: Fiber.RuntimeFiber<unknown, unknown>, then: () => void): void => {
-  if (child.unsafePoll() !== null) return then()
-  let done = false
-  const once = () => {
-    if (done) return
-    done = true
-    clearTimeout(grace)
-    then()
-  }
-  const grace = setTimeout(once, STOP_GRACE_MS)
-  child.addObserver(once)
-}
+const afterStopped = (child: Fiber.RuntimeFiber<unknown, unknown>, then: () => void): void =>
+  child.unsafePoll() !== null ? then() : withinGrace((done) => child.addObserver(done), then)
 
 /** Runs `then` once `stopping` has settled (when it is a Promise), or `STOP_GRACE_MS` from now, whichever is first. */
-const afterSettled = (stopping: unknown, then: () => void): void => {
-  if (!(stopping instanceof Promise)) return then()
+const afterSettled = (stopping: unknown, then: () => void): void =>
+  !(stopping instanceof Promise) ? then() : withinGrace((done) => stopping.then(done, done), then)
+
+/** Runs `then` once, when `awaitEnd` calls back or `STOP_GRACE_MS` from now, whichever is first. */
+const withinGrace = (awaitEnd: (done: () => void) => void, then: () => void): void => {
   let done = false
   const once = () => {
     if (done) return
@@ -254,7 +247,7 @@ const afterSettled = (stopping: unknown, then: () => void): void => {
     then()
   }
   const grace = setTimeout(once, STOP_GRACE_MS)
-  stopping.then(once, once)
+  awaitEnd(once)
 }
 
 /**
