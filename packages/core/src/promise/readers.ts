@@ -1,8 +1,8 @@
 import { AsyncLocalStorage } from "node:async_hooks"
-import { Effect, type Fiber, Option } from "effect"
+import { Effect, type Fiber } from "effect"
 import { WinnerReadFailed } from "../errors.js"
 import type { WinnerReaders } from "../ports/WinnerReader.js"
-import { CallExpiry } from "../service/bound.js"
+import { pendingWaitOf, type WaitExpiry } from "../service/bound.js"
 import { type InsideCallbacks, insideCallbacks } from "../service/gate.js"
 
 /**
@@ -47,12 +47,14 @@ export const isThenable = (value: unknown): value is PromiseLike<unknown> =>
  * What a user's reader answered, as an Effect: `read()` is called at once;
  * a plain value is checked (`check`) and answered without leaving the fiber,
  * a thenable is awaited and then checked. A throw, a rejection or a failed
- * check fails with `failed(cause)`.
+ * check fails with `failed(cause)`. Under `expiry` (the call's deadline)
+ * the thenable stops being waited for when the deadline passes.
  */
 const answerOf = <A>(
   read: () => unknown,
   check: (value: never) => A,
-  failed: (cause: unknown) => WinnerReadFailed
+  failed: (cause: unknown) => WinnerReadFailed,
+  expiry: WaitExpiry | undefined
 ): Effect.Effect<A, WinnerReadFailed> => {
   let answer: unknown
   try {
@@ -62,8 +64,7 @@ const answerOf = <A>(
     return Effect.fail(failed(cause))
   }
   const pending = answer
-  return Effect.flatMap(Effect.serviceOption(CallExpiry), (expiry) =>
-    Effect.async<A, WinnerReadFailed>((resume) => {
+  return Effect.async<A, WinnerReadFailed>((resume) => {
       let settled = false
       const once = (outcome: Effect.Effect<A, WinnerReadFailed>) => {
         if (settled) return
@@ -71,7 +72,7 @@ const answerOf = <A>(
         resume(outcome)
       }
       // At the call's deadline the read stops being waited for (its call then fails with the bound's error).
-      if (Option.isSome(expiry)) expiry.value.onExpire((error) => once(Effect.fail(error as WinnerReadFailed)))
+      expiry?.onExpire((error) => once(Effect.fail(error as WinnerReadFailed)))
       Promise.resolve(pending).then(
         (value) => {
           let checked: A
@@ -84,7 +85,7 @@ const answerOf = <A>(
         },
         (cause: unknown) => once(Effect.fail(failed(cause)))
       )
-    }))
+    })
 }
 
 const promiseCallbacks = new AsyncLocalStorage<InsideCallbacks>()
@@ -142,7 +143,8 @@ export const fromPromiseReaders = <H>(
           answerOf(
             () => callBackFrom(fiber, () => readWinner(documentID, tx)),
             digestOf,
-            (cause) => new WinnerReadFailed({ documentID, cause })
+            (cause) => new WinnerReadFailed({ documentID, cause }),
+            pendingWaitOf(fiber)
           )
         )),
     readWinners: readWinners === undefined ? undefined : (documentIDs) =>
@@ -150,7 +152,8 @@ export const fromPromiseReaders = <H>(
         Effect.withFiberRuntime((fiber) => answerOf(
           () => callBackFrom(fiber, () => readWinners(documentIDs, tx)),
           toMap,
-          (cause) => new WinnerReadFailed({ documentID: documentIDs.join(","), cause })
+          (cause) => new WinnerReadFailed({ documentID: documentIDs.join(","), cause }),
+          pendingWaitOf(fiber)
         )))
   }
 }

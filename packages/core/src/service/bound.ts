@@ -178,8 +178,11 @@ export interface WaitExpiry {
   readonly onExpire: (wake: (error: unknown) => void) => void
 }
 
-/** The wait expiry a read runs under, when its call has a deadline (see `WaitExpiry`). */
-export class CallExpiry extends Context.Tag("@connector-store/core/CallExpiry")<CallExpiry, WaitExpiry>() {}
+/** The wait each fiber is in now, if any (see `pendingWaitOf`). */
+const waitsByFiber = new WeakMap<Fiber.RuntimeFiber<unknown, unknown>, PendingWait>()
+
+/** The wait of the call `fiber` runs, while it waits on a winner read (a read of the store's own making registers with it). */
+export const pendingWaitOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): WaitExpiry | undefined => waitsByFiber.get(fiber)
 
 /**
  * The deadline of a wait of a call of `method` that started at `started`
@@ -196,12 +199,14 @@ export class PendingWait implements WaitExpiry, BoundedCall {
     private readonly boundary: CallBoundary,
     private readonly method: string,
     started: number,
-    private readonly giveUp: () => void
+    private readonly giveUp: () => void,
+    private readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
   ) {
     // Whole milliseconds: Node keeps one timer list per duration, and most waits start with the whole bound left.
     const left = Math.ceil(started + boundary.callTimeoutMs - performance.now())
     this.timer = setTimeout(() => this.end(timedOutAfter(boundary.callTimeoutMs)), Math.max(0, left))
     boundary.running.add(this)
+    waitsByFiber.set(fiber, this)
   }
 
   end(error: (method: string) => unknown): void {
@@ -226,6 +231,7 @@ export class PendingWait implements WaitExpiry, BoundedCall {
   leave(): void {
     clearTimeout(this.timer)
     this.boundary.running.delete(this)
+    if (waitsByFiber.get(this.fiber) === this) waitsByFiber.delete(this.fiber)
   }
 }
 

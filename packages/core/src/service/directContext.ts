@@ -49,7 +49,7 @@ class FiberDirectContext implements DirectContext {
     return this.call === undefined ? effect : bounded(this.call.boundary, this.call.method, effect)
   }
   pendingWait(giveUp: () => void): PendingWait | undefined {
-    return this.call === undefined ? undefined : new PendingWait(this.call.boundary, this.call.method, this.call.started, giveUp)
+    return this.call === undefined ? undefined : new PendingWait(this.call.boundary, this.call.method, this.call.started, giveUp, this.fiber)
   }
   now(): Millis | undefined {
     return clockReadingNow(Context.get(this.fiber.currentDefaultServices, Clock.Clock))

@@ -74,7 +74,9 @@ export const insideCallbacks: FiberRef.FiberRef<InsideCallbacks | undefined> = F
 
 /** `callback` run as a callback of the store behind `gate`: a call of that store from inside it is refused (see `refusedReentry`). */
 export const asCallbackOf = (gate: CallGate) => <A, E, R>(callback: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.locallyWith(callback, insideCallbacks, (outer) => ({ store: gate, outer }))
+  // Set and put back by hand: `Effect.locallyWith` takes several times the runtime steps, on every asynchronous winner read.
+  Effect.flatMap(FiberRef.getAndUpdate(insideCallbacks, (outer) => ({ store: gate, outer })), (outer) =>
+    Effect.ensuring(callback, FiberRef.set(insideCallbacks, outer)))
 
 /**
  * A call of `method` on the store behind `gate` from inside one of that

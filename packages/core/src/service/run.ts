@@ -4,7 +4,7 @@ import type { OperationRepository } from "../ports/OperationRepository.js"
 import type { DirectDatabaseApi, DirectDatabaseOf, DirectTransaction, DirectTransactionOf } from "../ports/DirectDatabase.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
-import { CallExpiry, type LaneCall, onBehalfOf } from "./bound.js"
+import { type LaneCall, onBehalfOf } from "./bound.js"
 import type { DirectContext } from "./directContext.js"
 import { annotateSpanOf } from "./tracing.js"
 import { storeSeries } from "./metrics.js"
@@ -302,8 +302,7 @@ export const runNow = <A, F, W, E>(
     const waiting = step as AwaitingWinner<A>
     // The read runs on this fiber: at the call's deadline its transaction is given up (see `PendingWait`).
     const wait = context.pendingWait(() => transaction.rollback())
-    const read = wait === undefined ? restore(pending!) : Effect.provideService(restore(pending!), CallExpiry, wait)
-    return Effect.matchCauseEffect(transaction.joined(read), {
+    return Effect.matchCauseEffect(transaction.joined(restore(pending!)), {
       onFailure: (cause): Out => {
         wait?.leave()
         if (wait?.error !== undefined) return ended(at, Exit.fail(wait.error as PersistenceError))
