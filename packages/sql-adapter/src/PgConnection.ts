@@ -89,27 +89,14 @@ const control = (client: Pg.PoolClient, text: "BEGIN" | "COMMIT" | "ROLLBACK"): 
   })
 
 /**
- * A transaction's connection: `@effect/sql-pg`'s (`stock`, on `client`),
- * except that rows and raw results are taken without a canceller per
- * statement; what they answer and how they fail is the same. `inFlight`
- * counts the statements not yet answered, so that a transaction that fails
- * with some still running (it was interrupted) cancels them on the server
- * once (see `leanTransactions`). Streams, values and unprepared statements
- * are `stock`'s own.
+ * A connection whose statements and raw statements run through `query` (one
+ * round trip on a `pg` client, with no Promise), with streams, values and
+ * unprepared statements left to `stock`, the `@effect/sql-pg` connection.
  */
-class PgTransactionConnection implements Connection {
-  inFlight = 0
-  constructor(readonly stock: Connection, readonly client: Pg.PoolClient) {}
+abstract class PgQueryConnection implements Connection {
+  constructor(readonly stock: Connection) {}
 
-  private query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
-    return Effect.async<A, SqlError>((resume) => {
-      this.inFlight++
-      this.client.query(text, params as Array<unknown>, (cause: Error | null, result: PgResult) => {
-        this.inFlight--
-        resume(cause === null || cause === undefined ? Effect.succeed(answer(result)) : Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
-      })
-    })
-  }
+  protected abstract query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError>
 
   execute(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
     const rows = this.query(text, params, rowsOf)
@@ -133,6 +120,32 @@ class PgTransactionConnection implements Connection {
   }
 }
 
+/**
+ * A transaction's connection: `@effect/sql-pg`'s (`stock`, on `client`),
+ * except that rows and raw results are taken without a canceller per
+ * statement; what they answer and how they fail is the same. `inFlight`
+ * counts the statements not yet answered, so that a transaction that fails
+ * with some still running (it was interrupted) cancels them on the server
+ * once (see `leanTransactions`). Streams, values and unprepared statements
+ * are `stock`'s own.
+ */
+class PgTransactionConnection extends PgQueryConnection {
+  inFlight = 0
+  constructor(stock: Connection, readonly client: Pg.PoolClient) {
+    super(stock)
+  }
+
+  protected query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
+    return Effect.async<A, SqlError>((resume) => {
+      this.inFlight++
+      this.client.query(text, params as Array<unknown>, (cause: Error | null, result: PgResult) => {
+        this.inFlight--
+        resume(cause === null || cause === undefined ? Effect.succeed(answer(result)) : Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
+      })
+    })
+  }
+}
+
 type PgResult = Pg.QueryResult | ReadonlyArray<Pg.QueryResult>
 
 /** The rows of a result; several statements in one text answer one array each (as `@effect/sql-pg` answers them). */
@@ -150,10 +163,12 @@ const rowsOf = (result: PgResult): ReadonlyArray<object> =>
  * its statement possibly still running. Streams, values and unprepared
  * statements are `stock`'s own.
  */
-class PgPooledConnection implements Connection {
-  constructor(readonly stock: Connection, readonly holds: Holds) {}
+class PgPooledConnection extends PgQueryConnection {
+  constructor(stock: Connection, readonly holds: Holds) {
+    super(stock)
+  }
 
-  private query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
+  protected query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
     return Effect.async<A, SqlError>((resume) => {
       let held: HeldClient | undefined
       let interrupted = false
@@ -176,27 +191,6 @@ class PgPooledConnection implements Connection {
         return running === undefined ? Effect.void : Effect.promise(() => running.giveUp("its statement was interrupted"))
       })
     })
-  }
-
-  execute(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    const rows = this.query(text, params, rowsOf)
-    return transformRows === undefined ? rows : Effect.map(rows, transformRows as (rows: ReadonlyArray<object>) => ReadonlyArray<object>)
-  }
-
-  executeRaw(text: string, params: ReadonlyArray<unknown>) {
-    return this.query(text, params, (result) => result as unknown)
-  }
-
-  executeStream(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return this.stock.executeStream(text, params, transformRows)
-  }
-
-  executeValues(text: string, params: ReadonlyArray<unknown>) {
-    return this.stock.executeValues(text, params)
-  }
-
-  executeUnprepared(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return this.stock.executeUnprepared(text, params, transformRows)
   }
 }
 
