@@ -26,8 +26,9 @@ import * as Memory from "@connector-store/memory-adapter"
 import type { SqlTransaction } from "@connector-store/sql-adapter"
 import { Cause, Context, Effect, Exit, Fiber, Layer, ManagedRuntime, Option } from "effect"
 import { NOW } from "./contract/fixtures.js"
-import { freshPrefix, freshSqlitePath, PG_ADMIN_URL, pgAvailable, pgDatabaseForFile } from "./databases.js"
+import { freshSqlitePath, PG_ADMIN_URL, pgAvailable, pgDatabaseForFile } from "./databases.js"
 import { memoryPortsWithDirect, pgPortsWithLane, sqlitePortsWithDirect, withoutDirect } from "./direct.js"
+import { layerWithPrefix } from "./pgPrefixes.js"
 
 /**
  * Where a hot method runs: on the repository ports (`ports`), on the Effect
@@ -168,7 +169,8 @@ const postgresPorts: AdapterPorts = {
   adapter: "postgres",
   ports: async () => {
     if (!pgAvailable) throw new Error(`no Postgres server at ${PG_ADMIN_URL}`)
-    return pgPortsWithLane(await pgDatabaseForFile(), freshPrefix()) as Layer.Layer<unknown, unknown>
+    const url = await pgDatabaseForFile()
+    return layerWithPrefix(url, (tablePrefix) => pgPortsWithLane(url, tablePrefix)) as Layer.Layer<unknown, unknown>
   },
   handle: { dialect: "pg", query: () => Promise.resolve([]) } satisfies SqlTransaction
 }

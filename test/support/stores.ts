@@ -4,6 +4,7 @@ import * as Sql from "@connector-store/sql-adapter"
 import { Layer } from "effect"
 import { freshPrefix, freshSqlitePath, PG_ADMIN_URL, pgAvailable, pgDatabaseForFile } from "./databases.js"
 import { withoutDirect } from "./direct.js"
+import { layerWithPrefix } from "./pgPrefixes.js"
 
 /** Everything a contract test can reach on a store. */
 export type StoreServices = ConnectorStore | StorePorts | StoreSnapshot
@@ -83,12 +84,15 @@ export const useMemoryPortsOnly = (): void => {
   only = memoryPortsAdapter
 }
 
-/** Postgres: one database per test file, one table prefix per store. */
+/**
+ * Postgres: one database per test file, one table prefix per store layer
+ * (an earlier test's, emptied, where one is ready: see `layerWithPrefix`).
+ */
 export const postgresAdapter = async (): Promise<AdapterUnderTest> => {
   const url = await pgDatabaseForFile()
   return {
     name: "postgres",
-    layer: (readers) => sqlLayer({ url, tablePrefix: freshPrefix(), maxConnections: 8 }, readers),
+    layer: (readers) => layerWithPrefix(url, (tablePrefix) => sqlLayer({ url, tablePrefix, maxConnections: 8 }, readers)),
     connection: async () => ({ url, tablePrefix: freshPrefix() })
   }
 }
