@@ -3,6 +3,14 @@ import { defineConfig } from "vitest/config"
 
 const pkg = (name: string, entry = "index") => fileURLToPath(new URL(`./packages/${name}/src/${entry}.ts`, import.meta.url))
 
+const workers = (() => {
+  const raw = process.env["CONNECTOR_STORE_TEST_WORKERS"]
+  if (raw === undefined) return 3
+  const n = Number(raw)
+  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`CONNECTOR_STORE_TEST_WORKERS must be a positive whole number, got ${JSON.stringify(raw)}`)
+  return n
+})()
+
 export default defineConfig({
   resolve: {
     // The subpath first: an alias also matches the paths under its name.
@@ -22,6 +30,13 @@ export default defineConfig({
     globalSetup: ["./test/support/globalSetup.ts"],
     reporters: ["default", "./test/support/postgresSkips.ts"],
     testTimeout: 60_000,
-    hookTimeout: 60_000
+    hookTimeout: 60_000,
+    // Test files run beside each other, each in a process of its own (a Postgres database and a temp folder of
+    // its own, see test/support/databases.ts). Three at once on two cores: much of a file's time is spent waiting
+    // on Postgres or on a spawned CLI, not on a core. CONNECTOR_STORE_TEST_WORKERS sets another number (1: one
+    // file at a time).
+    pool: "forks",
+    maxWorkers: workers,
+    minWorkers: 1
   }
 })

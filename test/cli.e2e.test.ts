@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs"
 import { createServer, type Server, type Socket } from "node:net"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, it as vitestIt } from "vitest"
 import { failureOf, jsonOf, runCli } from "./support/cli/run.js"
 import { type CliDatabase, dbArgs, openForCheck, seedGivenUpCandidate, seedStore } from "./support/cli/seed.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
@@ -20,7 +20,9 @@ const brokenWatch = ["--owner", "did:owner:1", "--connector", "gcal", "--model",
 
 for (const { name, fresh } of databases) {
   // Spawned processes are slow on a loaded machine: the whole budget is per test.
-  describe(`connector-store CLI on ${name}`, { timeout: 600_000 }, () => {
+  // The databases' suites run beside each other (each its own database), the tests of each one after another.
+  describe(`connector-store CLI on ${name}`, { timeout: 600_000, concurrent: true }, () => {
+    const it = vitestIt.sequential
     /** A freshly seeded store and a runner of the CLI against it. */
     const seeded = async () => {
       const db = await fresh()

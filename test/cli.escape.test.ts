@@ -98,7 +98,8 @@ const databases: ReadonlyArray<{ readonly name: string; readonly fresh: () => Pr
 ]
 
 for (const { name, fresh } of databases) {
-  describe(`the CLI prints hostile ids escaped, on ${name}`, { timeout: 600_000 }, () => {
+  // One test per database, each on its own database: the databases' suites run beside each other.
+  describe(`the CLI prints hostile ids escaped, on ${name}`, { timeout: 600_000, concurrent: true }, () => {
     it("operations, watches, show, status and a failure line hold no raw control byte; --json gives the ids back exactly", async () => {
       const db = await fresh()
       await seedHostile(db)

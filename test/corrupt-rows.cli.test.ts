@@ -57,7 +57,8 @@ const seedWithCorruptRows = async (db: CliDatabase) => {
 }
 
 for (const { name, fresh } of databases) {
-  describe(`the CLI shows rows it cannot decode as corrupt, on ${name}`, { timeout: 600_000 }, () => {
+  // One test per database, each on its own database: the databases' suites run beside each other.
+  describe(`the CLI shows rows it cannot decode as corrupt, on ${name}`, { timeout: 600_000, concurrent: true }, () => {
     it("operations, show, sync list and status go on, and mark the corrupt rows", async () => {
       const db = await fresh()
       const tables = await seedWithCorruptRows(db)
