@@ -9,6 +9,8 @@
 // exactOptionalPropertyTypes, skipLibCheck off, so every shipped .d.ts must
 // compile with what the lines install) and runs it on memory, SQLite and
 // Postgres through the Promise and the Effect APIs, and the installed CLI.
+// It packs a copy of the packages (see `stageWorkspace`), never touching
+// the workspace's own dist/, so it can run beside the tests.
 // Then the two apps the Promise package (`@connector-store/promise`, which
 // brings its own Effect 3 line) is for: one on Effect 4 from the registry,
 // where every Effect-API line of the READMEs must fail with ERESOLVE and
@@ -35,7 +37,7 @@
 // Postgres: CONNECTOR_STORE_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres);
 // skipped with a warning when it does not answer, an error with CONNECTOR_STORE_REQUIRE_PG=1.
 import { execFileSync, spawnSync } from "node:child_process"
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -151,15 +153,44 @@ const withAdmin = async (use) => {
   }
 }
 
+/**
+ * A copy of the workspace's packages (everything but their dist/ and node_modules/) in `stage`, with a
+ * node_modules/ whose every entry is the workspace's own except @connector-store/*, which are the copies:
+ * each package's prepack (which empties its dist/ and builds it again) runs there, so the workspace's own
+ * dist/ stays as it is while this runs (CI runs it beside the tests and the soaks, which load that dist/).
+ */
+const stageWorkspace = (stage) => {
+  mkdirSync(join(stage, "packages"), { recursive: true })
+  for (const file of ["package.json", "tsconfig.base.json"]) cpSync(join(root, file), join(stage, file))
+  for (const dir of rootPackage.workspaces) {
+    cpSync(join(root, dir), join(stage, dir), {
+      recursive: true,
+      filter: (from) => !/(^|\/)(dist|node_modules)$|\.tsbuildinfo$/.test(from.slice(join(root, dir).length))
+    })
+  }
+  const modules = join(stage, "node_modules")
+  mkdirSync(join(modules, "@connector-store"), { recursive: true })
+  for (const entry of readdirSync(join(root, "node_modules"))) {
+    if (entry !== "@connector-store" && !entry.startsWith(".vite")) symlinkSync(join(root, "node_modules", entry), join(modules, entry))
+  }
+  for (const dir of rootPackage.workspaces) {
+    const { name } = readJson(join(root, dir, "package.json"))
+    symlinkSync(join("..", "..", dir), join(modules, name))
+  }
+}
+
 const work = mkdtempSync(join(tmpdir(), "connector-store-packed-"))
 const database = `cs_packed_${process.pid}`
 let databaseCreated = false
 packedInstall: try {
   const tarballs = join(work, "tarballs")
   mkdirSync(tarballs)
+  const stage = join(work, "workspace")
+  stageWorkspace(stage)
   const dependencies = {}
   for (const { dir, manifest } of published) {
-    const [packed] = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", tarballs], dir).replace(/^[^[]*/s, ""))
+    const staged = join(stage, dir.slice(root.length + 1))
+    const [packed] = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", tarballs], staged).replace(/^[^[]*/s, ""))
     checkContents(manifest.name, packed.files.map((file) => file.path), manifest)
     dependencies[manifest.name] = `file:${join(tarballs, packed.filename)}`
     for (const peer of Object.keys(manifest.peerDependencies ?? {})) {
