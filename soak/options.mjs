@@ -1,9 +1,12 @@
 // The soak's command line: --backend sqlite|postgres, --minutes N or
-// --seconds N, --workers W, --seed S, --keep (keep the run's files).
+// --seconds N, --workers W, --seed S, --keep (keep the run's files),
+// --min-kills K (fail unless at least K workers were SIGKILLed: a short
+// run on a loaded machine, where kills wait for a spare, still proves it
+// survived that many).
 
 /** The options, with their defaults; an unknown or malformed option is an error naming it. */
 export const parseArgs = (argv) => {
-  const options = { backend: "sqlite", seconds: 60, workers: 4, seed: Math.floor(Math.random() * 2 ** 31), keep: false }
+  const options = { backend: "sqlite", seconds: 60, workers: 4, seed: Math.floor(Math.random() * 2 ** 31), keep: false, minKills: 0 }
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]
     const value = () => {
@@ -27,6 +30,7 @@ export const parseArgs = (argv) => {
       case "--workers": options.workers = Math.max(1, Math.round(positive(value()))); break
       case "--seed": options.seed = Math.round(positive(value())); break
       case "--keep": options.keep = true; break
+      case "--min-kills": options.minKills = Math.round(positive(value())); break
       default: throw new Error(`unknown option ${flag}`)
     }
   }

@@ -4,7 +4,7 @@
 // recovery pass and the checks (see checks.mjs). Prints
 // `duplicates 0 · lost 0 · stuck 0` or the offending keys; exits 1 on a violation.
 //
-//   npm run soak -- --backend sqlite|postgres --minutes N | --seconds N --workers W --seed S [--keep]
+//   npm run soak -- --backend sqlite|postgres --minutes N | --seconds N --workers W --seed S [--keep] [--min-kills K]
 import { appendFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -103,7 +103,9 @@ const main = async (options) => {
     await database.drop()
   }
   console.log(formatReport(stats, verdict))
-  const bad = failed(verdict)
+  const tooFewKills = kills < options.minKills
+  if (tooFewKills) console.log(`soak: only ${kills} workers were killed, fewer than --min-kills ${options.minKills}`)
+  const bad = failed(verdict) || tooFewKills
   if (bad || options.keep) console.log(`the run's files are kept in ${folder.dir}`)
   else folder.remove()
   return bad ? 1 : 0
@@ -113,7 +115,7 @@ let options
 try {
   options = parseArgs(process.argv.slice(2))
 } catch (error) {
-  console.error(`soak: ${error.message}\nusage: npm run soak -- [--backend sqlite|postgres] [--minutes N | --seconds N] [--workers W] [--seed S] [--keep]`)
+  console.error(`soak: ${error.message}\nusage: npm run soak -- [--backend sqlite|postgres] [--minutes N | --seconds N] [--workers W] [--seed S] [--keep] [--min-kills K]`)
   process.exit(2)
 }
 main(options).then((code) => (process.exitCode = code), (error) => {

@@ -161,8 +161,10 @@ describe("storeCall", () => {
 describe("parseArgs", () => {
   it("reads the options and refuses a bad one by name", () => {
     expect(parseArgs(["--backend", "postgres", "--minutes", "2", "--workers", "3", "--seed", "9"])).toEqual({
-      backend: "postgres", seconds: 120, workers: 3, seed: 9, keep: false
+      backend: "postgres", seconds: 120, workers: 3, seed: 9, keep: false, minKills: 0
     })
+    expect(parseArgs(["--seconds", "35", "--min-kills", "10"])).toMatchObject({ seconds: 35, minKills: 10 })
+    expect(() => parseArgs(["--min-kills", "0"])).toThrow("--min-kills")
     expect(() => parseArgs(["--backend", "mysql"])).toThrow("--backend")
     expect(() => parseArgs(["--seconds", "-1"])).toThrow("--seconds")
     expect(() => parseArgs(["--verbose"])).toThrow("--verbose")
