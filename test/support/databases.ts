@@ -30,11 +30,7 @@ const probe = async (): Promise<boolean> => {
  * with CONNECTOR_STORE_REQUIRE_PG=1 (CI) a missing server is an error.
  */
 export const pgAvailable: boolean = await probe()
-if (!pgAvailable) {
-  if (PG_REQUIRED) throw new Error(`Postgres is required (CONNECTOR_STORE_REQUIRE_PG=1) but ${PG_ADMIN_URL} did not answer`)
-  // Counted and printed at the end of the run by the PostgresSkips reporter.
-  beforeAll((file) => skipPostgresSuites(file))
-}
+if (!pgAvailable && PG_REQUIRED) throw new Error(`Postgres is required (CONNECTOR_STORE_REQUIRE_PG=1) but ${PG_ADMIN_URL} did not answer`)
 
 const withAdmin = async <A>(use: (client: pg.Client) => Promise<A>): Promise<A> => {
   const client = new pg.Client({ connectionString: PG_ADMIN_URL })
@@ -91,13 +87,6 @@ export const pgDatabaseForFile = (): Promise<string> => {
 
 let droppedAtEnd: string | undefined
 
-// Registered when this module is loaded (while the test file is collected),
-// not on first use: a hook registered from inside a running test never runs.
-afterAll(async () => {
-  const name = droppedAtEnd
-  if (name !== undefined) await withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
-})
-
 let prefixes = 0
 
 /** A table prefix no other store in this process uses. */
@@ -119,9 +108,31 @@ export const freshTempDir = (): string => {
   return fileTempDir
 }
 
-afterAll(() => {
-  if (fileTempDir !== undefined) rmSync(fileTempDir, { recursive: true, force: true, maxRetries: 3 })
-})
+/**
+ * Starts a test file: its Postgres database and temp folder are made anew
+ * on first use; and registers (while the file is collected: a hook
+ * registered from inside a running test never runs) the hooks that skip its
+ * Postgres suites when no server answered (counted and printed at the end of
+ * the run by the PostgresSkips reporter), and that drop its database and
+ * remove its temp folder when its tests end, pass or fail. Called by
+ * `perFile.ts`, the setup file vitest runs before every test file: a worker
+ * runs several files and keeps this module loaded between them.
+ */
+export const startTestFile = (): void => {
+  fileDatabase = undefined
+  droppedAtEnd = undefined
+  fileTempDir = undefined
+  if (!pgAvailable) beforeAll((file) => void skipPostgresSuites(file))
+  afterAll(async () => {
+    const name = droppedAtEnd
+    const dir = fileTempDir
+    fileDatabase = undefined
+    droppedAtEnd = undefined
+    fileTempDir = undefined
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
+    if (name !== undefined) await withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+  })
+}
 
 /** A path for a new SQLite file in this test file's temporary folder (`freshTempDir`). */
 export const freshSqlitePath = (): string => join(freshTempDir(), `${randomBytes(6).toString("hex")}.sqlite`)

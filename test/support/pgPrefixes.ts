@@ -92,16 +92,28 @@ const adminFor = (url: string): Promise<pg.Client> => {
   return admin.client
 }
 
-afterAll(async () => {
-  const open = admin
-  admin = undefined
-  if (open !== undefined) await open.client.then((client) => client.end(), () => undefined)
-})
-
 /** The shape of a prefix fresh from its migrations (the first one this file migrated), per database. */
 const reference = new Map<string, string>()
 /** Prefixes whose stores are closed and whose test passed, ready to be checked and emptied for another store. */
 const idle = new Map<string, Array<string>>()
+
+/**
+ * Starts a test file with no prefix to hand on, and registers the hook that
+ * closes its connection when its tests end (see `perFile.ts`: a worker keeps
+ * this module loaded between files, each with a database of its own).
+ */
+export const startTestFilePrefixes = (): void => {
+  reference.clear()
+  idle.clear()
+  admin = undefined
+  afterAll(async () => {
+    const open = admin
+    admin = undefined
+    reference.clear()
+    idle.clear()
+    if (open !== undefined) await open.client.then((client) => client.end(), () => undefined)
+  })
+}
 
 /** Empties `prefix` for a new store when its shape is a fresh prefix's; false (leave it) otherwise. */
 const reclaim = async (url: string, prefix: string): Promise<boolean> => {

@@ -66,6 +66,11 @@ export const memoryPortsAdapter: AdapterUnderTest = {
 /** The one adapter `adaptersUnderTest` answers in this test file, when a file chose one. */
 let only: AdapterUnderTest | undefined
 
+/** Starts a test file with every adapter under test (see `perFile.ts`: a worker keeps this module loaded between files). */
+export const startTestFileAdapters = (): void => {
+  only = undefined
+}
+
 /**
  * From now on in this test file, `adaptersUnderTest` answers the stock-client
  * SQLite adapter alone: a file calls it, then imports the suites it re-runs
