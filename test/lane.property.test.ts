@@ -256,32 +256,34 @@ const memorySide = (path: Path, readers: { readWinner: Reader }) => {
   return promiseStoreOver(path === "ports" ? decorated(ports) : ports, readers, { lane: path === "lane", dialect: "memory" }, closing)
 }
 
+// These runs only show that the store's internal runners agree (the lane, the direct path, the ports), not
+// a guarantee of their own: half the runs they had; CONNECTOR_STORE_MODEL_RUNS=400 runs them as many as before.
 describe("the Promise API's lane, the Effect API's direct path and the ports agree on random sequences of hot calls", () => {
   it("in memory", async () => {
-    await laneAgrees(memorySide, 100, "sync", ["lane", "effect", "ports"])
+    await laneAgrees(memorySide, 50, "sync", ["lane", "effect", "ports"])
   })
 
   it("in memory, with a winner reader that answers with a Promise", async () => {
-    await laneAgrees(memorySide, 100, "async", ["lane", "effect", "ports"])
+    await laneAgrees(memorySide, 50, "async", ["lane", "effect", "ports"])
   })
 
   it("on SQLite", async () => {
-    await laneAgrees(sqliteSide, 40, "sync", ["lane", "effect", "ports"])
+    await laneAgrees(sqliteSide, 20, "sync", ["lane", "effect", "ports"])
   })
 
   it("on SQLite, with a winner reader that answers with a Promise", async () => {
-    await laneAgrees(sqliteSide, 40, "async", ["lane", "effect", "ports"])
+    await laneAgrees(sqliteSide, 20, "async", ["lane", "effect", "ports"])
   })
 
   it.runIf(pgAvailable)("on Postgres", async () => {
     const url = await pgDatabaseForFile()
     await laneAgrees((path, readers) =>
-      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane: path === "lane", dialect: "pg" }, closing), 20)
+      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane: path === "lane", dialect: "pg" }, closing), 10)
   })
 
   it.runIf(pgAvailable)("on Postgres, with a winner reader that answers with a Promise", async () => {
     const url = await pgDatabaseForFile()
     await laneAgrees((path, readers) =>
-      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane: path === "lane", dialect: "pg" }, closing), 20, "async")
+      promiseStoreOver(pgPortsWithLane(url, freshPrefix()) as Layer.Layer<unknown, unknown>, readers, { lane: path === "lane", dialect: "pg" }, closing), 10, "async")
   })
 })
