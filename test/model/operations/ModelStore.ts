@@ -30,6 +30,10 @@ export class ModelStore {
 
   /** Starts a run: clock at `START`, the store empty. */
   async fresh(): Promise<this> {
+    // A turn of the event loop between runs: on the memory adapter a whole run can settle in microtasks, and a
+    // property that never lets the loop turn starves the test worker's own messages to vitest (on a loaded
+    // machine, past vitest's 60 s RPC timeout: "Timeout calling onTaskUpdate").
+    await new Promise((resolve) => setImmediate(resolve))
     this.now = START
     if (this.runtime !== undefined && await this.value(clearSqlTables)) return this
     await this.runtime?.dispose()
