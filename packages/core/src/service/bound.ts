@@ -36,8 +36,14 @@ export interface BoundedCall {
 export interface CallBoundary {
   readonly callTimeoutMs: number
   readonly closeTimeoutMs: number
-  /** The calls running now, each until its answer or its end. */
-  readonly running: Set<BoundedCall>
+  /**
+   * Runs `call` under the bound: it is ended with `callTimedOut` at
+   * `started + callTimeoutMs` (`performance.now()`; now by default) unless
+   * it leaves first.
+   */
+  readonly enter: (call: BoundedCall, started?: number) => void
+  /** `call` ended (answered or was ended); nothing of the bound is left for it. */
+  readonly leave: (call: BoundedCall) => void
   /** Ends every call still running with `StoreClosed` naming its method. */
   readonly endAll: () => void
 }
@@ -48,18 +54,57 @@ export interface CallBoundOptions {
   readonly closeTimeoutMs?: number | undefined
 }
 
-/** A fresh boundary, with no call running. */
-export const makeCallBoundary = (options: CallBoundOptions = {}): CallBoundary => {
-  const running = new Set<BoundedCall>()
-  return {
-    callTimeoutMs: options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS,
-    closeTimeoutMs: options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS,
-    running,
-    endAll: () => {
-      for (const call of Array.from(running)) call.end((method) => new StoreClosed({ method }))
+/**
+ * The running calls and their deadlines, under one timer set for the
+ * earliest: a call costs a map entry, not a timer of its own (a timer per
+ * call cost a sixth of an asynchronous SQLite watch cycle). The timer holds
+ * the process open only while a call runs.
+ */
+class Boundary implements CallBoundary {
+  private readonly running = new Map<BoundedCall, number>()
+  private timer: ReturnType<typeof setTimeout> | undefined
+  private timerAt = Infinity
+
+  constructor(readonly callTimeoutMs: number, readonly closeTimeoutMs: number) {}
+
+  enter(call: BoundedCall, started = performance.now()): void {
+    const deadline = started + this.callTimeoutMs
+    this.running.set(call, deadline)
+    if (this.running.size === 1) this.timer?.ref()
+    if (deadline < this.timerAt) this.arm(deadline)
+  }
+
+  leave(call: BoundedCall): void {
+    if (this.running.delete(call) && this.running.size === 0) this.timer?.unref()
+  }
+
+  endAll(): void {
+    for (const call of Array.from(this.running.keys())) call.end((method) => new StoreClosed({ method }))
+  }
+
+  private arm(at: number): void {
+    clearTimeout(this.timer)
+    this.timerAt = at
+    this.timer = setTimeout(() => this.expire(), Math.max(0, Math.ceil(at - performance.now())))
+  }
+
+  /** Ends the calls past their deadline, and sets the timer for the next one. */
+  private expire(): void {
+    this.timer = undefined
+    this.timerAt = Infinity
+    const now = performance.now()
+    let next = Infinity
+    for (const [call, deadline] of Array.from(this.running)) {
+      if (deadline <= now) call.end(timedOutAfter(this.callTimeoutMs))
+      else next = Math.min(next, deadline)
     }
+    if (next !== Infinity) this.arm(next)
   }
 }
+
+/** A fresh boundary, with no call running. */
+export const makeCallBoundary = (options: CallBoundOptions = {}): CallBoundary =>
+  new Boundary(options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS, options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS)
 
 /**
  * The store's call boundary, read by the store's service and its Promise
@@ -120,10 +165,7 @@ export const bounded = <A, E, R>(
       let answered = false
       // Set once the caller is interrupted: it then waits for the call to end, until the deadline.
       let callerWaits: (() => void) | undefined
-      const leave = () => {
-        clearTimeout(timer)
-        boundary.running.delete(call)
-      }
+      const leave = () => boundary.leave(call)
       const call: BoundedCall = {
         end: (error) => {
           child.unsafeInterruptAsFork(FiberId.none)
@@ -139,8 +181,7 @@ export const bounded = <A, E, R>(
           })
         }
       }
-      const timer = setTimeout(() => call.end(timedOutAfter(boundary.callTimeoutMs)), boundary.callTimeoutMs)
-      boundary.running.add(call)
+      boundary.enter(call)
       child.addObserver((exit) => {
         if (callerWaits !== undefined) return callerWaits()
         if (answered) return
@@ -193,7 +234,6 @@ export const pendingWaitOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Wait
 export class PendingWait implements WaitExpiry, BoundedCall {
   error: unknown = undefined
   private wakes: Array<(error: unknown) => void> | undefined
-  private readonly timer: ReturnType<typeof setTimeout>
 
   constructor(
     private readonly boundary: CallBoundary,
@@ -202,10 +242,7 @@ export class PendingWait implements WaitExpiry, BoundedCall {
     private readonly giveUp: () => void,
     private readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
   ) {
-    // Whole milliseconds: Node keeps one timer list per duration, and most waits start with the whole bound left.
-    const left = Math.ceil(started + boundary.callTimeoutMs - performance.now())
-    this.timer = setTimeout(() => this.end(timedOutAfter(boundary.callTimeoutMs)), Math.max(0, left))
-    boundary.running.add(this)
+    boundary.enter(this, started)
     waitsByFiber.set(fiber, this)
   }
 
@@ -229,8 +266,7 @@ export class PendingWait implements WaitExpiry, BoundedCall {
   }
 
   leave(): void {
-    clearTimeout(this.timer)
-    this.boundary.running.delete(this)
+    this.boundary.leave(this)
     if (waitsByFiber.get(this.fiber) === this) waitsByFiber.delete(this.fiber)
   }
 }
@@ -314,10 +350,7 @@ export const boundedPromise = <A>(boundary: CallBoundary, method: string, call: 
   new Promise<A>((resolve, reject) => {
     let settled = false
     let failure: unknown
-    const leave = () => {
-      clearTimeout(timer)
-      boundary.running.delete(entry)
-    }
+    const leave = () => boundary.leave(entry)
     const entry: BoundedCall = {
       end: (error) => {
         if (settled || failure !== undefined) return
@@ -331,8 +364,7 @@ export const boundedPromise = <A>(boundary: CallBoundary, method: string, call: 
         })
       }
     }
-    const timer = setTimeout(() => entry.end(timedOutAfter(boundary.callTimeoutMs)), boundary.callTimeoutMs)
-    boundary.running.add(entry)
+    boundary.enter(entry)
     answer.then(
       (value) => {
         if (settled) return
