@@ -10,6 +10,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Effect, Exit, ManagedRuntime, Option } from "effect"
 import type { AdapterUnderTest, StoreServices } from "../support/stores.js"
 import { World } from "./world.js"
+import { turnOfTheEventLoop } from "./runs.js"
 
 /** Every row the store holds in the two tables the model covers. */
 export interface StoreRows {
@@ -67,10 +68,7 @@ export class RealStore {
 
   /** Starts a run: the world reset, the store empty. */
   async fresh(): Promise<this> {
-    // A turn of the event loop between runs: on the memory adapter a whole run can settle in microtasks, and a
-    // property that never lets the loop turn starves the test worker's own messages to vitest (on a loaded
-    // machine, past vitest's 60 s RPC timeout: "Timeout calling onTaskUpdate").
-    await new Promise((resolve) => setImmediate(resolve))
+    await turnOfTheEventLoop()
     this.world.reset()
     if (this.runtime !== undefined && await this.runtime.runPromise(clearSqlTables)) return this
     await this.runtime?.dispose()

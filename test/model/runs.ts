@@ -29,3 +29,11 @@ export const commandsConstraints = (maxCommands: number): fc.CommandsContraints 
   const replayPath = process.env["CONNECTOR_STORE_MODEL_REPLAY"]
   return { maxCommands, size: "max", ...(replayPath === undefined ? {} : { replayPath }) }
 }
+
+/**
+ * A turn of the event loop, taken between runs: on the memory adapter a whole
+ * run can settle in microtasks, and a property that never lets the loop turn
+ * starves the test worker's own messages to vitest (on a loaded machine, past
+ * vitest's 60 s RPC timeout: "Timeout calling onTaskUpdate").
+ */
+export const turnOfTheEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))

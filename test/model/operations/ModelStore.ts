@@ -4,6 +4,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Effect, Exit, Layer, ManagedRuntime, Option } from "effect"
 import type { AdapterUnderTest, StoreServices } from "../../support/stores.js"
 import { MODEL_POLICY, START } from "./OperationModel.js"
+import { turnOfTheEventLoop } from "../runs.js"
 
 /** Test-only: empties every table a model run writes; `false` on memory (rebuilt instead). */
 const clearSqlTables = Effect.gen(function*() {
@@ -30,10 +31,7 @@ export class ModelStore {
 
   /** Starts a run: clock at `START`, the store empty. */
   async fresh(): Promise<this> {
-    // A turn of the event loop between runs: on the memory adapter a whole run can settle in microtasks, and a
-    // property that never lets the loop turn starves the test worker's own messages to vitest (on a loaded
-    // machine, past vitest's 60 s RPC timeout: "Timeout calling onTaskUpdate").
-    await new Promise((resolve) => setImmediate(resolve))
+    await turnOfTheEventLoop()
     this.now = START
     if (this.runtime !== undefined && await this.value(clearSqlTables)) return this
     await this.runtime?.dispose()

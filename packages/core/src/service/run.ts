@@ -302,17 +302,14 @@ export const runNow = <A, F, W, E>(
     const waiting = step as AwaitingWinner<A>
     // The read runs on this fiber: at the call's deadline its transaction is given up (see `PendingWait`).
     const wait = context.pendingWait(() => transaction.rollback())
+    /** The call's failure when its deadline passed during the read (its transaction already given up). */
+    const expired = (): Out | undefined => {
+      wait?.leave()
+      return wait?.error === undefined ? undefined : ended(at, Exit.fail(wait.error as PersistenceError))
+    }
     return Effect.matchCauseEffect(transaction.joined(restore(pending!)), {
-      onFailure: (cause): Out => {
-        wait?.leave()
-        if (wait?.error !== undefined) return ended(at, Exit.fail(wait.error as PersistenceError))
-        return rollbackThen(transaction, () => ended(at, Exit.failCause(cause)), cause)
-      },
-      onSuccess: (winner): Out => {
-        wait?.leave()
-        if (wait?.error !== undefined) return ended(at, Exit.fail(wait.error as PersistenceError))
-        return proceed(transaction, () => waiting.resume(winner), at)
-      }
+      onFailure: (cause): Out => expired() ?? rollbackThen(transaction, () => ended(at, Exit.failCause(cause)), cause),
+      onSuccess: (winner): Out => expired() ?? proceed(transaction, () => waiting.resume(winner), at)
     })
   }
   const attempt = (at: Position): Out => {
