@@ -31,15 +31,15 @@ const removeOrphanRoots = (dir: string): void => {
   }
 }
 
+/** The run's temp root, once a project's setup made it (each vitest project runs this setup). */
+const ROOT_VARIABLE = "CONNECTOR_STORE_TEST_RUN_ROOT"
+
 /**
  * One temporary folder per test run, removed when the run ends, whatever the
  * tests did: test files make their SQLite files in it (`freshSqlitePath`),
  * and the test workers and the processes they spawn see it as their
  * `TMPDIR`, so whatever they put in `os.tmpdir()` goes there too.
  */
-/** The run's temp root, once a project's setup made it (each vitest project runs this setup). */
-const ROOT_VARIABLE = "CONNECTOR_STORE_TEST_RUN_ROOT"
-
 export default function setup(project: TestProject): () => void {
   const made = process.env[ROOT_VARIABLE]
   if (made !== undefined) {
