@@ -1,3 +1,4 @@
+import { tableNames } from "@connector-store/sql-adapter"
 import { Effect, Layer } from "effect"
 import pg from "pg"
 import { afterAll, onTestFinished } from "vitest"
@@ -29,17 +30,11 @@ import { freshPrefix } from "./databases.js"
  */
 const enabled = process.env["CONNECTOR_STORE_PG_FRESH_PREFIXES"] !== "1"
 
-/** The tables a store keeps rows in, by suffix (the migrations table keeps its rows). */
-const DATA_TABLES = [
-  "sync_state",
-  "pending_auth",
-  "operation",
-  "projection_watch",
-  "relist_run",
-  "relist_receipt",
-  "relist_candidate",
-  "relist_baseline"
-] as const
+/** The tables a store under `prefix` keeps rows in, by the adapter's own names (the migrations table keeps its rows). */
+const dataTables = (prefix: string): ReadonlyArray<string> => {
+  const { index: _index, migrations: _migrations, prefix: _prefix, ...tables } = tableNames(prefix)
+  return Object.values(tables)
+}
 
 /** Everything of a prefix's schema that a test could change, with the prefix taken out of every name. */
 const SHAPE = `
@@ -78,7 +73,7 @@ const SHAPE = `
 /** A prefix's schema and applied migrations, every name relative to the prefix (comparable across prefixes). */
 const shapeOf = async (client: pg.Client, prefix: string): Promise<string> => {
   const { rows: [row] } = await client.query<{ shape: string | null }>(SHAPE, [prefix])
-  const { rows: migrations } = await client.query<{ id: number; name: string }>(`SELECT id, name FROM ${prefix}schema_migrations ORDER BY id`)
+  const { rows: migrations } = await client.query<{ id: number; name: string }>(`SELECT id, name FROM ${tableNames(prefix).migrations} ORDER BY id`)
   return [row?.shape ?? "", ...migrations.map(({ id, name }) => `migration ${id} ${name}`)].join("\n").split(prefix).join("<prefix>")
 }
 
@@ -124,7 +119,7 @@ const reclaim = async (url: string, prefix: string): Promise<boolean> => {
     if (await shapeOf(client, prefix) !== expected) return false
     await client.query("BEGIN")
     await client.query("SET LOCAL lock_timeout = '2s'")
-    for (const table of DATA_TABLES) await client.query(`DELETE FROM ${prefix}${table}`)
+    for (const table of dataTables(prefix)) await client.query(`DELETE FROM ${table}`)
     await client.query("COMMIT")
     return true
   } catch {
