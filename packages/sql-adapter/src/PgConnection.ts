@@ -28,6 +28,12 @@ export interface PgConnectionOptions {
   readonly callTimeoutMs?: number | undefined
 }
 
+/** What `pg` fails a connect with when its `connectionTimeoutMillis` runs out. */
+const POOL_CONNECT_TIMEOUT = /timeout exceeded when trying to connect|due to connection timeout/i
+
+/** How long after `pg`'s own connect timeout the open's backstop timer gives up, so that one cause is reported, not a race of two. */
+const BACKSTOP_MARGIN_MS = 250
+
 /** How long the layer waits for a new connection, and for the server to answer its first `SELECT 1` (10 s). */
 export const CONNECT_TIMEOUT_MS = 10_000
 
@@ -328,19 +334,18 @@ const ownPool = (options: PgConnectionOptions): Effect.Effect<OwnPool, SqlError,
         return Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
       })
   ).pipe(
-    Effect.tap(({ pool }) =>
-      Effect.tryPromise({
+    Effect.tap(({ pool }) => {
+      // The pool's connect timeout fires first and is reported as this one; this one is the backstop should it not.
+      const unanswered = () =>
+        new SqlError({
+          cause: Object.assign(new Error(`the server did not answer within ${connectTimeoutMs % 1000 === 0 ? `${connectTimeoutMs / 1000}s` : `${connectTimeoutMs} ms`}`), { code: "ETIMEDOUT" }),
+          message: "PgClient: Connection timed out"
+        })
+      return Effect.tryPromise({
         try: () => pool.query("SELECT 1"),
-        catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
-      }).pipe(Effect.timeoutFail({
-        duration: Duration.millis(connectTimeoutMs),
-        onTimeout: () =>
-          new SqlError({
-            cause: Object.assign(new Error(`the server did not answer within ${connectTimeoutMs % 1000 === 0 ? `${connectTimeoutMs / 1000}s` : `${connectTimeoutMs} ms`}`), { code: "ETIMEDOUT" }),
-            message: "PgClient: Connection timed out"
-          })
-      }))
-    )
+        catch: (cause) => POOL_CONNECT_TIMEOUT.test(String((cause as Error)?.message)) ? unanswered() : new SqlError({ cause, message: "PgClient: Failed to connect" })
+      }).pipe(Effect.timeoutFail({ duration: Duration.millis(connectTimeoutMs + BACKSTOP_MARGIN_MS), onTimeout: unanswered }))
+    })
   )
 }
 
