@@ -3,9 +3,8 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Context, Duration, Effect, Exit, type Fiber, Layer, type Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, type Scope, Stream } from "effect"
 import Pg from "pg"
-import { routeStatements } from "./internal/statementRoutes.js"
 import type { PgLaneParts } from "./PgLane.js"
 import { destroySocket, type HeldClient, type Holds, makeHolds } from "./internal/pgHolds.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
@@ -49,20 +48,6 @@ export const HOLD_LIMIT_MS = 30_000
 /** How long a connection is idle before TCP keepalive probes start (5 s), so a dead peer is found. */
 export const KEEPALIVE_DELAY_MS = 5_000
 
-/**
- * `base` with the statements it makes run straight on a connection (see
- * `routeStatements`), as rows or `.raw`: on the open transaction's
- * connection, or outside a transaction on `outside` when given (else the
- * stock path runs there).
- */
-export const withDirectStatements = (base: Client.SqlClient, outside?: Connection): Client.SqlClient => {
-  const connectionOn = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Connection | undefined => {
-    const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
-    return transaction._tag === "Some" ? transaction.value[0] : outside
-  }
-  return routeStatements(base, { execute: connectionOn, executeRaw: connectionOn }) ?? base
-}
-
 const LANE: unique symbol = Symbol.for("@connector-store/sql-adapter/PgConnection/lane")
 
 /** What `PgLane` runs on under this module's client `sql` (its pool); undefined for any other client. */
@@ -95,56 +80,58 @@ const control = (client: Pg.PoolClient, text: "BEGIN" | "COMMIT" | "ROLLBACK"): 
   })
 
 /**
- * A connection whose statements and raw statements run through `query` (one
- * round trip on a `pg` client, with no Promise), with streams, values and
- * unprepared statements left to `stock`, the `@effect/sql-pg` connection.
+ * A `pg` client as `@effect/sql`'s `Connection`: each statement one round
+ * trip through `query` (a callback, no Promise), answered as
+ * `@effect/sql-pg` answers it (rows, one array per statement of a
+ * multi-statement text; the raw result; rows as arrays for values). A
+ * stream is the statement's rows read whole, then streamed: the store
+ * never streams, and a cursor would hold a client across an await of the
+ * caller's.
  */
 abstract class PgQueryConnection implements Connection {
-  constructor(readonly stock: Connection) {}
-
-  protected abstract query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError>
+  protected abstract query<A>(query: Pg.QueryConfig, answer: (result: PgResult) => A): Effect.Effect<A, SqlError>
 
   execute(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    const rows = this.query(text, params, rowsOf)
+    const rows = this.query({ text, values: params as Array<unknown> }, rowsOf)
     return transformRows === undefined ? rows : Effect.map(rows, transformRows as (rows: ReadonlyArray<object>) => ReadonlyArray<object>)
   }
 
   executeRaw(text: string, params: ReadonlyArray<unknown>) {
-    return this.query(text, params, (result) => result as unknown)
+    return this.query({ text, values: params as Array<unknown> }, (result) => result as unknown)
   }
 
-  executeStream(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return this.stock.executeStream(text, params, transformRows)
-  }
-
-  executeValues(text: string, params: ReadonlyArray<unknown>) {
-    return this.stock.executeValues(text, params)
+  executeValues(text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError> {
+    const query: Pg.QueryArrayConfig = { text, values: params as Array<unknown>, rowMode: "array" }
+    return this.query(query as unknown as Pg.QueryConfig, (result) =>
+      (Array.isArray(result) ? [] : (result as Pg.QueryResult).rows ?? []) as ReadonlyArray<ReadonlyArray<unknown>>)
   }
 
   executeUnprepared(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
-    return this.stock.executeUnprepared(text, params, transformRows)
+    return this.execute(text, params, transformRows)
+  }
+
+  executeStream(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
+    return Stream.flatMap(Stream.fromEffect(this.execute(text, params, transformRows)), Stream.fromIterable)
   }
 }
 
 /**
- * A transaction's connection: `@effect/sql-pg`'s (`stock`, on `client`),
- * except that rows and raw results are taken without a canceller per
- * statement; what they answer and how they fail is the same. `inFlight`
- * counts the statements not yet answered, so that a transaction that fails
- * with some still running (it was interrupted) cancels them on the server
- * once (see `leanTransactions`). Streams, values and unprepared statements
- * are `stock`'s own.
+ * A transaction's connection, on the checked-out `client`: statements are
+ * sent without a canceller each. `inFlight` counts the statements not yet
+ * answered, so that a transaction that fails with some still running (it
+ * was interrupted) gives its client up once, which ends them on the server
+ * (see `leanTransactions`).
  */
-class PgTransactionConnection extends PgQueryConnection {
+export class PgTransactionConnection extends PgQueryConnection {
   inFlight = 0
-  constructor(stock: Connection, readonly client: Pg.PoolClient) {
-    super(stock)
+  constructor(readonly client: Pg.PoolClient) {
+    super()
   }
 
-  protected query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
+  protected query<A>(query: Pg.QueryConfig, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
     return Effect.async<A, SqlError>((resume) => {
       this.inFlight++
-      this.client.query(text, params as Array<unknown>, (cause: Error | null, result: PgResult) => {
+      this.client.query(query, (cause: Error | null, result: PgResult) => {
         this.inFlight--
         resume(cause === null || cause === undefined ? Effect.succeed(answer(result)) : Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
       })
@@ -166,15 +153,14 @@ const rowsOf = (result: PgResult): ReadonlyArray<object> =>
  * cancelled on the server, its socket destroyed and its slot freed within a
  * moment, even when the server no longer answers; `@effect/sql-pg` would
  * instead wait up to 5 s for a cancel request and hand the client back with
- * its statement possibly still running. Streams, values and unprepared
- * statements are `stock`'s own.
+ * its statement possibly still running.
  */
 class PgPooledConnection extends PgQueryConnection {
-  constructor(stock: Connection, readonly holds: Holds) {
-    super(stock)
+  constructor(readonly holds: Holds) {
+    super()
   }
 
-  protected query<A>(text: string, params: ReadonlyArray<unknown>, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
+  protected query<A>(query: Pg.QueryConfig, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
     return Effect.async<A, SqlError>((resume) => {
       let held: HeldClient | undefined
       let interrupted = false
@@ -185,7 +171,7 @@ class PgPooledConnection extends PgQueryConnection {
         }
         if (interrupted) return got.release()
         held = got
-        got.client.query(text, params as Array<unknown>, (failure: Error | null, result: PgResult) => {
+        got.client.query(query, (failure: Error | null, result: PgResult) => {
           held = undefined
           got.release(failure ?? undefined)
           resume(failure === null || failure === undefined ? Effect.succeed(answer(result)) : Effect.fail(new SqlError({ cause: failure, message: "Failed to execute statement" })))
@@ -206,7 +192,7 @@ class PgPooledConnection extends PgQueryConnection {
  * connection (`PgTransactionConnection`) as its `TransactionConnection`,
  * `COMMIT` (or `ROLLBACK`), the client handed back.
  * Everything but the effect runs with interruption off. Failures are
- * `base`'s: a client that cannot be had fails with a `SqlError`, a failed
+ * `@effect/sql`'s: a client that cannot be had fails with a `SqlError`, a failed
  * commit or rollback is a defect, and so is a `COMMIT` the server answers
  * with `ROLLBACK` (see `control`). A client whose commit or rollback failed,
  * or that reported an error, is discarded instead of going back to the pool,
@@ -214,13 +200,13 @@ class PgPooledConnection extends PgQueryConnection {
  * with statements still running (interrupted) gives its client up (see
  * `HeldClient.giveUp`) instead of waiting for them; one held past the call
  * bound is given up by `holds`. With a tracer installed
- * the same runs, in a `sql.transaction` span as `base` opens one. A nested
- * transaction (savepoints) runs `base`'s own.
+ * the same runs, in a `sql.transaction` span as `@effect/sql` opens one. A
+ * nested transaction (savepoints) runs `nested`, `@effect/sql`'s own.
  */
 export const leanTransactions = (
-  base: Client.SqlClient,
+  nested: Client.SqlClient["withTransaction"],
   holds: Holds,
-  connectionOf: (client: Pg.PoolClient) => Connection
+  spanAttributes: ReadonlyArray<readonly [string, unknown]>
 ): Client.SqlClient["withTransaction"] => {
   // Taken with interruption off (the caller's region): a client that arrives is always handed back.
   const checkout = Effect.async<HeldClient, SqlError>((resume) => {
@@ -232,13 +218,11 @@ export const leanTransactions = (
       resume(Effect.succeed(held))
     })
   })
-  const spanAttributes = (base.unsafe("SELECT 1") as unknown as { readonly spanAttributes?: ReadonlyArray<readonly [string, unknown]> })
-    .spanAttributes ?? []
   // `context` is the fiber's as the transaction begins (inside its span, when there is one).
   const topLevel = <R, E, A>(context: Context.Context<never>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(checkout, ({ client, giveUp, release }) => {
-        const connection = new PgTransactionConnection(connectionOf(client), client)
+        const connection = new PgTransactionConnection(client)
         return withConnectionThen(context, connection, 0, Effect.zipRight(control(client, "BEGIN"), restore(effect)), (exit) => {
           // Statements still running when a transaction fails (it was interrupted: its call ran out, say) end
           // with its connection: destroyed, so the server rolls the transaction back and the slot is free now.
@@ -260,24 +244,11 @@ export const leanTransactions = (
   return <R, E, A>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.withFiberRuntime((fiber) => {
       const context = fiber.currentContext
-      if (Context.getOption(context, Client.TransactionConnection)._tag === "Some") return base.withTransaction(effect)
+      if (Context.getOption(context, Client.TransactionConnection)._tag === "Some") return nested(effect)
       if (!traced(fiber)) return topLevel(context, effect)
       return transactionSpan(Effect.withFiberRuntime((inSpan) => topLevel(inSpan.currentContext, effect)), spanAttributes)
     })
 }
-
-/**
- * A pool client's connection as `@effect/sql-pg` makes one for a
- * transaction, from the class of one it reserved; undefined when what it
- * reserved is not of that shape (then transactions keep the stock path).
- */
-const connectionMaker = (base: Client.SqlClient): Effect.Effect<((client: Pg.PoolClient) => Connection) | undefined, SqlError> =>
-  Effect.scoped(Effect.map(base.reserve, (reserved) => {
-    const held = (reserved as { readonly pg?: unknown }).pg
-    const Made = (reserved as object).constructor as new(client: unknown) => Connection & { readonly pg?: unknown }
-    if (held === undefined || typeof Made !== "function" || new Made(held).pg !== held) return undefined
-    return (client: Pg.PoolClient) => new Made(client)
-  }))
 
 /**
  * What every session of the store's pool starts with (as startup options,
@@ -350,28 +321,64 @@ const ownPool = (options: PgConnectionOptions): Effect.Effect<OwnPool, SqlError,
 }
 
 /**
- * The store's Postgres client: `@effect/sql-pg`'s, over a pool the layer
- * owns, with its statements run straight on a connection (see
- * `withDirectStatements`) and its top-level transactions lean (see
- * `leanTransactions`). Outside a transaction statements run each on a
- * client of their own (see `PgPooledConnection`), which an interruption
- * gives up rather than hands back mid-statement.
+ * The span attributes of the store's statements and transactions, as
+ * `@effect/sql-pg` names them: the system, and the database, host and port
+ * of `url` (the defaults `pg` connects to where it names none).
+ */
+const spanAttributesOf = (url: string): ReadonlyArray<readonly [string, unknown]> => {
+  let parsed: URL | undefined
+  try {
+    parsed = new URL(url)
+  } catch {
+    parsed = undefined
+  }
+  const database = parsed === undefined ? "" : decodeURIComponent(parsed.pathname.replace(/^\//, ""))
+  return [
+    ["db.system.name", "postgresql"],
+    ["db.namespace", database !== "" ? database : decodeURIComponent(parsed?.username ?? "") || "postgres"],
+    ["server.address", parsed?.hostname || "localhost"],
+    ["server.port", parsed?.port ? Number(parsed.port) : 5432]
+  ]
+}
+
+/**
+ * A checked-out client's transaction connection, as a scoped acquisition:
+ * handed back when the scope closes, or discarded when it closes with a
+ * failure (the client may still hold an open transaction).
+ */
+const reserveOn = (holds: Holds): Effect.Effect<Connection, SqlError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.async<HeldClient, SqlError>((resume) => {
+      holds.checkout((cause, held) => {
+        resume(cause !== undefined || held === undefined
+          ? Effect.fail(new SqlError({ cause, message: "Failed to acquire connection" }))
+          : Effect.succeed(held))
+      })
+    }),
+    (held, exit) => Effect.sync(() => held.release(Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined))
+  ).pipe(Effect.map((held) => new PgTransactionConnection(held.client)))
+
+/**
+ * The store's Postgres client: `@effect/sql`'s `Client.make` over a pool the
+ * layer owns, with `@effect/sql-pg`'s compiler. Outside a transaction each
+ * statement runs on a client checked out for it (see `PgPooledConnection`),
+ * which an interruption gives up rather than hands back mid-statement; a
+ * top-level transaction is lean (see `leanTransactions`); a nested one runs
+ * on savepoints, as `@effect/sql` runs them.
  */
 export const layer = (options: PgConnectionOptions): Layer.Layer<Client.SqlClient, unknown> =>
   Layer.scoped(
     Client.SqlClient,
     Effect.gen(function*() {
       const { pool, holds } = yield* ownPool(options)
-      const base: Client.SqlClient = yield* PgClient.fromPool({ acquire: Effect.succeed(pool), applicationName: options.applicationName })
-      const { acquirer } = base.unsafe("SELECT 1") as unknown as { readonly acquirer?: unknown }
-      // A client that does not hand out its connection this way keeps the stock path outside transactions.
-      const stock = Effect.isEffect(acquirer)
-        ? yield* (acquirer as Effect.Effect<Connection, SqlError, Scope.Scope>)
-        : undefined
-      const client = withDirectStatements(base, stock === undefined ? undefined : new PgPooledConnection(stock, holds))
-      const connectionOf = yield* connectionMaker(base)
-      if (client === base || connectionOf === undefined) return client
-      const lane: PgLaneParts = { pool, holds, connectionOf: (pooled) => new PgTransactionConnection(connectionOf(pooled), pooled) }
-      return Object.assign(client, { withTransaction: leanTransactions(base, holds, connectionOf), [LANE]: lane })
+      const spanAttributes = spanAttributesOf(options.url)
+      const client = yield* Client.make({
+        acquirer: Effect.succeed(new PgPooledConnection(holds)),
+        transactionAcquirer: reserveOn(holds),
+        compiler: PgClient.makeCompiler(),
+        spanAttributes
+      })
+      const lane: PgLaneParts = { pool, holds, connectionOf: (pooled) => new PgTransactionConnection(pooled) }
+      return Object.assign(client, { withTransaction: leanTransactions(client.withTransaction, holds, spanAttributes), [LANE]: lane })
     })
   ).pipe(Layer.provide(Reactivity.layer))

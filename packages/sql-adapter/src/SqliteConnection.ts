@@ -8,7 +8,6 @@ import Sqlite from "better-sqlite3"
 import { Cause, Context, Effect, Exit, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { routeStatements } from "./internal/statementRoutes.js"
 import { DATABASE_REPLACED_CODE } from "./SqlFailure.js"
 import { traced, transactionSpan } from "./internal/tracing.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
@@ -695,27 +694,13 @@ export const make = (
   })
 
 /**
- * `base` with its statements run straight on the connection (see
- * `routeStatements`): the stock statement path opens a span and a scope per
- * statement; here a statement inside this connection's transaction, or
- * outside any while none is open, runs now, and any other goes to the
- * connection that decides (waits its turn, or is another client's
- * transaction).
+ * `base` with this connection's transactions (see `makeWithTransaction`):
+ * a statement inside one runs on its connection at once, and any other
+ * waits for the open one to end (see `SharedDatabase.outside`).
  */
 const fastClient = (base: Client.SqlClient, shared: SharedDatabase): Client.SqlClient => {
   const withTransaction = makeWithTransaction(shared)
-  const now: Pick<Connection, "execute"> = {
-    execute: (text, params, transformRows) => shared.executeNow(text, params, transformRows)
-  }
-  const routed = routeStatements(base, {
-    execute: (fiber) => {
-      const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
-      if (transaction._tag === "Some" ? transaction.value[0] === shared.current : !shared.queue.held) return now
-      return transaction._tag === "Some" ? transaction.value[0] : shared.outside
-    }
-  })
-  if (routed === undefined) throw new Error("@effect/sql's statements are not of the shape the SQLite client relies on")
-  const client: Client.SqlClient = Object.assign(routed, {
+  const client: Client.SqlClient = Object.assign(base, {
     // With a tracer installed, the same transaction in the stock client's span.
     withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.withFiberRuntime<A, E | SqlError, R>((fiber) =>

@@ -1,4 +1,3 @@
-import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, type Fiber } from "effect"
 import { nativeTracer } from "@connector-store/core/adapter"
 
@@ -8,25 +7,6 @@ import { nativeTracer } from "@connector-store/core/adapter"
  * exports nowhere, so without one the span is skipped.
  */
 export const traced = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean => fiber.currentTracer !== nativeTracer
-
-/**
- * `run` (one statement, `text`) in a span as `@effect/sql` opens one around
- * each statement: `sql.execute`, kind `client`, with the client's span
- * attributes, `db.operation.name` (`execute`, `executeRaw`) and
- * `db.query.text` (the statement's text, never its parameters).
- */
-export const statementSpan = <A>(
-  run: Effect.Effect<A, SqlError>,
-  attributes: ReadonlyArray<readonly [string, unknown]>,
-  operation: string,
-  text: string
-): Effect.Effect<A, SqlError> =>
-  Effect.useSpan("sql.execute", { kind: "client", captureStackTrace: false }, (span) => {
-    for (const [key, value] of attributes) span.attribute(key, value)
-    span.attribute("db.operation.name", operation)
-    span.attribute("db.query.text", text)
-    return run
-  })
 
 /**
  * `transaction` in a span as `@effect/sql` opens one around each
