@@ -15,6 +15,7 @@ import { effectSqlLifecycle } from "./support/operation-effect-sql-steps.mjs"
 import { effectLifecycleOver, lifecycleOver, lifecyclePlan, winnerOf } from "./support/operation-lifecycle.mjs"
 import { rawPgLifecycle, rawSqliteLifecycle } from "./support/operation-raw-steps.mjs"
 import { stockClientLabel, stockClientRuntime } from "./support/stock-client.mjs"
+import { portsOnlyRuntime, WITHOUT_DIRECT, WITHOUT_LANE, withoutLane } from "./support/runners.mjs"
 
 const PG_POOL = 10
 let opened = 0
@@ -24,7 +25,7 @@ const migrated = async (connection) => (await openConnectorStore({ ...connection
 
 /** Where each side's tables live: SQLite, a file each; Postgres, a table prefix each in the run's scratch database. */
 const connectionsFor = (database, id, context) =>
-  Object.fromEntries(["project", "raw", "effectSql", "stock"].map((side) => [
+  Object.fromEntries(["project", "raw", "effectSql", "stock", "runner"].map((side) => [
     side,
     database === "sqlite"
       ? { url: context.sqlite.path(`${id}-${side}.sqlite`) }
@@ -80,7 +81,26 @@ const openRaw = async (database, connection, reader = "sync") => {
   return { cycle: lifecycleOver(steps, lifecyclePlan()), close: () => steps.close() }
 }
 
-const openCase = async ({ database, api, reader = "sync", baseline = false }, context) => {
+/**
+ * The project without the runner its API keeps for speed (see
+ * support/runners.mjs), on its own tables: the Promise API without its
+ * lane, the Effect API without the direct runner (SQLite only: on Postgres
+ * the Effect API has none).
+ */
+const openWithoutRunner = async (database, api, connection, reader) => {
+  const readers = readersOf(reader)
+  if (api === "promise") {
+    const store = await openConnectorStore({ ...connection, readWinner: readers.promise })
+    return { label: WITHOUT_LANE, cycle: lifecycleOver(withoutLane(store), lifecyclePlan()), close: () => store.close() }
+  }
+  if (database !== "sqlite") return undefined
+  await migrated(connection)
+  const runtime = portsOnlyRuntime(connection, readers.effect)
+  await runtime.runtime()
+  return { label: WITHOUT_DIRECT, cycle: effectLifecycleOver(runtime, lifecyclePlan()), close: () => runtime.dispose() }
+}
+
+const openCase = async ({ database, api, reader = "sync", baseline = false, runner = false }, context) => {
   if (database === "postgres" && context.postgres.skip !== undefined) return { skip: context.postgres.skip }
   const connections = connectionsFor(database, `ops${++opened}`, context)
   const closers = []
@@ -97,6 +117,13 @@ const openCase = async ({ database, api, reader = "sync", baseline = false }, co
       const stock = await openStockClient(database, connections.stock, reader)
       closers.push(stock.close)
       baselines[stockClientLabel(database)] = stock.cycle
+    }
+    if (runner) {
+      const without = await openWithoutRunner(database, api, connections.runner, reader)
+      if (without !== undefined) {
+        closers.push(without.close)
+        baselines[without.label] = without.cycle
+      }
     }
     return {
       project: project.cycle,
@@ -201,11 +228,11 @@ export default {
     }
   },
   cases: [
-    lifecycleCase({ database: "sqlite", api: "promise", reader: "sync", workers: 1 }),
+    lifecycleCase({ database: "sqlite", api: "promise", reader: "sync", workers: 1, runner: true }),
     lifecycleCase({ database: "sqlite", api: "promise", reader: "async", workers: 1 }),
-    lifecycleCase({ database: "sqlite", api: "effect", reader: "sync", workers: 1, baseline: true }),
+    lifecycleCase({ database: "sqlite", api: "effect", reader: "sync", workers: 1, baseline: true, runner: true }),
     lifecycleCase({ database: "sqlite", api: "effect", reader: "async", workers: 1 }),
-    lifecycleCase({ database: "postgres", api: "promise", workers: 1, baseline: true }),
-    lifecycleCase({ database: "postgres", api: "promise", workers: 8 })
+    lifecycleCase({ database: "postgres", api: "promise", workers: 1, baseline: true, runner: true }),
+    lifecycleCase({ database: "postgres", api: "promise", workers: 8, runner: true })
   ]
 }

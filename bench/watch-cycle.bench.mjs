@@ -13,6 +13,7 @@ import { effectSqlSteps } from "./support/effect-sql-watch-steps.mjs"
 import { stockClientLabel, stockClientRuntime } from "./support/stock-client.mjs"
 import { rawPgSteps, rawSqliteSteps } from "./support/raw-watch-steps.mjs"
 import { cycleOver, effectCycleOver, insertFleet, watchFleet } from "./support/watch-fleet.mjs"
+import { portsOnlyRuntime, WITHOUT_DIRECT, WITHOUT_LANE, withoutLane } from "./support/runners.mjs"
 
 const ROWS_PER_WORKER = 4
 const PG_POOL = 10
@@ -56,9 +57,28 @@ const openStockClient = async (database, connection, fleet, reader) => {
   return { cycle: effectCycleOver(runtime, ConnectorStore, fleet), close: () => runtime.dispose() }
 }
 
+/**
+ * The project without the runner its API keeps for speed (see
+ * support/runners.mjs), on its own tables: the Promise API without its
+ * lane, the Effect API without the direct runner (SQLite only: on Postgres
+ * the Effect API has none).
+ */
+const openWithoutRunner = async (database, api, connection, fleet, reader) => {
+  const readers = readersOf(fleet, reader)
+  if (api === "promise") {
+    const store = await openConnectorStore({ ...connection, readWinner: readers.promise })
+    await store.runEffect(insertFleet(fleet))
+    return { label: WITHOUT_LANE, cycle: cycleOver(withoutLane(store), fleet), close: () => store.close() }
+  }
+  if (database !== "sqlite") return undefined
+  await prepareTables(connection, fleet)
+  const runtime = portsOnlyRuntime(connection, readers.effect)
+  return { label: WITHOUT_DIRECT, cycle: effectCycleOver(runtime, ConnectorStore, fleet), close: () => runtime.dispose() }
+}
+
 /** Where each side's tables live: SQLite, a file each; Postgres, a table prefix each in the run's scratch database. */
 const connectionsFor = (database, id, context) => {
-  const sides = ["project", "raw", "effectSql", "stock"]
+  const sides = ["project", "raw", "effectSql", "stock", "runner"]
   if (database === "sqlite") {
     return Object.fromEntries(sides.map((side) => [side, { url: context.sqlite.path(`${id}-${side}.sqlite`) }]))
   }
@@ -81,12 +101,12 @@ const openEffectSqlBaseline = async (connection, fleet) => {
  * side. With `baseline`, also the same statements through @effect/sql alone
  * and the project over the stock client.
  */
-const openCase = async ({ database, api, workers, reader = "sync", baseline = false }, context) => {
+const openCase = async ({ database, api, workers, reader = "sync", baseline = false, runner = false }, context) => {
   if (database === "postgres" && context.postgres.skip !== undefined) return { skip: context.postgres.skip }
   const id = `c${++opened}`
   const connections = connectionsFor(database, id, context)
   const fleet = () => watchFleet({ workers, rowsPerWorker: ROWS_PER_WORKER })
-  const fleets = { project: fleet(), raw: fleet(), effectSql: fleet(), stock: fleet() }
+  const fleets = { project: fleet(), raw: fleet(), effectSql: fleet(), stock: fleet(), runner: fleet() }
   const closers = []
   try {
     await prepareTables(connections.raw, fleets.raw)
@@ -105,6 +125,13 @@ const openCase = async ({ database, api, workers, reader = "sync", baseline = fa
       const stock = await openStockClient(database, connections.stock, fleets.stock, reader)
       closers.push(stock.close)
       baselines[stockClientLabel(database)] = stock.cycle
+    }
+    if (runner) {
+      const without = await openWithoutRunner(database, api, connections.runner, fleets.runner, reader)
+      if (without !== undefined) {
+        closers.push(without.close)
+        baselines[without.label] = without.cycle
+      }
     }
     return {
       project: project.cycle,
@@ -143,12 +170,12 @@ export default {
   before: scratchDatabases,
   after: removeScratchDatabases,
   cases: [
-    watchCase({ database: "sqlite", api: "promise", reader: "sync", workers: 1 }),
+    watchCase({ database: "sqlite", api: "promise", reader: "sync", workers: 1, runner: true }),
     watchCase({ database: "sqlite", api: "promise", reader: "async", workers: 1 }),
-    watchCase({ database: "sqlite", api: "effect", reader: "sync", workers: 1, baseline: true }),
+    watchCase({ database: "sqlite", api: "effect", reader: "sync", workers: 1, baseline: true, runner: true }),
     watchCase({ database: "sqlite", api: "effect", reader: "async", workers: 1 }),
     watchCase({ database: "postgres", api: "promise", workers: 1 }),
     watchCase({ database: "postgres", api: "effect", workers: 1, baseline: true }),
-    watchCase({ database: "postgres", api: "promise", workers: 8 })
+    watchCase({ database: "postgres", api: "promise", workers: 8, runner: true })
   ]
 }
