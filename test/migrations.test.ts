@@ -88,7 +88,7 @@ describe("migrations on SQLite", () => {
     const startAt = String(Date.now() + 1_500)
     const runs = await Promise.all([1, 2, 3].map(() => runProcess("migrate", [file, startAt, "hold", "3"]).then(parseRun)))
     expectOverlap(runs)
-    expect(runs.flatMap((run) => run.applied).sort()).toEqual(allIds)
+    expect(runs.flatMap((run) => run.applied).sort((a, b) => a - b)).toEqual(allIds)
     const db = new Database(file, { readonly: true })
     const ledger = db.prepare("SELECT id FROM kubun_connector_schema_migrations ORDER BY id").all()
     db.close()
@@ -104,7 +104,7 @@ describe("migrations on SQLite", () => {
     const startAt = String(Date.now() + 1_500)
     const runs = await Promise.all([1, 2, 3, 4].map(() => runProcess("migrate", [file, startAt, "slow", "4"]).then(parseRun)))
     expectOverlap(runs)
-    expect(runs.flatMap((run) => run.applied).sort()).toEqual(allIds)
+    expect(runs.flatMap((run) => run.applied).sort((a, b) => a - b)).toEqual(allIds)
   })
 
   it("opens a database the original store created, keeping its rows", async () => {
@@ -150,7 +150,7 @@ describe.runIf(pgAvailable)("migrations on Postgres", () => {
     const prefix = freshPrefix()
     const runs = await Promise.all(Array.from({ length: 5 }, () => timedMigration(url, prefix, holdingFirstStep(300))))
     expectOverlap(runs)
-    expect(runs.flatMap((run) => run.applied).sort()).toEqual(allIds)
+    expect(runs.flatMap((run) => run.applied).sort((a, b) => a - b)).toEqual(allIds)
     expect(await migrateOnce(url, prefix)).toEqual([])
   })
 

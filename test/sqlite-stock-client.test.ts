@@ -30,7 +30,7 @@ describe("the stock SQLite client", () => {
     const startAt = String(Date.now() + 1_500)
     const runs = await Promise.all([1, 2, 3].map(() => runProcess("migrate", [file, startAt, "hold", "3", "stock"])))
     const applied = runs.flatMap((out) => (JSON.parse(out) as { applied: ReadonlyArray<number> }).applied)
-    expect(applied.sort()).toEqual(migrations.map((m) => m.id))
+    expect(applied.sort((a, b) => a - b)).toEqual(migrations.map((m) => m.id))
     const db = new Database(file, { readonly: true })
     const ledger = db.prepare(`SELECT id FROM ${tableNames().migrations} ORDER BY id`).all()
     db.close()

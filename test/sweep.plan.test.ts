@@ -8,13 +8,17 @@ import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./
 
 // The due sweep's statements, as the repositories issue them, explained: the
 // operations and schedule branches read index ranges of the due rows, the
-// audit page reads the primary key in order from its cursor (docs/performance.md).
+// audit page reads the primary key in order from its cursor, and each page of
+// listDueWork reads `limit` rows of an index range in the due order from its
+// position, with no sort of the range (docs/performance.md).
 
 const withClient = <A>(url: string, use: (sql: SqlClient) => Effect.Effect<A, unknown>) =>
   Effect.runPromise(Effect.scoped(Effect.flatMap(Layer.build(Sql.layerClient({ url })), (context) =>
     Effect.provide(Effect.flatMap(SqlClient, use), context))))
 
 const AFTER = { ownerDID: "o", connectorName: "c", model: "m", accountKey: "a", sourceID: "s5" }
+const DUE_AFTER = { ...AFTER, nextAttemptAt: 500 }
+const OPERATION_AFTER = { nextAttemptAt: 500, callerDID: "c", operationID: "o5" }
 
 /** The plan of every statement the sweep's repository reads issue, by name. */
 const sweepPlans = (url: string) => {
@@ -24,12 +28,20 @@ const sweepPlans = (url: string) => {
       yield* migrate(sql, t)
       yield* sql.onDialectOrElse({
         pg: () =>
-          Effect.zipRight(
+          Effect.all([
             sql.unsafe(`INSERT INTO ${t.projectionWatch} (owner_did, connector_name, model, account_key, source_id, document_id,
                 verification_status, next_attempt_at, version, created_at, updated_at)
-              SELECT 'o', 'c', 'm', 'a', 's' || n, 'd' || n, 'verified', NULL, 1, 1, 1 FROM generate_series(1, 20000) n`),
-            sql.unsafe(`ANALYZE ${t.projectionWatch}`)
-          ),
+              SELECT 'o', 'c', 'm', 'a', 's' || n, 'd' || n,
+                (ARRAY['verified', 'pending_verification', 'repair_failed'])[1 + n % 3], CASE WHEN n % 3 = 0 THEN NULL ELSE n % 2000 END,
+                1, 1, 1 FROM generate_series(1, 20000) n`),
+            sql.unsafe(`INSERT INTO ${t.operation} (caller_did, operation_id, node_key, owner_did, connector_name, model, op, account_key,
+                target, deterministic_event_id, payload_hash, reissue_intent, state, next_attempt_at, version, created_at, updated_at)
+              SELECT 'c', 'o' || n, 'node-' || n, 'o', 'c', 'm', 'update', 'a', 't', 'e' || n, 'h' || n, 'null',
+                CASE WHEN n % 2 = 0 THEN 'committed' ELSE 'attempted' END, CASE WHEN n % 5 = 0 THEN NULL ELSE n % 2000 END,
+                1, 1, 1 FROM generate_series(1, 20000) n`),
+            sql.unsafe(`ANALYZE ${t.projectionWatch}`),
+            sql.unsafe(`ANALYZE ${t.operation}`)
+          ], { discard: true }),
         orElse: () => Effect.void
       })
       const captured: Array<readonly [string, ReadonlyArray<unknown>]> = []
@@ -42,7 +54,11 @@ const sweepPlans = (url: string) => {
       const statements: Record<string, Effect.Effect<unknown, unknown>> = {
         operations: operations.listDue(1_000),
         schedule: watches.listScheduleDue(1_000),
-        audit: watches.listAuditPage(AFTER, 1_000)
+        audit: watches.listAuditPage(AFTER, 1_000),
+        operationsFirstPage: operations.listDuePage(1_000, undefined, 100),
+        operationsPage: operations.listDuePage(1_000, OPERATION_AFTER, 100),
+        unscheduledPage: operations.listDuePage(1_000, { ...OPERATION_AFTER, nextAttemptAt: null }, 100),
+        schedulePage: watches.listScheduleDuePage(1_000, DUE_AFTER, 100)
       }
       const plans: Record<string, string> = {}
       for (const [name, run] of Object.entries(statements)) {
@@ -69,26 +85,65 @@ const sweepPlans = (url: string) => {
 describe("due sweep plans on SQLite", () => {
   it("due operations are two index ranges, the schedule one, the audit page the primary key in order without a sort", async () => {
     const { index, plans, t } = await sweepPlans(freshSqlitePath())
-    const stateNext = index("idx_connector_operation_state_next")
+    const stateNext = index("idx_connector_operation_state_next_key")
     expect(plans["operations"]).toContain(`USING INDEX ${stateNext} (state=? AND next_attempt_at=?)`)
     expect(plans["operations"]).toContain(`USING INDEX ${stateNext} (state=? AND next_attempt_at<?)`)
     expect(plans["schedule"]).toContain(
-      `USING INDEX ${index("idx_connector_watch_status_next")} (verification_status=? AND next_attempt_at>? AND next_attempt_at<?)`
+      `USING INDEX ${index("idx_connector_watch_status_next_identity")} (verification_status=? AND next_attempt_at>? AND next_attempt_at<?)`
     )
     expect(plans["audit"]).toContain(
       `USING INDEX sqlite_autoindex_${t.projectionWatch}_1 ((owner_did,connector_name,model,account_key,source_id)>(?,?,?,?,?))`
     )
     expect(plans["audit"]).not.toContain("TEMP B-TREE")
   })
+
+  it("a due page is an index range in the due order from its position: no sort of the range, only of the page's branches", async () => {
+    const { index, plans } = await sweepPlans(freshSqlitePath())
+    const operations = index("idx_connector_operation_state_next_key")
+    const watches = index("idx_connector_watch_status_next_identity")
+    expect(plans["operationsPage"]).toContain(
+      `USING INDEX ${operations} (state=? AND (next_attempt_at,caller_did,operation_id)>(?,?,?) AND next_attempt_at<?)`
+    )
+    expect(plans["operationsPage"]).not.toContain("TEMP B-TREE")
+    expect(plans["unscheduledPage"]).toContain(`USING INDEX ${operations} (state=? AND next_attempt_at=? AND (caller_did,operation_id)>(?,?))`)
+    expect(plans["unscheduledPage"]).toContain(`USING INDEX ${operations} (state=? AND next_attempt_at<?)`)
+    expect(plans["operationsFirstPage"]).toContain(`USING INDEX ${operations} (state=? AND next_attempt_at=?)`)
+    expect(plans["schedulePage"]).toContain(
+      `USING INDEX ${watches} (verification_status=? AND (next_attempt_at,owner_did,connector_name,model,account_key,source_id)>(?,?,?,?,?,?) AND next_attempt_at<?)`
+    )
+    // Each branch is a co-routine that stops after `limit` rows of its range; only the merge of at most
+    // `limit` rows a branch is sorted, never the range itself.
+    for (const name of ["operationsFirstPage", "unscheduledPage", "schedulePage"]) {
+      const lines = plans[name]!.split("\n")
+      lines.forEach((line, i) => {
+        if (line.startsWith("SEARCH")) expect(lines[i + 1], `${name}: ${line}`).toMatch(/^SCAN /)
+      })
+    }
+  })
 })
 
 describe.skipIf(!pgAvailable)("due sweep plans on Postgres", () => {
   it("due operations and the schedule are index ranges, the audit page the primary key from its cursor", async () => {
     const { index, plans, t } = await sweepPlans(await pgDatabaseForFile())
-    expect(plans["operations"]).toContain(`Index Scan using ${index("idx_connector_operation_state_next")}`)
-    expect(plans["schedule"]).toContain(`Index Scan using ${index("idx_connector_watch_status_next")}`)
+    // The whole sweep reads every due row: an index range, walked or as a bitmap.
+    expect(plans["operations"]).toMatch(new RegExp(`Index Scan (using|on) ${index("idx_connector_operation_state_next_key")} `))
+    expect(plans["schedule"]).toMatch(new RegExp(`Index (Only )?Scan (using|on) ${index("idx_connector_watch_status_next_identity")} `))
     expect(plans["audit"]).toMatch(new RegExp(`Index Scan using ${t.projectionWatch}_pkey`))
     expect(plans["audit"]).toContain("Index Cond: (ROW(owner_did, connector_name, model, account_key, source_id) > ROW(")
     for (const plan of Object.values(plans)) expect(plan).not.toContain("Seq Scan")
+  })
+
+  it("a due page is a LIMIT right on an index scan from its position, per branch", async () => {
+    const { index, plans } = await sweepPlans(await pgDatabaseForFile())
+    const onIndex = (name: string) => new RegExp(`Limit .*\\n\\s*->\\s+Index (Only )?Scan using ${index(name)} `)
+    expect(plans["operationsPage"]).toMatch(onIndex("idx_connector_operation_state_next_key"))
+    expect(plans["operationsPage"]).toContain("ROW(next_attempt_at, (caller_did)::text, (operation_id)::text) > ROW(")
+    expect(plans["operationsPage"]).not.toContain("Sort")
+    for (const name of ["operationsFirstPage", "unscheduledPage"]) {
+      expect(plans[name]!.match(new RegExp(onIndex("idx_connector_operation_state_next_key").source, "g"))).toHaveLength(2)
+    }
+    expect(plans["unscheduledPage"]).toContain("ROW((caller_did)::text, (operation_id)::text) > ROW(")
+    expect(plans["schedulePage"]!.match(new RegExp(onIndex("idx_connector_watch_status_next_identity").source, "g"))).toHaveLength(2)
+    expect(plans["schedulePage"]).toContain("ROW(next_attempt_at, (owner_did)::text, (connector_name)::text, (model)::text")
   })
 })

@@ -3,6 +3,8 @@ import {
   type ConnectorOperation,
   decideMarkSent,
   DEFAULT_OPERATION_POLICY,
+  dueOperationPositionOf,
+  dueOperationsPage,
   operationKey,
   OperationRepository,
   resumeReaches,
@@ -79,6 +81,12 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
       })),
     listDue: (now) =>
       find((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now)),
+    listDuePage: (now, after, limit) =>
+      Effect.map(db.read<ConnectorOperation>(TABLE), (table) => {
+        const rows = dueOperationsPage(table.values(), now, after, limit)
+        const last = rows.at(-1)
+        return { rows, read: rows.length, last: last === undefined ? undefined : dueOperationPositionOf(last) }
+      }),
     lockDeferred: (scope) => find((row) => row.state === "attempted" && resumeReaches(scope, row)),
     collectFinished: (params, now) =>
       db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, number>(TABLE, BY_NODE_KEY, (table, index) => {

@@ -3,11 +3,13 @@ import {
   type DocumentSlot,
   decideClaim,
   decideDefer,
+  dueWatchPositionOf,
   isAuditCandidate,
   isScheduleDue,
   type ProjectionWatch,
   type WatchIdentity,
   resumeReaches,
+  scheduleDuePage,
   WatchRepository,
   watchKey
 } from "@connector-store/core"
@@ -132,6 +134,12 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
       Effect.zipWith(db.read<ProjectionWatch>(TABLE), db.read<ReadonlyArray<string>>(BY_DOCUMENT), (table, index) =>
         watchChanges.armTargets(table, index, slot, identity)),
     listScheduleDue: (now) => find((row) => isScheduleDue(row, now)),
+    listScheduleDuePage: (now, after, limit) =>
+      Effect.map(db.read<ProjectionWatch>(TABLE), (table) => {
+        const rows = scheduleDuePage(table.values(), now, after, limit)
+        const last = rows.at(-1)
+        return { rows, read: rows.length, last: last === undefined ? undefined : dueWatchPositionOf(last) }
+      }),
     listAuditPage: (after, limit) =>
       Effect.map(find(isAuditCandidate), (rows) =>
         rows

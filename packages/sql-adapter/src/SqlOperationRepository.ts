@@ -1,5 +1,6 @@
 import {
   type ConnectorOperation,
+  type DueOperationPosition,
   type Millis,
   type DeferReason,
   type OperationKey,
@@ -25,6 +26,7 @@ import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { collectFinishedLocked, collectFinishedStatement } from "./internal/retention.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
+import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
 import { type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
@@ -64,6 +66,16 @@ export const decodeOperation = (row: RawRow): ConnectorOperation => ({
 
 /** `decodeOperation` for the rows of `table`: a row that does not decode throws `CorruptRow` keyed `callerDID/operationID`. */
 export const operationDecoder = (table: string) => rowDecoder(table, ["caller_did", "operation_id"], decodeOperation)
+
+/** Where an operation row as read stands in the due order, or `undefined` when its key or next attempt cannot be read. */
+const duePositionOf = (row: RawRow): DueOperationPosition | undefined => {
+  const nextAttemptAt = rawTimeOrNull(row["next_attempt_at"])
+  const callerDID = rawText(row["caller_did"])
+  const operationID = rawText(row["operation_id"])
+  return nextAttemptAt === undefined || callerDID === undefined || operationID === undefined
+    ? undefined
+    : { nextAttemptAt, callerDID, operationID }
+}
 
 /** The columns an insert sets besides the key, the node key and `created_at`, in `mutableValues` order. */
 const MUTABLE_COLUMNS = [
@@ -162,6 +174,28 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   // The newest-row order is byte order on every adapter, as in the pure rule.
   const ordered = (column: string) => byteOrdered(sql, column)
 
+  // The due order, on the index of (state, next_attempt_at, caller_did,
+  // operation_id) with ids in byte order: each branch reads `limit` rows of
+  // one index range from its position, never the whole backlog.
+  const dueOrder = sql`next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")}`
+  const scheduledPage = (now: Millis, after: DueOperationPosition | undefined, limit: number) =>
+    sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
+      ${after === undefined ? sql`` : sql`AND (next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")})
+        > (${after.nextAttemptAt}, ${after.callerDID}, ${after.operationID})`}
+      ORDER BY ${dueOrder} LIMIT ${limit}`
+  // Unscheduled rows (no next attempt) come first: while the position is
+  // among them, the page is their next rows and the first scheduled ones.
+  const duePage = (now: Millis, after: DueOperationPosition | undefined, limit: number) =>
+    after !== undefined && after.nextAttemptAt !== null
+      ? scheduledPage(now, after, limit)
+      : sql<RawRow>`SELECT * FROM (
+          SELECT * FROM (SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
+            ${after === undefined ? sql`` : sql`AND (${ordered("caller_did")}, ${ordered("operation_id")}) > (${after.callerDID}, ${after.operationID})`}
+            ORDER BY ${dueOrder} LIMIT ${limit}) AS unscheduled
+          UNION ALL
+          SELECT * FROM (${scheduledPage(now, undefined, limit)}) AS scheduled
+        ) AS due ORDER BY next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")} LIMIT ${limit}`
+
   // Any number of document ids in one parameter, so a filtered page stays one
   // ordered query however long the list.
   const documentIn = (documentIDs: ReadonlyArray<string>) =>
@@ -203,6 +237,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
           SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
           ORDER BY next_attempt_at, caller_did, operation_id`
       ),
+    listDuePage: (now, after, limit) => readDuePage("operation.listDuePage", healthy, duePage(now, after, limit), duePositionOf),
     lockDeferred: (scope) =>
       healthy(
         "operation.lockDeferred",

@@ -4,6 +4,7 @@ import {
   type Millis,
   type DeferReason,
   type DocumentSlot,
+  type DueWatchPosition,
   type ProjectionWatch,
   type VerificationStatus,
   type WatchIdentity,
@@ -15,6 +16,7 @@ import { byteOrdered } from "./internal/collation.js"
 import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { returnedAny, rowReaders, statementThen } from "./internal/queries.js"
+import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
 import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
@@ -45,6 +47,20 @@ export const decodeWatch = (row: RawRow): ProjectionWatch => ({
  */
 export const watchDecoder = (table: string) =>
   rowDecoder(table, ["owner_did", "connector_name", "model", "account_key", "source_id"], decodeWatch)
+
+/** Where a watch row as read stands in the due order, or `undefined` when its identity or next attempt cannot be read. */
+const duePositionOf = (row: RawRow): DueWatchPosition | undefined => {
+  const nextAttemptAt = rawTimeOrNull(row["next_attempt_at"])
+  const ownerDID = rawText(row["owner_did"])
+  const connectorName = rawText(row["connector_name"])
+  const model = rawText(row["model"])
+  const accountKey = rawText(row["account_key"])
+  const sourceID = rawText(row["source_id"])
+  return nextAttemptAt === undefined || nextAttemptAt === null || ownerDID === undefined || connectorName === undefined ||
+      model === undefined || accountKey === undefined || sourceID === undefined
+    ? undefined
+    : { nextAttemptAt, ownerDID, connectorName, model, accountKey, sourceID }
+}
 
 const column = (name: string, value: (row: ProjectionWatch) => unknown): ColumnOf<ProjectionWatch> => ({ name, value })
 
@@ -134,6 +150,23 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
   /** Whether a write without RETURNING touched any row. */
   const touchedAny = (operation: string, statement: { readonly raw: Effect.Effect<unknown, unknown> }) =>
     statementThen(operation, statement.raw, (raw) => affectedRows(raw) > 0)
+  // The due order, on the index of (verification_status, next_attempt_at,
+  // identity) with ids in byte order: `limit` rows of one index range per
+  // unsettled status from the position, merged, never the whole backlog.
+  const dueKey = sql`next_attempt_at, ${byteOrdered(sql, "owner_did")}, ${byteOrdered(sql, "connector_name")}, ${
+    byteOrdered(sql, "model")
+  }, ${byteOrdered(sql, "account_key")}, ${byteOrdered(sql, "source_id")}`
+  const scheduleDueOf = (status: string, now: Millis, after: DueWatchPosition | undefined, limit: number) =>
+    sql`SELECT * FROM ${table} WHERE verification_status = ${status} AND next_attempt_at <= ${now}
+      ${after === undefined ? sql`` : sql`AND (${dueKey}) > (${after.nextAttemptAt}, ${after.ownerDID}, ${after.connectorName}, ${after.model},
+        ${after.accountKey}, ${after.sourceID})`}
+      ORDER BY ${dueKey} LIMIT ${limit}`
+  const scheduleDuePage = (now: Millis, after: DueWatchPosition | undefined, limit: number) =>
+    sql<RawRow>`SELECT * FROM (
+        SELECT * FROM (${scheduleDueOf("pending_verification", now, after, limit)}) AS pending
+        UNION ALL
+        SELECT * FROM (${scheduleDueOf("repair_failed", now, after, limit)}) AS failed
+      ) AS due ORDER BY ${dueKey} LIMIT ${limit}`
   const lockDocument = (slot: DocumentSlot) =>
     sql.onDialectOrElse({
       pg: () =>
@@ -179,6 +212,8 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
           WHERE verification_status IN ('pending_verification', 'repair_failed')
             AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}`
       ),
+    listScheduleDuePage: (now, after, limit) =>
+      readDuePage("watch.listScheduleDuePage", healthy, scheduleDuePage(now, after, limit), duePositionOf),
     // Keyset pages along the primary key, so a page reads `limit` settled
     // rows (and the unsettled ones between them), never the whole table.
     listAuditPage: (after, limit) =>

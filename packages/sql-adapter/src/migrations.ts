@@ -358,6 +358,30 @@ export const migrations: ReadonlyArray<Migration> = [
         )`
       ])
     }
+  },
+  {
+    id: 10,
+    name: "due_page_indexes",
+    // Project: the paginated due sweep (listDueWork) reads a page in the due
+    // order, next attempt then key, from its cursor. These indexes carry
+    // that whole order after the state (status), ids in byte order as on
+    // every adapter, so a page is one index range of `limit` rows with no
+    // sort, whatever the backlog. They extend migration 2's indexes, which
+    // go: every query those served is served by these as well. Safe to run
+    // twice and, under migrate's lock, from two processes.
+    up: (sql, t) => {
+      const ordered = (column: string) =>
+        sql.onDialectOrElse({ pg: () => `${column} COLLATE "C"`, orElse: () => column })
+      return run(sql, [
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_state_next_key")}
+          ON ${t.operation} (state, next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")})`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_watch_status_next_identity")}
+          ON ${t.projectionWatch} (verification_status, next_attempt_at, ${ordered("owner_did")}, ${ordered("connector_name")},
+            ${ordered("model")}, ${ordered("account_key")}, ${ordered("source_id")})`,
+        `DROP INDEX IF EXISTS ${t.index("idx_connector_operation_state_next")}`,
+        `DROP INDEX IF EXISTS ${t.index("idx_connector_watch_status_next")}`
+      ])
+    }
   }
 ]
 

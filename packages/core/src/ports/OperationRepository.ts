@@ -1,10 +1,12 @@
 import { Context, type Effect, type Option } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
+import type { DueOperationPosition } from "../operation/due.js"
 import type { TrackedQuery } from "../operation/reads.js"
 import type { CollectParams } from "../operation/retention.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ResumeScope } from "../watch/transitions.js"
+import type { DueRead } from "./DueRead.js"
 
 /**
  * The operation table, as rows. `lock*` reads lock the rows they return for
@@ -46,6 +48,18 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
   ) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
   /** Attempted operations whose re-drive is due at `now` (next unset or not later). */
   readonly listDue: (now: Millis) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
+  /**
+   * One page of the operations due at `now` (as `listDue`), in the due
+   * order (`compareDueOperations`), strictly after `after` (from the first
+   * when absent), at most `limit` rows read (`dueOperationsPage` is the
+   * reference). Reads an index range of `limit` rows, whatever the table's
+   * size.
+   */
+  readonly listDuePage: (
+    now: Millis,
+    after: DueOperationPosition | undefined,
+    limit: number
+  ) => Effect.Effect<DueRead<ConnectorOperation, DueOperationPosition>, PersistenceError>
   /** Locks and returns the attempted operations deferred within `scope`. */
   readonly lockDeferred: (scope: ResumeScope) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
   /**

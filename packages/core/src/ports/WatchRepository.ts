@@ -2,6 +2,8 @@ import { Context, type Effect, type Option } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ClaimInput, DeferInput, ResumeScope } from "../watch/transitions.js"
+import type { DueWatchPosition } from "../watch/due.js"
+import type { DueRead } from "./DueRead.js"
 
 /** Where the unique ingress index allows one watch: an owner's document of a model. */
 export interface DocumentSlot {
@@ -79,6 +81,18 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
   ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
   /** Unsettled watches whose next attempt is due at `now`. */
   readonly listScheduleDue: (now: Millis) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
+  /**
+   * One page of the watches due by schedule at `now` (as
+   * `listScheduleDue`), in the due order (`compareDueWatches`), strictly
+   * after `after` (from the first when absent), at most `limit` rows read
+   * (`scheduleDuePage` is the reference). Reads index ranges of at most
+   * `limit` rows per unsettled status, whatever the table's size.
+   */
+  readonly listScheduleDuePage: (
+    now: Millis,
+    after: DueWatchPosition | undefined,
+    limit: number
+  ) => Effect.Effect<DueRead<ProjectionWatch, DueWatchPosition>, PersistenceError>
   /**
    * One page of settled watches (verified or repair_failed), the audit
    * branch's candidates: at most `limit`, in identity order, those after

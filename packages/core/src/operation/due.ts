@@ -1,0 +1,56 @@
+import type { Millis } from "../watch/ProjectionWatch.js"
+import type { ConnectorOperation } from "./ConnectorOperation.js"
+import { compareCodePoints } from "./retention.js"
+
+/**
+ * Where a due operation stands in the due order: its next attempt (`null`,
+ * unscheduled, comes before every time) and its key.
+ */
+export interface DueOperationPosition {
+  readonly nextAttemptAt: Millis | null
+  readonly callerDID: string
+  readonly operationID: string
+}
+
+/** True when an operation's re-drive is due at `now`: attempted, with no next attempt or one not later. */
+export const isDueOperation = (row: ConnectorOperation, now: Millis): boolean =>
+  row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now)
+
+/** The position of a due operation. */
+export const dueOperationPositionOf = (row: DueOperationPosition): DueOperationPosition => ({
+  nextAttemptAt: row.nextAttemptAt,
+  callerDID: row.callerDID,
+  operationID: row.operationID
+})
+
+/**
+ * The due order of operations: unscheduled first, then by next attempt,
+ * then by caller and operation id in code-point (byte) order, as every
+ * adapter reads them.
+ */
+export const compareDueOperations = (a: DueOperationPosition, b: DueOperationPosition): number => {
+  if (a.nextAttemptAt !== b.nextAttemptAt) {
+    if (a.nextAttemptAt === null) return -1
+    if (b.nextAttemptAt === null) return 1
+    return a.nextAttemptAt - b.nextAttemptAt
+  }
+  return compareCodePoints(a.callerDID, b.callerDID) || compareCodePoints(a.operationID, b.operationID)
+}
+
+/**
+ * One page of the operations due at `now`, as a repository without a query
+ * language reads it: in the due order, strictly after `after` (from the
+ * first when absent), at most `limit`.
+ */
+export const dueOperationsPage = (
+  rows: Iterable<ConnectorOperation>,
+  now: Millis,
+  after: DueOperationPosition | undefined,
+  limit: number
+): ReadonlyArray<ConnectorOperation> => {
+  const due: Array<ConnectorOperation> = []
+  for (const row of rows) {
+    if (isDueOperation(row, now) && (after === undefined || compareDueOperations(row, after) > 0)) due.push(row)
+  }
+  return due.sort(compareDueOperations).slice(0, limit)
+}

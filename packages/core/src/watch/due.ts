@@ -1,0 +1,44 @@
+import { compareWatchIdentities } from "../operator/queries.js"
+import type { Millis, ProjectionWatch, WatchIdentity } from "./ProjectionWatch.js"
+import { isScheduleDue } from "./transitions.js"
+
+/** Where a watch due by schedule stands in the due order: its next attempt and its identity. */
+export interface DueWatchPosition extends WatchIdentity {
+  readonly nextAttemptAt: Millis
+}
+
+/** The position of a watch due by schedule (its next attempt is set). */
+export const dueWatchPositionOf = (row: ProjectionWatch): DueWatchPosition => ({
+  nextAttemptAt: row.nextAttemptAt!,
+  ownerDID: row.ownerDID,
+  connectorName: row.connectorName,
+  model: row.model,
+  accountKey: row.accountKey,
+  sourceID: row.sourceID
+})
+
+/**
+ * The due order of watches due by schedule (each with its next attempt
+ * set): by next attempt, then by identity in code-point (byte) order, as
+ * every adapter reads them.
+ */
+export const compareDueWatches = (a: DueWatchPosition | ProjectionWatch, b: DueWatchPosition | ProjectionWatch): number =>
+  a.nextAttemptAt! - b.nextAttemptAt! || compareWatchIdentities(a, b)
+
+/**
+ * One page of the watches due by schedule at `now` (`isScheduleDue`), as a
+ * repository without a query language reads it: in the due order, strictly
+ * after `after` (from the first when absent), at most `limit`.
+ */
+export const scheduleDuePage = (
+  rows: Iterable<ProjectionWatch>,
+  now: Millis,
+  after: DueWatchPosition | undefined,
+  limit: number
+): ReadonlyArray<ProjectionWatch> => {
+  const due: Array<ProjectionWatch> = []
+  for (const row of rows) {
+    if (isScheduleDue(row, now) && (after === undefined || compareDueWatches(row, after) > 0)) due.push(row)
+  }
+  return due.sort(compareDueWatches).slice(0, limit)
+}
