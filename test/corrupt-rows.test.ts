@@ -251,6 +251,61 @@ for (const { name, fresh } of databases) {
       })
     })
 
+    it("a due page passes over a corrupt operation: its cursor moves past it, even when it is the whole page", async () => {
+      const db = await fresh()
+      await withStore(db, async (store, raw) => {
+        const ids = ["op-a", "op-bad-1", "op-b", "op-bad-2", "op-bad-3", "op-c"]
+        for (const id of ids) await claimDue(store, id)
+        const table = `${db.tablePrefix}operation`
+        // One next attempt for all, so the due order is the key order.
+        await raw.run(`UPDATE ${table} SET next_attempt_at = ${NOW + 1_000}`)
+        await raw.run(`UPDATE ${table} SET result_entity = 'oops' WHERE operation_id LIKE 'op-bad-%'`)
+        const readers = { readWinner: () => "w-1" }
+        for (const limit of [1, 2, 4]) {
+          const listed: Array<string> = []
+          const corrupt: Array<string> = []
+          let cursor: string | undefined
+          let pages = 0
+          for (; pages < 20; pages++) {
+            const page = await store.listDueWork({ now: NOW + 60_000, limit, readers, ...(cursor === undefined ? {} : { cursor }) })
+            expect(page.operations.length + page.corrupt.length).toBeLessThanOrEqual(limit)
+            listed.push(...page.operations.map((row) => row.operationID))
+            corrupt.push(...page.corrupt.map((report) => `${report.key} ${report.column}`))
+            if (page.cursor === null) break
+            cursor = page.cursor
+          }
+          expect(listed, `limit ${limit}`).toEqual(["op-a", "op-b", "op-c"])
+          expect(corrupt, `limit ${limit}`).toEqual(
+            ["op-bad-1", "op-bad-2", "op-bad-3"].map((id) => `did:caller:1/${id} result_entity`)
+          )
+          expect(pages, `limit ${limit}`).toBe(Math.floor(ids.length / limit))
+        }
+      })
+    })
+
+    it("a due page passes over a corrupt watch (SQLite: text in an integer column) and its cursor moves past it", async () => {
+      const db = await fresh()
+      if (db.name !== "sqlite") return
+      await withStore(db, async (store, raw) => {
+        for (const source of ["src-a", "src-bad", "src-c"]) await committedWithWatch(store, source)
+        const table = `${db.tablePrefix}projection_watch`
+        await raw.run(`UPDATE ${table} SET repair_generation = 'two' WHERE source_id = 'src-bad'`)
+        const listed: Array<string> = []
+        const corrupt: Array<string> = []
+        let cursor: string | undefined
+        for (let pages = 0; pages < 10; pages++) {
+          const page = await store.runEffect(Effect.flatMap(ConnectorStore, (api) =>
+            api.listDueWork({ now: NOW + 60_000, limit: 1, ...(cursor === undefined ? {} : { cursor }) })))
+          listed.push(...page.watches.map((row) => row.sourceID))
+          corrupt.push(...page.corrupt.map((report) => report.key))
+          if (page.cursor === null) break
+          cursor = page.cursor
+        }
+        expect(listed).toEqual(["src-a", "src-c"])
+        expect(corrupt).toEqual(["did:owner:1/gcal/Event/acct-1/src-bad"])
+      })
+    })
+
     it("a corrupt watch (SQLite: text in an integer column) fails its calls, and the sweep reports it and goes on", async () => {
       const db = await fresh()
       if (db.name !== "sqlite") return

@@ -80,6 +80,6 @@ export type { PromiseReadWinner, PromiseReadWinners, PromiseWinnerReaders } from
 export { clockFrom } from "./clock.js"
 export type { StoreObservability } from "./promise/openOptions.js"
 export { StoreMetrics } from "./service/metrics.js"
-export type { PromiseConnectorStore, PromiseWatchMethods, StoreContext } from "./promise/facade.js"
+export type { PromiseConnectorStore, PromiseDueWorkParams, PromiseWatchMethods, StoreContext } from "./promise/facade.js"
 export * from "./promise/operations.js"
 export * from "./promise/syncState.js"

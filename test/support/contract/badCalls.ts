@@ -163,6 +163,25 @@ export const badCalls: ReadonlyArray<BadCall> = [
     effectOnly: true
   })),
 
+  ...notObjects.map((params): BadCall => ({ method: "listDueWork", args: [params], error: invalid("params") })),
+  ...[...badTimes, undefined].map((now): BadCall => ({ method: "listDueWork", args: [{ now, limit: 10 }], error: invalid("params.now") })),
+  ...[...badCounts, undefined, 10_001].map((limit): BadCall => ({
+    method: "listDueWork",
+    args: [{ now: NOW, limit }],
+    error: invalid("params.limit")
+  })),
+  ...[null, 5, "", "not-a-cursor", "a\u0000b"].map((cursor): BadCall => ({
+    method: "listDueWork",
+    args: [{ now: NOW, limit: 10, cursor }],
+    error: invalid("params.cursor")
+  })),
+  ...[5, "readers", null].map((readers): BadCall => ({
+    method: "listDueWork",
+    args: [{ now: NOW, limit: 10, readers }],
+    error: invalid("params.readers")
+  })),
+  { method: "listDueWork", args: [{ now: NOW, limit: 10, after: "x" }], error: invalid("params.after") },
+
   ...notObjects.map((params): BadCall => ({ method: "collectFinishedOperations", args: [params], error: invalid("params") })),
   ...[Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, "1", undefined, null].map((before): BadCall => ({
     method: "collectFinishedOperations",

@@ -103,6 +103,10 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
     params: [["params", rec({ ownerDID: id("did:owner:1"), connectorNames: leaf("ids", ["gcal"]), now: leaf("millis", NOW) })]]
   },
   { method: "listDueOperations", params: [["now", leaf("millis", NOW)], ["readers", { constant: {} }]], effectOnly: true },
+  {
+    method: "listDueWork",
+    params: [["params", rec({ now: leaf("millis", NOW), limit: leaf("positiveInt", 10), cursor: opt("text", "c"), readers: { constant: {} } })]]
+  },
   { method: "collectFinishedOperations", params: [["params", rec({ before: leaf("finite", NOW), limit: leaf("positiveInt", 10) })]] },
 
   { method: "getSyncState", params: [["connectorName", id("gcal")], ["ownerDID", id("did:owner:1")]] },

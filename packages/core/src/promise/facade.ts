@@ -29,12 +29,22 @@ import { promiseOperationMethods, type PromiseOperationMethods } from "./operati
 import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.js"
 import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
 import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
-import type { DueWork } from "../service/sweep.js"
+import type { DuePage, DueWork, DueWorkParams } from "../service/sweep.js"
 import { allOptionNames } from "../optionNames.js"
 import { shapeOf, takeArguments } from "../validation.js"
 
-/** The readers a Promise `listDueOperations` may be given. */
+/** The readers a Promise `listDueOperations` or `listDueWork` may be given. */
 const PROMISE_READERS_SHAPE = shapeOf(allOptionNames<PromiseWinnerReaders<unknown>>()(["readWinner", "readWinners"]))
+
+/** The parameters of the Promise `listDueWork`: the Effect API's, with Promise-style readers. */
+export interface PromiseDueWorkParams<H> extends Omit<DueWorkParams, "readers"> {
+  /** Winner readers for this page's audit; the store's own when absent. */
+  readonly readers?: PromiseWinnerReaders<H> | undefined
+}
+
+const PROMISE_DUE_WORK_SHAPE = shapeOf(allOptionNames<PromiseDueWorkParams<unknown>>()(["now", "limit", "cursor", "readers"]), {
+  readers: PROMISE_READERS_SHAPE
+})
 
 /**
  * The store as Promises, with the seed's method names, argument shapes and
@@ -148,6 +158,17 @@ export interface PromiseWatchMethods<H> {
     readers?: PromiseWinnerReaders<H>
   ): Promise<DueWork>
   /**
+   * The due sweep a page at a time (see the Effect API's `listDueWork`): at
+   * most `limit` due operations and `limit` watches due by schedule, in the
+   * due order, from where `cursor` left off, plus the diverged watches of
+   * one audit page. Pass the page's `cursor` back until it is `null`; each
+   * page's time and memory are bounded by `limit` (at most
+   * `MAX_DUE_PAGE`), however large the backlog.
+   *
+   * @throws InvalidInput, WinnerReaderMissing, PersistenceError
+   */
+  listDueWork(params: PromiseDueWorkParams<H>): Promise<DuePage>
+  /**
    * Retention (see the Effect API's `collectFinishedOperations`): a deleted
    * row's idempotency key is forgotten, so `before` is the idempotency
    * window; keep it at least 24 hours in the past.
@@ -185,6 +206,20 @@ export const promiseWatchMethods = <H>(call: PromiseCall, handle: Effect.Effect<
           ? fromPromiseReaders(given, handle)
           : given as never
       )
+    }),
+  listDueWork: (params) =>
+    call((s) => {
+      // Read once and key-checked as the Effect API takes its parameters, before the readers are adapted.
+      const taken = takeArguments("listDueWork", ["params"], [PROMISE_DUE_WORK_SHAPE], [params])
+      if (taken instanceof InvalidInput) return Effect.fail(taken)
+      const given = taken[0] as PromiseDueWorkParams<H>
+      // A non-object is handed on as it is, for the method's own check to refuse.
+      if (typeof given !== "object" || given === null || given.readers === undefined) return s.listDueWork(given as DueWorkParams)
+      const readers = given.readers
+      return s.listDueWork({
+        ...given,
+        readers: typeof readers === "object" && readers !== null ? fromPromiseReaders(readers, handle) : readers as never
+      })
     }),
   collectFinishedOperations: (params) => call((s) => s.collectFinishedOperations(params))
 })
