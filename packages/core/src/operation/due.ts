@@ -7,8 +7,11 @@ import { compareCodePoints } from "./retention.js"
  * unscheduled, comes before every time) and its key.
  */
 export interface DueOperationPosition {
+  /** When the operation's next attempt is due (epoch ms), or null when it is unscheduled. */
   readonly nextAttemptAt: Millis | null
+  /** The DID of the device or process that made the edit (the first part of the key). */
   readonly callerDID: string
+  /** The caller's idempotency key for the write (the second part of the key). */
   readonly operationID: string
 }
 

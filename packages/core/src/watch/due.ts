@@ -4,6 +4,7 @@ import { isScheduleDue } from "./transitions.js"
 
 /** Where a watch due by schedule stands in the due order: its next attempt and its identity. */
 export interface DueWatchPosition extends WatchIdentity {
+  /** When the watch's next attempt is due (epoch ms). */
   readonly nextAttemptAt: Millis
 }
 
