@@ -1,5 +1,5 @@
-import { Options } from "@effect/cli"
-import { Config } from "effect"
+import * as Options from "@effect/cli/Options"
+import * as Config from "effect/Config"
 
 /** The environment variable `--database` falls back to. */
 export const DATABASE_ENV = "CONNECTOR_STORE_DATABASE"

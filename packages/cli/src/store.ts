@@ -1,7 +1,8 @@
 import { ConnectorStore, PersistenceError, type PersistenceReason } from "@connector-store/core"
 import * as Sql from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Data, Duration, Effect, Layer, Option } from "effect"
+import { Cause, Duration, Effect, Layer, Option } from "effect"
+import { CliError, describeError } from "./errors.js"
 import { DEFAULT_TIMEOUT } from "./options.js"
 import { printable } from "./table.js"
 import { parseDuration } from "./time.js"
@@ -16,8 +17,7 @@ export interface DatabaseOptions {
   readonly timeout?: string | undefined
 }
 
-/** A failure the CLI reports as one line on stderr, with a non-zero exit. */
-export class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
+export { CliError, describeError } from "./errors.js"
 
 /** The database as it may be shown: a Postgres URL without its password, every control character escaped. */
 export const safeDatabaseLabel = (database: string): string => printable(Sql.redactDatabaseUrl(database))
@@ -207,17 +207,3 @@ export const migrateDatabase = (options: DatabaseOptions) =>
       )
     )
   }))
-
-/**
- * What went wrong, from any error the store or the CLI raises: its message
- * and its cause's. A line break in it stays, for the printer to show as an
- * escape (`printable`): an id that holds one is shown as it is.
- */
-export const describeError = (error: unknown): string => {
-  if (error instanceof Error) {
-    const cause = (error as { cause?: unknown }).cause
-    const own = error.message.length > 0 ? error.message : (error as { _tag?: string })._tag ?? "error"
-    return cause instanceof Error && !own.includes(cause.message) ? `${own}: ${cause.message}` : own
-  }
-  return String(error)
-}

@@ -1,7 +1,8 @@
-import { type OperationKey, type WatchIdentity } from "@connector-store/core"
-import { Options } from "@effect/cli"
-import { Effect, Option } from "effect"
-import { CliError } from "./store.js"
+import type { OperationKey, WatchIdentity } from "@connector-store/core"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { CliError } from "./errors.js"
 
 const text = (name: string, description: string) => Options.text(name).pipe(Options.optional, Options.withDescription(description))
 

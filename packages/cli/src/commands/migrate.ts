@@ -1,8 +1,6 @@
-import { Command } from "@effect/cli"
-import { Effect } from "effect"
+import * as Command from "@effect/cli/Command"
+import { loaded } from "../lazy.js"
 import { databaseOptions, json } from "../options.js"
-import { migrateDatabase, safeDatabaseLabel } from "../store.js"
-import { output } from "../views.js"
 
 /**
  * `migrate`: brings the schema up to date; running it again is harmless. A
@@ -10,12 +8,5 @@ import { output } from "../views.js"
  * saying so, with both versions (see `StoreSchemaTooNew`).
  */
 export const migrateCommand = Command.make("migrate", { ...databaseOptions, json }, (options) =>
-  Effect.flatMap(migrateDatabase(options), (applied) =>
-    output(
-      options.json,
-      () => ({ database: safeDatabaseLabel(options.database), applied }),
-      () =>
-        applied.length === 0
-          ? `${safeDatabaseLabel(options.database)}: schema already up to date`
-          : `${safeDatabaseLabel(options.database)}: applied migration${applied.length === 1 ? "" : "s"} ${applied.join(", ")}`
-    ))).pipe(Command.withDescription("Create or upgrade the store's tables (forward-only, safe to run twice)"))
+  loaded(() => import("../handlers/migrate.js"), (handler) => handler.migrate(options))
+).pipe(Command.withDescription("Create or upgrade the store's tables (forward-only, safe to run twice)"))

@@ -1,8 +1,9 @@
-import { runSimulationCommand } from "@connector-store/simulation"
-import { Command, Options } from "@effect/cli"
-import { Effect, Option } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { CliError, describeError } from "../errors.js"
 import { DATABASE_ENV } from "../options.js"
-import { CliError, describeError } from "../store.js"
 
 const count = (name: string, description: string) =>
   Options.text(name).pipe(Options.optional, Options.withDescription(description))
@@ -64,7 +65,11 @@ export const simulateCommand = Command.make("simulate", simulateOptions, (option
       blindResend: options.blindResend
     }
     const code = yield* Effect.tryPromise({
-      try: () => runSimulationCommand(args, { stdout: process.stdout, stderr: process.stderr, env: process.env }),
+      // The simulation (its store, drivers and fault model) is loaded only when it runs.
+      try: () =>
+        import("@connector-store/simulation").then(({ runSimulationCommand }) =>
+          runSimulationCommand(args, { stdout: process.stdout, stderr: process.stderr, env: process.env })
+        ),
       catch: (error) => new CliError({ message: `simulate: ${describeError(error)}` })
     })
     if (code !== 0) return yield* new CliError({ message: "simulate: an invariant of the run failed (see the report above)" })

@@ -1,37 +1,9 @@
-import type { OperatorSyncState } from "@connector-store/core"
-import { Command, Options } from "@effect/cli"
-import { Clock, Effect, Option } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import { loaded } from "../lazy.js"
 import { databaseOptions, json, paging } from "../options.js"
-import { withStore, withStoreReadOnly } from "../store.js"
-import { printable, renderTable } from "../table.js"
-import { relativeTime } from "../time.js"
-import { output, pageText, quietly } from "../views.js"
-import { checkedLimit, nextPageHint } from "./lists.js"
 
-const iso = (ms: number | null): string | null => ms === null ? null : new Date(ms).toISOString()
-
-/** A sync state as the CLI's JSON shows it: the lease expiry as an ISO time. */
-export const syncStateJson = (row: OperatorSyncState) => ({
-  ...row,
-  leaseExpiresAt: iso(row.leaseExpiresAt)
-})
-
-/** The table of a page of sync states. */
-export const syncStatesTable = (rows: ReadonlyArray<OperatorSyncState>, now: number): string =>
-  renderTable(
-    ["CONNECTOR", "OWNER", "STATUS", "LEASE", "LEASE EXPIRES", "ENTITIES", "LAST SYNCED", "VERSION", "ERROR"],
-    rows.map((row) => [
-      row.connectorName,
-      row.ownerDID,
-      row.status,
-      row.lease,
-      relativeTime(row.leaseExpiresAt, now),
-      String(row.entityCount),
-      row.lastSyncedAt === "" ? "-" : row.lastSyncedAt,
-      String(row.version),
-      row.error ?? "-"
-    ])
-  )
+const handlers = () => import("../handlers/sync.js")
 
 /** `sync list`: every sync state, by connector and owner, with where its lease stands. */
 export const syncListCommand = Command.make("list", {
@@ -44,25 +16,9 @@ export const syncListCommand = Command.make("list", {
     Options.optional,
     Options.withDescription("Only sync states whose lease is in this state (stale: expired and never released)")
   )
-}, (options) =>
-  Effect.gen(function*() {
-    const limit = yield* checkedLimit(options.limit)
-    const now = yield* Clock.currentTimeMillis
-    const page = yield* withStoreReadOnly(options, (store) =>
-      quietly(store.listSyncStates({
-        connectorName: Option.getOrUndefined(options.connector),
-        ownerDID: Option.getOrUndefined(options.owner),
-        lease: Option.getOrUndefined(options.lease),
-        limit,
-        cursor: Option.getOrUndefined(options.cursor)
-      })))
-    yield* output(
-      options.json,
-      () => ({ syncStates: page.items.map(syncStateJson), nextCursor: page.nextCursor, corrupt: page.corrupt }),
-      () => pageText(page.items, page.corrupt, "no sync states match", (items) => syncStatesTable(items, now))
-    )
-    if (!options.json) yield* nextPageHint(page.nextCursor)
-  })).pipe(Command.withDescription("List sync states (every connector and owner) with where each lease stands"))
+}, (options) => loaded(handlers, (handler) => handler.list(options))).pipe(
+  Command.withDescription("List sync states (every connector and owner) with where each lease stands")
+)
 
 /** `sync release`: clears the sync lease of a runner that is gone. */
 export const syncReleaseCommand = Command.make("release", {
@@ -73,20 +29,9 @@ export const syncReleaseCommand = Command.make("release", {
   force: Options.boolean("force").pipe(
     Options.withDescription("Release a live lease too: only when its runner is surely gone, or two runners may sync at once")
   )
-}, (options) =>
-  Effect.gen(function*() {
-    const result = yield* withStore(options, (store) =>
-      store.releaseSyncLeaseByOperator(options.connector, options.owner, { force: options.force }))
-    const label = printable(`${options.connector}/${options.owner}`)
-    yield* output(
-      options.json,
-      () => ({ ...result, state: syncStateJson(result.state) }),
-      () =>
-        result.outcome === "released"
-          ? `released the ${result.was} sync lease of ${label}: the next claim takes it; its old holder's renewal reports lost`
-          : `sync state ${label} holds no lease; nothing changed`
-    )
-  })).pipe(Command.withDescription("Release a stuck sync lease (its runner gone): stale ones at once, live ones with --force"))
+}, (options) => loaded(handlers, (handler) => handler.release(options))).pipe(
+  Command.withDescription("Release a stuck sync lease (its runner gone): stale ones at once, live ones with --force")
+)
 
 /** `sync`: sync states and their leases. */
 export const syncCommand = Command.make("sync").pipe(
