@@ -1,6 +1,6 @@
 import type { Command } from "@effect/cli"
 import * as HelpDoc from "@effect/cli/HelpDoc"
-import { Option } from "effect"
+import * as Option from "effect/Option"
 
 /** One flag of a command, as its help shows it and as the argument check reads it. */
 export interface FlagSpec {
@@ -39,6 +39,19 @@ export const plainText = (text: string): string => text.replace(ANSI, "").replac
 
 const docText = (doc: unknown): string => doc === undefined ? "" : plainText(HelpDoc.toAnsiText(doc as HelpDoc.HelpDoc))
 
+/**
+ * `fields` with a `description`: the text of `doc`, rendered when first
+ * read. Only help reads descriptions, and rendering every command's and
+ * flag's takes a part of each run's start that the argument check and a
+ * command's work do without.
+ */
+const described = <A extends object>(fields: A, doc: unknown): A & { readonly description: string } => {
+  let text: string | undefined
+  return Object.defineProperty(fields, "description", { enumerable: true, get: () => text ??= docText(doc) }) as A & {
+    readonly description: string
+  }
+}
+
 interface Context {
   readonly optional: boolean
   readonly repeatable: boolean
@@ -57,16 +70,15 @@ const flagsOf = (node: Node | undefined, context: Context): ReadonlyArray<FlagSp
         : primitive._tag === "Choice"
         ? "choice"
         : "text"
-      return [{
+      return [described({
         name: node["name"] as string,
         aliases: (node["aliases"] as ReadonlyArray<string>).map((alias) => alias.length === 1 ? `-${alias}` : `--${alias}`),
         kind,
         choices: kind === "choice" ? (primitive["alternatives"] as ReadonlyArray<[string, unknown]>).map(([name]) => name) : [],
         repeatable: context.repeatable,
         required: !context.optional && kind !== "bool",
-        defaultText: context.defaultText,
-        description: docText(node["description"])
-      }]
+        defaultText: context.defaultText
+      }, node["description"])]
     }
     case "WithDefault": {
       const fallback = node["fallback"]
@@ -89,21 +101,28 @@ const flagsOf = (node: Node | undefined, context: Context): ReadonlyArray<FlagSp
   }
 }
 
+/** The help document of a command node: a `Map` or `Subcommands` node's is its inner command's. */
+const descriptionOf = (node: Node): unknown =>
+  node._tag === "Map" ? descriptionOf(node["command"]) : node._tag === "Subcommands" ? descriptionOf(node["parent"]) : node["description"]
+
 const specOf = (node: Node, parents: ReadonlyArray<string>): CommandSpec => {
   switch (node._tag) {
     case "Map":
       return specOf(node["command"], parents)
     case "Subcommands": {
       const parent = specOf(node["parent"], parents)
-      return { ...parent, children: (node["children"] as ReadonlyArray<Node>).map((child) => specOf(child, parent.path)) }
+      return described({
+        path: parent.path,
+        flags: parent.flags,
+        children: (node["children"] as ReadonlyArray<Node>).map((child) => specOf(child, parent.path))
+      }, descriptionOf(node["parent"]))
     }
     default:
-      return {
+      return described({
         path: [...parents, node["name"] as string],
-        description: docText(node["description"]),
         flags: flagsOf(node["options"], { optional: false, repeatable: false, defaultText: undefined }),
         children: []
-      }
+      }, node["description"])
   }
 }
 
