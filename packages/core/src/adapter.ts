@@ -9,6 +9,7 @@
  */
 export * from "./ports/DirectDatabase.js"
 export * from "./ports/TurnQueue.js"
+export * from "./ports/WorkSignal.js"
 export { relistRunPage } from "./ports/OperatorRepository.js"
 export { reportCorruptRows } from "./ports/CorruptRows.js"
 export { countLostRaceNow, LostRace, MAX_CAS_ATTEMPTS, requireWon, retryOnLostRace } from "./service/run.js"

@@ -1,4 +1,4 @@
-import { TurnQueue } from "@connector-store/core/adapter"
+import { TurnQueue, WorkNotices } from "@connector-store/core/adapter"
 import { Effect, type Fiber, FiberRef } from "effect"
 import { DraftTable } from "./DraftTable.js"
 
@@ -58,6 +58,8 @@ export interface Transaction {
  * every waiter, so a waiter interrupted after its wake-up strands no one.
  */
 export class MemoryDatabase {
+  /** Notices of commits that wrote anything, for the waits of every store on this database (see `WorkSignal`). */
+  readonly notices = new WorkNotices()
   private readonly committed = new Map<string, Table>()
   private readonly current = FiberRef.unsafeMake<Transaction | undefined>(undefined)
   /** One transaction at a time. */
@@ -87,7 +89,7 @@ export class MemoryDatabase {
         const end = (commit: boolean): void => {
           tx.open = false
           try {
-            if (commit) for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
+            if (commit) this.commitDrafts(tx)
           } finally {
             this.turns.release()
           }
@@ -157,10 +159,16 @@ export class MemoryDatabase {
     if (!tx.open) return
     tx.open = false
     try {
-      if (commit) for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
+      if (commit) this.commitDrafts(tx)
     } finally {
       this.turns.release()
     }
+  }
+
+  /** `tx`'s drafts made the committed rows; a transaction that wrote anything is a notice of work. */
+  private commitDrafts(tx: Transaction): void {
+    for (const [name, draft] of tx.drafts) draft.commitInto(this.tableOf(name))
+    if (tx.drafts.size > 0) this.notices.notify()
   }
 
   /** `effect` run as part of `tx`: its reads and writes go to `tx`'s drafts. */

@@ -18,6 +18,7 @@ import {
 } from "@connector-store/core"
 import {
   DirectDatabase,
+  WorkSignal,
   fromPromiseReaders,
   makePromiseStore,
   allOptionNames,
@@ -51,9 +52,11 @@ export type MemoryPorts = Transactor | WatchRepository | OperationRepository | S
 export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> => {
   const watches = makeMemoryWatchRepository(db)
   const operations = makeMemoryOperationRepository(db)
-  // Hot transitions also run synchronously on the database (see MemoryDirect). The
-  // service is optional, read by the store with serviceOption, so it is not in the type.
+  // Hot transitions also run synchronously on the database (see MemoryDirect), and its
+  // commits are notices of work (see WorkSignal). Both services are optional, read by the
+  // store with serviceOption, so they are not in the type.
   return Context.make(DirectDatabase, makeMemoryDirect(db, { watches, operations })).pipe(
+    Context.add(WorkSignal, db.notices),
     Context.add(Transactor, { withTransaction: (effect) => db.withTransaction(effect) }),
     Context.add(WatchRepository, watches),
     Context.add(OperationRepository, operations),

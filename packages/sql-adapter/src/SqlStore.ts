@@ -20,6 +20,7 @@ import {
   fieldOf,
   fromPromiseReaders,
   LaneDatabase,
+  WorkSignal,
   nameMethod,
   openOptionsProblem,
   optional,
@@ -43,6 +44,7 @@ import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
 import { makeSqliteDirect } from "./SqliteDirect.js"
 import { makePgLane } from "./PgLane.js"
+import { makePgWorkSignal, workChannelOf } from "./PgWorkSignal.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
@@ -83,7 +85,7 @@ export const layerPortsReadOnly: Layer.Layer<SqlPorts, PersistenceError | StoreS
 const portsLayer = (
   readOnly: boolean
 ): Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady | StoreSchemaTooNew, SqlClient | Tables> =>
-  Layer.effectContext(Effect.gen(function*() {
+  Layer.scopedContext(Effect.gen(function*() {
     const sql = yield* SqlClient
     const tables = yield* Tables
     if (readOnly) {
@@ -130,16 +132,27 @@ const portsLayer = (
     // Promise API's run straight on the pool (see PgLane). Both services are
     // optional, read by the store with serviceOption, so they are not in the
     // layer's type.
+    // Commits are notices of work (see WorkSignal): the connection's own on SQLite, the
+    // tables' notifications on Postgres.
     const connection = SqliteConnection.connectionOf(sql)
     if (connection !== undefined) {
-      return Context.add(ports, DirectDatabase, makeSqliteDirect(sql, connection, tables, { watches, operations })) as Context.Context<SqlPorts>
+      return Context.add(ports, DirectDatabase, makeSqliteDirect(sql, connection, tables, { watches, operations })).pipe(
+        Context.add(WorkSignal, connection.notices)
+      ) as Context.Context<SqlPorts>
     }
     const pg = PgConnection.laneParts(sql)
+    if (pg === undefined) return ports
     // Open: from now on no client stays checked out past the call bound.
-    pg?.holds.enforce()
-    return pg === undefined
-      ? ports
-      : Context.add(ports, LaneDatabase, makePgLane(sql, pg, tables, { watches, operations })) as Context.Context<SqlPorts>
+    pg.holds.enforce()
+    const work = makePgWorkSignal({
+      url: pg.pool.options.connectionString ?? "",
+      applicationName: pg.pool.options.application_name ?? "connector-store",
+      connectTimeoutMs: pg.pool.options.connectionTimeoutMillis ?? PgConnection.CONNECT_TIMEOUT_MS
+    }, workChannelOf(tables))
+    yield* Effect.addFinalizer(() => work.close)
+    return Context.add(ports, LaneDatabase, makePgLane(sql, pg, tables, { watches, operations })).pipe(
+      Context.add(WorkSignal, work.signal)
+    ) as Context.Context<SqlPorts>
   }))
 
 /** True when `url` names a Postgres server rather than a SQLite file. */

@@ -3,7 +3,7 @@ import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
-import { TurnQueue } from "@connector-store/core/adapter"
+import { TurnQueue, WorkNotices } from "@connector-store/core/adapter"
 import Sqlite from "better-sqlite3"
 import { Cause, Context, Effect, Exit, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
@@ -170,6 +170,8 @@ export class SharedDatabase {
   current: Connection | undefined
   /** The connection of statements outside any transaction: each waits for the open one to end. */
   readonly outside: Connection
+  /** Notices of this connection's commits, for the waits of every store sharing it (see `WorkSignal`). */
+  readonly notices = new WorkNotices()
   /** The file as opened, checked before each commit; undefined for a database without one (`:memory:`, read-only). */
   identity: FileIdentity | undefined
   /** The file's `dev:ino`, while this connection holds its header reader. */
@@ -315,9 +317,19 @@ export class SharedDatabase {
   }
 
   private runNow(statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean): ReadonlyArray<any> {
-    if (statement.reader) return statement.all(...params)
+    if (statement.reader) {
+      const rows = statement.all(...params)
+      this.ran(statement)
+      return rows
+    }
     const result = statement.run(...params)
+    this.ran(statement)
     return raw ? result as unknown as ReadonlyArray<any> : []
+  }
+
+  /** `statement` ran: a write outside any transaction committed at once, a notice of work. */
+  ran(statement: Sqlite.Statement): void {
+    if (!statement.readonly && !this.db.inTransaction) this.notices.notify()
   }
 
   /**
@@ -336,6 +348,7 @@ export class SharedDatabase {
         const lost = this.checkFile()
         if (lost !== undefined) return lost
         this.commitStatement.run()
+        this.notices.notify()
       } else {
         // A failed transaction may have read a file truncated under it: later calls are to say so.
         if (this.identity !== undefined) this.checkFile()

@@ -36,7 +36,10 @@ export const makeSqliteDirect = (
   ): A => {
     try {
       const [text, params] = compiled(statement)
-      return run(shared.prepared(text), params)
+      const prepared = shared.prepared(text)
+      const answer = run(prepared, params)
+      shared.ran(prepared)
+      return answer
     } catch (cause) {
       throw failed(name, cause)
     }

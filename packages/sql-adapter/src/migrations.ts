@@ -4,6 +4,7 @@ import { Clock, Effect } from "effect"
 import { StoreSchemaTooNew } from "./StoreSchemaTooNew.js"
 import { takeWriteLock } from "./SqlTransactor.js"
 import type { TableNames } from "./Tables.js"
+import { workTriggerStatements } from "./PgWorkSignal.js"
 
 /** One forward-only schema step. Every statement in it is safe to run again. */
 export interface Migration {
@@ -382,6 +383,15 @@ export const migrations: ReadonlyArray<Migration> = [
         `DROP INDEX IF EXISTS ${t.index("idx_connector_watch_status_next")}`
       ])
     }
+  },
+  {
+    id: 11,
+    name: "work_notifications",
+    // Project: on Postgres, a commit that leaves work runnable notifies the
+    // tables' channel, so a waiting worker (awaitWork) wakes at once instead
+    // of at its next sweep (see PgWorkSignal). SQLite and memory notice
+    // their own process's commits without any schema. Safe to run twice.
+    up: (sql, t) => sql.onDialectOrElse({ pg: () => run(sql, workTriggerStatements(t)), orElse: () => Effect.void })
   }
 ]
 

@@ -108,6 +108,7 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
     params: [["params", rec({ now: leaf("millis", NOW), limit: leaf("positiveInt", 10), cursor: opt("text", "c"), readers: { constant: {} } })]]
   },
   { method: "collectFinishedOperations", params: [["params", rec({ before: leaf("finite", NOW), limit: leaf("positiveInt", 10) })]] },
+  { method: "awaitWork", params: [["params", rec({ since: leaf("nonNegativeInt", 0), timeoutMs: leaf("positiveInt", 10) })]] },
 
   { method: "getSyncState", params: [["connectorName", id("gcal")], ["ownerDID", id("did:owner:1")]] },
   {

@@ -30,6 +30,8 @@ import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.
 import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
 import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
 import type { DuePage, DueWork, DueWorkParams } from "../service/sweep.js"
+import type { AwaitWorkParams } from "../service/work.js"
+import type { WorkWake } from "../ports/WorkSignal.js"
 import { allOptionNames } from "../optionNames.js"
 import { shapeOf, takeArguments } from "../validation.js"
 
@@ -68,6 +70,14 @@ export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, Promis
    * the `ConnectorStore` service and the adapter's ports are in its context.
    */
   runEffect<A, E>(effect: Effect.Effect<A, E, StoreContext>): Promise<A>
+  /**
+   * Waits until work may be due, or `timeoutMs` (see the Effect API's
+   * `awaitWork`): sweep after each wait and pass its `mark` to the next.
+   * A wait holds nothing: `close()` does not wait for it, and it rejects
+   * with `StoreClosed` when the store closes.
+   * @throws InvalidInput when `since` or `timeoutMs` is refused.
+   */
+  awaitWork(params: AwaitWorkParams): Promise<WorkWake>
   /**
    * Closes the store: every call from now on rejects with `StoreClosed`
    * naming the method; the calls already running go on to their own end
@@ -368,7 +378,8 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     ...promiseSyncStateMethods(call),
     ...promiseRelistMethods(call, parts.handle),
     ...promiseOperationMethods(call),
-    ...promiseOperatorMethods(call)
+    ...promiseOperatorMethods(call),
+    awaitWork: (params: AwaitWorkParams) => call((s) => s.awaitWork(params))
   }
   // A hot method runs on the lane, when the store has one; its Promise form takes and answers what its Effect form does.
   const viaLane: Record<string, unknown> = {}
@@ -445,7 +456,10 @@ const gated = <S extends object>(store: S, gate: CallGate, reentrant: (method: s
   }
   for (const [method, value] of Object.entries(store)) {
     const call = value as (...args: ReadonlyArray<unknown>) => Promise<unknown>
-    out[method] = typeof value === "function" && method !== "close"
+    out[method] = typeof value === "function" && method === "awaitWork"
+      // A wait holds nothing and ends when the store closes: admitted, never waited for.
+      ? (...args: ReadonlyArray<unknown>) => gate.isShut() ? Promise.reject(new StoreClosed({ method })) : reentrant(method) !== undefined ? Promise.reject(reentrant(method)) : call(...args)
+      : typeof value === "function" && method !== "close"
       ? (...args: ReadonlyArray<unknown>) => {
         if (!gate.enter()) return Promise.reject(new StoreClosed({ method }))
         const refused = reentrant(method)

@@ -19,10 +19,11 @@ import type { SyncStateRepository } from "../ports/SyncStateRepository.js"
 import type { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
 import type { OperatorRepository } from "../ports/OperatorRepository.js"
 import { makeOperatorMethods, type OperatorMethods } from "./operator.js"
+import { makeWorkMethods, type WorkMethods } from "./work.js"
 
 /** Everything the store's Effect API offers. */
 export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, RelistRunMethods,
-  SweepCandidateMethods, OperationMethods, OperatorMethods
+  SweepCandidateMethods, OperationMethods, OperatorMethods, WorkMethods
 {}
 
 /** The ports the store runs on; an adapter provides all of them. */
@@ -58,9 +59,11 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
         makeOperationMethods,
         makeOperatorMethods
       ]))
-      yield* Effect.addFinalizer(() => shutGate(gate))
+      const work = yield* makeWorkMethods
+      // Waits for work end first: they hold nothing, and the gate waits for every call it admitted.
+      yield* Effect.addFinalizer(() => Effect.zipRight(Effect.sync(work.close), shutGate(gate)))
       const boundary = Option.getOrElse(yield* Effect.serviceOption(CallBounds), () => makeCallBoundary())
-      return withGate(instrumentApi<ConnectorStoreApi>(withApplyOf(Object.assign({}, ...parts), gate), gate, boundary), gate)
+      return withGate(instrumentApi<ConnectorStoreApi>(withApplyOf(Object.assign({}, ...parts, work.methods), gate), gate, boundary), gate)
     })
   )
 }

@@ -133,7 +133,8 @@ const instrumentCall = (
     let body: Effect.Effect<unknown, unknown, unknown>
     try {
       body = admitted
-        ? refusedReentry(fiber, gate, spec.method) ?? bounded(boundary, spec.method, call(...args))
+        ? refusedReentry(fiber, gate, spec.method) ??
+          (UNBOUNDED.has(spec.method) ? call(...args) : bounded(boundary, spec.method, call(...args)))
         : Effect.fail(new StoreClosed({ method: spec.method }))
     } catch (defect) {
       body = Effect.die(defect)
@@ -142,6 +143,9 @@ const instrumentCall = (
     // Effect's own tracer exports nowhere: without an installed tracer no span is made (the same code runs either way).
     return isTraced(fiber) ? Effect.withSpan(measured, spec.spanName, { attributes: identityAttributes(args) }) : measured
   })
+
+/** The methods not bounded by `callTimeoutMs`: waits that hold nothing and carry their own timeout. */
+const UNBOUNDED: ReadonlySet<string> = new Set(["awaitWork"])
 
 /** What a call the gate refused does when it ends: nothing (it never entered). */
 const stayedOut = (): void => {}
