@@ -9,6 +9,7 @@ import type { PgLaneParts } from "./PgLane.js"
 import { destroySocket, type HeldClient, type Holds, makeHolds } from "./internal/pgHolds.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
 import { traced, transactionSpan } from "./internal/tracing.js"
+import { OWN_CONNECTION } from "./internal/ownConnections.js"
 
 /** What `layer` needs to reach a Postgres server, and the bounds its sessions keep. */
 export interface PgConnectionOptions {
@@ -89,6 +90,11 @@ const control = (client: Pg.PoolClient, text: "BEGIN" | "COMMIT" | "ROLLBACK"): 
  * caller's.
  */
 abstract class PgQueryConnection implements Connection {
+  /** The client's span attributes: a connection of the store's own (see `ownTransactionOf`). */
+  readonly [OWN_CONNECTION]: ReadonlyArray<readonly [string, unknown]>
+  constructor(spanAttributes: ReadonlyArray<readonly [string, unknown]>) {
+    this[OWN_CONNECTION] = spanAttributes
+  }
   protected abstract query<A>(query: Pg.QueryConfig, answer: (result: PgResult) => A): Effect.Effect<A, SqlError>
 
   execute(text: string, params: ReadonlyArray<unknown>, transformRows: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined) {
@@ -124,8 +130,8 @@ abstract class PgQueryConnection implements Connection {
  */
 export class PgTransactionConnection extends PgQueryConnection {
   inFlight = 0
-  constructor(readonly client: Pg.PoolClient) {
-    super()
+  constructor(readonly client: Pg.PoolClient, spanAttributes: ReadonlyArray<readonly [string, unknown]>) {
+    super(spanAttributes)
   }
 
   protected query<A>(query: Pg.QueryConfig, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
@@ -156,8 +162,8 @@ const rowsOf = (result: PgResult): ReadonlyArray<object> =>
  * its statement possibly still running.
  */
 class PgPooledConnection extends PgQueryConnection {
-  constructor(readonly holds: Holds) {
-    super()
+  constructor(readonly holds: Holds, spanAttributes: ReadonlyArray<readonly [string, unknown]>) {
+    super(spanAttributes)
   }
 
   protected query<A>(query: Pg.QueryConfig, answer: (result: PgResult) => A): Effect.Effect<A, SqlError> {
@@ -222,7 +228,7 @@ export const leanTransactions = (
   const topLevel = <R, E, A>(context: Context.Context<never>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(checkout, ({ client, giveUp, release }) => {
-        const connection = new PgTransactionConnection(client)
+        const connection = new PgTransactionConnection(client, spanAttributes)
         return withConnectionThen(context, connection, 0, Effect.zipRight(control(client, "BEGIN"), restore(effect)), (exit) => {
           // Statements still running when a transaction fails (it was interrupted: its call ran out, say) end
           // with its connection: destroyed, so the server rolls the transaction back and the slot is free now.
@@ -346,7 +352,7 @@ const spanAttributesOf = (url: string): ReadonlyArray<readonly [string, unknown]
  * handed back when the scope closes, or discarded when it closes with a
  * failure (the client may still hold an open transaction).
  */
-const reserveOn = (holds: Holds): Effect.Effect<Connection, SqlError, Scope.Scope> =>
+const reserveOn = (holds: Holds, spanAttributes: ReadonlyArray<readonly [string, unknown]>): Effect.Effect<Connection, SqlError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.async<HeldClient, SqlError>((resume) => {
       holds.checkout((cause, held) => {
@@ -356,7 +362,7 @@ const reserveOn = (holds: Holds): Effect.Effect<Connection, SqlError, Scope.Scop
       })
     }),
     (held, exit) => Effect.sync(() => held.release(Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined))
-  ).pipe(Effect.map((held) => new PgTransactionConnection(held.client)))
+  ).pipe(Effect.map((held) => new PgTransactionConnection(held.client, spanAttributes)))
 
 /**
  * The store's Postgres client: `@effect/sql`'s `Client.make` over a pool the
@@ -373,12 +379,12 @@ export const layer = (options: PgConnectionOptions): Layer.Layer<Client.SqlClien
       const { pool, holds } = yield* ownPool(options)
       const spanAttributes = spanAttributesOf(options.url)
       const client = yield* Client.make({
-        acquirer: Effect.succeed(new PgPooledConnection(holds)),
-        transactionAcquirer: reserveOn(holds),
+        acquirer: Effect.succeed(new PgPooledConnection(holds, spanAttributes)),
+        transactionAcquirer: reserveOn(holds, spanAttributes),
         compiler: PgClient.makeCompiler(),
         spanAttributes
       })
-      const lane: PgLaneParts = { pool, holds, connectionOf: (pooled) => new PgTransactionConnection(pooled) }
+      const lane: PgLaneParts = { pool, holds, connectionOf: (pooled) => new PgTransactionConnection(pooled, spanAttributes) }
       return Object.assign(client, { withTransaction: leanTransactions(client.withTransaction, holds, spanAttributes), [LANE]: lane })
     })
   ).pipe(Layer.provide(Reactivity.layer))

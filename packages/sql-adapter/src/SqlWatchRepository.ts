@@ -11,11 +11,12 @@ import {
   WatchRepository
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
+import type { Statement } from "@effect/sql/Statement"
 import { Effect } from "effect"
 import { byteOrdered } from "./internal/collation.js"
 import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
 import { forUpdate } from "./SqlTransactor.js"
-import { returnedAny, rowReaders, statementThen } from "./internal/queries.js"
+import { rawThen, returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
 import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
@@ -148,8 +149,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
   const { healthy, many, one } = rowReaders(watchDecoder(tables.projectionWatch))
   const changed = returnedAny
   /** Whether a write without RETURNING touched any row. */
-  const touchedAny = (operation: string, statement: { readonly raw: Effect.Effect<unknown, unknown> }) =>
-    statementThen(operation, statement.raw, (raw) => affectedRows(raw) > 0)
+  const touchedAny = (operation: string, statement: Statement<object>) => rawThen(operation, statement, (raw) => affectedRows(raw) > 0)
   // The due order, on the index of (verification_status, next_attempt_at,
   // identity) with ids in byte order: `limit` rows of one index range per
   // unsettled status from the position, merged, never the whole backlog.

@@ -10,6 +10,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { DATABASE_REPLACED_CODE } from "./SqlFailure.js"
 import { traced, transactionSpan } from "./internal/tracing.js"
+import { OWN_CONNECTION } from "./internal/ownConnections.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
 
 /**
@@ -207,6 +208,7 @@ export class SharedDatabase {
       transformRows: (<B extends object>(rows: ReadonlyArray<B>) => ReadonlyArray<B>) | undefined
     ): RunNow<ReadonlyArray<A>> => transformRows === undefined ? now : () => Effect.map(now(), transformRows)
     this.connectionWith = (guard) => ({
+      [OWN_CONNECTION]: spanAttributes,
       execute: (text, params, transformRows) => guard(transformed(run(text, params, false), transformRows)),
       executeRaw: (text, params) => guard(run(text, params, true)),
       executeValues: (text, params) => guard(values(text, params)),

@@ -9,6 +9,25 @@ import { nativeTracer } from "@connector-store/core/adapter"
 export const traced = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean => fiber.currentTracer !== nativeTracer
 
 /**
+ * `run` (one statement, `text`) in a span as `@effect/sql` opens one around
+ * each statement: `sql.execute`, kind `client`, with the client's span
+ * attributes, `db.operation.name` (`execute`, `executeRaw`) and
+ * `db.query.text` (the statement's text, never its parameters).
+ */
+export const statementSpan = <A, E>(
+  run: Effect.Effect<A, E>,
+  attributes: ReadonlyArray<readonly [string, unknown]>,
+  operation: string,
+  text: string
+): Effect.Effect<A, E> =>
+  Effect.useSpan("sql.execute", { kind: "client", captureStackTrace: false }, (span) => {
+    for (const [key, value] of attributes) span.attribute(key, value)
+    span.attribute("db.operation.name", operation)
+    span.attribute("db.query.text", text)
+    return run
+  })
+
+/**
  * `transaction` in a span as `@effect/sql` opens one around each
  * transaction: `sql.transaction`, kind `client`, with the client's span
  * attributes; its statements' spans are its children.

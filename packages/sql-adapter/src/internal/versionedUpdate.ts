@@ -1,6 +1,6 @@
 import type { PersistenceError } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { statementThen } from "./queries.js"
+import { rawThen } from "./queries.js"
 import { Effect } from "effect"
 
 /** One column of a row: its name and how a row's value is written to it. */
@@ -86,6 +86,6 @@ export const versionedUpdate = <Row extends { readonly version: number; readonly
   const statement = versionedUpdateStatement(sql, tableName, columns, key)
   return (previous: Row, next: Row): Effect.Effect<boolean, PersistenceError> => {
     const [text, values] = statement(previous, next)
-    return statementThen(operation, sql.unsafe(text, values).raw, (raw) => affectedRows(raw) > 0)
+    return rawThen(operation, sql.unsafe(text, values), (raw) => affectedRows(raw) > 0)
   }
 }
