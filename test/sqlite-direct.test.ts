@@ -1,4 +1,6 @@
 import {
+  clockFrom,
+  ConcurrentUpdateExhausted,
   ConnectorStore,
   OperationPolicy,
   PersistenceError,
@@ -20,11 +22,11 @@ import { freshSqlitePath } from "./support/databases.js"
 import { type Seen, sqlitePortsWithDirect, watchedDirect } from "./support/direct.js"
 
 /**
- * The Effect API on the project's SQLite client, whose adapter offers its
- * direct rows (DirectDatabase) to the Promise API's lane: hot transitions
- * run on the ports, never on those rows, wait their turn while another
- * fiber's transaction is open, and roll back and hand the connection on
- * after every kind of failure.
+ * The direct path (DirectDatabase on the project's SQLite client): hot
+ * transitions run in one synchronous step when the database is free. These
+ * tests look at what only that path can get wrong: taking the Effect path
+ * when a transaction is open, rolling back and handing the connection on
+ * after every kind of failure, and the lost-race budget.
  */
 
 const runtimes: Array<ManagedRuntime.ManagedRuntime<unknown, unknown>> = []
@@ -52,12 +54,12 @@ const id = identityOf()
 const pending = watchRow({ verificationStatus: "pending_verification", nextAttemptAt: NOW - 1, claimedUntil: NOW + 30_000 })
 const verification = { generation: pending.repairGeneration, claimedUntil: NOW + 30_000, fetchedDigest: "stale", maxAttempts: 5, dueAt: NOW + 60_000 }
 
-describe("hot transitions of the Effect API on the project's SQLite client", () => {
-  it("runs on the ports, never on the direct rows, waiting its turn while another transaction is open", async () => {
+describe("hot transitions on the project's SQLite client (the direct path)", () => {
+  it("runs on the direct rows while the database is free, and on the ports, waiting its turn, while another transaction is open", async () => {
     const { runtime, seen } = storeOn({ readWinner: () => Effect.succeed("w-1") })
     await runtime.runPromise(seedWatches(pending))
     expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
-    expect(seen).toEqual({ begun: 0, busy: 0 })
+    expect(seen).toEqual({ begun: 1, busy: 0 })
 
     // Another fiber's transaction holds the connection until `release`.
     const release = await runtime.runPromise(Deferred.make<void>())
@@ -67,8 +69,8 @@ describe("hot transitions of the Effect API on the project's SQLite client", () 
     await runtime.runPromise(Deferred.await(holding))
     const arming = runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))
     await new Promise((resolve) => setTimeout(resolve, 50))
-    // It waits on the ports, never asking the direct rows.
-    expect(seen).toEqual({ begun: 0, busy: 0 })
+    // Refused once, by the call's one direct try: it waits on the ports, and tries no direct begin again.
+    expect(seen.busy).toBe(1)
     let settled = false
     void arming.then(() => settled = true)
     await new Promise((resolve) => setTimeout(resolve, 20))
@@ -114,7 +116,7 @@ describe("hot transitions of the Effect API on the project's SQLite client", () 
     expect(await runtime.runPromise(storedWatch(id))).toEqual(pending)
     failing = false
     expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.recordVerification(id, verification)))).toBe("pending")
-    expect(seen).toEqual({ begun: 0, busy: 0 })
+    expect(seen).toEqual({ begun: 2, busy: 0 })
   })
 
   it("rolls back and hands the connection on when interrupted during an asynchronous winner read", async () => {
@@ -147,7 +149,7 @@ describe("hot transitions of the Effect API on the project's SQLite client", () 
       return { verified, failed: Exit.isFailure(failed), left: [afterRead._tag, afterFailure._tag] }
     }))
     expect(left).toEqual({ verified: "pending", failed: true, left: ["None", "None"] })
-    expect(seen.begun).toBe(0)
+    expect(seen.begun).toBe(2)
   })
 
   it("calls the winner reader once per read, whether its effect answers at once or suspends", async () => {
@@ -166,7 +168,7 @@ describe("hot transitions of the Effect API on the project's SQLite client", () 
     suspend = true
     expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
     expect(calls).toEqual([pending.documentID, pending.documentID])
-    expect(seen.begun).toBe(0)
+    expect(seen.begun).toBe(2)
   })
 
   it("turns a driver failure inside the transaction into a classified PersistenceError, rolled back, the connection handed on", async () => {
@@ -181,6 +183,39 @@ describe("hot transitions of the Effect API on the project's SQLite client", () 
     await runtime.runPromise(Effect.flatMap(SqlClient, (sql) => sql.unsafe(`DROP TRIGGER refuse`)))
     expect(await runtime.runPromise(storedWatch(id))).toEqual(pending)
     expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
+  })
+
+  it("retries a lost write whole, and fails with ConcurrentUpdateExhausted after 6 tries, nothing written", async () => {
+    const lose = { watchUpdates: 5, operationUpdates: 0 }
+    const { runtime, seen } = storeOn({ readWinner: () => Effect.succeed("w-1") }, lose)
+    await runtime.runPromise(seedWatches(pending))
+    expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
+    expect(seen.begun).toBe(6)
+    lose.watchUpdates = 6
+    const exit = await runtime.runPromiseExit(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))
+    if (Exit.isSuccess(exit) || exit.cause._tag !== "Fail") throw new Error(`expected a failure, got ${String(exit)}`)
+    expect(exit.cause.error).toBeInstanceOf(ConcurrentUpdateExhausted)
+    expect(exit.cause.error).toMatchObject({ method: "armWatch", attempts: 6 })
+    expect(seen.begun).toBe(12)
+    expect(await runtime.runPromise(storedWatch(id))).toMatchObject({ repairGeneration: pending.repairGeneration + 1 })
+  })
+
+  it("runs a claim's first try with no transaction, and after it loses, the next under the lock", async () => {
+    const lose = { watchUpdates: 0, operationUpdates: 0 }
+    const { runtime, seen } = storeOn({}, lose)
+    const first = await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimInput())))
+    expect(first).toMatchObject({ outcome: "claimed" })
+    expect(seen.begun).toBe(0)
+    // The lease lapses; a takeover's unlocked write loses once, then the locked try wins.
+    lose.operationUpdates = 1
+    const later = claimInput()
+    const takeover = await runtime.runPromise(
+      Effect.withClock(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(later)), clockFrom(() => Date.now() + 10 * 60_000))
+    )
+    expect(takeover).toMatchObject({ outcome: "claimed" })
+    expect(seen.begun).toBe(1)
+    const row = await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.getOperation(KEY)))
+    expect(row).toMatchObject({ _tag: "Some", value: { state: "attempted" } })
   })
 
   it("counts a call its synchronous attempt answered in the store's metrics, with its outcome", async () => {

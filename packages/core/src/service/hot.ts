@@ -1,23 +1,28 @@
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Option } from "effect"
 import type { ConcurrentUpdateExhausted, PersistenceError } from "../errors.js"
+import { DirectDatabase, directFor } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
+import { type DirectContext, directContextOf } from "./directContext.js"
 import { isTypedFailure, type Transition } from "./program.js"
-import { type PortRunner, portRows, type Position, type ReadWinnerOf, runOnPorts, START } from "./run.js"
+import { type PortRunner, portRows, type Position, type ReadWinnerOf, runNow, runOnPorts, START } from "./run.js"
 
 const HOT: unique symbol = Symbol.for("@connector-store/core/hot")
 
 /**
  * A method that runs one transition (see `programs.ts`): how a call's
- * arguments become its transition. The Effect API runs it on the ports; the
- * Promise facade runs the same transition on its lane, handing it to
- * `ports` when the lane cannot go on.
+ * arguments become its transition, and how the Effect API runs one.
+ * `instrumentApi` calls `prepare` once per call and then `run` inside the
+ * call's own fiber step; the Promise facade runs the same transition on its
+ * lane, handing it to `ports` when the lane cannot go on.
  */
 export interface HotSpec<Args extends ReadonlyArray<unknown>, A, E> {
   /** The call's transition, or the typed failure its arguments meet: the one place a call's input is checked. */
   readonly prepare: (...args: Args) => Transition<A, unknown> | E
-  /** Runs a prepared transition on the ports from `at` (from the start, or where another runner handed it over). */
+  /** Runs a prepared transition for the Effect API (in an uninterruptible region; see `runNow`). */
+  readonly run: (transition: Transition<A, unknown>, context: DirectContext) => Effect.Effect<A, E>
+  /** Runs a prepared transition on the ports from `at` (where another runner handed it over). */
   readonly ports: (transition: Transition<A, unknown>, at: Position) => Effect.Effect<A, E>
 }
 
@@ -46,6 +51,7 @@ export const makeRunners = Effect.gen(function*() {
   const watches = yield* WatchRepository
   const operations = yield* OperationRepository
   const { withTransaction } = yield* Transactor
+  const direct = directFor(yield* Effect.serviceOption(DirectDatabase), watches, operations)
   const ports: PortRunner = { rows: portRows(watches, operations), withTransaction }
 
   /** Runs `transition` on the ports, from the start or from `at`. */
@@ -53,9 +59,10 @@ export const makeRunners = Effect.gen(function*() {
     runOnPorts(ports, transition, readWinner, at)
 
   /**
-   * A hot method: `prepare` checks the arguments and builds the transition,
-   * which runs on the ports. `readWinner` reads the winners its programs
-   * ask for.
+   * A hot method: `prepare` checks the arguments and builds the transition;
+   * the transition runs on the direct database when the store has one (the
+   * ports once it is busy), else on the ports. `readWinner` reads the
+   * winners its programs ask for.
    */
   const hot = <Args extends ReadonlyArray<unknown>, A, F, E, W = never>(
     prepare: (...args: Args) => Transition<A, F> | E,
@@ -64,15 +71,21 @@ export const makeRunners = Effect.gen(function*() {
     type All = E | W | F | PersistenceError | ConcurrentUpdateExhausted
     const spec = {
       prepare,
-      ports: (transition: Transition<A, F>, at: Position) => onPorts(transition, readWinner, at)
+      ports: (transition: Transition<A, F>, at: Position) => onPorts(transition, readWinner, at),
+      run: direct === undefined
+        ? (transition: Transition<A, F>, context: DirectContext) => context.bounded(context.restore(onPorts(transition, readWinner)))
+        : (transition: Transition<A, F>, context: DirectContext) =>
+          runNow(direct, transition, readWinner, context, (at) => onPorts(transition, readWinner, at))
     } as HotSpec<Args, A, All>
     const method = (...args: Args): Effect.Effect<A, All> =>
-      Effect.suspend((): Effect.Effect<A, All> => {
-        const prepared = prepare(...args)
-        return isPrepareFailure(prepared) ? Exit.fail(prepared) : onPorts(prepared, readWinner)
-      })
+      Effect.uninterruptibleMask((restore) =>
+        Effect.withFiberRuntime((fiber) => {
+          const prepared = prepare(...args)
+          return isPrepareFailure(prepared) ? Exit.fail(prepared) : spec.run(prepared, directContextOf(fiber, restore))
+        })
+      )
     return Object.assign(method, { [HOT]: spec })
   }
 
-  return { hot, onPorts }
+  return { hot, onPorts, direct: Option.fromNullable(direct) }
 })
