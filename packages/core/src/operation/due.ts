@@ -41,6 +41,25 @@ export const compareDueOperations = (a: DueOperationPosition, b: DueOperationPos
 }
 
 /**
+ * One keyset page of `rows` as a repository without a query language reads
+ * it: the rows `isDue`, in `compare`'s order, strictly after `after` (from
+ * the first when absent), at most `limit`. A row is its own position.
+ */
+export const keysetPage = <A extends P, P>(
+  rows: Iterable<A>,
+  isDue: (row: A) => boolean,
+  compare: (a: P, b: P) => number,
+  after: P | undefined,
+  limit: number
+): ReadonlyArray<A> => {
+  const due: Array<A> = []
+  for (const row of rows) {
+    if (isDue(row) && (after === undefined || compare(row, after) > 0)) due.push(row)
+  }
+  return due.sort(compare).slice(0, limit)
+}
+
+/**
  * One page of the operations due at `now`, as a repository without a query
  * language reads it: in the due order, strictly after `after` (from the
  * first when absent), at most `limit`.
@@ -50,10 +69,5 @@ export const dueOperationsPage = (
   now: Millis,
   after: DueOperationPosition | undefined,
   limit: number
-): ReadonlyArray<ConnectorOperation> => {
-  const due: Array<ConnectorOperation> = []
-  for (const row of rows) {
-    if (isDueOperation(row, now) && (after === undefined || compareDueOperations(row, after) > 0)) due.push(row)
-  }
-  return due.sort(compareDueOperations).slice(0, limit)
-}
+): ReadonlyArray<ConnectorOperation> =>
+  keysetPage(rows, (row) => isDueOperation(row, now), compareDueOperations, after, limit)

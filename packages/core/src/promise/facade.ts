@@ -458,7 +458,11 @@ const gated = <S extends object>(store: S, gate: CallGate, reentrant: (method: s
     const call = value as (...args: ReadonlyArray<unknown>) => Promise<unknown>
     out[method] = typeof value === "function" && method === "awaitWork"
       // A wait holds nothing and ends when the store closes: admitted, never waited for.
-      ? (...args: ReadonlyArray<unknown>) => gate.isShut() ? Promise.reject(new StoreClosed({ method })) : reentrant(method) !== undefined ? Promise.reject(reentrant(method)) : call(...args)
+      ? (...args: ReadonlyArray<unknown>) => {
+        if (gate.isShut()) return Promise.reject(new StoreClosed({ method }))
+        const refused = reentrant(method)
+        return refused !== undefined ? Promise.reject(refused) : call(...args)
+      }
       : typeof value === "function" && method !== "close"
       ? (...args: ReadonlyArray<unknown>) => {
         if (!gate.enter()) return Promise.reject(new StoreClosed({ method }))

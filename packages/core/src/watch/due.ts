@@ -1,6 +1,7 @@
 import { compareWatchIdentities } from "../operator/queries.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "./ProjectionWatch.js"
 import { isScheduleDue } from "./transitions.js"
+import { keysetPage } from "../operation/due.js"
 
 /** Where a watch due by schedule stands in the due order: its next attempt and its identity. */
 export interface DueWatchPosition extends WatchIdentity {
@@ -36,10 +37,5 @@ export const scheduleDuePage = (
   now: Millis,
   after: DueWatchPosition | undefined,
   limit: number
-): ReadonlyArray<ProjectionWatch> => {
-  const due: Array<ProjectionWatch> = []
-  for (const row of rows) {
-    if (isScheduleDue(row, now) && (after === undefined || compareDueWatches(row, after) > 0)) due.push(row)
-  }
-  return due.sort(compareDueWatches).slice(0, limit)
-}
+): ReadonlyArray<ProjectionWatch> =>
+  keysetPage(rows, (row) => isScheduleDue(row, now), compareDueWatches, after, limit)
