@@ -1,0 +1,233 @@
+import { Clock, Effect, Option } from "effect"
+import type { ConcurrentUpdateExhausted, CorruptRow, InvalidInput, PersistenceError } from "../errors.js"
+import { decideLimitedClaim, pauseAfterFailure } from "../limits/claim.js"
+import {
+  LIMIT_INPUT_SHAPE,
+  limitInputChecks,
+  PAUSE_INPUT_SHAPE,
+  pauseInputChecks,
+  type ProviderLimitInput,
+  type ProviderPauseInput,
+  SCOPE_SHAPE,
+  scopeChecks
+} from "../limits/checks.js"
+import {
+  type ClaimLimit,
+  decideClaimLimit,
+  decidePause,
+  decideResume,
+  decideSetLimit,
+  isPaused,
+  type LimitDecision,
+  limitsClaims
+} from "../limits/decisions.js"
+import {
+  formatProviderScope,
+  type ProviderLimit,
+  type ProviderScope,
+  providerScope,
+  type ScopeLoad,
+  scopeKey
+} from "../limits/ProviderLimit.js"
+import { type AttemptFailure, type AttemptFailureResult, decideAttemptFailure } from "../operation/attempt.js"
+import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
+import { formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
+import { OperationEntropy } from "../operation/entropy.js"
+import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
+import { OperationPolicy } from "../operation/policy.js"
+import { OperationRepository } from "../ports/OperationRepository.js"
+import { ProviderLimitRepository } from "../ports/ProviderLimitRepository.js"
+import { Transactor } from "../ports/Transactor.js"
+import type { Millis } from "../watch/ProjectionWatch.js"
+import { taking, validated } from "../validation.js"
+import { LostRace, requireWon, retryOnLostRace } from "./run.js"
+
+type WriteErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted | CorruptRow
+
+/** The provider limits half of the store's Effect API: per-scope pauses and concurrency caps, shared through the database. */
+export interface LimitMethods {
+  /**
+   * Sets the scope's cap on live operation leases (`maxInFlight`), or clears
+   * it with null; answers the scope's limits as they now stand. Claims honour
+   * it on a store that enforces provider limits.
+   */
+  readonly setProviderLimit: (limit: ProviderLimitInput) => Effect.Effect<ProviderLimit, WriteErrors>
+  /**
+   * Pauses the scope until `until`: no operation of it is leased before
+   * then. A pause never shortens a later one already in place (the later end
+   * stands, with its status); answers the scope's limits as they now stand.
+   */
+  readonly pauseProvider: (pause: ProviderPauseInput) => Effect.Effect<ProviderLimit, WriteErrors>
+  /** Lifts the scope's pause at once (its cap stays); none when the scope has no limits row. */
+  readonly resumeProvider: (scope: ProviderScope) => Effect.Effect<Option.Option<ProviderLimit>, WriteErrors>
+  /** The scope's limits row, if it has one (an ended pause reads as it was stored). */
+  readonly getProviderLimit: (scope: ProviderScope) => Effect.Effect<Option.Option<ProviderLimit>, InvalidInput | PersistenceError | CorruptRow>
+  /** Every scope's limits row, by connector then account key (a connector's own row first). */
+  readonly listProviderLimits: () => Effect.Effect<ReadonlyArray<ProviderLimit>, PersistenceError | CorruptRow>
+}
+
+/** The scope as given, with an absent account key left out. */
+const normalized = (scope: ProviderScope): ProviderScope => providerScope(scope.connectorName, scope.accountKey)
+
+/** Writes a limit decision (a lost insert or versioned update abandons the try) and answers the row as it stands. */
+const applyLimit = (
+  repo: ProviderLimitRepository["Type"],
+  row: ProviderLimit | undefined,
+  decision: LimitDecision
+): Effect.Effect<ProviderLimit, PersistenceError | LostRace> => {
+  const write = decision.write
+  if (write === undefined) return Effect.succeed(decision.limit)
+  const won = write.kind === "insert" || row === undefined ? repo.insert(write.next) : repo.update(row, write.next)
+  return Effect.as(Effect.flatMap(won, requireWon), decision.limit)
+}
+
+const SCOPE_NAMES = ["scope"]
+const SCOPE_TAKINGS = [SCOPE_SHAPE]
+
+/** Builds the provider limit methods over the ports. */
+export const makeLimitMethods = Effect.gen(function*() {
+  const repo = yield* ProviderLimitRepository
+  const { withTransaction } = yield* Transactor
+
+  /** One locked read-decide-write of a scope's row, retried whole on a lost race. */
+  const transition = <A>(
+    method: string,
+    scope: ProviderScope,
+    decide: (row: ProviderLimit | undefined, now: Millis) => Effect.Effect<A, PersistenceError | LostRace>
+  ) =>
+    Effect.suspend(() =>
+      retryOnLostRace(
+        method,
+        formatProviderScope(scope),
+        withTransaction(Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          return yield* decide(Option.getOrUndefined(yield* repo.lockRead(scope)), now)
+        }))
+      )
+    )
+
+  const methods: LimitMethods = {
+    setProviderLimit: taking("setProviderLimit", ["limit"], [LIMIT_INPUT_SHAPE], (limit: ProviderLimitInput) =>
+      validated("setProviderLimit", limitInputChecks(limit), () => {
+        const scope = normalized(limit)
+        return transition("setProviderLimit", scope, (row, now) =>
+          applyLimit(repo, row, decideSetLimit(row, scope, limit.maxInFlight, now)))
+      })),
+
+    pauseProvider: taking("pauseProvider", ["pause"], [PAUSE_INPUT_SHAPE], (pause: ProviderPauseInput) =>
+      validated("pauseProvider", pauseInputChecks(pause), () => {
+        const scope = normalized(pause)
+        return transition("pauseProvider", scope, (row, now) => applyLimit(repo, row, decidePause(row, scope, pause, now)))
+      })),
+
+    resumeProvider: taking("resumeProvider", SCOPE_NAMES, SCOPE_TAKINGS, (scope: ProviderScope) =>
+      validated("resumeProvider", scopeChecks("scope", scope), () => {
+        const at = normalized(scope)
+        return transition("resumeProvider", at, (row, now) => {
+          const decision = decideResume(row, at, now)
+          return decision === undefined ? Effect.succeed(Option.none()) : Effect.map(applyLimit(repo, row, decision), Option.some)
+        })
+      })),
+
+    getProviderLimit: taking("getProviderLimit", SCOPE_NAMES, SCOPE_TAKINGS, (scope: ProviderScope) =>
+      validated("getProviderLimit", scopeChecks("scope", scope), () => repo.get(normalized(scope)))),
+
+    listProviderLimits: () => repo.list()
+  }
+  return methods
+})
+
+/**
+ * The limited forms of the operation transitions that provider limits
+ * touch, for a store that enforces them (see `ProviderLimitEnforcement`).
+ * Each runs on the ports; a transaction locks the operation's row before
+ * any limits row, as every transaction that takes both does, so two never
+ * wait on each other.
+ */
+export const makeLimitedOperations = Effect.gen(function*() {
+  const limits = yield* ProviderLimitRepository
+  const operations = yield* OperationRepository
+  const { withTransaction } = yield* Transactor
+  const policy = yield* OperationPolicy
+  const entropy = yield* OperationEntropy
+
+  /** The loads of the capped scopes among `rows` at `now`, by scope key (a pause in force needs none). */
+  const loadsOf = (rows: ReadonlyArray<ProviderLimit>, now: Millis) =>
+    rows.some((row) => isPaused(row, now))
+      ? Effect.succeed(new Map<string, ScopeLoad>())
+      : Effect.map(
+        Effect.forEach(rows.filter((row) => row.maxInFlight !== null), (row) =>
+          Effect.map(limits.liveLeases(row.scope, now), (load) => [scopeKey(row.scope), load] as const)),
+        (entries) => new Map(entries)
+      )
+
+  /** The limit that keeps an operation of this account from leasing at `now`, its scopes' rows locked. */
+  const claimLimit = (connectorName: string, accountKey: string, now: Millis) =>
+    Effect.flatMap(limits.lockForAccount(connectorName, accountKey), (rows) =>
+      Effect.map(loadsOf(rows, now), (loads): ClaimLimit | undefined =>
+        decideClaimLimit(rows, (row) => loads.get(scopeKey(row.scope)), now)))
+
+  /**
+   * A claim in one transaction: the operation's row locked, then (when the
+   * plain claim would lease) its scopes' limits locked and their live
+   * leases counted after the lock is held, so two runners cannot both take
+   * a scope's last slot; `decideLimitedClaim` decides.
+   */
+  const claimLocked = (input: ClaimOperationInput): Effect.Effect<ClaimResult, PersistenceError | IdempotencyConflict | ConcurrentUpdateExhausted> =>
+    retryOnLostRace("claimOperation", formatOperationKey(input), withTransaction(Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const fresh = { nodeKey: entropy.token(), incarnation: entropy.token(), leaseToken: entropy.token() }
+      const row = Option.getOrUndefined(yield* operations.lockRead(input))
+      const plain = decideLimitedClaim(row, input, fresh, policy, undefined, now)
+      if (plain.conflict) return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
+      const limit = plain.result.outcome === "claimed" ? yield* claimLimit(input.connectorName, input.accountKey, now) : undefined
+      const decision = limit === undefined ? plain : decideLimitedClaim(row, input, fresh, policy, limit, now)
+      if (decision.conflict) return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
+      if (decision.next !== undefined) {
+        yield* requireWon(yield* (row === undefined ? operations.insert(decision.next) : operations.update(row, decision.next)))
+      }
+      return decision.result
+    })))
+
+  /**
+   * `claimOperation` under limits: the account's and connector's limits read
+   * first, unlocked; while none of them can limit a claim (no pause in
+   * force, no cap), the claim is `plain`'s (a limit set meanwhile is as if
+   * set just after the claim). Otherwise the locked claim decides.
+   */
+  const claim = <E>(
+    input: ClaimOperationInput,
+    plain: (input: ClaimOperationInput) => Effect.Effect<ClaimResult, E>
+  ): Effect.Effect<ClaimResult, E | PersistenceError | IdempotencyConflict | ConcurrentUpdateExhausted> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.flatMap(limits.forAccount(input.connectorName, input.accountKey), (rows) =>
+        rows.some((row) => limitsClaims(row, now))
+          ? claimLocked(input) as Effect.Effect<ClaimResult, E | PersistenceError | IdempotencyConflict | ConcurrentUpdateExhausted>
+          : plain(input)))
+
+  /**
+   * `recordAttemptFailure` of a retryable 429: the failure decided on the
+   * locked row, and its account paused (`pauseAfterFailure`, combined with
+   * the pause in place by `decidePause`) in the same transaction.
+   */
+  const attemptFailure = (
+    key: OperationKey,
+    failure: AttemptFailure,
+    random: number
+  ): Effect.Effect<AttemptFailureResult, PersistenceError | ConcurrentUpdateExhausted> =>
+    retryOnLostRace("recordAttemptFailure", formatOperationKey(key), withTransaction(Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const row = Option.getOrUndefined(yield* operations.lockRead(key))
+      const decision = decideAttemptFailure(row, failure, policy, random, now)
+      const pause = pauseAfterFailure(failure, decision.result, now)
+      if (decision.next !== undefined && row !== undefined) yield* requireWon(yield* operations.update(row, decision.next))
+      if (pause !== undefined && row !== undefined) {
+        const scope = { connectorName: row.connectorName, accountKey: row.accountKey }
+        const current = Option.getOrUndefined(yield* limits.lockRead(scope))
+        yield* applyLimit(limits, current, decidePause(current, scope, pause, now))
+      }
+      return decision.result
+    })))
+
+  return { claim, attemptFailure }
+})
