@@ -195,6 +195,16 @@ describe.each(adapters)("provider limits on $name", (adapter) => {
     })
   })
 
+  it("an account's cap counts its own live leases only", async () => {
+    await withRunners(adapter, 2, async ([first, second]) => {
+      await first!.setProviderLimit({ ...A, maxInFlight: 1 })
+      expect((await first!.claimOperation(claimOn("acct-B", "b-1"))).outcome).toBe("claimed")
+      expect((await second!.claimOperation(claimOn("acct-B", "b-2"))).outcome).toBe("claimed")
+      expect((await second!.claimOperation(claimOn("acct-A", "a-1"))).outcome).toBe("claimed")
+      expectLimited(await first!.claimOperation(claimOn("acct-A", "a-2")), A, "at-capacity", NOW + POLICY.leaseMs)
+    })
+  })
+
   it("a connector's cap counts the leases of all its accounts", async () => {
     await withRunners(adapter, 2, async ([first, second]) => {
       await first!.setProviderLimit({ connectorName: "gcal", maxInFlight: 2 })
