@@ -191,6 +191,7 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
   { method: "getSweepCandidate", params: [["identity", identity]] },
   { method: "listGivenUpSweepCandidates", params: [["scope", scope], ["page", page]] },
 
+  { method: "claimDueOperations", params: [["params", rec({ limit: leaf("positiveInt", 10), leaseMs: opt("positiveInt", 1_000) })]] },
   {
     method: "claimOperation",
     params: [[

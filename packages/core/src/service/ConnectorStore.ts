@@ -20,10 +20,11 @@ import type { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
 import type { OperatorRepository } from "../ports/OperatorRepository.js"
 import { makeOperatorMethods, type OperatorMethods } from "./operator.js"
 import { makeWorkMethods, type WorkMethods } from "./work.js"
+import { type DueClaimMethods, makeDueClaimMethods } from "./dueClaims.js"
 
 /** Everything the store's Effect API offers. */
 export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, RelistRunMethods,
-  SweepCandidateMethods, OperationMethods, OperatorMethods, WorkMethods
+  SweepCandidateMethods, OperationMethods, DueClaimMethods, OperatorMethods, WorkMethods
 {}
 
 /** The ports the store runs on; an adapter provides all of them. */
@@ -57,6 +58,7 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
         makeRelistRunMethods,
         makeSweepCandidateMethods,
         makeOperationMethods,
+        makeDueClaimMethods,
         makeOperatorMethods
       ]))
       const work = yield* makeWorkMethods
