@@ -8,6 +8,7 @@ import {
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { Effect, Option } from "effect"
+import Sqlite from "better-sqlite3"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
 import { NOW } from "./support/contract/fixtures.js"
@@ -45,6 +46,26 @@ const storesOn = async (adapter: (typeof adapters)[number], count: number, now: 
     stores.push(await openConnectorStore({ ...connection, now, readWinner: () => "winner", operationPolicy: POLICY }) as unknown as Store)
   }
   return stores
+}
+
+/** Runs one statement on the database with the raw driver. */
+const rawRun = async (adapter: string, connection: { readonly url: string }, statement: string) => {
+  if (adapter === "sqlite") {
+    const db = new Sqlite(connection.url)
+    try {
+      db.prepare(statement).run()
+    } finally {
+      db.close()
+    }
+    return
+  }
+  const client = new pg.Client({ connectionString: connection.url })
+  await client.connect()
+  try {
+    await client.query(statement)
+  } finally {
+    await client.end()
+  }
 }
 
 const closeAll = async (stores: ReadonlyArray<Store>) => {
@@ -235,6 +256,30 @@ describe.each(adapters)("claimDueOperations on $name", (adapter) => {
       await closeAll(stores)
     }
   })
+
+  if (adapter.name !== "memory") {
+    it("passes over due rows that cannot be decoded, reports them, and leases the healthy ones behind them", async () => {
+      const time = clock()
+      const connection = await adapter.connection()
+      const stores = await storesOn({ ...adapter, connection: async () => connection }, 1, time.now)
+      const store = stores[0]!
+      try {
+        await seed(store, due("op-bad-1", NOW - 50), due("op-bad-2", NOW - 40), due("op-bad-3", NOW - 30), due("op-a", NOW - 20), due("op-b", NOW - 10))
+        await rawRun(adapter.name, connection, `UPDATE ${connection.tablePrefix ?? "kubun_connector_"}operation
+          SET result_entity = 'not json {' WHERE operation_id LIKE 'op-bad-%'`)
+        const first = await store.claimDueOperations({ limit: 1 })
+        expect(ids(first.claimed)).toEqual(["op-a"])
+        expect(first.corrupt.map((report) => `${report.key} ${report.column}`)).toEqual(
+          ["op-bad-1", "op-bad-2", "op-bad-3"].map((id) => `did:caller:1/${id} result_entity`)
+        )
+        const second = await store.claimDueOperations({ limit: 5 })
+        expect(ids(second.claimed)).toEqual(["op-b"])
+        expect(second.corrupt).toHaveLength(3)
+      } finally {
+        await closeAll(stores)
+      }
+    })
+  }
 
   if (adapter.name === "postgres") {
     it("passes over a due row another transaction holds locked instead of waiting for it", async () => {
