@@ -2,8 +2,10 @@ import {
   type ConnectorOperation,
   MAX_DUE_CLAIMS,
   OperationRepository,
+  type ProjectionWatch,
   type PromiseConnectorStore,
-  StoreSnapshot
+  StoreSnapshot,
+  WatchRepository
 } from "@connector-store/core"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { openConnectorStore } from "@connector-store/sql-adapter"
@@ -11,7 +13,7 @@ import { Effect, Option } from "effect"
 import Sqlite from "better-sqlite3"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
-import { NOW } from "./support/contract/fixtures.js"
+import { identityOfRow, NOW, watchRow } from "./support/contract/fixtures.js"
 import { attemptedRow } from "./operations.fixtures.js"
 import { adaptersUnderTest } from "./support/stores.js"
 
@@ -99,6 +101,113 @@ const snapshot = (store: Store) => store.runEffect(Effect.flatMap(StoreSnapshot,
 
 const ids = (rows: ReadonlyArray<{ readonly operation: ConnectorOperation } | ConnectorOperation>) =>
   rows.map((row) => "operation" in row ? row.operation.operationID : row.operationID)
+
+/** A pending watch of its own source and document, due at `nextAttemptAt`. */
+const dueWatch = (sourceID: string, nextAttemptAt: number | null, patch: Partial<ProjectionWatch> = {}): ProjectionWatch =>
+  watchRow({ sourceID, documentID: `doc-${sourceID}`, nextAttemptAt, ...patch })
+
+const seedWatches = (store: Store, ...rows: ReadonlyArray<ProjectionWatch>) =>
+  store.runEffect(Effect.flatMap(WatchRepository, (repo) =>
+    Effect.forEach(rows, (row) =>
+      Effect.flatMap(repo.insert(row), (inserted) => inserted ? Effect.void : Effect.dieMessage(`seed refused ${row.sourceID}`)))))
+
+const storedWatch = (store: Store, sourceID: string) =>
+  store.runEffect(Effect.map(
+    Effect.flatMap(WatchRepository, (repo) => repo.get(identityOfRow(dueWatch(sourceID, null)))),
+    Option.getOrThrow
+  ))
+
+describe.each(adapters)("claimDueWatches on $name", (adapter) => {
+  it("claims the claimable watches oldest due first, at most limit, until `until`; the rest on the next call", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seedWatches(
+        store,
+        dueWatch("src-c", NOW - 10),
+        dueWatch("src-a", NOW - 30),
+        dueWatch("src-b", NOW - 20),
+        dueWatch("src-now", NOW),
+        dueWatch("src-later", NOW + 1),
+        dueWatch("src-claimed", NOW - 40, { claimedUntil: NOW + 5 }),
+        dueWatch("src-claim-lapsed", NOW - 35, { claimedUntil: NOW }),
+        dueWatch("src-failed", NOW - 50, { verificationStatus: "repair_failed" }),
+        dueWatch("src-verified", null, { verificationStatus: "verified" })
+      )
+      const first = await store.claimDueWatches({ now: NOW, until: NOW + 1_000, limit: 3 })
+      expect(first.claimed.map((w) => w.sourceID)).toEqual(["src-claim-lapsed", "src-a", "src-b"])
+      expect(first.corrupt).toEqual([])
+      for (const watch of first.claimed) {
+        expect(watch.claimedUntil).toBe(NOW + 1_000)
+        expect(await storedWatch(store, watch.sourceID)).toEqual(watch)
+      }
+      const second = await store.claimDueWatches({ now: NOW, until: NOW + 1_000, limit: 10 })
+      expect(second.claimed.map((w) => w.sourceID)).toEqual(["src-c", "src-now"])
+      expect((await store.claimDueWatches({ now: NOW, until: NOW + 1_000, limit: 10 })).claimed).toEqual([])
+      // A claimed watch is verified as a claimWatchAttempt's would be.
+      const [one] = first.claimed as [ProjectionWatch]
+      expect(await store.recordVerification(identityOfRow(one), {
+        generation: one.repairGeneration, claimedUntil: NOW + 1_000, fetchedDigest: "winner", maxAttempts: 3, dueAt: NOW + 60_000
+      })).toBe("verified")
+      expect((await storedWatch(store, "src-claimed")).claimedUntil).toBe(NOW + 5)
+      expect((await storedWatch(store, "src-failed")).claimedUntil).toBeNull()
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("workers claiming at once never get the same watch, and together get every one", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 4, time.now)
+    try {
+      const backlog = Array.from({ length: 90 }, (_, i) => dueWatch(`src-${String(i).padStart(3, "0")}`, NOW - 1_000 + (i % 5)))
+      await seedWatches(stores[0]!, ...backlog)
+      const claimedBy = await Promise.all(stores.map(async (store) => {
+        const mine: Array<string> = []
+        for (;;) {
+          const batch = await store.claimDueWatches({ now: NOW, until: NOW + 60_000, limit: 6 })
+          if (batch.claimed.length === 0) return mine
+          mine.push(...batch.claimed.map((w) => w.sourceID))
+        }
+      }))
+      const all = claimedBy.flat()
+      expect(all.length).toBe(backlog.length)
+      expect(new Set(all)).toEqual(new Set(backlog.map((w) => w.sourceID)))
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("refuses bad parameters with InvalidInput naming the field, changing nothing", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seedWatches(store, dueWatch("src-1", NOW - 1))
+      const before = await snapshot(store)
+      const cases: ReadonlyArray<readonly [unknown, string]> = [
+        [null, "params"],
+        [{ until: NOW, limit: 1 }, "params.now"],
+        [{ now: NOW, limit: 1 }, "params.until"],
+        [{ now: NOW, until: Number.NaN, limit: 1 }, "params.until"],
+        [{ now: NOW, until: NOW, limit: 0 }, "params.limit"],
+        [{ now: NOW, until: NOW, limit: MAX_DUE_CLAIMS + 1 }, "params.limit"],
+        [{ now: NOW, until: NOW, limit: 1, generation: 1 }, "params.generation"]
+      ]
+      for (const [params, field] of cases) {
+        await expect(store.claimDueWatches(params as never), JSON.stringify(params)).rejects.toMatchObject({
+          _tag: "InvalidInput",
+          method: "claimDueWatches",
+          field
+        })
+      }
+      expect(await snapshot(store)).toEqual(before)
+    } finally {
+      await closeAll(stores)
+    }
+  })
+})
 
 describe.each(adapters)("claimDueOperations on $name", (adapter) => {
   it("leases the due operations oldest first, at most limit, each under its own lease; the rest on the next call", async () => {

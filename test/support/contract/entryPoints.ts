@@ -191,6 +191,10 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
   { method: "getSweepCandidate", params: [["identity", identity]] },
   { method: "listGivenUpSweepCandidates", params: [["scope", scope], ["page", page]] },
 
+  {
+    method: "claimDueWatches",
+    params: [["params", rec({ now: leaf("millis", NOW), until: leaf("millis", NOW + 1_000), limit: leaf("positiveInt", 10) })]]
+  },
   { method: "claimDueOperations", params: [["params", rec({ limit: leaf("positiveInt", 10), leaseMs: opt("positiveInt", 1_000) })]] },
   {
     method: "claimOperation",

@@ -5,7 +5,7 @@ import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOpe
 import type { FinalizeDeleteInput, FinalizeDeleteResult, FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
 import type { RenewResult } from "../operation/lease.js"
 import type { DocumentWriteState } from "../operation/reads.js"
-import type { DueClaimParams, DueClaims } from "../service/dueClaims.js"
+import type { DueClaimParams, DueClaims, DueWatchClaimParams, DueWatchClaims } from "../service/dueClaims.js"
 import type { RenewLeaseOptions, TrackedOperationFilter, TrackedOperationsPage } from "../service/operations.js"
 import type { PromiseCall } from "./call.js"
 
@@ -32,6 +32,13 @@ export interface PromiseOperationMethods {
    * @throws InvalidInput, PersistenceError
    */
   claimDueOperations(params: DueClaimParams): Promise<DueClaims>
+  /**
+   * Claims up to `limit` watches due for verification until `until` in one transaction, disjoint from what
+   * other workers' batches claim at the same time; verify each and record it with `recordVerification`.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
+  claimDueWatches(params: DueWatchClaimParams): Promise<DueWatchClaims>
   /**
    * Extends the lease of a claimed operation while its provider call runs; `lease-lost` once another runner
    * took it over.
@@ -98,6 +105,7 @@ export interface PromiseOperationMethods {
 export const promiseOperationMethods = (call: PromiseCall): PromiseOperationMethods => ({
   claimOperation: (input) => call((s) => s.claimOperation(input)),
   claimDueOperations: (params) => call((s) => s.claimDueOperations(params)),
+  claimDueWatches: (params) => call((s) => s.claimDueWatches(params)),
   renewOperationLease: (key, options) => call((s) => s.renewOperationLease(key, options)),
   markOperationSent: (key, options) => call((s) => s.markOperationSent(key, options)),
   recordAttemptFailure: (key, options) => call((s) => s.recordAttemptFailure(key, options)),

@@ -8,8 +8,13 @@ import { OperationEntropy } from "../operation/entropy.js"
 import { OperationPolicy } from "../operation/policy.js"
 import { allOptionNames } from "../optionNames.js"
 import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
+import type { DueRead } from "../ports/DueRead.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
+import { WatchRepository } from "../ports/WatchRepository.js"
+import type { DueWatchPosition } from "../watch/due.js"
+import type { Millis, ProjectionWatch } from "../watch/ProjectionWatch.js"
+import { decideClaim } from "../watch/transitions.js"
 import { fieldOf, type Rule, Rules, shapeOf, taking, validate } from "../validation.js"
 import { StoreMetrics } from "./metrics.js"
 
@@ -58,7 +63,32 @@ export interface DueClaims {
   readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 
-/** The batch claim of the store's Effect API. */
+/** The parameters of `claimDueWatches`. */
+export interface DueWatchClaimParams {
+  /** What is due by, on the caller's clock (as `claimWatchAttempt`'s `now`). */
+  readonly now: Millis
+  /** Until when each claim holds, as `claimWatchAttempt`'s `until`: pass it back as `recordVerification`'s `claimedUntil`. */
+  readonly until: Millis
+  /** At most this many watches are claimed: 1 to `MAX_DUE_CLAIMS`. */
+  readonly limit: number
+}
+
+/** What `claimDueWatches` answers. */
+export interface DueWatchClaims {
+  /**
+   * The watches now claimed by the caller until `until`, in the due order,
+   * as stored after the claim: verify each for its `repairGeneration` and
+   * record the result with `recordVerification` (or `deferWatch`).
+   */
+  readonly claimed: ReadonlyArray<ProjectionWatch>
+  /**
+   * Due rows passed over because they cannot be decoded (each also logged
+   * and counted); they stay stored until repaired.
+   */
+  readonly corrupt: ReadonlyArray<CorruptRowReport>
+}
+
+/** The batch claims of the store's Effect API. */
 export interface DueClaimMethods {
   /**
    * Leases up to `limit` due operations to the caller in one transaction,
@@ -72,9 +102,40 @@ export interface DueClaimMethods {
    * the backlog. A crashed worker's batch comes back when its leases lapse.
    */
   readonly claimDueOperations: (params: DueClaimParams) => Effect.Effect<DueClaims, InvalidInput | PersistenceError>
+  /**
+   * Claims up to `limit` watches due for verification in one transaction,
+   * oldest due first, each as `claimWatchAttempt` would claim it for its
+   * current generation (pending, due at `now`, under no live claim).
+   * Workers calling at once get disjoint batches, as `claimDueOperations`'
+   * do. Only the watches due by schedule: the due sweep's audit (settled
+   * watches whose winner moved) stays with `listDueWork`.
+   */
+  readonly claimDueWatches: (params: DueWatchClaimParams) => Effect.Effect<DueWatchClaims, InvalidInput | PersistenceError>
 }
 
 const DUE_CLAIM_SHAPE = shapeOf(allOptionNames<DueClaimParams>()(["limit", "leaseMs"]))
+const DUE_WATCH_CLAIM_SHAPE = shapeOf(allOptionNames<DueWatchClaimParams>()(["now", "until", "limit"]))
+
+/**
+ * Up to `limit` healthy rows of `lockPage`'s pages, locked, passing over
+ * pages of rows that do not decode (at most `CORRUPT_PAGES_PASSED` of them).
+ */
+const lockHealthy = <A, P>(
+  lockPage: (after: P | undefined, limit: number) => Effect.Effect<DueRead<A, P>, PersistenceError>,
+  limit: number
+) =>
+  Effect.gen(function*() {
+    const rows: Array<A> = []
+    let after: P | undefined
+    for (let page = 0; page <= CORRUPT_PAGES_PASSED && rows.length < limit; page++) {
+      const wanted = limit - rows.length
+      const read = yield* lockPage(after, wanted)
+      rows.push(...read.rows)
+      if (read.read < wanted || read.last === undefined) break
+      after = read.last
+    }
+    return rows
+  })
 
 /** A batch size from 1 to `MAX_DUE_CLAIMS`. */
 const batchSize: Rule = (value) =>
@@ -87,20 +148,7 @@ export const makeDueClaimMethods = Effect.gen(function*() {
   const policy = yield* OperationPolicy
   const entropy = yield* OperationEntropy
 
-  /** Up to `limit` healthy due rows, locked, passing over pages of rows that do not decode. */
-  const lockDue = (now: number, limit: number) =>
-    Effect.gen(function*() {
-      const rows: Array<ConnectorOperation> = []
-      let after: DueOperationPosition | undefined
-      for (let page = 0; page <= CORRUPT_PAGES_PASSED && rows.length < limit; page++) {
-        const wanted = limit - rows.length
-        const read = yield* operations.lockDuePage(now, after, wanted)
-        rows.push(...read.rows)
-        if (read.read < wanted || read.last === undefined) break
-        after = read.last
-      }
-      return rows
-    })
+  const watches = yield* WatchRepository
 
   const methods: DueClaimMethods = {
     claimDueOperations: taking("claimDueOperations", ["params"], [DUE_CLAIM_SHAPE], (params: DueClaimParams) =>
@@ -113,7 +161,10 @@ export const makeDueClaimMethods = Effect.gen(function*() {
         const leaseMs = params.leaseMs ?? policy.leaseMs
         const [claims, corrupt] = yield* collectCorruptRows(withTransaction(Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
-          const due = yield* lockDue(now, params.limit)
+          const due = yield* lockHealthy<ConnectorOperation, DueOperationPosition>(
+            (after, limit) => operations.lockDuePage(now, after, limit),
+            params.limit
+          )
           const decided = due.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now) }))
           const writes = decided.filter(({ decision }) => decision.next !== undefined)
           const won = yield* operations.updateAll(writes.map(({ decision, row }) => [row, decision.next!] as const))
@@ -131,6 +182,32 @@ export const makeDueClaimMethods = Effect.gen(function*() {
         })))
         yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "claimed"), claims.claimed.length)
         return { ...claims, corrupt }
+      })),
+
+    claimDueWatches: taking("claimDueWatches", ["params"], [DUE_WATCH_CLAIM_SHAPE], (params: DueWatchClaimParams) =>
+      Effect.gen(function*() {
+        yield* validate("claimDueWatches", [
+          ["params", params, Rules.record],
+          ["params.now", fieldOf(params, "now"), Rules.millis],
+          ["params.until", fieldOf(params, "until"), Rules.millis],
+          ["params.limit", fieldOf(params, "limit"), batchSize]
+        ])
+        const { now, until } = params
+        const [claimed, corrupt] = yield* collectCorruptRows(withTransaction(Effect.gen(function*() {
+          const due = yield* lockHealthy<ProjectionWatch, DueWatchPosition>(
+            (after, limit) => watches.lockClaimablePage(now, after, limit),
+            params.limit
+          )
+          const writtenAt = yield* Clock.currentTimeMillis
+          const writes = due.flatMap((row) => {
+            const next = decideClaim(row, { generation: row.repairGeneration, until }, now, writtenAt).next
+            return next === undefined ? [] : [[row, next] as const]
+          })
+          const won = yield* watches.updateAll(writes)
+          return writes.filter((_, i) => won[i]).map(([, next]) => next)
+        })))
+        yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "claimed-watches"), claimed.length)
+        return { claimed, corrupt }
       }))
   }
   return methods
