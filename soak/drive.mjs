@@ -90,13 +90,37 @@ const lookup = (ctx, key) => send(ctx.providerUrl, `/lookup?key=${encodeURICompo
  * end the drive with `Aborted`.
  */
 export const driveOperation = async (ctx, input) => {
+  ctx.report({ type: "claim-intent", key: input.operationID })
+  const claim = await storeCall(ctx.report, "claimOperation", () => ctx.store.claimOperation(input))
+  ctx.report({ type: "claim-answer", key: input.operationID, outcome: claim.outcome })
+  if (claim.outcome !== "claimed") return claim.outcome
+  return driveClaimed(ctx, input, claim)
+}
+
+/**
+ * Leases up to `limit` due operations in one batch (`claimDueOperations`)
+ * and drives each claimed one as `driveOperation` drives a claim; returns
+ * what happened to each (the batch's finished ones as `finished`).
+ */
+export const driveDueBatch = async (ctx, limit) => {
+  const batch = await storeCall(ctx.report, "claimDueOperations", () => ctx.store.claimDueOperations({ limit }))
+  const results = []
+  for (const row of batch.finished) {
+    ctx.report({ type: "claim-answer", key: row.operationID, outcome: "finished" })
+    results.push("batch:finished")
+  }
+  for (const claim of batch.claimed) {
+    ctx.report({ type: "claim-answer", key: claim.operation.operationID, outcome: "claimed" })
+    results.push(await driveClaimed(ctx, claimInputOf(claim.operation), claim))
+  }
+  return results
+}
+
+/** Drives an operation this runner holds the lease of (`claim`), from the send marker on. */
+const driveClaimed = async (ctx, input, claim) => {
   const { store, report } = ctx
   const key = { callerDID: input.callerDID, operationID: input.operationID }
   const call = (method, run) => storeCall(report, method, run)
-  report({ type: "claim-intent", key: input.operationID })
-  const claim = await call("claimOperation", () => store.claimOperation(input))
-  report({ type: "claim-answer", key: input.operationID, outcome: claim.outcome })
-  if (claim.outcome !== "claimed") return claim.outcome
   const leaseToken = claim.lease.token
   const fail = async (kind, extra = {}) => {
     const result = await call("recordAttemptFailure", () => store.recordAttemptFailure(key, { leaseToken, kind, ...extra }))

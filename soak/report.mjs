@@ -20,7 +20,7 @@ export const formatReport = (stats, verdict) => {
   const lines = [
     `operations ${stats.rows.length} (${list(states)}) · completed ${states.committed ?? 0}`,
     `by kind: ${list(tally(stats.rows, (row) => row.op))} · deletes committed ${stats.rows.filter((row) => row.op === "delete" && row.state === "committed").length}`,
-    `drives ${drives.length} · provider requests ${stats.ledger.length} (applied ${stats.ledger.filter((e) => e.applied).length})` +
+    `drives ${drives.length} (${list(tally(drives, (event) => event.how))}) · provider requests ${stats.ledger.length} (applied ${stats.ledger.filter((e) => e.applied).length})` +
     ` · recovery ${stats.recovery.drives} re-drives in ${stats.recovery.rounds} rounds`,
     `late requests (arrived after their run's lease expired) ${stats.ledger.filter((e) => e.pastLease).length}`,
     `kills ${stats.kills} · workers started ${stats.spawned} · exited by themselves ${stats.selfExits}`,

@@ -6,7 +6,7 @@
 // so a SIGKILL loses nothing that was observed.
 import { appendFileSync } from "node:fs"
 import { openConnectorStore } from "@connector-store/sql-adapter"
-import { Aborted, claimInputOf, driveOperation, readWinner, readWinners, send, storeCall, verifyWatch } from "./drive.mjs"
+import { Aborted, claimInputOf, driveDueBatch, driveOperation, readWinner, readWinners, send, storeCall, verifyWatch } from "./drive.mjs"
 import { derive, prng } from "./random.mjs"
 
 const config = JSON.parse(process.argv[2])
@@ -75,6 +75,10 @@ const tick = async () => {
   }
   if (now - lastSweep >= 500) {
     lastSweep = now
+    // Half the sweeps re-drive through a batch lease, half by claiming what the sweep listed, so both meet.
+    if (rng.chance(0.5)) {
+      for (const result of await driveDueBatch(ctx, 3)) report({ type: "drive", how: "batch", result })
+    }
     const due = await storeCall(report, "listDueOperations", () => store.listDueOperations(Date.now(), { readWinners }))
     for (const row of due.operations.slice(0, 3)) report({ type: "drive", how: "redrive", result: await driveOperation(ctx, claimInputOf(row)) })
     for (const watch of due.watches.slice(0, 2)) report({ type: "drive", how: "watch", result: await verifyWatch(ctx, watch) })

@@ -353,6 +353,28 @@ describe("collectableOperations", () => {
     expect(collect(rows)).toEqual(["did:caller:1/c1", "did:caller:1/d2"])
   })
 
+  it("keeps a row that is newest in one partition only: its owner's, its caller's, or its owner's newest commit", () => {
+    // The owner's newest finished row, superseded for its caller by the caller's later write for another owner.
+    expect(collect([
+      op("owners-newest", 2, { state: "dead" }),
+      op("callers-later", 3, { ownerDID: "did:owner:2" }),
+      op("owners-commit", 1, { callerDID: "did:caller:2" })
+    ])).toEqual([])
+    // The caller's newest finished row, superseded for its owner by another caller's later write.
+    expect(collect([
+      op("callers-newest", 2, { state: "dead" }),
+      op("owners-later", 3, { callerDID: "did:caller:2" })
+    ])).toEqual([])
+    // The newest commit of caller and owner, followed by a dead row of both: the commit stays, as does the dead row.
+    expect(collect([op("newest-commit", 2), op("later-dead", 3, { state: "dead" })])).toEqual([])
+    // Only once each of its partitions has a newer row does it go.
+    expect(collect([
+      op("owners-newest", 2, { state: "dead" }),
+      op("callers-later", 3, { ownerDID: "did:owner:2" }),
+      op("owners-later", 4, { callerDID: "did:caller:2" })
+    ])).toEqual(["did:caller:1/owners-newest"])
+  })
+
   it("collects finished rows linked to no document, and never unfinished ones", () => {
     const rows = [
       op("orphan", 1, { documentID: null }),

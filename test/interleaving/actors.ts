@@ -1,4 +1,4 @@
-import type { ClaimOperationInput, ConnectorOperation, ProjectionWatch, SafeReissue } from "@connector-store/core"
+import type { ClaimOperationInput, ClaimResult, ConnectorOperation, ProjectionWatch, SafeReissue } from "@connector-store/core"
 import {
   Crash,
   isTypedRejection,
@@ -91,6 +91,24 @@ export const drive = async (world: World, actor: string, input: ClaimOperationIn
   }
   observe(know, claim.operation)
   if (claim.outcome !== "claimed") return claim.outcome
+  return driveClaimed(world, actor, input, claim, landedAtGrant)
+}
+
+/**
+ * Drives an operation this actor was granted (`claim`, by a claim of its key
+ * or a batch claim) from the send marker on. `landedAtGrant`: whether a
+ * request of the key may have landed when the store granted it.
+ */
+const driveClaimed = async (
+  world: World,
+  actor: string,
+  input: ClaimOperationInput,
+  claim: Extract<ClaimResult, { readonly outcome: "claimed" }>,
+  landedAtGrant: boolean
+): Promise<string> => {
+  const { store, il, provider, know } = world
+  const key = { callerDID: input.callerDID, operationID: input.operationID }
+  const k = keyOf(key)
   know.violations.push(...judgeClaim({
     actor,
     key: k,
@@ -246,6 +264,28 @@ export const sweeper = (world: World, actor: string, rounds: number) => async ()
       `${d.operations.map((o) => keyOf(o)).join(",") || "-"} | ${d.watches.map((w) => `${w.sourceID}g${w.repairGeneration}`).join(",") || "-"}`)
     for (const row of due.operations) await runOne(world, actor, () => drive(world, actor, claimInputOf(row)))
     for (const watch of due.watches) await runOne(world, actor, () => verify(world, actor, watch))
+  }
+}
+
+/**
+ * A batch worker: each round leases up to two due operations in one batch
+ * claim and drives each one it was granted; what the batch ended instead
+ * (out of attempts, or in doubt with no safe re-send) is observed as is.
+ */
+export const batcher = (world: World, actor: string, rounds: number) => async () => {
+  for (let r = 0; r < rounds; r++) {
+    let landed = new Set<string>()
+    const batch = await world.il.call(actor, "claim due batch", async () => {
+      const answered = await world.store.claimDueOperations({ limit: 2 })
+      landed = new Set(answered.claimed.map((claim) => keyOf(claim.operation)).filter((k) => world.provider.possiblyLanded(k)))
+      return answered
+    }, (b) => `${b.claimed.map((c) => keyOf(c.operation)).join(",") || "-"} | finished ${b.finished.map((o) => keyOf(o)).join(",") || "-"}`)
+    for (const row of batch.finished) observe(world.know, row)
+    for (const claim of batch.claimed) {
+      observe(world.know, claim.operation)
+      const k = keyOf(claim.operation)
+      await runOne(world, actor, () => driveClaimed(world, actor, claimInputOf(claim.operation), claim, landed.has(k)))
+    }
   }
 }
 

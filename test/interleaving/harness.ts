@@ -17,6 +17,7 @@ import {
   retention,
   runActor,
   sweeper,
+  batcher,
   verify,
   writer,
   type WritePlan
@@ -43,6 +44,8 @@ export interface ScheduleConfig {
   readonly writers: ReadonlyArray<ReadonlyArray<WritePlan>>
   /** Per due-sweep actor, how many sweeps it makes. */
   readonly sweepers: ReadonlyArray<number>
+  /** Batch workers (`claimDueOperations`), each with its number of rounds. */
+  readonly batchers: ReadonlyArray<number>
   /** Per ingress actor, the documents it edits at the provider, in order. */
   readonly ingress: ReadonlyArray<ReadonlyArray<string>>
   /** Per deleter, the documents whose entity it deletes at the provider. */
@@ -87,14 +90,17 @@ const openStore = async (
 }
 
 /** The actor names of a config, for crash plans. */
-export const actorNames = (c: Pick<ScheduleConfig, "writers" | "sweepers" | "ingress" | "deleters" | "operators" | "retention" | "relists">) => [
+export const actorNames = (
+  c: Pick<ScheduleConfig, "writers" | "sweepers" | "ingress" | "deleters" | "operators" | "retention" | "relists" | "batchers">
+) => [
   ...c.writers.map((_, i) => `writer${i + 1}`),
   ...c.sweepers.map((_, i) => `sweeper${i + 1}`),
   ...c.ingress.map((_, i) => `ingress${i + 1}`),
   ...c.deleters.map((_, i) => `deleter${i + 1}`),
   ...c.operators.map((_, i) => `operator${i + 1}`),
   ...c.retention.map((_, i) => `retention${i + 1}`),
-  ...c.relists.map((_, i) => `relist${i + 1}`)
+  ...c.relists.map((_, i) => `relist${i + 1}`),
+  ...c.batchers.map((_, i) => `batcher${i + 1}`)
 ]
 
 /**
@@ -163,6 +169,7 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
       ...config.operators.map((rounds) => { const a = next(); return [a, operator(world, a, rounds)] as [string, () => Promise<void>] }),
       ...config.retention.map((rounds) => { const a = next(); return [a, retention(world, a, rounds)] as [string, () => Promise<void>] }),
       ...config.relists.map((size) => { const a = next(); return [a, relist(world, a, size)] as [string, () => Promise<void>] }),
+      ...config.batchers.map((rounds) => { const a = next(); return [a, batcher(world, a, rounds)] as [string, () => Promise<void>] }),
       ["clock", clockActor(world, "clock", config.clockSteps)]
     ]
     await il.waitFor(Promise.all(bodies.map(([actor, body]) => runActor(world, actor, body))))

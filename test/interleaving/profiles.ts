@@ -60,6 +60,7 @@ const cast = (profile: Profile) => {
         operators: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
         retention: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
         relists: fc.constant([]),
+        batchers: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 2 }),
         clockSteps: steps(true)
       })
     case "watches":
@@ -71,6 +72,7 @@ const cast = (profile: Profile) => {
         operators: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
         retention: fc.constant([]),
         relists: fc.constant([]),
+        batchers: fc.constant([]),
         clockSteps: steps(true)
       })
     case "relist":
@@ -82,6 +84,7 @@ const cast = (profile: Profile) => {
         operators: fc.constant([]),
         retention: fc.constant([]),
         relists: fc.array(fc.integer({ min: 1, max: 2 }), { minLength: 1, maxLength: 2 }),
+        batchers: fc.constant([]),
         clockSteps: steps(true)
       })
     case "everything":
@@ -93,6 +96,7 @@ const cast = (profile: Profile) => {
         operators: fc.array(fc.integer({ min: 1, max: 1 }), { maxLength: 1 }),
         retention: fc.array(fc.integer({ min: 1, max: 1 }), { maxLength: 1 }),
         relists: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
+        batchers: fc.array(fc.integer({ min: 1, max: 1 }), { maxLength: 1 }),
         clockSteps: steps(true)
       })
   }

@@ -3,6 +3,7 @@ import {
   type ConnectorOperation,
   decideMarkSent,
   DEFAULT_OPERATION_POLICY,
+  type DueOperationPosition,
   dueOperationPositionOf,
   dueOperationsPage,
   operationKey,
@@ -56,6 +57,16 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
   const byKey = (key: string) =>
     Effect.map(db.read<ConnectorOperation>(TABLE), (table) => Option.fromNullable(table.get(key)))
 
+  const update = (previous: ConnectorOperation, next: ConnectorOperation) =>
+    db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) =>
+      operationChanges.update(table, index, previous, next))
+  const duePage = (now: number, after: DueOperationPosition | undefined, limit: number) =>
+    Effect.map(db.read<ConnectorOperation>(TABLE), (table) => {
+      const rows = dueOperationsPage(table.values(), now, after, limit)
+      const last = rows.at(-1)
+      return { rows, read: rows.length, last: last === undefined ? undefined : dueOperationPositionOf(last) }
+    })
+
   return {
     lockRead: (key) => byKey(operationKey(key)),
     get: (key) => byKey(operationKey(key)),
@@ -66,9 +77,7 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
     insert: (row) =>
       db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) =>
         operationChanges.insert(table, index, row)),
-    update: (previous, next) =>
-      db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) =>
-        operationChanges.update(table, index, previous, next)),
+    update,
     // The pure decision itself, read and written in one memory transaction.
     markSent: (key, token, maxAttempts, now) =>
       db.withTransaction(Effect.flatMap(byKey(operationKey(key)), (row) => {
@@ -81,12 +90,10 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
       })),
     listDue: (now) =>
       find((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now)),
-    listDuePage: (now, after, limit) =>
-      Effect.map(db.read<ConnectorOperation>(TABLE), (table) => {
-        const rows = dueOperationsPage(table.values(), now, after, limit)
-        const last = rows.at(-1)
-        return { rows, read: rows.length, last: last === undefined ? undefined : dueOperationPositionOf(last) }
-      }),
+    listDuePage: duePage,
+    // One transaction at a time holds the database: the page is already the caller's alone.
+    lockDuePage: duePage,
+    updateAll: (changes) => Effect.forEach(changes, ([previous, next]) => update(previous, next)),
     lockDeferred: (scope) => find((row) => row.state === "attempted" && resumeReaches(scope, row)),
     collectFinished: (params, now) =>
       db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, number>(TABLE, BY_NODE_KEY, (table, index) => {

@@ -10,6 +10,7 @@ import {
   type WatchIdentity,
   resumeReaches,
   scheduleDuePage,
+  claimableWatchPage,
   WatchRepository,
   watchKey
 } from "@connector-store/core"
@@ -108,6 +109,10 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
       })
     }))
 
+  const update = (previous: ProjectionWatch, next: ProjectionWatch) =>
+    db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) =>
+      watchChanges.update(table, index, previous, next))
+
   return {
     lockRead: (identity) => byKey(watchKey(identity)),
     get: (identity) => byKey(watchKey(identity)),
@@ -115,9 +120,7 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
     getByDocument: (documentID) =>
       Effect.map(byDocument([documentID]), (rows) => Option.fromNullable(rows.sort((a, b) => compareWatchIdentities(a, b))[0])),
     listByDocuments: (documentIDs) => byDocument(documentIDs),
-    update: (previous, next) =>
-      db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, boolean>(TABLE, BY_DOCUMENT, (table, index) =>
-        watchChanges.update(table, index, previous, next)),
+    update,
     // The pure decisions themselves, read and written in one memory transaction.
     claimAttempt: (identity, input, now, writtenAt) =>
       decideAndWrite(identity, (row) => decideClaim(row, input, now, writtenAt).next),
@@ -140,6 +143,14 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
         const last = rows.at(-1)
         return { rows, read: rows.length, last: last === undefined ? undefined : dueWatchPositionOf(last) }
       }),
+    // One transaction at a time holds the database: the page is already the caller's alone.
+    lockClaimablePage: (now, after, limit) =>
+      Effect.map(db.read<ProjectionWatch>(TABLE), (table) => {
+        const rows = claimableWatchPage(table.values(), now, after, limit)
+        const last = rows.at(-1)
+        return { rows, read: rows.length, last: last === undefined ? undefined : dueWatchPositionOf(last) }
+      }),
+    updateAll: (changes) => Effect.forEach(changes, ([previous, next]) => update(previous, next)),
     listAuditPage: (after, limit) =>
       Effect.map(find(isAuditCandidate), (rows) =>
         rows

@@ -27,7 +27,7 @@ import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { collectFinishedLocked, collectFinishedStatement } from "./internal/retention.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
-import { type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
+import { type ColumnOf, versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
 /** An operation row as read from the operation table. */
@@ -132,6 +132,16 @@ const CHANGEABLE_COLUMNS = [
   column("lease_expires_at", (o) => o.leaseExpiresAt)
 ]
 
+/** The Postgres types of the columns a batch write binds (the key, the changeable columns, version and updated_at). */
+const COLUMN_TYPES: Readonly<Record<string, string>> = {
+  caller_did: "text", operation_id: "text", owner_did: "text", connector_name: "text", model: "text", op: "text",
+  account_key: "text", target: "text", source_id: "text", deterministic_event_id: "text", payload_hash: "text",
+  reissue_intent: "text", provider_etag: "text", document_id: "text", result_entity: "text", state: "text",
+  attempts: "integer", next_attempt_at: "bigint", defer_reason: "text", send_marker: "text", in_doubt_since: "bigint",
+  last_kind: "text", last_http_status: "integer", incarnation: "text", lease_token: "text", lease_expires_at: "bigint",
+  version: "integer", updated_at: "bigint"
+}
+
 /**
  * The statements of the operation table's hot methods, built (not run): the
  * repository runs them on the client, `SqliteDirect` compiles and runs the
@@ -178,22 +188,26 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   // operation_id) with ids in byte order: each branch reads `limit` rows of
   // one index range from its position, never the whole backlog.
   const dueOrder = sql`next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")}`
-  const scheduledPage = (now: Millis, after: DueOperationPosition | undefined, limit: number) =>
+  // A locked page (Postgres) passes over the rows other transactions hold:
+  // each branch locks the rows it reads, in index order, until it has `limit`.
+  const locking = (locked: boolean) =>
+    locked ? sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE SKIP LOCKED"), orElse: () => sql.literal("") }) : sql``
+  const scheduledPage = (now: Millis, after: DueOperationPosition | undefined, limit: number, locked: boolean) =>
     sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
       ${after === undefined ? sql`` : sql`AND (next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")})
         > (${after.nextAttemptAt}, ${after.callerDID}, ${after.operationID})`}
-      ORDER BY ${dueOrder} LIMIT ${limit}`
+      ORDER BY ${dueOrder} LIMIT ${limit} ${locking(locked)}`
   // Unscheduled rows (no next attempt) come first: while the position is
   // among them, the page is their next rows and the first scheduled ones.
-  const duePage = (now: Millis, after: DueOperationPosition | undefined, limit: number) =>
+  const duePage = (now: Millis, after: DueOperationPosition | undefined, limit: number, locked = false) =>
     after !== undefined && after.nextAttemptAt !== null
-      ? scheduledPage(now, after, limit)
+      ? scheduledPage(now, after, limit, locked)
       : sql<RawRow>`SELECT * FROM (
           SELECT * FROM (SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
             ${after === undefined ? sql`` : sql`AND (${ordered("caller_did")}, ${ordered("operation_id")}) > (${after.callerDID}, ${after.operationID})`}
-            ORDER BY ${dueOrder} LIMIT ${limit}) AS unscheduled
+            ORDER BY ${dueOrder} LIMIT ${limit} ${locking(locked)}) AS unscheduled
           UNION ALL
-          SELECT * FROM (${scheduledPage(now, undefined, limit)}) AS scheduled
+          SELECT * FROM (${scheduledPage(now, undefined, limit, locked)}) AS scheduled
         ) AS due ORDER BY next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")} LIMIT ${limit}`
 
   // Any number of document ids in one parameter, so a filtered page stays one
@@ -238,6 +252,10 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
           ORDER BY next_attempt_at, caller_did, operation_id`
       ),
     listDuePage: (now, after, limit) => readDuePage("operation.listDuePage", healthy, duePage(now, after, limit), duePositionOf),
+    // On SQLite the store's transactions hold the write lock: the page is the caller's alone.
+    lockDuePage: (now, after, limit) =>
+      readDuePage("operation.lockDuePage", healthy, duePage(now, after, limit, true), duePositionOf),
+    updateAll: versionedUpdateAll(sql, "operation.updateAll", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY, COLUMN_TYPES),
     lockDeferred: (scope) =>
       healthy(
         "operation.lockDeferred",

@@ -18,7 +18,7 @@ import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from ".
 import { forUpdate } from "./SqlTransactor.js"
 import { rawThen, returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
-import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
+import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
 /** A watch row as read from the projection-watch table. */
@@ -73,6 +73,14 @@ const WATCH_KEY = [
   column("account_key", (w) => w.accountKey),
   column("source_id", (w) => w.sourceID)
 ]
+
+/** The Postgres types of the columns a batch write binds (the identity, the changeable columns, version and updated_at). */
+const WATCH_COLUMN_TYPES: Readonly<Record<string, string>> = {
+  owner_did: "text", connector_name: "text", model: "text", account_key: "text", source_id: "text", document_id: "text",
+  verified_state_digest: "text", observed_winner_digest: "text", verification_status: "text", verification_attempts: "integer",
+  repair_generation: "integer", next_attempt_at: "bigint", claimed_until: "bigint", defer_reason: "text", version: "integer",
+  updated_at: "bigint"
+}
 
 /** The columns a transition may change (version and updated_at are always written). */
 const WATCH_COLUMNS = [
@@ -167,6 +175,15 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         UNION ALL
         SELECT * FROM (${scheduleDueOf("repair_failed", now, after, limit)}) AS failed
       ) AS due ORDER BY ${dueKey} LIMIT ${limit}`
+  // The watches a batch may claim: pending, due, under no live claim, in the
+  // due order on the same index; on Postgres each row locked as read,
+  // passing over those another transaction holds.
+  const claimablePage = (now: Millis, after: DueWatchPosition | undefined, limit: number) =>
+    sql<RawRow>`SELECT * FROM ${table} WHERE verification_status = 'pending_verification' AND next_attempt_at <= ${now}
+      AND (claimed_until IS NULL OR claimed_until <= ${now})
+      ${after === undefined ? sql`` : sql`AND (${dueKey}) > (${after.nextAttemptAt}, ${after.ownerDID}, ${after.connectorName}, ${after.model},
+        ${after.accountKey}, ${after.sourceID})`}
+      ORDER BY ${dueKey} LIMIT ${limit} ${sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE SKIP LOCKED"), orElse: () => sql`` })}`
   const lockDocument = (slot: DocumentSlot) =>
     sql.onDialectOrElse({
       pg: () =>
@@ -214,6 +231,10 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
       ),
     listScheduleDuePage: (now, after, limit) =>
       readDuePage("watch.listScheduleDuePage", healthy, scheduleDuePage(now, after, limit), duePositionOf),
+    // On SQLite the store's transactions hold the write lock: the page is the caller's alone.
+    lockClaimablePage: (now, after, limit) =>
+      readDuePage("watch.lockClaimablePage", healthy, claimablePage(now, after, limit), duePositionOf),
+    updateAll: versionedUpdateAll(sql, "watch.updateAll", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY, WATCH_COLUMN_TYPES),
     // Keyset pages along the primary key, so a page reads `limit` settled
     // rows (and the unsettled ones between them), never the whole table.
     listAuditPage: (after, limit) =>

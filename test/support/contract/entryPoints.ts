@@ -194,6 +194,11 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
   { method: "listGivenUpSweepCandidates", params: [["scope", scope], ["page", page]] },
 
   {
+    method: "claimDueWatches",
+    params: [["params", rec({ now: leaf("millis", NOW), until: leaf("millis", NOW + 1_000), limit: leaf("positiveInt", 10) })]]
+  },
+  { method: "claimDueOperations", params: [["params", rec({ limit: leaf("positiveInt", 10), leaseMs: opt("positiveInt", 1_000) })]] },
+  {
     method: "claimOperation",
     params: [[
       "input",

@@ -58,7 +58,8 @@ const CLAIM_ID_NAMES = CLAIM_IDS.map((field) => `input.${field}`)
 const operationKind = oneOf("create", "update", "delete")
 const optionalIdOrNull = optional(idOrNull)
 const optionalTextOrNull = optional(textOrNull)
-const optionalLease = optional(leaseDuration)
+/** An optional lease length: absent, or 1 ms to `MAX_LEASE_MS`. */
+export const optionalLease = optional(leaseDuration)
 
 /** The checks of a `ClaimOperationInput`. */
 export const claimChecks = (input: unknown): ReadonlyArray<Check> => {

@@ -192,3 +192,29 @@ export const decideOperationClaim = (
     (next) => ({ outcome: "claimed", created: false, operation: next, lease: leaseOf(next), reissue: reissue ?? null })
   ))
 }
+
+/**
+ * Decides a worker's claim of a due operation it found, as a replay of the
+ * operation's own key would decide it (`decideOperationClaim` with the
+ * stored payload), under a lease of `leaseMs` with token `leaseToken`:
+ * a takeover (`claimed`, never `created`), or `finished` when the claim
+ * ends it (out of attempts, or in doubt with no safe way to re-send).
+ */
+export const decideDueClaim = (
+  row: ConnectorOperation,
+  leaseToken: string,
+  leaseMs: number,
+  policy: OperationPolicySettings,
+  now: Millis
+): OperationDecision<ClaimResult> => {
+  const decision = decideOperationClaim(
+    row,
+    { ...row, reissueIntent: row.reissueIntent as ReissueIntent, leaseMs },
+    { nodeKey: row.nodeKey, incarnation: row.incarnation ?? leaseToken, leaseToken },
+    policy,
+    now
+  )
+  // The stored payload is the replay's own: a due claim never conflicts.
+  if (decision.conflict) throw new Error("a due claim conflicted with its own row")
+  return decision
+}

@@ -60,6 +60,25 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
     after: DueOperationPosition | undefined,
     limit: number
   ) => Effect.Effect<DueRead<ConnectorOperation, DueOperationPosition>, PersistenceError>
+  /**
+   * `listDuePage`'s page, locked for the rest of the surrounding
+   * transaction, passing over the rows another transaction holds locked
+   * (Postgres `FOR UPDATE SKIP LOCKED`), so that workers locking at once
+   * get disjoint pages. Only inside a transaction. Where one writer holds
+   * the whole database (SQLite, memory) it is `listDuePage` under that lock.
+   */
+  readonly lockDuePage: (
+    now: Millis,
+    after: DueOperationPosition | undefined,
+    limit: number
+  ) => Effect.Effect<DueRead<ConnectorOperation, DueOperationPosition>, PersistenceError>
+  /**
+   * `update` of each pair, in as few statements as the adapter can (one on
+   * Postgres); answers, in order, whether each write matched its version.
+   */
+  readonly updateAll: (
+    changes: ReadonlyArray<readonly [previous: ConnectorOperation, next: ConnectorOperation]>
+  ) => Effect.Effect<ReadonlyArray<boolean>, PersistenceError>
   /** Locks and returns the attempted operations deferred within `scope`. */
   readonly lockDeferred: (scope: ResumeScope) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
   /**

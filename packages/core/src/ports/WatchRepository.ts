@@ -94,6 +94,26 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
     limit: number
   ) => Effect.Effect<DueRead<ProjectionWatch, DueWatchPosition>, PersistenceError>
   /**
+   * One page of the watches a batch may claim at `now`
+   * (`claimableWatchPage` is the reference), locked for the rest of the
+   * surrounding transaction, passing over the rows another transaction
+   * holds locked (Postgres `FOR UPDATE SKIP LOCKED`). Only inside a
+   * transaction. Where one writer holds the whole database (SQLite, memory)
+   * the page is already the caller's alone.
+   */
+  readonly lockClaimablePage: (
+    now: Millis,
+    after: DueWatchPosition | undefined,
+    limit: number
+  ) => Effect.Effect<DueRead<ProjectionWatch, DueWatchPosition>, PersistenceError>
+  /**
+   * `update` of each pair, in as few statements as the adapter can (one on
+   * Postgres); answers, in order, whether each write matched its version.
+   */
+  readonly updateAll: (
+    changes: ReadonlyArray<readonly [previous: ProjectionWatch, next: ProjectionWatch]>
+  ) => Effect.Effect<ReadonlyArray<boolean>, PersistenceError>
+  /**
    * One page of settled watches (verified or repair_failed), the audit
    * branch's candidates: at most `limit`, in identity order, those after
    * `after` (from the first when absent). A page shorter than `limit` ends

@@ -5,6 +5,7 @@ import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOpe
 import type { FinalizeDeleteInput, FinalizeDeleteResult, FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
 import type { RenewResult } from "../operation/lease.js"
 import type { DocumentWriteState } from "../operation/reads.js"
+import type { DueClaimParams, DueClaims, DueWatchClaimParams, DueWatchClaims } from "../service/dueClaims.js"
 import type { RenewLeaseOptions, TrackedOperationFilter, TrackedOperationsPage } from "../service/operations.js"
 import type { PromiseCall } from "./call.js"
 
@@ -23,6 +24,21 @@ export interface PromiseOperationMethods {
    *   key was claimed with another payload)
    */
   claimOperation(input: ClaimOperationInput): Promise<ClaimResult>
+  /**
+   * Leases up to `limit` due operations to this worker in one transaction, disjoint from what other workers'
+   * batches lease at the same time; each comes back as a `claimed` answer to drive, or `finished` when the
+   * claim ended it.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
+  claimDueOperations(params: DueClaimParams): Promise<DueClaims>
+  /**
+   * Claims up to `limit` watches due for verification until `until` in one transaction, disjoint from what
+   * other workers' batches claim at the same time; verify each and record it with `recordVerification`.
+   *
+   * @throws InvalidInput, PersistenceError
+   */
+  claimDueWatches(params: DueWatchClaimParams): Promise<DueWatchClaims>
   /**
    * Extends the lease of a claimed operation while its provider call runs; `lease-lost` once another runner
    * took it over.
@@ -88,6 +104,8 @@ export interface PromiseOperationMethods {
 /** The write-back operation methods over `call`. */
 export const promiseOperationMethods = (call: PromiseCall): PromiseOperationMethods => ({
   claimOperation: (input) => call((s) => s.claimOperation(input)),
+  claimDueOperations: (params) => call((s) => s.claimDueOperations(params)),
+  claimDueWatches: (params) => call((s) => s.claimDueWatches(params)),
   renewOperationLease: (key, options) => call((s) => s.renewOperationLease(key, options)),
   markOperationSent: (key, options) => call((s) => s.markOperationSent(key, options)),
   recordAttemptFailure: (key, options) => call((s) => s.recordAttemptFailure(key, options)),

@@ -20,12 +20,13 @@ import type { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
 import type { OperatorRepository } from "../ports/OperatorRepository.js"
 import { makeOperatorMethods, type OperatorMethods } from "./operator.js"
 import { makeWorkMethods, type WorkMethods } from "./work.js"
+import { type DueClaimMethods, makeDueClaimMethods } from "./dueClaims.js"
 import { makeLimitMethods, type LimitMethods } from "./limits.js"
 import type { ProviderLimitRepository } from "../ports/ProviderLimitRepository.js"
 
 /** Everything the store's Effect API offers. */
 export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, RelistRunMethods,
-  SweepCandidateMethods, OperationMethods, OperatorMethods, WorkMethods, LimitMethods
+  SweepCandidateMethods, OperationMethods, DueClaimMethods, OperatorMethods, WorkMethods, LimitMethods
 {}
 
 /** The ports the store runs on; an adapter provides all of them. */
@@ -59,6 +60,7 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
         makeRelistRunMethods,
         makeSweepCandidateMethods,
         makeOperationMethods,
+        makeDueClaimMethods,
         makeOperatorMethods,
         makeLimitMethods
       ]))

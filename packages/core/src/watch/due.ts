@@ -1,6 +1,6 @@
 import { compareWatchIdentities } from "../operator/queries.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "./ProjectionWatch.js"
-import { isScheduleDue } from "./transitions.js"
+import { hasLiveClaim, isScheduleDue } from "./transitions.js"
 import { keysetPage } from "../operation/due.js"
 
 /** Where a watch due by schedule stands in the due order: its next attempt and its identity. */
@@ -39,3 +39,25 @@ export const scheduleDuePage = (
   limit: number
 ): ReadonlyArray<ProjectionWatch> =>
   keysetPage(rows, (row) => isScheduleDue(row, now), compareDueWatches, after, limit)
+
+/**
+ * True when a batch may claim the watch at `now`: pending verification, due
+ * by schedule, and under no live claim (what `decideClaim` accepts for the
+ * row's own generation).
+ */
+export const isClaimableWatch = (row: ProjectionWatch, now: Millis): boolean =>
+  row.verificationStatus === "pending_verification" && row.nextAttemptAt !== null && row.nextAttemptAt <= now &&
+  !hasLiveClaim(row, now)
+
+/**
+ * One page of the watches a batch may claim at `now` (`isClaimableWatch`),
+ * as a repository without a query language reads it: in the due order,
+ * strictly after `after` (from the first when absent), at most `limit`.
+ */
+export const claimableWatchPage = (
+  rows: Iterable<ProjectionWatch>,
+  now: Millis,
+  after: DueWatchPosition | undefined,
+  limit: number
+): ReadonlyArray<ProjectionWatch> =>
+  keysetPage(rows, (row) => isClaimableWatch(row, now), compareDueWatches, after, limit)

@@ -1,6 +1,6 @@
 import type { PersistenceError } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { rawThen } from "./queries.js"
+import { rawThen, statementThen } from "./queries.js"
 import { Effect } from "effect"
 
 /** One column of a row: its name and how a row's value is written to it. */
@@ -88,4 +88,60 @@ export const versionedUpdate = <Row extends { readonly version: number; readonly
     const [text, values] = statement(previous, next)
     return rawThen(operation, sql.unsafe(text, values), (raw) => affectedRows(raw) > 0)
   }
+}
+
+/**
+ * `versionedUpdate` of many rows. On Postgres one statement writes them all:
+ * the rows travel as one JSON parameter (`jsonb_to_recordset`, each column
+ * with its type from `types`), every changed column of any row is set from
+ * it (a row that did not change a column writes its own value back), and
+ * each row's version guards its own write; the keys it returns say which
+ * matched. Elsewhere (SQLite, in-process) one `versionedUpdate` per row.
+ * Answers, in order, whether each write matched.
+ */
+export const versionedUpdateAll = <Row extends { readonly version: number; readonly updatedAt: number }>(
+  sql: SqlClient,
+  operation: string,
+  tableName: string,
+  columns: ReadonlyArray<ColumnOf<Row>>,
+  key: ReadonlyArray<ColumnOf<Row>>,
+  types: Readonly<Record<string, string>>
+) => {
+  const single = versionedUpdate(sql, operation, tableName, columns, key)
+  const typeOf = (name: string): string => {
+    const type = types[name]
+    if (type === undefined) throw new TypeError(`${tableName}.${name} has no type for a batch write`)
+    return type
+  }
+  const keyOf = (values: ReadonlyArray<unknown>) => JSON.stringify(values)
+  const batched = (changes: ReadonlyArray<readonly [previous: Row, next: Row]>): Effect.Effect<ReadonlyArray<boolean>, PersistenceError> => {
+    const changedColumns = columns.filter((column) => changes.some(([previous, next]) => column.value(next) !== column.value(previous)))
+    const names = [...changedColumns.map((column) => column.name), "version", "updated_at"]
+    const records = changes.map(([previous, next]) => {
+      const record: Record<string, unknown> = { expected_version: previous.version, version: next.version, updated_at: next.updatedAt }
+      for (const column of key) record[column.name] = column.value(previous)
+      for (const column of changedColumns) record[column.name] = column.value(next)
+      return record
+    })
+    const recordType = [
+      ...key.map((column) => `${column.name} ${typeOf(column.name)}`),
+      `expected_version ${typeOf("version")}`,
+      ...names.map((name) => `${name} ${typeOf(name)}`)
+    ].join(", ")
+    const text = `UPDATE ${tableName} AS t SET ${names.map((name) => `${name} = v.${name}`).join(", ")}
+      FROM jsonb_to_recordset($1::jsonb) AS v(${recordType})
+      WHERE ${key.map((column) => `t.${column.name} = v.${column.name}`).join(" AND ")} AND t.version = v.expected_version
+      RETURNING ${key.map((column) => `t.${column.name}`).join(", ")}`
+    return statementThen(operation, sql.unsafe<Record<string, unknown>>(text, [JSON.stringify(records)]), (rows) => {
+      const matched = new Set(rows.map((row) => keyOf(key.map((column) => row[column.name]))))
+      return changes.map(([previous]) => matched.has(keyOf(key.map((column) => column.value(previous)))))
+    })
+  }
+  return (changes: ReadonlyArray<readonly [previous: Row, next: Row]>): Effect.Effect<ReadonlyArray<boolean>, PersistenceError> =>
+    changes.length === 0
+      ? Effect.succeed([])
+      : sql.onDialectOrElse({
+        pg: () => batched(changes),
+        orElse: () => Effect.forEach(changes, ([previous, next]) => single(previous, next))
+      })
 }

@@ -1,0 +1,214 @@
+import { Clock, Effect, Metric } from "effect"
+import type { InvalidInput, PersistenceError } from "../errors.js"
+import { optionalLease } from "../operation/checks.js"
+import { type ClaimResult, decideDueClaim } from "../operation/claim.js"
+import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
+import type { DueOperationPosition } from "../operation/due.js"
+import { OperationEntropy } from "../operation/entropy.js"
+import { OperationPolicy } from "../operation/policy.js"
+import { allOptionNames } from "../optionNames.js"
+import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
+import type { DueRead } from "../ports/DueRead.js"
+import { OperationRepository } from "../ports/OperationRepository.js"
+import { Transactor } from "../ports/Transactor.js"
+import { WatchRepository } from "../ports/WatchRepository.js"
+import type { DueWatchPosition } from "../watch/due.js"
+import type { Millis, ProjectionWatch } from "../watch/ProjectionWatch.js"
+import { decideClaim } from "../watch/transitions.js"
+import { fieldOf, type Rule, Rules, shapeOf, taking, validate } from "../validation.js"
+import { StoreMetrics } from "./metrics.js"
+
+/** The largest `limit` of `claimDueOperations`. */
+export const MAX_DUE_CLAIMS = 1_000
+
+/**
+ * How many pages of rows that do not decode one `claimDueOperations` call
+ * passes over before it answers with what it has: a due order whose head is
+ * corrupt delays the rows behind it by that many pages per call, never
+ * stalls them.
+ */
+const CORRUPT_PAGES_PASSED = 8
+
+/** The parameters of `claimDueOperations`. */
+export interface DueClaimParams {
+  /** At most this many due operations are claimed: 1 to `MAX_DUE_CLAIMS`. */
+  readonly limit: number
+  /** How long each lease lasts; the policy's `leaseMs` when absent. */
+  readonly leaseMs?: number | undefined
+}
+
+/** One operation a batch claim leased to the caller (a `claimed` `ClaimResult`; never `created`). */
+export type DueClaim = Extract<ClaimResult, { readonly outcome: "claimed" }>
+
+/** What `claimDueOperations` answers. */
+export interface DueClaims {
+  /**
+   * The operations now leased to the caller, in the due order, each with
+   * its own lease (drive each as a `claimed` answer of `claimOperation`:
+   * mark, send, finalize or record the failure under its token). `reissue`
+   * is non-null when the operation is in doubt: re-send only as it says.
+   */
+  readonly claimed: ReadonlyArray<DueClaim>
+  /**
+   * Due operations the claim ended instead of leasing: out of attempts
+   * (`dead`, or `reconcile_only` when in doubt), or in doubt with no safe
+   * way to re-send (`reconcile_only`). Nothing is to be sent for them.
+   */
+  readonly finished: ReadonlyArray<ConnectorOperation>
+  /**
+   * Due rows passed over because they cannot be decoded (each also logged
+   * and counted in `StoreMetrics.corruptRowsSkipped`); they stay stored and
+   * due until repaired.
+   */
+  readonly corrupt: ReadonlyArray<CorruptRowReport>
+}
+
+/** The parameters of `claimDueWatches`. */
+export interface DueWatchClaimParams {
+  /** What is due by, on the caller's clock (as `claimWatchAttempt`'s `now`). */
+  readonly now: Millis
+  /** Until when each claim holds, as `claimWatchAttempt`'s `until`: pass it back as `recordVerification`'s `claimedUntil`. */
+  readonly until: Millis
+  /** At most this many watches are claimed: 1 to `MAX_DUE_CLAIMS`. */
+  readonly limit: number
+}
+
+/** What `claimDueWatches` answers. */
+export interface DueWatchClaims {
+  /**
+   * The watches now claimed by the caller until `until`, in the due order,
+   * as stored after the claim: verify each for its `repairGeneration` and
+   * record the result with `recordVerification` (or `deferWatch`).
+   */
+  readonly claimed: ReadonlyArray<ProjectionWatch>
+  /**
+   * Due rows passed over because they cannot be decoded (each also logged
+   * and counted); they stay stored until repaired.
+   */
+  readonly corrupt: ReadonlyArray<CorruptRowReport>
+}
+
+/** The batch claims of the store's Effect API. */
+export interface DueClaimMethods {
+  /**
+   * Leases up to `limit` due operations to the caller in one transaction,
+   * oldest due first, each as a `claimOperation` of its own key by this
+   * caller would (`decideDueClaim`). Workers calling at once get disjoint
+   * batches: on Postgres the rows another worker's batch holds locked are
+   * passed over (`FOR UPDATE SKIP LOCKED`), and once a batch commits its
+   * rows are leased, so not due, until the leases lapse. On SQLite and in
+   * memory one writer claims at a time. Due by the store's clock, like
+   * `claimOperation`. Its time and memory are bounded by `limit`, whatever
+   * the backlog. A crashed worker's batch comes back when its leases lapse.
+   */
+  readonly claimDueOperations: (params: DueClaimParams) => Effect.Effect<DueClaims, InvalidInput | PersistenceError>
+  /**
+   * Claims up to `limit` watches due for verification in one transaction,
+   * oldest due first, each as `claimWatchAttempt` would claim it for its
+   * current generation (pending, due at `now`, under no live claim).
+   * Workers calling at once get disjoint batches, as `claimDueOperations`'
+   * do. Only the watches due by schedule: the due sweep's audit (settled
+   * watches whose winner moved) stays with `listDueWork`.
+   */
+  readonly claimDueWatches: (params: DueWatchClaimParams) => Effect.Effect<DueWatchClaims, InvalidInput | PersistenceError>
+}
+
+const DUE_CLAIM_SHAPE = shapeOf(allOptionNames<DueClaimParams>()(["limit", "leaseMs"]))
+const DUE_WATCH_CLAIM_SHAPE = shapeOf(allOptionNames<DueWatchClaimParams>()(["now", "until", "limit"]))
+
+/**
+ * Up to `limit` healthy rows of `lockPage`'s pages, locked, passing over
+ * pages of rows that do not decode (at most `CORRUPT_PAGES_PASSED` of them).
+ */
+const lockHealthy = <A, P>(
+  lockPage: (after: P | undefined, limit: number) => Effect.Effect<DueRead<A, P>, PersistenceError>,
+  limit: number
+) =>
+  Effect.gen(function*() {
+    const rows: Array<A> = []
+    let after: P | undefined
+    for (let page = 0; page <= CORRUPT_PAGES_PASSED && rows.length < limit; page++) {
+      const wanted = limit - rows.length
+      const read = yield* lockPage(after, wanted)
+      rows.push(...read.rows)
+      if (read.read < wanted || read.last === undefined) break
+      after = read.last
+    }
+    return rows
+  })
+
+/** A batch size from 1 to `MAX_DUE_CLAIMS`. */
+const batchSize: Rule = (value) =>
+  Rules.positiveInt(value) ?? ((value as number) > MAX_DUE_CLAIMS ? `must be at most ${MAX_DUE_CLAIMS}` : undefined)
+
+/** Builds the batch claim over the ports. */
+export const makeDueClaimMethods = Effect.gen(function*() {
+  const operations = yield* OperationRepository
+  const { withTransaction } = yield* Transactor
+  const policy = yield* OperationPolicy
+  const entropy = yield* OperationEntropy
+
+  const watches = yield* WatchRepository
+
+  const methods: DueClaimMethods = {
+    claimDueOperations: taking("claimDueOperations", ["params"], [DUE_CLAIM_SHAPE], (params: DueClaimParams) =>
+      Effect.gen(function*() {
+        yield* validate("claimDueOperations", [
+          ["params", params, Rules.record],
+          ["params.limit", fieldOf(params, "limit"), batchSize],
+          ["params.leaseMs", fieldOf(params, "leaseMs"), optionalLease]
+        ])
+        const leaseMs = params.leaseMs ?? policy.leaseMs
+        const [claims, corrupt] = yield* collectCorruptRows(withTransaction(Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const due = yield* lockHealthy<ConnectorOperation, DueOperationPosition>(
+            (after, limit) => operations.lockDuePage(now, after, limit),
+            params.limit
+          )
+          const decided = due.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now) }))
+          const writes = decided.filter(({ decision }) => decision.next !== undefined)
+          const won = yield* operations.updateAll(writes.map(({ decision, row }) => [row, decision.next!] as const))
+          // Every row is locked by this transaction: a write that did not match changed nothing, and is left out.
+          const lost = new Set(writes.filter((_, i) => !won[i]).map(({ row }) => row))
+          const claimed: Array<DueClaim> = []
+          const finished: Array<ConnectorOperation> = []
+          for (const { decision, row } of decided) {
+            if (lost.has(row)) continue
+            const result = decision.result
+            if (result.outcome === "claimed") claimed.push(result)
+            else if (result.outcome === "finished" && decision.next !== undefined) finished.push(result.operation)
+          }
+          return { claimed, finished }
+        })))
+        yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "claimed"), claims.claimed.length)
+        return { ...claims, corrupt }
+      })),
+
+    claimDueWatches: taking("claimDueWatches", ["params"], [DUE_WATCH_CLAIM_SHAPE], (params: DueWatchClaimParams) =>
+      Effect.gen(function*() {
+        yield* validate("claimDueWatches", [
+          ["params", params, Rules.record],
+          ["params.now", fieldOf(params, "now"), Rules.millis],
+          ["params.until", fieldOf(params, "until"), Rules.millis],
+          ["params.limit", fieldOf(params, "limit"), batchSize]
+        ])
+        const { now, until } = params
+        const [claimed, corrupt] = yield* collectCorruptRows(withTransaction(Effect.gen(function*() {
+          const due = yield* lockHealthy<ProjectionWatch, DueWatchPosition>(
+            (after, limit) => watches.lockClaimablePage(now, after, limit),
+            params.limit
+          )
+          const writtenAt = yield* Clock.currentTimeMillis
+          const writes = due.flatMap((row) => {
+            const next = decideClaim(row, { generation: row.repairGeneration, until }, now, writtenAt).next
+            return next === undefined ? [] : [[row, next] as const]
+          })
+          const won = yield* watches.updateAll(writes)
+          return writes.filter((_, i) => won[i]).map(([, next]) => next)
+        })))
+        yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "claimed-watches"), claimed.length)
+        return { claimed, corrupt }
+      }))
+  }
+  return methods
+})

@@ -1,0 +1,418 @@
+import {
+  type ConnectorOperation,
+  MAX_DUE_CLAIMS,
+  OperationRepository,
+  type ProjectionWatch,
+  type PromiseConnectorStore,
+  StoreSnapshot,
+  WatchRepository
+} from "@connector-store/core"
+import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
+import { openConnectorStore } from "@connector-store/sql-adapter"
+import { Effect, Option } from "effect"
+import Sqlite from "better-sqlite3"
+import pg from "pg"
+import { describe, expect, it } from "vitest"
+import { identityOfRow, NOW, watchRow } from "./support/contract/fixtures.js"
+import { attemptedRow } from "./operations.fixtures.js"
+import { adaptersUnderTest } from "./support/stores.js"
+
+// The batch claim (claimDueOperations) on every adapter: it leases due
+// operations oldest first, as a claim of each key would; workers claiming
+// at once never get the same operation; a lapsed batch comes back; bad
+// input changes nothing; on Postgres a row another transaction holds is
+// passed over, not waited for.
+
+const adapters = await adaptersUnderTest()
+
+type Store = PromiseConnectorStore<unknown>
+
+const LEASE_MS = 30_000
+const POLICY = { leaseMs: LEASE_MS, maxAttempts: 3 }
+
+/** A clock the test moves, shared by every store it opens. */
+const clock = () => {
+  let now = NOW
+  return { now: () => now, set: (t: number) => void (now = t) }
+}
+
+/** `count` stores on one fresh database of `adapter` (the memory adapter's one store `count` times). */
+const storesOn = async (adapter: (typeof adapters)[number], count: number, now: () => number): Promise<ReadonlyArray<Store>> => {
+  if (adapter.name === "memory") {
+    const store = openMemoryConnectorStore({ now, readWinner: () => "winner", operationPolicy: POLICY }) as unknown as Store
+    return Array.from({ length: count }, () => store)
+  }
+  const connection = await adapter.connection()
+  const stores: Array<Store> = []
+  for (let i = 0; i < count; i++) {
+    stores.push(await openConnectorStore({ ...connection, now, readWinner: () => "winner", operationPolicy: POLICY }) as unknown as Store)
+  }
+  return stores
+}
+
+/** Runs one statement on the database with the raw driver. */
+const rawRun = async (adapter: string, connection: { readonly url: string }, statement: string) => {
+  if (adapter === "sqlite") {
+    const db = new Sqlite(connection.url)
+    try {
+      db.prepare(statement).run()
+    } finally {
+      db.close()
+    }
+    return
+  }
+  const client = new pg.Client({ connectionString: connection.url })
+  await client.connect()
+  try {
+    await client.query(statement)
+  } finally {
+    await client.end()
+  }
+}
+
+const closeAll = async (stores: ReadonlyArray<Store>) => {
+  for (const store of new Set(stores)) await store.close()
+}
+
+/** An attempted operation of its own key and node, due at `nextAttemptAt`. */
+const due = (operationID: string, nextAttemptAt: number | null, patch: Partial<ConnectorOperation> = {}): ConnectorOperation =>
+  attemptedRow({
+    callerDID: "did:caller:1",
+    operationID,
+    nodeKey: `node-${operationID}`,
+    nextAttemptAt,
+    version: 1,
+    attempts: 0,
+    ...patch
+  })
+
+const seed = (store: Store, ...rows: ReadonlyArray<ConnectorOperation>) =>
+  store.runEffect(Effect.flatMap(OperationRepository, (repo) =>
+    Effect.forEach(rows, (row) =>
+      Effect.flatMap(repo.insert(row), (inserted) => inserted ? Effect.void : Effect.dieMessage(`seed refused ${row.operationID}`)))))
+
+const stored = (store: Store, operationID: string) =>
+  store.runEffect(Effect.map(
+    Effect.flatMap(OperationRepository, (repo) => repo.get({ callerDID: "did:caller:1", operationID })),
+    Option.getOrThrow
+  ))
+
+const snapshot = (store: Store) => store.runEffect(Effect.flatMap(StoreSnapshot, (s) => s.snapshot))
+
+const ids = (rows: ReadonlyArray<{ readonly operation: ConnectorOperation } | ConnectorOperation>) =>
+  rows.map((row) => "operation" in row ? row.operation.operationID : row.operationID)
+
+/** A pending watch of its own source and document, due at `nextAttemptAt`. */
+const dueWatch = (sourceID: string, nextAttemptAt: number | null, patch: Partial<ProjectionWatch> = {}): ProjectionWatch =>
+  watchRow({ sourceID, documentID: `doc-${sourceID}`, nextAttemptAt, ...patch })
+
+const seedWatches = (store: Store, ...rows: ReadonlyArray<ProjectionWatch>) =>
+  store.runEffect(Effect.flatMap(WatchRepository, (repo) =>
+    Effect.forEach(rows, (row) =>
+      Effect.flatMap(repo.insert(row), (inserted) => inserted ? Effect.void : Effect.dieMessage(`seed refused ${row.sourceID}`)))))
+
+const storedWatch = (store: Store, sourceID: string) =>
+  store.runEffect(Effect.map(
+    Effect.flatMap(WatchRepository, (repo) => repo.get(identityOfRow(dueWatch(sourceID, null)))),
+    Option.getOrThrow
+  ))
+
+describe.each(adapters)("claimDueWatches on $name", (adapter) => {
+  it("claims the claimable watches oldest due first, at most limit, until `until`; the rest on the next call", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seedWatches(
+        store,
+        dueWatch("src-c", NOW - 10),
+        dueWatch("src-a", NOW - 30),
+        dueWatch("src-b", NOW - 20),
+        dueWatch("src-now", NOW),
+        dueWatch("src-later", NOW + 1),
+        dueWatch("src-claimed", NOW - 40, { claimedUntil: NOW + 5 }),
+        dueWatch("src-claim-lapsed", NOW - 35, { claimedUntil: NOW }),
+        dueWatch("src-failed", NOW - 50, { verificationStatus: "repair_failed" }),
+        dueWatch("src-verified", null, { verificationStatus: "verified" })
+      )
+      const first = await store.claimDueWatches({ now: NOW, until: NOW + 1_000, limit: 3 })
+      expect(first.claimed.map((w) => w.sourceID)).toEqual(["src-claim-lapsed", "src-a", "src-b"])
+      expect(first.corrupt).toEqual([])
+      for (const watch of first.claimed) {
+        expect(watch.claimedUntil).toBe(NOW + 1_000)
+        expect(await storedWatch(store, watch.sourceID)).toEqual(watch)
+      }
+      const second = await store.claimDueWatches({ now: NOW, until: NOW + 1_000, limit: 10 })
+      expect(second.claimed.map((w) => w.sourceID)).toEqual(["src-c", "src-now"])
+      expect((await store.claimDueWatches({ now: NOW, until: NOW + 1_000, limit: 10 })).claimed).toEqual([])
+      // A claimed watch is verified as a claimWatchAttempt's would be.
+      const [one] = first.claimed as [ProjectionWatch]
+      expect(await store.recordVerification(identityOfRow(one), {
+        generation: one.repairGeneration, claimedUntil: NOW + 1_000, fetchedDigest: "winner", maxAttempts: 3, dueAt: NOW + 60_000
+      })).toBe("verified")
+      expect((await storedWatch(store, "src-claimed")).claimedUntil).toBe(NOW + 5)
+      expect((await storedWatch(store, "src-failed")).claimedUntil).toBeNull()
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("workers claiming at once never get the same watch, and together get every one", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 4, time.now)
+    try {
+      const backlog = Array.from({ length: 90 }, (_, i) => dueWatch(`src-${String(i).padStart(3, "0")}`, NOW - 1_000 + (i % 5)))
+      await seedWatches(stores[0]!, ...backlog)
+      const claimedBy = await Promise.all(stores.map(async (store) => {
+        const mine: Array<string> = []
+        for (;;) {
+          const batch = await store.claimDueWatches({ now: NOW, until: NOW + 60_000, limit: 6 })
+          if (batch.claimed.length === 0) return mine
+          mine.push(...batch.claimed.map((w) => w.sourceID))
+        }
+      }))
+      const all = claimedBy.flat()
+      expect(all.length).toBe(backlog.length)
+      expect(new Set(all)).toEqual(new Set(backlog.map((w) => w.sourceID)))
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("refuses bad parameters with InvalidInput naming the field, changing nothing", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seedWatches(store, dueWatch("src-1", NOW - 1))
+      const before = await snapshot(store)
+      const cases: ReadonlyArray<readonly [unknown, string]> = [
+        [null, "params"],
+        [{ until: NOW, limit: 1 }, "params.now"],
+        [{ now: NOW, limit: 1 }, "params.until"],
+        [{ now: NOW, until: Number.NaN, limit: 1 }, "params.until"],
+        [{ now: NOW, until: NOW, limit: 0 }, "params.limit"],
+        [{ now: NOW, until: NOW, limit: MAX_DUE_CLAIMS + 1 }, "params.limit"],
+        [{ now: NOW, until: NOW, limit: 1, generation: 1 }, "params.generation"]
+      ]
+      for (const [params, field] of cases) {
+        await expect(store.claimDueWatches(params as never), JSON.stringify(params)).rejects.toMatchObject({
+          _tag: "InvalidInput",
+          method: "claimDueWatches",
+          field
+        })
+      }
+      expect(await snapshot(store)).toEqual(before)
+    } finally {
+      await closeAll(stores)
+    }
+  })
+})
+
+describe.each(adapters)("claimDueOperations on $name", (adapter) => {
+  it("leases the due operations oldest first, at most limit, each under its own lease; the rest on the next call", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seed(
+        store,
+        due("op-c", NOW - 10),
+        due("op-a", NOW - 30),
+        due("op-unscheduled", null),
+        due("op-b", NOW - 20),
+        due("op-now", NOW),
+        due("op-later", NOW + 1),
+        due("op-committed", NOW - 50, { state: "committed" }),
+        due("op-leased", NOW + 5_000, { leaseToken: "other-runner", leaseExpiresAt: NOW + 5_000 })
+      )
+      const first = await store.claimDueOperations({ limit: 3 })
+      expect(ids(first.claimed)).toEqual(["op-unscheduled", "op-a", "op-b"])
+      expect(first.finished).toEqual([])
+      expect(first.corrupt).toEqual([])
+      const tokens = new Set(first.claimed.map((claim) => claim.lease.token))
+      expect(tokens.size).toBe(3)
+      for (const claim of first.claimed) {
+        expect(claim.created).toBe(false)
+        expect(claim.reissue).toBeNull()
+        expect(claim.lease.expiresAt).toBe(NOW + LEASE_MS)
+        expect(await stored(store, claim.operation.operationID)).toEqual(claim.operation)
+        expect(claim.operation).toMatchObject({ leaseToken: claim.lease.token, nextAttemptAt: NOW + LEASE_MS, leaseExpiresAt: NOW + LEASE_MS })
+      }
+      const second = await store.claimDueOperations({ limit: 10, leaseMs: 1_000 })
+      expect(ids(second.claimed)).toEqual(["op-c", "op-now"])
+      expect(second.claimed[0]!.lease.expiresAt).toBe(NOW + 1_000)
+      expect(await store.claimDueOperations({ limit: 10 })).toEqual({ claimed: [], finished: [], corrupt: [] })
+      expect((await stored(store, "op-later")).leaseToken).toBeNull()
+      expect((await stored(store, "op-leased")).leaseToken).toBe("other-runner")
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("decides each row as a claim of its key would: a safe reissue in doubt, reconcile_only or dead when it cannot lease", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seed(
+        store,
+        // A lapsed run whose request may have landed: its marker is folded into the doubt.
+        due("op-marked", NOW - 40, { sendMarker: "lapsed-run", leaseToken: "lapsed-run", leaseExpiresAt: NOW - 40, attempts: 1 }),
+        due("op-reconcile", NOW - 30, { inDoubtSince: NOW - 100, reissueIntent: { kind: "reconcile" }, attempts: 1 }),
+        due("op-exhausted", NOW - 20, { attempts: 3 }),
+        due("op-exhausted-doubt", NOW - 10, { attempts: 3, inDoubtSince: NOW - 100 })
+      )
+      const batch = await store.claimDueOperations({ limit: 10 })
+      expect(ids(batch.claimed)).toEqual(["op-marked"])
+      expect(batch.claimed[0]!.reissue).toEqual({ kind: "conditional-update", ifMatch: "etag-0" })
+      expect(batch.claimed[0]!.operation).toMatchObject({ inDoubtSince: NOW, sendMarker: null })
+      expect(batch.finished.map((row) => [row.operationID, row.state])).toEqual([
+        ["op-reconcile", "reconcile_only"],
+        ["op-exhausted", "dead"],
+        ["op-exhausted-doubt", "reconcile_only"]
+      ])
+      for (const row of batch.finished) expect(await stored(store, row.operationID)).toEqual(row)
+      expect(await store.claimDueOperations({ limit: 10 })).toEqual({ claimed: [], finished: [], corrupt: [] })
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("a batch lease is a claim's lease: its holder drives it; when it lapses another batch takes it over and fences the first", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 2, time.now)
+    const [a, b] = stores as [Store, Store]
+    try {
+      await seed(a, due("op-1", NOW - 2), due("op-2", NOW - 1))
+      const mine = await a.claimDueOperations({ limit: 2 })
+      const [one, two] = mine.claimed as [typeof mine.claimed[0], typeof mine.claimed[0]]
+      expect((await a.markOperationSent(one.operation, { leaseToken: one.lease.token })).outcome).toBe("sent")
+      const committed = await a.finalizeOperationAndArmWatch(one.operation, {
+        leaseToken: one.lease.token,
+        sourceID: "src-1",
+        documentID: "doc-1",
+        providerEtag: "etag-1",
+        resultEntity: { id: "src-1" },
+        watchDueAt: NOW + 60_000
+      })
+      expect(committed.outcome).toBe("committed")
+      // The second's holder stalls past its lease: another worker's batch takes it over.
+      expect(await b.claimDueOperations({ limit: 5 })).toEqual({ claimed: [], finished: [], corrupt: [] })
+      time.set(NOW + LEASE_MS)
+      const theirs = await b.claimDueOperations({ limit: 5 })
+      expect(ids(theirs.claimed)).toEqual(["op-2"])
+      expect(theirs.claimed[0]!.lease.token).not.toBe(two.lease.token)
+      expect((await a.markOperationSent(two.operation, { leaseToken: two.lease.token })).outcome).toBe("lease-lost")
+      expect((await b.markOperationSent(two.operation, { leaseToken: theirs.claimed[0]!.lease.token })).outcome).toBe("sent")
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("workers claiming at once never get the same operation, and together get every one", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 4, time.now)
+    try {
+      const backlog = Array.from({ length: 120 }, (_, i) => due(`op-${String(i).padStart(3, "0")}`, NOW - 1_000 + (i % 7)))
+      await seed(stores[0]!, ...backlog)
+      const claimedBy = await Promise.all(stores.map(async (store) => {
+        const mine: Array<string> = []
+        for (;;) {
+          const batch = await store.claimDueOperations({ limit: 7 })
+          if (batch.claimed.length === 0) return mine
+          mine.push(...ids(batch.claimed))
+        }
+      }))
+      const all = claimedBy.flat()
+      expect(all.length).toBe(backlog.length)
+      expect(new Set(all).size).toBe(backlog.length)
+      expect(new Set(all)).toEqual(new Set(ids(backlog)))
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("refuses bad parameters with InvalidInput naming the field, changing nothing", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seed(store, due("op-1", NOW - 1))
+      const before = await snapshot(store)
+      const cases: ReadonlyArray<readonly [unknown, string]> = [
+        [undefined, "params"],
+        [null, "params"],
+        [5, "params"],
+        [{}, "params.limit"],
+        [{ limit: 0 }, "params.limit"],
+        [{ limit: 1.5 }, "params.limit"],
+        [{ limit: "3" }, "params.limit"],
+        [{ limit: MAX_DUE_CLAIMS + 1 }, "params.limit"],
+        [{ limit: 1, leaseMs: 0 }, "params.leaseMs"],
+        [{ limit: 1, leaseMs: 86_400_001 }, "params.leaseMs"],
+        [{ limit: 1, lease: 5 }, "params.lease"]
+      ]
+      for (const [params, field] of cases) {
+        await expect(store.claimDueOperations(params as never), JSON.stringify(params)).rejects.toMatchObject({
+          _tag: "InvalidInput",
+          method: "claimDueOperations",
+          field
+        })
+      }
+      expect(await snapshot(store)).toEqual(before)
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  if (adapter.name !== "memory") {
+    it("passes over due rows that cannot be decoded, reports them, and leases the healthy ones behind them", async () => {
+      const time = clock()
+      const connection = await adapter.connection()
+      const stores = await storesOn({ ...adapter, connection: async () => connection }, 1, time.now)
+      const store = stores[0]!
+      try {
+        await seed(store, due("op-bad-1", NOW - 50), due("op-bad-2", NOW - 40), due("op-bad-3", NOW - 30), due("op-a", NOW - 20), due("op-b", NOW - 10))
+        await rawRun(adapter.name, connection, `UPDATE ${connection.tablePrefix ?? "kubun_connector_"}operation
+          SET result_entity = 'not json {' WHERE operation_id LIKE 'op-bad-%'`)
+        const first = await store.claimDueOperations({ limit: 1 })
+        expect(ids(first.claimed)).toEqual(["op-a"])
+        expect(first.corrupt.map((report) => `${report.key} ${report.column}`)).toEqual(
+          ["op-bad-1", "op-bad-2", "op-bad-3"].map((id) => `did:caller:1/${id} result_entity`)
+        )
+        const second = await store.claimDueOperations({ limit: 5 })
+        expect(ids(second.claimed)).toEqual(["op-b"])
+        expect(second.corrupt).toHaveLength(3)
+      } finally {
+        await closeAll(stores)
+      }
+    })
+  }
+
+  if (adapter.name === "postgres") {
+    it("passes over a due row another transaction holds locked instead of waiting for it", async () => {
+      const time = clock()
+      const connection = await adapter.connection()
+      const stores = await storesOn({ ...adapter, connection: async () => connection }, 1, time.now)
+      const store = stores[0]!
+      const holder = new pg.Client({ connectionString: connection.url })
+      await holder.connect()
+      try {
+        await seed(store, due("op-held", NOW - 2), due("op-free", NOW - 1))
+        await holder.query("BEGIN")
+        await holder.query(`SELECT 1 FROM ${connection.tablePrefix ?? ""}operation WHERE operation_id = 'op-held' FOR UPDATE`)
+        const batch = await Promise.race([
+          store.claimDueOperations({ limit: 5 }),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the batch waited on the held row")), 5_000))
+        ])
+        expect(ids(batch.claimed)).toEqual(["op-free"])
+        await holder.query("ROLLBACK")
+        expect(ids((await store.claimDueOperations({ limit: 5 })).claimed)).toEqual(["op-held"])
+      } finally {
+        await holder.end()
+        await closeAll(stores)
+      }
+    })
+  }
+})
