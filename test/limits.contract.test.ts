@@ -263,4 +263,61 @@ describe.each(adapters)("provider limits on $name", (adapter) => {
       expect(await store!.getProviderLimit(A)).toMatchObject({ pausedUntil: NOW + 5_000 })
     }, false)
   })
+
+  describe("the batch claim", () => {
+    /** `count` due operations on `accountKey` (claimed at NOW, their leases lapsed by `clock`'s next setting). */
+    const seedDue = async (store: Store, accountKey: string, prefix: string, count: number) => {
+      for (let i = 0; i < count; i++) expect((await store.claimOperation(claimOn(accountKey, `${prefix}-${i}`))).outcome).toBe("claimed")
+    }
+    const idsOf = (claims: { readonly claimed: ReadonlyArray<{ readonly operation: { readonly operationID: string } }> }) =>
+      claims.claimed.map((claim) => claim.operation.operationID)
+    const LAPSED = NOW + POLICY.leaseMs
+
+    it("leases nothing of a paused scope, and the paused backlog does not fill the batch", async () => {
+      await withRunners(adapter, 2, async ([first, second], clock) => {
+        // More paused rows ahead of B's than a batch reads in all its pages: only leaving them out of the read reaches B's.
+        await seedDue(first!, "acct-A", "a", 24)
+        await seedDue(first!, "acct-B", "b", 3)
+        clock.set(LAPSED)
+        await first!.pauseProvider({ ...A, until: LAPSED + 60_000, status: 429 })
+        expect(idsOf(await second!.claimDueOperations({ limit: 2 }))).toEqual(["b-0", "b-1"])
+        expect(idsOf(await second!.claimDueOperations({ limit: 3 }))).toEqual(["b-2"])
+        await first!.pauseProvider({ connectorName: "gcal", until: LAPSED + 120_000 })
+        clock.set(LAPSED + 60_000)
+        expect(idsOf(await second!.claimDueOperations({ limit: 3 }))).toEqual([])
+        clock.set(LAPSED + 120_000)
+        expect(idsOf(await second!.claimDueOperations({ limit: 3 }))).toEqual(["a-0", "a-1", "a-10"])
+      })
+    })
+
+    it("leases no more than a scope's room, and fills the batch from the other scopes", async () => {
+      await withRunners(adapter, 2, async ([first, second], clock) => {
+        await seedDue(first!, "acct-A", "a", 6)
+        await seedDue(first!, "acct-B", "b", 3)
+        clock.set(LAPSED)
+        await first!.setProviderLimit({ ...A, maxInFlight: 2 })
+        expect(idsOf(await second!.claimDueOperations({ limit: 4 }))).toEqual(["a-0", "a-1", "b-0", "b-1"])
+        expect(idsOf(await first!.claimDueOperations({ limit: 4 }))).toEqual(["b-2"])
+        expectLimited(await second!.claimOperation(claimOn("acct-A", "a-5")), A, "at-capacity", LAPSED + POLICY.leaseMs)
+        await first!.setProviderLimit({ connectorName: "gcal", maxInFlight: 3 })
+        await first!.setProviderLimit({ ...A, maxInFlight: null })
+        clock.set(LAPSED + POLICY.leaseMs)
+        expect(idsOf(await second!.claimDueOperations({ limit: 10 }))).toHaveLength(3)
+      })
+    })
+
+    it("batches racing from separate store instances lease no more than the cap together", async () => {
+      await withRunners(adapter, 4, async (runners, clock) => {
+        await seedDue(runners[0]!, "acct-A", "a", 10)
+        await seedDue(runners[0]!, "acct-B", "b", 4)
+        clock.set(LAPSED)
+        await runners[0]!.setProviderLimit({ ...A, maxInFlight: 3 })
+        const batches = await Promise.all(runners.map((runner) => runner.claimDueOperations({ limit: 5 })))
+        const ids = batches.flatMap(idsOf)
+        expect(new Set(ids).size).toBe(ids.length)
+        expect(ids.filter((id) => id.startsWith("a-"))).toHaveLength(3)
+        expect(ids.filter((id) => id.startsWith("b-"))).toHaveLength(4)
+      })
+    })
+  })
 })

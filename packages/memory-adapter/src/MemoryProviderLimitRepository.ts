@@ -2,6 +2,7 @@ import {
   compareCodePoints,
   type ConnectorOperation,
   holdsLiveLease,
+  limitsClaims,
   type ProviderLimit,
   ProviderLimitRepository,
   type ProviderScope,
@@ -55,16 +56,25 @@ export const makeMemoryProviderLimitRepository = (db: MemoryDatabase): ProviderL
         table.set(key, next)
         return true
       }),
-    liveLeases: (scope, now) =>
-      Effect.map(db.read<ConnectorOperation>(OPERATIONS), (table) => {
-        let live = 0
-        let earliestExpiry: number | null = null
-        for (const row of table.values()) {
-          if (!inScope(row, scope) || !holdsLiveLease(row, now)) continue
-          live++
-          if (earliestExpiry === null || row.leaseExpiresAt! < earliestExpiry) earliestExpiry = row.leaseExpiresAt
-        }
-        return { live, earliestExpiry }
-      })
+    listActive: (now) =>
+      Effect.map(db.read<ProviderLimit>(TABLE), (table) => Array.from(table.values()).filter((row) => limitsClaims(row, now)).sort(byScope)),
+    lockScopes: (scopes) =>
+      Effect.map(db.read<ProviderLimit>(TABLE), (table) =>
+        scopes.flatMap((scope) => {
+          const row = table.get(scopeKey(scope))
+          return row === undefined ? [] : [row]
+        }).sort(byScope)),
+    liveLeases: (scopes, now) =>
+      Effect.map(db.read<ConnectorOperation>(OPERATIONS), (table) =>
+        scopes.map((scope) => {
+          let live = 0
+          let earliestExpiry: number | null = null
+          for (const row of table.values()) {
+            if (!inScope(row, scope) || !holdsLiveLease(row, now)) continue
+            live++
+            if (earliestExpiry === null || row.leaseExpiresAt! < earliestExpiry) earliestExpiry = row.leaseExpiresAt
+          }
+          return { live, earliestExpiry }
+        }))
   }
 }

@@ -2,10 +2,13 @@ import {
   type ProviderLimit,
   ProviderLimitRepository,
   type ProviderScope,
+  type ScopeLoad,
+  scopeKey,
   scopeOfStored,
   storedAccountKey
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
+import { Effect } from "effect"
 import { epoch, epochOrNull, type RawRow, rowDecoder, text } from "./internal/columns.js"
 import { byteOrdered } from "./internal/collation.js"
 import { rawThen, returnedAny, rowReaders, statementThen } from "./internal/queries.js"
@@ -37,6 +40,12 @@ export const makeSqlProviderLimitRepository = (sql: SqlClient, tables: TableName
   const { healthy, many, one } = rowReaders(rowDecoder(tables.providerLimits, ["connector_name", "account_key"], decodeProviderLimit))
   const byScope = (scope: ProviderScope) => sql`connector_name = ${scope.connectorName} AND account_key = ${storedAccountKey(scope)}`
   const keyOrder = sql`ORDER BY ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "account_key")}`
+  // Any number of (connector, account key) pairs in one parameter.
+  const pairs = (list: ReadonlyArray<readonly [string, string]>) =>
+    sql.onDialectOrElse({
+      pg: () => sql`SELECT e->>0, e->>1 FROM jsonb_array_elements(${JSON.stringify(list)}::jsonb) AS e`,
+      orElse: () => sql`SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(${JSON.stringify(list)})`
+    })
   const ofAccount = (connectorName: string, accountKey: string) =>
     sql`connector_name = ${connectorName} AND account_key IN (${accountKey}, '')`
 
@@ -67,14 +76,38 @@ export const makeSqlProviderLimitRepository = (sql: SqlClient, tables: TableName
           WHERE ${byScope(previous.scope)} AND version = ${previous.version}`,
         (raw) => affectedRows(raw) > 0
       ),
-    liveLeases: (scope, now) =>
-      statementThen(
+    listActive: (now) =>
+      many(
+        "providerLimits.listActive",
+        sql<RawRow>`SELECT * FROM ${table} WHERE paused_until > ${now} OR max_in_flight IS NOT NULL ${keyOrder}`
+      ),
+    lockScopes: (scopes) =>
+      scopes.length === 0 ? Effect.succeed([]) : many(
+        "providerLimits.lockScopes",
+        sql<RawRow>`SELECT * FROM ${table} WHERE (connector_name, account_key) IN (${pairs(scopes.map((scope) => [scope.connectorName, storedAccountKey(scope)]))})
+          ${keyOrder} ${forUpdate(sql)}`
+      ),
+    liveLeases: (scopes, now) => {
+      const accounts = scopes.flatMap((scope) => scope.accountKey === undefined ? [] : [[scope.connectorName, scope.accountKey] as const])
+      const connectors = scopes.flatMap((scope) => scope.accountKey === undefined ? [scope.connectorName] : [])
+      const live = sql`state = 'attempted' AND lease_expires_at > ${now}`
+      const loads = (rows: ReadonlyArray<RawRow>, key: (row: RawRow) => string) =>
+        new Map(rows.map((row) => [key(row), { live: epoch(row["live"]), earliestExpiry: epochOrNull(row["earliest"]) }]))
+      const byAccount = accounts.length === 0 ? Effect.succeed(new Map<string, ScopeLoad>()) : statementThen(
         "providerLimits.liveLeases",
-        sql<RawRow>`SELECT count(*) AS live, min(lease_expires_at) AS earliest FROM ${operations}
-          WHERE state = 'attempted' AND connector_name = ${scope.connectorName}
-            ${scope.accountKey === undefined ? sql`` : sql`AND account_key = ${scope.accountKey}`}
-            AND lease_expires_at > ${now}`,
-        (rows) => ({ live: epoch(rows[0]?.["live"] ?? 0), earliestExpiry: epochOrNull(rows[0]?.["earliest"]) })
+        sql<RawRow>`SELECT connector_name, account_key, count(*) AS live, min(lease_expires_at) AS earliest FROM ${operations}
+          WHERE ${live} AND (connector_name, account_key) IN (${pairs(accounts)}) GROUP BY connector_name, account_key`,
+        (rows) => loads(rows, (row) => JSON.stringify([row["connector_name"], row["account_key"]]))
       )
+      const byConnector = connectors.length === 0 ? Effect.succeed(new Map<string, ScopeLoad>()) : statementThen(
+        "providerLimits.liveLeases",
+        sql<RawRow>`SELECT connector_name, count(*) AS live, min(lease_expires_at) AS earliest FROM ${operations}
+          WHERE ${live} AND connector_name IN ${sql.in(connectors)} GROUP BY connector_name`,
+        (rows) => loads(rows, (row) => JSON.stringify([row["connector_name"], ""]))
+      )
+      return Effect.zipWith(byAccount, byConnector, (ofAccounts, ofConnectors) =>
+        scopes.map((scope) =>
+          (scope.accountKey === undefined ? ofConnectors : ofAccounts).get(scopeKey(scope)) ?? { live: 0, earliestExpiry: null }))
+    }
   }
 }

@@ -25,10 +25,16 @@ export class ProviderLimitRepository extends Context.Tag("@connector-store/core/
   readonly insert: (row: ProviderLimit) => Effect.Effect<boolean, PersistenceError>
   /** Writes `next` over `previous` only if the stored version is still `previous.version`; `false` when the race was lost. */
   readonly update: (previous: ProviderLimit, next: ProviderLimit) => Effect.Effect<boolean, PersistenceError>
+  /** The rows that can limit a claim at `now` (a pause in force, or a cap), unlocked, in key order. */
+  readonly listActive: (now: Millis) => Effect.Effect<ReadonlyArray<ProviderLimit>, PersistenceError>
+  /** The rows of `scopes` (those that have one), locked, in key order. */
+  readonly lockScopes: (scopes: ReadonlyArray<ProviderScope>) => Effect.Effect<ReadonlyArray<ProviderLimit>, PersistenceError>
   /**
-   * The attempted operations of `scope` whose lease is live at `now`
-   * (expiry after `now`): how many, and the earliest expiry. Reads an index
-   * range of the scope's leased rows, never its unleased backlog.
+   * For each of `scopes`, in order, the attempted operations under it whose
+   * lease is live at `now` (expiry after `now`): how many, and the earliest
+   * expiry. Reads index ranges of the scopes' leased rows, never their
+   * unleased backlog; at most one statement for the accounts and one for
+   * the connectors.
    */
-  readonly liveLeases: (scope: ProviderScope, now: Millis) => Effect.Effect<ScopeLoad, PersistenceError>
+  readonly liveLeases: (scopes: ReadonlyArray<ProviderScope>, now: Millis) => Effect.Effect<ReadonlyArray<ScopeLoad>, PersistenceError>
 }>() {}

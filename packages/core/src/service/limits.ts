@@ -19,7 +19,8 @@ import {
   decideSetLimit,
   isPaused,
   type LimitDecision,
-  limitsClaims
+  limitsClaims,
+  roomUnder
 } from "../limits/decisions.js"
 import {
   formatProviderScope,
@@ -27,11 +28,14 @@ import {
   type ProviderScope,
   providerScope,
   type ScopeLoad,
-  scopeKey
+  scopeKey,
+  scopesOfAccount
 } from "../limits/ProviderLimit.js"
 import { type AttemptFailure, type AttemptFailureResult, decideAttemptFailure } from "../operation/attempt.js"
-import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
-import { formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
+import { type ClaimOperationInput, type ClaimResult, decideDueClaim } from "../operation/claim.js"
+import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
+import type { DueOperationPosition } from "../operation/due.js"
+import { admitUnderLimits, scopesPassedOver } from "../limits/batch.js"
 import { OperationEntropy } from "../operation/entropy.js"
 import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
 import { OperationPolicy } from "../operation/policy.js"
@@ -152,14 +156,12 @@ export const makeLimitedOperations = Effect.gen(function*() {
   const entropy = yield* OperationEntropy
 
   /** The loads of the capped scopes among `rows` at `now`, by scope key (a pause in force needs none). */
-  const loadsOf = (rows: ReadonlyArray<ProviderLimit>, now: Millis) =>
-    rows.some((row) => isPaused(row, now))
-      ? Effect.succeed(new Map<string, ScopeLoad>())
-      : Effect.map(
-        Effect.forEach(rows.filter((row) => row.maxInFlight !== null), (row) =>
-          Effect.map(limits.liveLeases(row.scope, now), (load) => [scopeKey(row.scope), load] as const)),
-        (entries) => new Map(entries)
-      )
+  const loadsOf = (rows: ReadonlyArray<ProviderLimit>, now: Millis): Effect.Effect<ReadonlyMap<string, ScopeLoad>, PersistenceError> => {
+    const capped = rows.some((row) => isPaused(row, now)) ? [] : rows.filter((row) => row.maxInFlight !== null).map((row) => row.scope)
+    return capped.length === 0
+      ? Effect.succeed(new Map())
+      : Effect.map(limits.liveLeases(capped, now), (loads) => new Map(capped.map((scope, i) => [scopeKey(scope), loads[i]!])))
+  }
 
   /** The limit that keeps an operation of this account from leasing at `now`, its scopes' rows locked. */
   const claimLimit = (connectorName: string, accountKey: string, now: Millis) =>
@@ -229,5 +231,72 @@ export const makeLimitedOperations = Effect.gen(function*() {
       return decision.result
     })))
 
-  return { claim, attemptFailure }
+  /**
+   * The body of a batch claim under limits, inside the caller's
+   * transaction: the limits that can apply read first (unlocked), and the
+   * paused and full scopes kept out of the lock-read of due rows; then, page
+   * by page, the scopes of the rows read are locked, the capped ones'
+   * live leases counted under that lock, and the rows decided as
+   * `decideDueClaim` decides them, each lease admitted only while its
+   * scopes have room (`admitUnderLimits`). A page that left rows out (or
+   * passed over corrupt ones) is followed by the next, with the scopes it
+   * filled kept out too, at most `pages` pages in all.
+   */
+  const claimDue = (
+    limit: number,
+    leaseMs: number,
+    pages: number
+  ): Effect.Effect<{ readonly claimed: ReadonlyArray<DueLease>; readonly finished: ReadonlyArray<ConnectorOperation> }, PersistenceError> =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const active = yield* limits.listActive(now)
+      const activeLoads = yield* loadsOf(active.filter((row) => !isPaused(row, now)), now)
+      const passedOver = new Map(scopesPassedOver(active, (row) => activeLoads.get(scopeKey(row.scope)), now).map((scope) => [scopeKey(scope), scope]))
+      const locked = new Map<string, ProviderLimit>()
+      const seen = new Set<string>()
+      let room: ReadonlyMap<string, number> = new Map()
+      const claimed: Array<DueLease> = []
+      const finished: Array<ConnectorOperation> = []
+      let after: DueOperationPosition | undefined
+      for (let page = 0; page < pages && claimed.length + finished.length < limit; page++) {
+        const wanted = limit - claimed.length - finished.length
+        const read = yield* operations.lockDuePage(now, after, wanted, Array.from(passedOver.values()))
+        const unseen = Array.from(new Map(read.rows.flatMap((row) => scopesOfAccount(row.connectorName, row.accountKey))
+          .map((scope) => [scopeKey(scope), scope] as const)).entries()).filter(([key]) => !seen.has(key))
+        for (const [key] of unseen) seen.add(key)
+        const fresh = yield* limits.lockScopes(unseen.map(([, scope]) => scope))
+        for (const row of fresh) locked.set(scopeKey(row.scope), row)
+        const capped = fresh.filter((row) => row.maxInFlight !== null)
+        const loads = capped.length === 0 ? [] : yield* limits.liveLeases(capped.map((row) => row.scope), now)
+        room = new Map([...room, ...capped.map((row, i) => [scopeKey(row.scope), roomUnder(row.maxInFlight, loads[i]!.live)] as const)])
+        const decided = read.rows.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now) }))
+        const leasing = decided.filter(({ decision }) => decision.result.outcome === "claimed")
+        const admission = admitUnderLimits(
+          leasing.map((entry) => ({ connectorName: entry.row.connectorName, accountKey: entry.row.accountKey, entry })),
+          locked,
+          room,
+          now
+        )
+        room = admission.room
+        const admitted = new Set(admission.admitted.map(({ entry }) => entry))
+        const writes = decided.filter((entry) => entry.decision.next !== undefined && (entry.decision.result.outcome !== "claimed" || admitted.has(entry)))
+        const won = yield* operations.updateAll(writes.map(({ decision, row }) => [row, decision.next!] as const))
+        writes.forEach(({ decision }, i) => {
+          if (!won[i]) return
+          if (decision.result.outcome === "claimed") claimed.push(decision.result)
+          else if (decision.result.outcome === "finished") finished.push(decision.result.operation)
+        })
+        for (const [key, row] of locked) {
+          if (isPaused(row, now) || (row.maxInFlight !== null && (room.get(key) ?? 0) <= 0)) passedOver.set(key, row.scope)
+        }
+        if (read.read < wanted || read.last === undefined) break
+        after = read.last
+      }
+      return { claimed, finished }
+    })
+
+  return { claim, attemptFailure, claimDue }
 })
+
+/** A lease a batch claim took (a `claimed` `ClaimResult`). */
+type DueLease = Extract<ClaimResult, { readonly outcome: "claimed" }>
