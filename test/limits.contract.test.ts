@@ -307,16 +307,19 @@ describe.each(adapters)("provider limits on $name", (adapter) => {
     })
 
     it("batches racing from separate store instances lease no more than the cap together", async () => {
-      await withRunners(adapter, 4, async (runners, clock) => {
-        await seedDue(runners[0]!, "acct-A", "a", 10)
-        await seedDue(runners[0]!, "acct-B", "b", 4)
-        clock.set(LAPSED)
+      await withRunners(adapter, 6, async (runners, clock) => {
+        await seedDue(runners[0]!, "acct-A", "a", 30)
+        await seedDue(runners[0]!, "acct-B", "b", 3)
         await runners[0]!.setProviderLimit({ ...A, maxInFlight: 3 })
-        const batches = await Promise.all(runners.map((runner) => runner.claimDueOperations({ limit: 5 })))
-        const ids = batches.flatMap(idsOf)
-        expect(new Set(ids).size).toBe(ids.length)
-        expect(ids.filter((id) => id.startsWith("a-"))).toHaveLength(3)
-        expect(ids.filter((id) => id.startsWith("b-"))).toHaveLength(4)
+        // Each round at the lapse of the last round's leases: the cap's room is 3 again.
+        for (let round = 1; round <= 4; round++) {
+          clock.set(NOW + round * POLICY.leaseMs)
+          const batches = await Promise.all(runners.map((runner) => runner.claimDueOperations({ limit: 4 })))
+          const ids = batches.flatMap(idsOf)
+          expect(new Set(ids).size).toBe(ids.length)
+          expect(ids.filter((id) => id.startsWith("a-")), JSON.stringify(batches.map(idsOf))).toHaveLength(3)
+          expect(ids.filter((id) => id.startsWith("b-"))).toHaveLength(3)
+        }
       })
     })
   })
