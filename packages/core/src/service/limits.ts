@@ -264,7 +264,8 @@ export const makeLimitedOperations = Effect.gen(function*() {
         const unseen = Array.from(new Map(read.rows.flatMap((row) => scopesOfAccount(row.connectorName, row.accountKey))
           .map((scope) => [scopeKey(scope), scope] as const)).entries()).filter(([key]) => !seen.has(key))
         for (const [key] of unseen) seen.add(key)
-        const fresh = yield* limits.lockScopes(unseen.map(([, scope]) => scope))
+        // With no limit in force when the batch began, a limit set meanwhile is as if set just after it.
+        const fresh = active.length === 0 ? [] : yield* limits.lockScopes(unseen.map(([, scope]) => scope))
         for (const row of fresh) locked.set(scopeKey(row.scope), row)
         const capped = fresh.filter((row) => row.maxInFlight !== null)
         const loads = capped.length === 0 ? [] : yield* limits.liveLeases(capped.map((row) => row.scope), now)
