@@ -93,14 +93,18 @@ process.on("disconnect", () => process.exit(0))
 process.send?.("ready")
 if (process.send !== undefined) await new Promise((resolve) => process.once("message", resolve))
 report({ type: "started", pid: process.pid })
+// What the runners' waits have seen: a wait from it ends at once when a commit came since.
+let mark = 0
 const loop = async () => {
   for (;;) {
     try {
       await tick()
+      // Now and then a runner waits for a commit instead of sleeping, as an idle worker of a fleet does.
+      if (rng.chance(0.1)) mark = (await storeCall(report, "awaitWork", () => store.awaitWork({ since: mark, timeoutMs: 1 + rng.int(30) }))).mark
+      else await new Promise((resolve) => setTimeout(resolve, rng.int(20)))
     } catch (error) {
       if (!(error instanceof Aborted)) throw error
     }
-    await new Promise((resolve) => setTimeout(resolve, rng.int(20)))
   }
 }
 // Three runners per process: more interleavings per start (a start costs about a second of CPU).

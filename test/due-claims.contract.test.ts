@@ -102,6 +102,27 @@ const snapshot = (store: Store) => store.runEffect(Effect.flatMap(StoreSnapshot,
 const ids = (rows: ReadonlyArray<{ readonly operation: ConnectorOperation } | ConnectorOperation>) =>
   rows.map((row) => "operation" in row ? row.operation.operationID : row.operationID)
 
+/** Each call of `method` with one of `cases`' parameters fails with InvalidInput naming its field; none changes a row. */
+const refusesEach = async (
+  store: Store,
+  method: "claimDueOperations" | "claimDueWatches",
+  cases: ReadonlyArray<readonly [params: unknown, field: string]>
+) => {
+  const before = await snapshot(store)
+  for (const [params, field] of cases) {
+    await expect(store[method](params as never), JSON.stringify(params)).rejects.toMatchObject({ _tag: "InvalidInput", method, field })
+  }
+  expect(await snapshot(store)).toEqual(before)
+}
+
+/** Every store takes batches (`take`) at once until one comes back empty: what each batch held, all stores together. */
+const drainAtOnce = async (stores: ReadonlyArray<Store>, take: (store: Store) => Promise<ReadonlyArray<string>>) =>
+  (await Promise.all(stores.map(async (store) => {
+    const mine: Array<string> = []
+    for (let batch = await take(store); batch.length > 0; batch = await take(store)) mine.push(...batch)
+    return mine
+  }))).flat()
+
 /** A pending watch of its own source and document, due at `nextAttemptAt`. */
 const dueWatch = (sourceID: string, nextAttemptAt: number | null, patch: Partial<ProjectionWatch> = {}): ProjectionWatch =>
   watchRow({ sourceID, documentID: `doc-${sourceID}`, nextAttemptAt, ...patch })
@@ -163,15 +184,8 @@ describe.each(adapters)("claimDueWatches on $name", (adapter) => {
     try {
       const backlog = Array.from({ length: 90 }, (_, i) => dueWatch(`src-${String(i).padStart(3, "0")}`, NOW - 1_000 + (i % 5)))
       await seedWatches(stores[0]!, ...backlog)
-      const claimedBy = await Promise.all(stores.map(async (store) => {
-        const mine: Array<string> = []
-        for (;;) {
-          const batch = await store.claimDueWatches({ now: NOW, until: NOW + 60_000, limit: 6 })
-          if (batch.claimed.length === 0) return mine
-          mine.push(...batch.claimed.map((w) => w.sourceID))
-        }
-      }))
-      const all = claimedBy.flat()
+      const all = await drainAtOnce(stores, async (store) =>
+        (await store.claimDueWatches({ now: NOW, until: NOW + 60_000, limit: 6 })).claimed.map((w) => w.sourceID))
       expect(all.length).toBe(backlog.length)
       expect(new Set(all)).toEqual(new Set(backlog.map((w) => w.sourceID)))
     } finally {
@@ -185,7 +199,6 @@ describe.each(adapters)("claimDueWatches on $name", (adapter) => {
     const store = stores[0]!
     try {
       await seedWatches(store, dueWatch("src-1", NOW - 1))
-      const before = await snapshot(store)
       const cases: ReadonlyArray<readonly [unknown, string]> = [
         [null, "params"],
         [{ until: NOW, limit: 1 }, "params.now"],
@@ -195,14 +208,7 @@ describe.each(adapters)("claimDueWatches on $name", (adapter) => {
         [{ now: NOW, until: NOW, limit: MAX_DUE_CLAIMS + 1 }, "params.limit"],
         [{ now: NOW, until: NOW, limit: 1, generation: 1 }, "params.generation"]
       ]
-      for (const [params, field] of cases) {
-        await expect(store.claimDueWatches(params as never), JSON.stringify(params)).rejects.toMatchObject({
-          _tag: "InvalidInput",
-          method: "claimDueWatches",
-          field
-        })
-      }
-      expect(await snapshot(store)).toEqual(before)
+      await refusesEach(store, "claimDueWatches", cases)
     } finally {
       await closeAll(stores)
     }
@@ -316,15 +322,7 @@ describe.each(adapters)("claimDueOperations on $name", (adapter) => {
     try {
       const backlog = Array.from({ length: 120 }, (_, i) => due(`op-${String(i).padStart(3, "0")}`, NOW - 1_000 + (i % 7)))
       await seed(stores[0]!, ...backlog)
-      const claimedBy = await Promise.all(stores.map(async (store) => {
-        const mine: Array<string> = []
-        for (;;) {
-          const batch = await store.claimDueOperations({ limit: 7 })
-          if (batch.claimed.length === 0) return mine
-          mine.push(...ids(batch.claimed))
-        }
-      }))
-      const all = claimedBy.flat()
+      const all = await drainAtOnce(stores, async (store) => ids((await store.claimDueOperations({ limit: 7 })).claimed))
       expect(all.length).toBe(backlog.length)
       expect(new Set(all).size).toBe(backlog.length)
       expect(new Set(all)).toEqual(new Set(ids(backlog)))
@@ -339,7 +337,6 @@ describe.each(adapters)("claimDueOperations on $name", (adapter) => {
     const store = stores[0]!
     try {
       await seed(store, due("op-1", NOW - 1))
-      const before = await snapshot(store)
       const cases: ReadonlyArray<readonly [unknown, string]> = [
         [undefined, "params"],
         [null, "params"],
@@ -353,14 +350,7 @@ describe.each(adapters)("claimDueOperations on $name", (adapter) => {
         [{ limit: 1, leaseMs: 86_400_001 }, "params.leaseMs"],
         [{ limit: 1, lease: 5 }, "params.lease"]
       ]
-      for (const [params, field] of cases) {
-        await expect(store.claimDueOperations(params as never), JSON.stringify(params)).rejects.toMatchObject({
-          _tag: "InvalidInput",
-          method: "claimDueOperations",
-          field
-        })
-      }
-      expect(await snapshot(store)).toEqual(before)
+      await refusesEach(store, "claimDueOperations", cases)
     } finally {
       await closeAll(stores)
     }

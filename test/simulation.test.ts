@@ -240,7 +240,7 @@ describe("the command's database and report", () => {
     let stdout = ""
     let stderr = ""
     // This seed's provider goes offline while watches are due: the report has watch deferrals to word.
-    const code = await runSimulationCommand({ seed: "tiny", operations: 24, runners: 3, json: true, ...args }, {
+    const code = await runSimulationCommand({ seed: "f", operations: 24, runners: 3, json: true, ...args }, {
       stdout: { write: (text: string) => (stdout += text) },
       stderr: { isTTY: false, write: (text: string) => (stderr += text) },
       env: {}

@@ -1,8 +1,8 @@
-import type { ClaimOperationInput, ConnectorOperation, PromiseConnectorStore } from "@connector-store/core"
+import type { ClaimOperationInput, ConnectorOperation, DueClaim, PromiseConnectorStore } from "@connector-store/core"
 import type { SimClock } from "./clock.js"
 import { claimInputOf, claimInputOfRow, operationIndexOf, type PlannedOperation, type SimulationPlan } from "./plan.js"
 import type { WorldClient } from "./world.js"
-import { driveWriteBack, type WriteBackContext } from "./writeBack.js"
+import { driveClaimed, driveWriteBack, type WriteBackContext } from "./writeBack.js"
 
 /** A set of runners sharing one store in one process. */
 export interface Fleet {
@@ -33,6 +33,8 @@ export interface FleetOptions {
 interface Job {
   readonly op: PlannedOperation
   readonly input: () => Promise<ClaimOperationInput>
+  /** The lease a batch claim already granted, when the job came from one. */
+  readonly claim?: DueClaim | undefined
 }
 
 /**
@@ -63,7 +65,28 @@ export const startFleet = (options: FleetOptions): Fleet => {
     return row !== null && row.state !== "attempted"
   }
 
+  // Leased by a batch claim and not yet taken by a runner.
+  const batched: Array<Job> = []
+  let batchTurn = 0
+
   const nextJob = async (): Promise<Job | undefined> => {
+    const leased = batched.shift()
+    if (leased !== undefined) return leased
+    // Every other turn a runner takes its re-drives as a worker of a fleet does: a batch of due operations leased to it.
+    if (batchTurn++ % 2 === 1) {
+      const batch = await store.claimDueOperations({ limit: 2, leaseMs: options.leaseMs })
+      batch.finished.forEach(() => world.count("claim.batch-finished"))
+      for (const claim of batch.claimed) {
+        world.count("claim.batch")
+        redrives.delete(claim.operation.operationID)
+        const index = operationIndexOf(claim.operation.operationID, options.runTag)
+        // Another run's operation: its lease lapses and that run takes it back.
+        if (index === undefined) continue
+        batched.push({ op: plan.operations[index]!, input: async () => claimInputOfRow(claim.operation), claim })
+      }
+      const first = batched.shift()
+      if (first !== undefined) return first
+    }
     for (const [id, row] of redrives) {
       redrives.delete(id)
       const index = operationIndexOf(row.operationID, options.runTag)
@@ -92,7 +115,8 @@ export const startFleet = (options: FleetOptions): Fleet => {
         continue
       }
       try {
-        await driveWriteBack(ctx, job.op, await job.input())
+        if (job.claim === undefined) await driveWriteBack(ctx, job.op, await job.input())
+        else await driveClaimed(ctx, job.op, await job.input(), job.claim)
       } catch (error) {
         world.count("runner.error")
         options.onError(error)

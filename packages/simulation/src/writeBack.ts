@@ -1,5 +1,6 @@
 import type {
   ClaimOperationInput,
+  ClaimResult,
   FailureKind,
   OperationKey,
   PromiseConnectorStore,
@@ -64,11 +65,25 @@ export const driveWriteBack = async (
   op: PlannedOperation,
   input: ClaimOperationInput
 ): Promise<void> => {
-  const { store, world } = ctx
-  const claim = await store.claimOperation(input)
-  world.count(`claim.${claim.outcome}`)
+  const claim = await ctx.store.claimOperation(input)
+  ctx.world.count(`claim.${claim.outcome}`)
   if (claim.outcome !== "claimed") return
-  if (claim.created) await world.editLocally(op.document.documentID, op.op === "delete" ? null : op.content)
+  if (claim.created) await ctx.world.editLocally(op.document.documentID, op.op === "delete" ? null : op.content)
+  await driveClaimed(ctx, op, input, claim)
+}
+
+/**
+ * Drives a write-back this runner holds the lease of (a `claimed` answer of
+ * `claimOperation`, or one operation of a `claimDueOperations` batch), from
+ * the send marker on, as `driveWriteBack` does.
+ */
+export const driveClaimed = async (
+  ctx: WriteBackContext,
+  op: PlannedOperation,
+  input: ClaimOperationInput,
+  claim: Extract<ClaimResult, { readonly outcome: "claimed" }>
+): Promise<void> => {
+  const { store, world } = ctx
   const key: OperationKey = { callerDID: input.callerDID, operationID: input.operationID }
   const leaseToken = claim.lease.token
   const crash = await world.crashSite(op.index)
