@@ -306,6 +306,20 @@ describe.each(adapters)("provider limits on $name", (adapter) => {
       })
     })
 
+    it("locks capped scopes in key order across pages: a scope that sorts before one it locked waits for the next batch", async () => {
+      await withRunners(adapter, 2, async ([first, second], clock) => {
+        await seedDue(first!, "acct-Z", "0-z", 2)
+        await seedDue(first!, "acct-A", "1-a", 2)
+        await seedDue(first!, "acct-B", "2-b", 2)
+        clock.set(LAPSED)
+        await first!.setProviderLimit({ connectorName: "gcal", accountKey: "acct-Z", maxInFlight: 1 })
+        await first!.setProviderLimit({ ...A, maxInFlight: 5 })
+        // Z's page fills Z; A's rows come after Z was locked and sort before it, so they wait; B's have no cap.
+        expect(idsOf(await second!.claimDueOperations({ limit: 2 }))).toEqual(["0-z-0", "2-b-0"])
+        expect(idsOf(await second!.claimDueOperations({ limit: 3 }))).toEqual(["1-a-0", "1-a-1", "2-b-1"])
+      })
+    })
+
     it("batches racing from separate store instances lease no more than the cap together", async () => {
       await withRunners(adapter, 6, async (runners, clock) => {
         await seedDue(runners[0]!, "acct-A", "a", 30)

@@ -79,10 +79,9 @@ const EXPECTED = {
  *   default store;
  * - a batch claim (of two rows here; SQLite writes each row with a statement
  *   of its own, Postgres all in one) adds the limits in force to its
- *   transaction (one statement) and, with some in force, the count of the
- *   capped scopes (to leave the full ones out of its read), the lock of
- *   the scopes its page touches and the count of the capped ones among them
- *   (none here: the page holds none of the capped account's rows).
+ *   transaction (one statement) and, with a cap in force, the count of the
+ *   capped scopes (to leave the full ones out of its read), and the lock and
+ *   the count again of the capped scopes its page reaches.
  */
 const LIMITED_CLAIMS = {
   "claimOperation (new key, no limit)": 2,
@@ -93,8 +92,8 @@ const LIMITED_CLAIMS = {
   "recordAttemptFailure (503)": 2
 }
 const EXPECTED_LIMITED = {
-  postgres: { ...LIMITED_CLAIMS, "claimDueOperations (no limit)": 5, "claimDueOperations (account capped)": 7 },
-  sqlite: { ...LIMITED_CLAIMS, "claimDueOperations (no limit)": 6, "claimDueOperations (account capped)": 8 }
+  postgres: { ...LIMITED_CLAIMS, "claimDueOperations (no limit)": 5, "claimDueOperations (connector capped)": 8 },
+  sqlite: { ...LIMITED_CLAIMS, "claimDueOperations (no limit)": 6, "claimDueOperations (connector capped)": 9 }
 }
 
 /** Runs each call of `EXPECTED_LIMITED` once on a store that enforces limits; the statements `count()` grew by, by call. */
@@ -151,9 +150,9 @@ const measureLimited = async (store: Awaited<ReturnType<typeof openConnectorStor
   }
   await store.setProviderLimit({ connectorName: "rt-connector", accountKey: "capped@example.com", maxInFlight: null })
   await claimDue("claimDueOperations (no limit)")
-  await store.setProviderLimit({ connectorName: "rt-connector", accountKey: "capped@example.com", maxInFlight: 5 })
+  await store.setProviderLimit({ connectorName: "rt-connector", maxInFlight: 100 })
   advance(60_000)
-  await claimDue("claimDueOperations (account capped)")
+  await claimDue("claimDueOperations (connector capped)")
   return counts
 }
 

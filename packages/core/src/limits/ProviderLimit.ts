@@ -1,4 +1,5 @@
 import { Context, Layer } from "effect"
+import { compareCodePoints } from "../operation/retention.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
 /**
@@ -72,6 +73,14 @@ export const scopeOfStored = (connectorName: string, accountKey: string): Provid
 
 /** An unambiguous map key for a scope. */
 export const scopeKey = (scope: ProviderScope): string => JSON.stringify([scope.connectorName, storedAccountKey(scope)])
+
+/**
+ * The key order of scopes: connector, then stored account key (the
+ * connector's own `''` first), in code-point order, as the SQL adapters
+ * order and lock limits rows.
+ */
+export const compareScopes = (a: ProviderScope, b: ProviderScope): number =>
+  compareCodePoints(a.connectorName, b.connectorName) || compareCodePoints(storedAccountKey(a), storedAccountKey(b))
 
 /** A readable label of a scope, for errors and logs. */
 export const formatProviderScope = (scope: ProviderScope): string =>

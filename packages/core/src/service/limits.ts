@@ -27,6 +27,7 @@ import {
   type ProviderLimit,
   type ProviderScope,
   providerScope,
+  compareScopes,
   type ScopeLoad,
   scopeKey,
   scopesOfAccount
@@ -235,8 +236,9 @@ export const makeLimitedOperations = Effect.gen(function*() {
    * The body of a batch claim under limits, inside the caller's
    * transaction: the limits that can apply read first (unlocked), and the
    * paused and full scopes kept out of the lock-read of due rows; then, page
-   * by page, the scopes of the rows read are locked, the capped ones'
-   * live leases counted under that lock, and the rows decided as
+   * by page, the capped scopes of the rows read are locked (in key order
+   * across pages), their live leases counted under that lock, and the rows
+   * decided as
    * `decideDueClaim` decides them, each lease admitted only while its
    * scopes have room (`admitUnderLimits`). A page that left rows out (or
    * passed over corrupt ones) is followed by the next, with the scopes it
@@ -252,8 +254,9 @@ export const makeLimitedOperations = Effect.gen(function*() {
       const active = yield* limits.listActive(now)
       const activeLoads = yield* loadsOf(active.filter((row) => !isPaused(row, now)), now)
       const passedOver = new Map(scopesPassedOver(active, (row) => activeLoads.get(scopeKey(row.scope)), now).map((scope) => [scopeKey(scope), scope]))
+      const cappedAtStart = new Map(active.filter((row) => row.maxInFlight !== null).map((row) => [scopeKey(row.scope), row.scope]))
       const locked = new Map<string, ProviderLimit>()
-      const seen = new Set<string>()
+      let highest: ProviderScope | undefined
       let room: ReadonlyMap<string, number> = new Map()
       const claimed: Array<DueLease> = []
       const finished: Array<ConnectorOperation> = []
@@ -261,17 +264,26 @@ export const makeLimitedOperations = Effect.gen(function*() {
       for (let page = 0; page < pages && claimed.length + finished.length < limit; page++) {
         const wanted = limit - claimed.length - finished.length
         const read = yield* operations.lockDuePage(now, after, wanted, Array.from(passedOver.values()))
-        const unseen = Array.from(new Map(read.rows.flatMap((row) => scopesOfAccount(row.connectorName, row.accountKey))
-          .map((scope) => [scopeKey(scope), scope] as const)).entries()).filter(([key]) => !seen.has(key))
-        for (const [key] of unseen) seen.add(key)
-        // With no limit in force when the batch began, a limit set meanwhile is as if set just after it.
-        const fresh = active.length === 0 ? [] : yield* limits.lockScopes(unseen.map(([, scope]) => scope))
+        // The capped scopes this page reaches, locked in key order after the ones locked before: a scope that
+        // sorts before those is left for a later batch, so two batches never lock in crossing orders.
+        const reached = new Map(read.rows.flatMap((row) => scopesOfAccount(row.connectorName, row.accountKey))
+          .filter((scope) => cappedAtStart.has(scopeKey(scope)) && !locked.has(scopeKey(scope)))
+          .map((scope) => [scopeKey(scope), scope] as const))
+        const lockable = Array.from(reached.values()).sort(compareScopes)
+        for (const scope of lockable.filter((scope) => highest !== undefined && compareScopes(scope, highest) <= 0)) {
+          passedOver.set(scopeKey(scope), scope)
+        }
+        const toLock = lockable.filter((scope) => highest === undefined || compareScopes(scope, highest) > 0)
+        const fresh = toLock.length === 0 ? [] : yield* limits.lockScopes(toLock)
+        if (toLock.length > 0) highest = toLock[toLock.length - 1]
         for (const row of fresh) locked.set(scopeKey(row.scope), row)
         const capped = fresh.filter((row) => row.maxInFlight !== null)
         const loads = capped.length === 0 ? [] : yield* limits.liveLeases(capped.map((row) => row.scope), now)
         room = new Map([...room, ...capped.map((row, i) => [scopeKey(row.scope), roomUnder(row.maxInFlight, loads[i]!.live)] as const)])
         const decided = read.rows.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now) }))
-        const leasing = decided.filter(({ decision }) => decision.result.outcome === "claimed")
+        const leasing = decided.filter(({ decision, row }) =>
+          decision.result.outcome === "claimed" &&
+          scopesOfAccount(row.connectorName, row.accountKey).every((scope) => !passedOver.has(scopeKey(scope))))
         const admission = admitUnderLimits(
           leasing.map((entry) => ({ connectorName: entry.row.connectorName, accountKey: entry.row.accountKey, entry })),
           locked,
