@@ -19,7 +19,9 @@ export const scopesPassedOver = (
 
 /** An operation's place in a batch: its account (the scopes it falls under follow). */
 export interface BatchCandidate {
+  /** The operation's connector. */
   readonly connectorName: string
+  /** The operation's provider account. */
   readonly accountKey: string
 }
 
