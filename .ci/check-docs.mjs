@@ -64,6 +64,7 @@ const documented = [
   "packages/core/src/pendingauth/",
   "packages/core/src/relist/",
   "packages/core/src/operator/",
+  "packages/core/src/limits/",
   "packages/core/src/errors.ts"
 ]
 const api = join(root, "docs/api/api.json")

@@ -132,6 +132,23 @@ describe("migrations on SQLite", () => {
     await store.close()
   })
 
+  it("keeps provider limits in their own table, and counts a scope's live leases on an index", async () => {
+    const file = freshSqlitePath()
+    await migrateOnce(file)
+    const db = new Database(file, { readonly: true })
+    try {
+      const columns = db.prepare("SELECT name FROM pragma_table_info('kubun_connector_provider_limits')").all()
+        .map((row) => (row as { name: string }).name)
+      expect(columns).toEqual(["connector_name", "account_key", "max_in_flight", "paused_until", "pause_status", "version", "updated_at"])
+      const plan = db.prepare(`EXPLAIN QUERY PLAN SELECT count(*), min(lease_expires_at) FROM kubun_connector_operation
+        WHERE state = 'attempted' AND lease_expires_at > ? AND connector_name = ? AND account_key = ?`).all(1, "gcal", "acct")
+        .map((row) => (row as { detail: string }).detail).join("\n")
+      expect(plan).toMatch(/USING (COVERING )?INDEX idx_connector_operation_live_leases \(connector_name=\? AND account_key=\? AND lease_expires_at>\?\)/)
+    } finally {
+      db.close()
+    }
+  })
+
   it("keeps stores under different prefixes apart in one file", async () => {
     const file = freshSqlitePath()
     expect(await migrateOnce(file, "app_one_")).toEqual(allIds)
@@ -152,6 +169,28 @@ describe.runIf(pgAvailable)("migrations on Postgres", () => {
     expectOverlap(runs)
     expect(runs.flatMap((run) => run.applied).sort((a, b) => a - b)).toEqual(allIds)
     expect(await migrateOnce(url, prefix)).toEqual([])
+  })
+
+  it("counts a scope's live leases on an index range of leased rows, never the backlog", async () => {
+    const url = await pgDatabaseForFile()
+    const prefix = freshPrefix()
+    await migrateOnce(url, prefix)
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    try {
+      const primary = await client.query(`SELECT indexdef FROM pg_indexes WHERE indexname = '${prefix}provider_limits_pkey'`)
+      expect(primary.rows).toHaveLength(1)
+      await client.query("BEGIN")
+      await client.query("SET LOCAL enable_seqscan = off")
+      const plan = await client.query(`EXPLAIN SELECT count(*), min(lease_expires_at) FROM ${prefix}operation
+        WHERE state = 'attempted' AND connector_name = $1 AND account_key = $2 AND lease_expires_at > $3`, ["gcal", "acct", 1])
+      const text = plan.rows.map((row: Record<string, string>) => row["QUERY PLAN"]).join("\n")
+      expect(text).toContain(`${prefix}idx_connector_operation_live_leases`)
+      expect(text).toMatch(/Index Cond: \(\(connector_name = .*\) AND \(account_key = .*\) AND \(lease_expires_at > .*\)\)/)
+      await client.query("ROLLBACK")
+    } finally {
+      await client.end()
+    }
   })
 
   it("creates the seed's tables with bigint epoch columns that read back as numbers", async () => {

@@ -65,6 +65,97 @@ const EXPECTED = {
   }
 }
 
+/**
+ * The calls provider limits touch, on a store opened with
+ * `providerLimits: true` (the default store's counts above do not change):
+ * - a claim first reads the limits of its account and connector (one
+ *   statement); with none that can limit it, it is the default claim (a new
+ *   key: its insert);
+ * - with a pause in force or a cap, the claim is one transaction: BEGIN, the
+ *   operation locked, the limits locked, the capped scopes' live leases
+ *   counted under that lock (none when paused), the write, COMMIT;
+ * - a retryable 429 is BEGIN, the operation locked, its write, the account's
+ *   limits locked, the pause written, COMMIT; any other failure is as on the
+ *   default store;
+ * - a batch claim (of two rows here; SQLite writes each row with a statement
+ *   of its own, Postgres all in one) adds the limits in force to its
+ *   transaction (one statement) and, with a cap in force, the count of the
+ *   capped scopes (to leave the full ones out of its read), and the lock and
+ *   the count again of the capped scopes its page reaches.
+ */
+const LIMITED_CLAIMS = {
+  "claimOperation (new key, no limit)": 2,
+  "claimOperation (busy, no limit)": 3,
+  "claimOperation (new key, account paused)": 6,
+  "claimOperation (new key, account capped)": 7,
+  "recordAttemptFailure (429)": 6,
+  "recordAttemptFailure (503)": 2
+}
+const EXPECTED_LIMITED = {
+  postgres: { ...LIMITED_CLAIMS, "claimDueOperations (no limit)": 5, "claimDueOperations (connector capped)": 8 },
+  sqlite: { ...LIMITED_CLAIMS, "claimDueOperations (no limit)": 6, "claimDueOperations (connector capped)": 9 }
+}
+
+/** Runs each call of `EXPECTED_LIMITED` once on a store that enforces limits; the statements `count()` grew by, by call. */
+const measureLimited = async (store: Awaited<ReturnType<typeof openConnectorStore>>, count: () => number, advance: (ms: number) => void) => {
+  const counts: Record<string, number> = {}
+  const measure = async <A>(name: string, call: () => Promise<A>, outcome: string): Promise<A> => {
+    const before = count()
+    const result = await call()
+    counts[name] = count() - before
+    const seen = (result as { readonly outcome?: string }).outcome
+    if (seen !== outcome) throw new Error(`${name} answered ${String(seen)}, expected ${outcome}`)
+    return result
+  }
+  const input = (operationID: string, accountKey = "rt@example.com") => ({
+    callerDID: "did:rt:limits",
+    operationID,
+    ownerDID: "did:rt:owner",
+    connectorName: "rt-connector",
+    model: "Event",
+    op: "update" as const,
+    accountKey,
+    target: "calendars/primary",
+    sourceID: `source-${operationID}`,
+    deterministicEventID: `event-${operationID}`,
+    payloadHash: `hash-${operationID}`,
+    reissueIntent: { kind: "conditional-update" as const, ifMatch: "etag-0" },
+    leaseMs: 30_000
+  })
+  // Warm the pool and the statement caches.
+  await store.claimOperation(input("warm"))
+  await store.setProviderLimit({ connectorName: "rt-connector", accountKey: "capped@example.com", maxInFlight: 5 })
+  await store.claimOperation(input("warm-capped", "capped@example.com"))
+  await store.pauseProvider({ connectorName: "rt-connector", accountKey: "paused@example.com", until: store.now() + 1_000 })
+  await store.claimOperation(input("warm-paused", "paused@example.com"))
+
+  const first = await measure("claimOperation (new key, no limit)", () => store.claimOperation(input("op-1")), "claimed")
+  await measure("claimOperation (busy, no limit)", () => store.claimOperation(input("op-1")), "busy")
+  await measure("claimOperation (new key, account paused)", () => store.claimOperation(input("op-2", "paused@example.com")), "scheduled")
+  await measure("claimOperation (new key, account capped)", () => store.claimOperation(input("op-3", "capped@example.com")), "claimed")
+  if (first.outcome !== "claimed") throw new Error("expected a claim")
+  await measure("recordAttemptFailure (429)", () =>
+    store.recordAttemptFailure(first.operation, { leaseToken: first.lease.token, kind: "retryable", httpStatus: 429, retryAt: store.now() + 500 }), "retrying")
+  const second = await store.claimOperation(input("op-4", "other@example.com"))
+  if (second.outcome !== "claimed") throw new Error("expected a claim")
+  await measure("recordAttemptFailure (503)", () =>
+    store.recordAttemptFailure(second.operation, { leaseToken: second.lease.token, kind: "retryable", httpStatus: 503 }), "retrying")
+  await store.resumeProvider({ connectorName: "rt-connector", accountKey: "rt@example.com" })
+  advance(60_000)
+  const claimDue = async (name: string) => {
+    const before = count()
+    const batch = await store.claimDueOperations({ limit: 2 })
+    counts[name] = count() - before
+    if (batch.claimed.length === 0) throw new Error(`${name} claimed nothing`)
+  }
+  await store.setProviderLimit({ connectorName: "rt-connector", accountKey: "capped@example.com", maxInFlight: null })
+  await claimDue("claimDueOperations (no limit)")
+  await store.setProviderLimit({ connectorName: "rt-connector", maxInFlight: 100 })
+  advance(60_000)
+  await claimDue("claimDueOperations (connector capped)")
+  return counts
+}
+
 /** A store clock the script moves on (a lease expiring), so no count depends on the wall clock. */
 const testClock = () => {
   let now = 1_700_000_000_000
@@ -80,6 +171,40 @@ describe("round trips per public method on SQLite", () => {
       expect(await measureRoundTrips(store, count, clock.advance, "sqlite")).toEqual(EXPECTED.sqlite)
     } finally {
       await store.close()
+    }
+  })
+})
+
+describe("round trips of the calls provider limits touch, on a store that enforces them", () => {
+  it("on SQLite", async () => {
+    const count = countSqliteStatements()
+    const clock = testClock()
+    const store = await openConnectorStore({ url: freshSqlitePath(), now: clock.now, readWinner: () => "winner", providerLimits: true })
+    try {
+      expect(await measureLimited(store, count, clock.advance)).toEqual(EXPECTED_LIMITED.sqlite)
+    } finally {
+      await store.close()
+    }
+  })
+
+  it.runIf(pgAvailable)("on Postgres", async () => {
+    const via = throughProxy(await pgDatabaseForFile())
+    const limitedProxy = await startRoundTripProxy(via.target)
+    const clock = testClock()
+    const store = await openConnectorStore({
+      url: via.at(limitedProxy.port),
+      tablePrefix: freshPrefix(),
+      maxConnections: 1,
+      clock: "local",
+      now: clock.now,
+      readWinner: () => "winner",
+      providerLimits: true
+    })
+    try {
+      expect(await measureLimited(store, limitedProxy.roundTrips, clock.advance)).toEqual(EXPECTED_LIMITED.postgres)
+    } finally {
+      await store.close()
+      await limitedProxy.close()
     }
   })
 })

@@ -8,6 +8,8 @@ import {
   dueOperationsPage,
   operationKey,
   OperationRepository,
+  type ProviderScope,
+  scopeKey,
   resumeReaches,
   trackedPage
 } from "@connector-store/core"
@@ -60,9 +62,13 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
   const update = (previous: ConnectorOperation, next: ConnectorOperation) =>
     db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) =>
       operationChanges.update(table, index, previous, next))
-  const duePage = (now: number, after: DueOperationPosition | undefined, limit: number) =>
+  const duePage = (now: number, after: DueOperationPosition | undefined, limit: number, excluding?: ReadonlyArray<ProviderScope>) =>
     Effect.map(db.read<ConnectorOperation>(TABLE), (table) => {
-      const rows = dueOperationsPage(table.values(), now, after, limit)
+      const passed = new Set((excluding ?? []).map(scopeKey))
+      const candidates = passed.size === 0 ? table.values() : Array.from(table.values()).filter((row) =>
+        !passed.has(scopeKey({ connectorName: row.connectorName })) &&
+        !passed.has(scopeKey({ connectorName: row.connectorName, accountKey: row.accountKey })))
+      const rows = dueOperationsPage(candidates, now, after, limit)
       const last = rows.at(-1)
       return { rows, read: rows.length, last: last === undefined ? undefined : dueOperationPositionOf(last) }
     })
@@ -90,7 +96,7 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
       })),
     listDue: (now) =>
       find((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now)),
-    listDuePage: duePage,
+    listDuePage: (now, after, limit) => duePage(now, after, limit),
     // One transaction at a time holds the database: the page is already the caller's alone.
     lockDuePage: duePage,
     updateAll: (changes) => Effect.forEach(changes, ([previous, next]) => update(previous, next)),

@@ -6,6 +6,8 @@ import {
   OperationRepository,
   OperatorRepository,
   PendingAuthRepository,
+  ProviderLimitEnforcement,
+  ProviderLimitRepository,
   RelistRepository,
   type PromiseConnectorStore,
   type PromiseWinnerReaders,
@@ -38,6 +40,7 @@ import { makeMemoryRelistRepository } from "./MemoryRelistRepository.js"
 import { makeMemoryWatchRepository } from "./MemoryWatchRepository.js"
 import { makeMemorySyncStateRepository } from "./MemorySyncStateRepository.js"
 import { makeMemoryPendingAuthRepository } from "./MemoryPendingAuthRepository.js"
+import { makeMemoryProviderLimitRepository } from "./MemoryProviderLimitRepository.js"
 
 /** What a memory store hands winner readers as their transaction handle. */
 export interface MemoryTransaction {
@@ -46,7 +49,7 @@ export interface MemoryTransaction {
 
 /** Every port a memory store provides, except the winner reader. */
 export type MemoryPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
-  | RelistRepository | OperatorRepository
+  | RelistRepository | OperatorRepository | ProviderLimitRepository
 
 /** The ports over an existing in-memory database. */
 export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> => {
@@ -64,6 +67,7 @@ export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> => {
     Context.add(PendingAuthRepository, makeMemoryPendingAuthRepository(db)),
     Context.add(RelistRepository, makeMemoryRelistRepository(db)),
     Context.add(OperatorRepository, makeMemoryOperatorRepository(db)),
+    Context.add(ProviderLimitRepository, makeMemoryProviderLimitRepository(db)),
     Context.add(StoreSnapshot, {
       snapshot: Effect.gen(function*() {
         const tables: Record<string, ReadonlyArray<unknown>> = {}
@@ -97,7 +101,8 @@ const OPTIONS = allOptionNames<MemoryStoreOptions>()([
   "operationPolicy",
   "observability",
   "callTimeoutMs",
-  "closeTimeoutMs"
+  "closeTimeoutMs",
+  "providerLimits"
 ])
 
 /** The checks of the memory store's own options (the shared ones are in `openOptionsProblem`). */
@@ -120,6 +125,12 @@ export interface MemoryStoreOptions extends PromiseWinnerReaders<MemoryTransacti
   readonly callTimeoutMs?: number | undefined
   /** The longest `close()` waits for calls in flight before it ends them (default 5 s). */
   readonly closeTimeoutMs?: number | undefined
+  /**
+   * Whether claims honour provider limits (pauses and caps, see
+   * `setProviderLimit` and `pauseProvider`) and a retryable 429 pauses its
+   * account. Off by default (see `ProviderLimitEnforcement`).
+   */
+  readonly providerLimits?: boolean | undefined
 }
 
 const handle = Effect.succeed<MemoryTransaction>({ adapter: "memory" })
@@ -141,7 +152,10 @@ export const openMemoryConnectorStore = (options: MemoryStoreOptions = {}): Memo
   if (problem !== undefined) throw problem
   // The policy stays in the runtime's context, where a direct lane would find it.
   const bounds = { callTimeoutMs: options.callTimeoutMs, closeTimeoutMs: options.closeTimeoutMs }
-  const layered = layer(fromPromiseReaders(options, handle), bounds).pipe(Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)))
+  const layered = layer(fromPromiseReaders(options, handle), bounds).pipe(
+    Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)),
+    Layer.provideMerge(ProviderLimitEnforcement.layer(options.providerLimits === true))
+  )
   const store = makePromiseStore({
     runtime: ManagedRuntime.make(options.observability === undefined ? layered : Layer.provideMerge(layered, options.observability)),
     handle,

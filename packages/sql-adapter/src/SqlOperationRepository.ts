@@ -7,6 +7,7 @@ import {
   type OperationOp,
   OperationRepository,
   type OperationState,
+  type ProviderScope,
   PersistenceError,
   type TrackedQuery
 } from "@connector-store/core"
@@ -192,22 +193,48 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   // each branch locks the rows it reads, in index order, until it has `limit`.
   const locking = (locked: boolean) =>
     locked ? sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE SKIP LOCKED"), orElse: () => sql.literal("") }) : sql``
-  const scheduledPage = (now: Millis, after: DueOperationPosition | undefined, limit: number, locked: boolean) =>
-    sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
+  // The scopes a limited batch passes over, in the statement: a paused or
+  // full scope's rows never take a place of the page.
+  const outside = (excluding: ReadonlyArray<ProviderScope> | undefined) => {
+    if (excluding === undefined || excluding.length === 0) return sql``
+    const connectors = excluding.flatMap((scope) => scope.accountKey === undefined ? [scope.connectorName] : [])
+    const accounts = JSON.stringify(excluding.flatMap((scope) => scope.accountKey === undefined ? [] : [[scope.connectorName, scope.accountKey]]))
+    const byConnector = connectors.length === 0 ? sql`` : sql`AND connector_name NOT IN ${sql.in(connectors)}`
+    const byAccount = accounts === "[]" ? sql`` : sql.onDialectOrElse({
+      pg: () => sql`AND (connector_name, account_key) NOT IN (SELECT e->>0, e->>1 FROM jsonb_array_elements(${accounts}::jsonb) AS e)`,
+      orElse: () =>
+        sql`AND (connector_name, account_key) NOT IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(${accounts}))`
+    })
+    return sql`${byConnector} ${byAccount}`
+  }
+  const scheduledPage = (
+    now: Millis,
+    after: DueOperationPosition | undefined,
+    limit: number,
+    locked: boolean,
+    excluding?: ReadonlyArray<ProviderScope>
+  ) =>
+    sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now} ${outside(excluding)}
       ${after === undefined ? sql`` : sql`AND (next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")})
         > (${after.nextAttemptAt}, ${after.callerDID}, ${after.operationID})`}
       ORDER BY ${dueOrder} LIMIT ${limit} ${locking(locked)}`
   // Unscheduled rows (no next attempt) come first: while the position is
   // among them, the page is their next rows and the first scheduled ones.
-  const duePage = (now: Millis, after: DueOperationPosition | undefined, limit: number, locked = false) =>
+  const duePage = (
+    now: Millis,
+    after: DueOperationPosition | undefined,
+    limit: number,
+    locked = false,
+    excluding?: ReadonlyArray<ProviderScope>
+  ) =>
     after !== undefined && after.nextAttemptAt !== null
-      ? scheduledPage(now, after, limit, locked)
+      ? scheduledPage(now, after, limit, locked, excluding)
       : sql<RawRow>`SELECT * FROM (
-          SELECT * FROM (SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
+          SELECT * FROM (SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL ${outside(excluding)}
             ${after === undefined ? sql`` : sql`AND (${ordered("caller_did")}, ${ordered("operation_id")}) > (${after.callerDID}, ${after.operationID})`}
             ORDER BY ${dueOrder} LIMIT ${limit} ${locking(locked)}) AS unscheduled
           UNION ALL
-          SELECT * FROM (${scheduledPage(now, undefined, limit, locked)}) AS scheduled
+          SELECT * FROM (${scheduledPage(now, undefined, limit, locked, excluding)}) AS scheduled
         ) AS due ORDER BY next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")} LIMIT ${limit}`
 
   // Any number of document ids in one parameter, so a filtered page stays one
@@ -253,8 +280,8 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       ),
     listDuePage: (now, after, limit) => readDuePage("operation.listDuePage", healthy, duePage(now, after, limit), duePositionOf),
     // On SQLite the store's transactions hold the write lock: the page is the caller's alone.
-    lockDuePage: (now, after, limit) =>
-      readDuePage("operation.lockDuePage", healthy, duePage(now, after, limit, true), duePositionOf),
+    lockDuePage: (now, after, limit, excluding) =>
+      readDuePage("operation.lockDuePage", healthy, duePage(now, after, limit, true, excluding), duePositionOf),
     updateAll: versionedUpdateAll(sql, "operation.updateAll", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY, COLUMN_TYPES),
     lockDeferred: (scope) =>
       healthy(

@@ -6,6 +6,8 @@ import {
   OperatorRepository,
   PendingAuthRepository,
   PersistenceError,
+  ProviderLimitEnforcement,
+  ProviderLimitRepository,
   RelistRepository,
   StoreSnapshot,
   SyncStateRepository,
@@ -41,6 +43,7 @@ import { checkSchema, StoreSchemaNotReady, type StoreSchemaTooNew } from "./sche
 import { makeSqlOperationRepository } from "./SqlOperationRepository.js"
 import { makeSqlOperatorRepository } from "./SqlOperatorRepository.js"
 import { makeSqlRelistRepository } from "./SqlRelistRepository.js"
+import { makeSqlProviderLimitRepository } from "./SqlProviderLimitRepository.js"
 import { makeSqlTransactor } from "./SqlTransactor.js"
 import { makeSqliteDirect } from "./SqliteDirect.js"
 import { makePgLane } from "./PgLane.js"
@@ -63,7 +66,7 @@ import {
 
 /** Every port a SQL store provides, except the winner reader. */
 export type SqlPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
-  | RelistRepository | OperatorRepository
+  | RelistRepository | OperatorRepository | ProviderLimitRepository
 
 /**
  * The repository ports on the ambient `SqlClient`, after bringing the schema
@@ -105,7 +108,8 @@ const portsLayer = (
       relist_run: tables.relistRun,
       relist_receipt: tables.relistReceipt,
       relist_candidate: tables.relistCandidate,
-      relist_baseline: tables.relistBaseline
+      relist_baseline: tables.relistBaseline,
+      provider_limits: tables.providerLimits
     }
     const watches = classifiedPort(makeSqlWatchRepository(sql, tables))
     const operations = classifiedPort(makeSqlOperationRepository(sql, tables))
@@ -116,6 +120,7 @@ const portsLayer = (
       Context.add(PendingAuthRepository, classifiedPort(makeSqlPendingAuthRepository(sql, tables))),
       Context.add(RelistRepository, classifiedPort(makeSqlRelistRepository(sql, tables))),
       Context.add(OperatorRepository, classifiedPort(makeSqlOperatorRepository(sql, tables))),
+      Context.add(ProviderLimitRepository, classifiedPort(makeSqlProviderLimitRepository(sql, tables))),
       Context.add(StoreSnapshot, {
         snapshot: Effect.gen(function*() {
           const out: Record<string, ReadonlyArray<unknown>> = {}
@@ -326,6 +331,7 @@ export const openConnectorStore = async (options: OpenConnectorStoreOptions): Pr
   // The policy stays in the runtime's context: the direct lane decides with it too.
   const store = layer(connectionOf(options), fromPromiseReaders(options, handleOf)).pipe(
     Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)),
+    Layer.provideMerge(ProviderLimitEnforcement.layer(options.providerLimits === true)),
     Layer.tap((context) =>
       Effect.sync(() => {
         const sql = Context.get(context, SqlClient)

@@ -15,6 +15,7 @@ export interface TableNames {
   readonly relistReceipt: string
   readonly relistCandidate: string
   readonly relistBaseline: string
+  readonly providerLimits: string
   readonly migrations: string
   /** An index name: the seed's own under the default prefix, prefixed otherwise. */
   readonly index: (seedName: string) => string
@@ -49,6 +50,7 @@ export const tableNames = (prefix: string = DEFAULT_TABLE_PREFIX): TableNames =>
     relistReceipt: `${prefix}relist_receipt`,
     relistCandidate: `${prefix}relist_candidate`,
     relistBaseline: `${prefix}relist_baseline`,
+    providerLimits: `${prefix}provider_limits`,
     migrations: `${prefix}schema_migrations`,
     index: (seedName) => prefix === DEFAULT_TABLE_PREFIX ? seedName : `${prefix}${seedName}`
   }

@@ -90,6 +90,13 @@ export interface OpenConnectorStoreOptions extends SqlConnection, PromiseWinnerR
   readonly clock?: ClockSource | undefined
   /** Lease, attempt and backoff settings of write-back operations, over the defaults. */
   readonly operationPolicy?: OperationPolicyOverrides | undefined
+  /**
+   * Whether claims honour provider limits (pauses and caps, see
+   * `setProviderLimit` and `pauseProvider`) and a retryable 429 pauses its
+   * account for every runner. Off by default; give every runner of a
+   * database the same setting (see `ProviderLimitEnforcement`).
+   */
+  readonly providerLimits?: boolean | undefined
 }
 
 /** A SQL store with the Promise API. */

@@ -392,6 +392,34 @@ export const migrations: ReadonlyArray<Migration> = [
     // of at its next sweep (see PgWorkSignal). SQLite and memory notice
     // their own process's commits without any schema. Safe to run twice.
     up: (sql, t) => sql.onDialectOrElse({ pg: () => run(sql, workTriggerStatements(t)), orElse: () => Effect.void })
+  },
+  {
+    id: 12,
+    name: "provider_limits",
+    // Project: pauses and concurrency caps per provider account (or whole
+    // connector, account_key ''), kept in the database so every runner of
+    // every process honours them. The partial index makes "the live leases
+    // of a scope" an index range of attempted, leased rows: the unleased
+    // backlog is not in it. Safe to run twice and, under migrate's lock,
+    // from two processes.
+    up: (sql, t) => {
+      const ordered = sql.onDialectOrElse({ pg: () => `text COLLATE "C"`, orElse: () => "text" })
+      return run(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.providerLimits} (
+          connector_name ${ordered} NOT NULL,
+          account_key ${ordered} NOT NULL,
+          max_in_flight integer,
+          paused_until bigint,
+          pause_status integer,
+          version integer NOT NULL,
+          updated_at bigint NOT NULL,
+          CONSTRAINT ${t.providerLimits}_pkey PRIMARY KEY (connector_name, account_key)
+        )`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_live_leases")}
+          ON ${t.operation} (connector_name, account_key, lease_expires_at)
+          WHERE state = 'attempted' AND lease_expires_at IS NOT NULL`
+      ])
+    }
   }
 ]
 

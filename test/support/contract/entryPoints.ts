@@ -18,6 +18,8 @@ export type Kind =
   | "millisOrNull"
   | "finite"
   | "positiveInt"
+  | "positiveIntOrNull"
+  | "httpStatusOrNull"
   | "nonNegativeInt"
   | "fraction"
   | "flag"
@@ -329,13 +331,28 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
     ]]
   },
   {
+    method: "setProviderLimit",
+    params: [["limit", rec({ connectorName: id("gcal"), accountKey: opt("id", "acct-1"), maxInFlight: leaf("positiveIntOrNull", 2) })]]
+  },
+  {
+    method: "pauseProvider",
+    params: [["pause", rec({
+      connectorName: id("gcal"),
+      accountKey: opt("id", "acct-1"),
+      until: leaf("millis", NOW + 60_000),
+      status: opt("httpStatusOrNull", 429)
+    })]]
+  },
+  { method: "resumeProvider", params: [["scope", rec({ connectorName: id("gcal"), accountKey: opt("id", "acct-1") })]] },
+  { method: "getProviderLimit", params: [["scope", rec({ connectorName: id("gcal"), accountKey: opt("id", "acct-1") })]] },
+  {
     method: "releaseSyncLeaseByOperator",
     params: [["connectorName", id("gcal")], ["ownerDID", id("did:owner:1")], ["options", optRec({ force: opt("flag", true) })]]
   }
 ]
 
 /** The entry points that take no input at all, so no call of theirs can be bad. */
-export const NO_INPUT_METHODS: ReadonlyArray<string> = ["getStoreStatus"]
+export const NO_INPUT_METHODS: ReadonlyArray<string> = ["getStoreStatus", "listProviderLimits"]
 
 const ID_BYTES = 512
 const TEXT_BYTES = 1_048_576
@@ -367,6 +384,10 @@ const badValuesOf = (kind: Kind, valid: unknown, optional: boolean): ReadonlyArr
       return [...notNull, Number.NaN, Infinity, -Infinity, "1", ...wrongShapes(valid)]
     case "positiveInt":
       return [...notNull, 0, -1, 1.5, Number.NaN, Infinity, "5", ...wrongShapes(valid)]
+    case "positiveIntOrNull":
+      return [...absent, 0, -1, 1.5, Number.NaN, Infinity, "5", 2 ** 31, ...wrongShapes(valid)]
+    case "httpStatusOrNull":
+      return [...absent, 0, 99, 600, 42.5, Number.NaN, "429", true, ...wrongShapes(valid)]
     case "nonNegativeInt":
       return [...notNull, -1, 0.5, Number.NaN, -Infinity, "1", ...wrongShapes(valid)]
     case "fraction":

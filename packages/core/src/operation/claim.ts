@@ -6,6 +6,7 @@ import { holdsLiveLease, type Lease, leaseColumns, leaseOf } from "./lease.js"
 import type { OperationPolicySettings } from "./policy.js"
 import { type ReissueIntent, safeReissue, type SafeReissue } from "./reissue.js"
 import { bump } from "../versioned.js"
+import type { LimitedBy } from "../limits/ProviderLimit.js"
 
 /** What a runner claims: the operation it is about to drive, keyed by the caller's idempotency key. */
 export interface ClaimOperationInput extends OperationKey {
@@ -67,7 +68,9 @@ export interface FreshClaimValues {
  *   says.
  * - `busy`: another runner holds a live lease until `leaseExpiresAt`.
  * - `scheduled`: the next attempt is not due before `nextAttemptAt`
- *   (backoff, or a deferral for `operation.deferReason`).
+ *   (backoff, or a deferral for `operation.deferReason`), or, on a store
+ *   that enforces provider limits, a limit of the operation's scopes kept
+ *   it from leasing (`limitedBy` says which and why; the row is not leased).
  * - `finished`: the operation is terminal; `operation` carries the stored
  *   result. A claim may be what made it terminal (attempts exhausted, or a
  *   request in doubt with no safe way to re-send → `reconcile_only`).
@@ -81,7 +84,13 @@ export type ClaimResult =
     readonly reissue: SafeReissue | null
   }
   | { readonly outcome: "busy"; readonly operation: ConnectorOperation; readonly leaseExpiresAt: Millis }
-  | { readonly outcome: "scheduled"; readonly operation: ConnectorOperation; readonly nextAttemptAt: Millis }
+  | {
+    readonly outcome: "scheduled"
+    readonly operation: ConnectorOperation
+    readonly nextAttemptAt: Millis
+    /** The provider limit that kept the claim from leasing; absent when the operation's own schedule did. */
+    readonly limitedBy?: LimitedBy | undefined
+  }
   | { readonly outcome: "finished"; readonly operation: ConnectorOperation }
 
 /** A claim's decision, or the conflict of a reused key with another payload. */

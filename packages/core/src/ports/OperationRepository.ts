@@ -7,6 +7,7 @@ import type { CollectParams } from "../operation/retention.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ResumeScope } from "../watch/transitions.js"
 import type { DueRead } from "./DueRead.js"
+import type { ProviderScope } from "../limits/ProviderLimit.js"
 
 /**
  * The operation table, as rows. `lock*` reads lock the rows they return for
@@ -66,11 +67,14 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
    * (Postgres `FOR UPDATE SKIP LOCKED`), so that workers locking at once
    * get disjoint pages. Only inside a transaction. Where one writer holds
    * the whole database (SQLite, memory) it is `listDuePage` under that lock.
+   * Rows under any of `excluding`'s scopes are passed over in the statement
+   * itself, so they never take a place of the page.
    */
   readonly lockDuePage: (
     now: Millis,
     after: DueOperationPosition | undefined,
-    limit: number
+    limit: number,
+    excluding?: ReadonlyArray<ProviderScope>
   ) => Effect.Effect<DueRead<ConnectorOperation, DueOperationPosition>, PersistenceError>
   /**
    * `update` of each pair, in as few statements as the adapter can (one on

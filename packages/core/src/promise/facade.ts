@@ -29,6 +29,7 @@ import { promiseOperationMethods, type PromiseOperationMethods } from "./operati
 import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.js"
 import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
 import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
+import { promiseLimitMethods, type PromiseLimitMethods } from "./limits.js"
 import type { DuePage, DueWork, DueWorkParams } from "../service/sweep.js"
 import type { AwaitWorkParams } from "../service/work.js"
 import type { WorkWake } from "../ports/WorkSignal.js"
@@ -63,7 +64,7 @@ const PROMISE_DUE_WORK_SHAPE = shapeOf(allOptionNames<PromiseDueWorkParams<unkno
  * `H` is the adapter's transaction handle handed to winner readers.
  */
 export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods, PromiseRelistMethods<H>,
-  PromiseOperationMethods, PromiseOperatorMethods
+  PromiseOperationMethods, PromiseOperatorMethods, PromiseLimitMethods
 {
   /**
    * Runs an Effect against the store's own runtime (for mixing the two APIs):
@@ -379,6 +380,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
     ...promiseRelistMethods(call, parts.handle),
     ...promiseOperationMethods(call),
     ...promiseOperatorMethods(call),
+    ...promiseLimitMethods(call),
     awaitWork: (params: AwaitWorkParams) => call((s) => s.awaitWork(params))
   }
   // A hot method runs on the lane, when the store has one; its Promise form takes and answers what its Effect form does.

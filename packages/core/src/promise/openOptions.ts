@@ -19,17 +19,18 @@ export interface StoreObservability {
 
 const aLayer: Rule = (value) => Layer.isLayer(value) ? undefined : "must be an Effect Layer"
 
-/** The checks every adapter's open options share: the clock, the winner readers, the policy, observability. */
+/** The checks every adapter's open options share: the clock, the winner readers, the policy, observability, provider limits. */
 export const commonOpenChecks = (options: unknown): ReadonlyArray<Check> => [
   ["options.now", fieldOf(options, "now"), optional(Rules.callback)],
   ["options.readWinner", fieldOf(options, "readWinner"), optional(Rules.callback)],
   ["options.readWinners", fieldOf(options, "readWinners"), optional(Rules.callback)],
   ["options.operationPolicy", fieldOf(options, "operationPolicy"), optional(Rules.record)],
-  ["options.observability", fieldOf(options, "observability"), optional(aLayer)]
+  ["options.observability", fieldOf(options, "observability"), optional(aLayer)],
+  ["options.providerLimits", fieldOf(options, "providerLimits"), optional((v) => typeof v === "boolean" ? undefined : "must be true or false")]
 ]
 
 /** The option names every adapter's Promise store takes besides its own. */
-export const COMMON_OPEN_OPTIONS = ["now", "readWinner", "readWinners", "operationPolicy", "observability"] as const
+export const COMMON_OPEN_OPTIONS = ["now", "readWinner", "readWinners", "operationPolicy", "observability", "providerLimits"] as const
 
 /**
  * The first problem of a store's open options as an `InvalidInput` naming the

@@ -21,15 +21,17 @@ import type { OperatorRepository } from "../ports/OperatorRepository.js"
 import { makeOperatorMethods, type OperatorMethods } from "./operator.js"
 import { makeWorkMethods, type WorkMethods } from "./work.js"
 import { type DueClaimMethods, makeDueClaimMethods } from "./dueClaims.js"
+import { makeLimitMethods, type LimitMethods } from "./limits.js"
+import type { ProviderLimitRepository } from "../ports/ProviderLimitRepository.js"
 
 /** Everything the store's Effect API offers. */
 export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, RelistRunMethods,
-  SweepCandidateMethods, OperationMethods, DueClaimMethods, OperatorMethods, WorkMethods
+  SweepCandidateMethods, OperationMethods, DueClaimMethods, OperatorMethods, WorkMethods, LimitMethods
 {}
 
 /** The ports the store runs on; an adapter provides all of them. */
 export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader | SyncStateRepository | PendingAuthRepository
-  | RelistRepository | OperatorRepository
+  | RelistRepository | OperatorRepository | ProviderLimitRepository
 
 /**
  * The connector store's Effect API. Every read-decide-write runs in one
@@ -59,7 +61,8 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
         makeSweepCandidateMethods,
         makeOperationMethods,
         makeDueClaimMethods,
-        makeOperatorMethods
+        makeOperatorMethods,
+        makeLimitMethods
       ]))
       const work = yield* makeWorkMethods
       // Waits for work end first: they hold nothing, and the gate waits for every call it admitted.

@@ -17,6 +17,8 @@ import type { Millis, ProjectionWatch } from "../watch/ProjectionWatch.js"
 import { decideClaim } from "../watch/transitions.js"
 import { fieldOf, type Rule, Rules, shapeOf, taking, validate } from "../validation.js"
 import { StoreMetrics } from "./metrics.js"
+import { ProviderLimitEnforcement } from "../limits/ProviderLimit.js"
+import { makeLimitedOperations } from "./limits.js"
 
 /** The largest `limit` of `claimDueOperations`. */
 export const MAX_DUE_CLAIMS = 1_000
@@ -149,6 +151,7 @@ export const makeDueClaimMethods = Effect.gen(function*() {
   const entropy = yield* OperationEntropy
 
   const watches = yield* WatchRepository
+  const limited = (yield* ProviderLimitEnforcement).enforce ? yield* makeLimitedOperations : undefined
 
   const methods: DueClaimMethods = {
     claimDueOperations: taking("claimDueOperations", ["params"], [DUE_CLAIM_SHAPE], (params: DueClaimParams) =>
@@ -159,7 +162,9 @@ export const makeDueClaimMethods = Effect.gen(function*() {
           ["params.leaseMs", fieldOf(params, "leaseMs"), optionalLease]
         ])
         const leaseMs = params.leaseMs ?? policy.leaseMs
-        const [claims, corrupt] = yield* collectCorruptRows(withTransaction(Effect.gen(function*() {
+        const [claims, corrupt] = yield* collectCorruptRows(withTransaction(limited !== undefined
+          ? limited.claimDue(params.limit, leaseMs, CORRUPT_PAGES_PASSED + 1)
+          : Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
           const due = yield* lockHealthy<ConnectorOperation, DueOperationPosition>(
             (after, limit) => operations.lockDuePage(now, after, limit),

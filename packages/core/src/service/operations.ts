@@ -49,6 +49,9 @@ import { type Check, firstProblem, type InputShape, LIST, preparing, Rules, shap
 import { makeRunners } from "./hot.js"
 import { operationTransitions } from "./programs.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
+import { ProviderLimitEnforcement } from "../limits/ProviderLimit.js"
+import { TOO_MANY_REQUESTS } from "../limits/claim.js"
+import { makeLimitedOperations } from "./limits.js"
 
 /** The options of `renewOperationLease`. */
 export interface RenewLeaseOptions {
@@ -90,7 +93,12 @@ type ReadErrors = InvalidInput | PersistenceError
 
 /** The write-back operation half of the store's Effect API. */
 export interface OperationMethods {
-  /** Creates or converges on the operation of an idempotency key (see `decideOperationClaim`). */
+  /**
+   * Creates or converges on the operation of an idempotency key (see
+   * `decideOperationClaim`). On a store that enforces provider limits, a
+   * claim that would lease an operation of a paused scope, or of one at its
+   * cap, answers `scheduled` with `limitedBy` instead (see `decideLimitedClaim`).
+   */
   readonly claimOperation: (input: ClaimOperationInput) => Effect.Effect<ClaimResult, RunnerErrors | IdempotencyConflict>
   /** Extends the caller's lease (a heartbeat during a long provider call). */
   readonly renewOperationLease: (key: OperationKey, options: RenewLeaseOptions) => Effect.Effect<RenewResult, RunnerErrors>
@@ -99,7 +107,11 @@ export interface OperationMethods {
     key: OperationKey,
     options: { readonly leaseToken: string }
   ) => Effect.Effect<MarkSentResult, RunnerErrors>
-  /** Records a failed attempt and releases the lease (see `decideAttemptFailure`). */
+  /**
+   * Records a failed attempt and releases the lease (see `decideAttemptFailure`).
+   * On a store that enforces provider limits, a retryable 429 also pauses
+   * the operation's account for every runner (see `pauseAfterFailure`).
+   */
   readonly recordAttemptFailure: (key: OperationKey, options: AttemptFailure) => Effect.Effect<AttemptFailureResult, RunnerErrors>
   /**
    * Commits the operation and arms its projection watch in one transaction
@@ -166,12 +178,17 @@ export const makeOperationMethods = Effect.gen(function*() {
   const entropy = yield* OperationEntropy
   const { hot, onPorts } = yield* makeRunners
   const transitions = operationTransitions(policy, entropy)
+  const limited = (yield* ProviderLimitEnforcement).enforce ? yield* makeLimitedOperations : undefined
   // The reader is fixed for the store's life.
   const finalizeReader = yield* Effect.either(singleWinnerReader("finalizeOperationAndArmWatch", readers))
 
+  const claim = hot(preparing("claimOperation", ["input"], [CLAIM_SHAPE], (input: ClaimOperationInput) =>
+    firstProblem("claimOperation", claimChecks(input)) ?? transitions.claim(input)))
+
   const methods: OperationMethods = {
-    claimOperation: hot(preparing("claimOperation", ["input"], [CLAIM_SHAPE], (input: ClaimOperationInput) =>
-      firstProblem("claimOperation", claimChecks(input)) ?? transitions.claim(input))),
+    // Under limits the claim runs on the ports, as an Effect of its own: no hot path (see docs/provider-limits.md).
+    claimOperation: limited === undefined ? claim : taking("claimOperation", ["input"], [CLAIM_SHAPE], (input: ClaimOperationInput) =>
+      validated("claimOperation", claimChecks(input), () => limited.claim(input, claim))),
 
     renewOperationLease: hot(preparing("renewOperationLease", KEY_NAMES, [KEY_SHAPE, RENEW_SHAPE], (key: OperationKey, options: RenewLeaseOptions) =>
       firstProblem("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))]) ??
@@ -182,7 +199,10 @@ export const makeOperationMethods = Effect.gen(function*() {
 
     recordAttemptFailure: taking("recordAttemptFailure", KEY_NAMES, [KEY_SHAPE, FAILURE_SHAPE], (key: OperationKey, options: AttemptFailure) =>
       validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>
-        Effect.flatMap(Random.next, (random) => onPorts(transitions.attemptFailure(key, options, random))))),
+        Effect.flatMap(Random.next, (random) =>
+          limited !== undefined && options.kind === "retryable" && options.httpStatus === TOO_MANY_REQUESTS
+            ? limited.attemptFailure(key, options, random)
+            : onPorts(transitions.attemptFailure(key, options, random))))),
 
     finalizeOperationAndArmWatch: hot(preparing("finalizeOperationAndArmWatch", KEY_NAMES, [KEY_SHAPE, FINALIZE_SHAPE], (key: OperationKey, options: FinalizeOperationInput) =>
       firstProblem("finalizeOperationAndArmWatch", finalizeOperationChecks(key, options)) ??

@@ -1,0 +1,67 @@
+import { allOptionNames } from "../optionNames.js"
+import type { Check, InputShape, Rule } from "../validation.js"
+import { fieldOf, optional, Rules, shapeOf } from "../validation.js"
+import type { ProviderScope } from "./ProviderLimit.js"
+
+/** The largest cap a scope may have (the column is a 32-bit integer). */
+export const MAX_IN_FLIGHT = 2_147_483_647
+
+/** The input of `setProviderLimit`: a scope and its cap. */
+export interface ProviderLimitInput extends ProviderScope {
+  /** At most this many live leases in the scope at once (1 to `MAX_IN_FLIGHT`); null clears the cap. */
+  readonly maxInFlight: number | null
+}
+
+/** The input of `pauseProvider`: a scope, until when, and why. */
+export interface ProviderPauseInput extends ProviderScope {
+  /** No operation of the scope is leased before this time (store clock, epoch ms). */
+  readonly until: number
+  /** The HTTP status behind the pause (100-599), e.g. 429; null or absent when none. */
+  readonly status?: number | null | undefined
+}
+
+const capOrNull: Rule = (value) =>
+  value === null
+    ? undefined
+    : Rules.positiveInt(value) ?? ((value as number) > MAX_IN_FLIGHT ? `must be at most ${MAX_IN_FLIGHT}, or null` : undefined)
+
+const statusOrNull: Rule = (value) =>
+  value === null || (typeof value === "number" && Number.isSafeInteger(value) && value >= 100 && value <= 599)
+    ? undefined
+    : "must be an HTTP status (100-599) or null"
+
+const optionalId = optional(Rules.id)
+const optionalStatus = optional(statusOrNull)
+
+/** The checks of a `ProviderScope` under `prefix`. */
+export const scopeChecks = (prefix: string, scope: unknown): Array<Check> => [
+  [prefix, scope, Rules.record],
+  [`${prefix}.connectorName`, fieldOf(scope, "connectorName"), Rules.id],
+  [`${prefix}.accountKey`, fieldOf(scope, "accountKey"), optionalId]
+]
+
+/** The checks of a `ProviderLimitInput`. */
+export const limitInputChecks = (input: unknown): ReadonlyArray<Check> => [
+  ...scopeChecks("limit", input),
+  ["limit.maxInFlight", fieldOf(input, "maxInFlight"), capOrNull]
+]
+
+/** The checks of a `ProviderPauseInput`. */
+export const pauseInputChecks = (input: unknown): ReadonlyArray<Check> => [
+  ...scopeChecks("pause", input),
+  ["pause.until", fieldOf(input, "until"), Rules.millis],
+  ["pause.status", fieldOf(input, "status"), optionalStatus]
+]
+
+/** The fields of a `ProviderScope`. */
+export const SCOPE_SHAPE: InputShape = shapeOf(allOptionNames<ProviderScope>()(["connectorName", "accountKey"]))
+
+/** The fields of a `ProviderLimitInput`. */
+export const LIMIT_INPUT_SHAPE: InputShape = shapeOf(
+  allOptionNames<ProviderLimitInput>()(["connectorName", "accountKey", "maxInFlight"])
+)
+
+/** The fields of a `ProviderPauseInput`. */
+export const PAUSE_INPUT_SHAPE: InputShape = shapeOf(
+  allOptionNames<ProviderPauseInput>()(["connectorName", "accountKey", "until", "status"])
+)

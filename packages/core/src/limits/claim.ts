@@ -1,0 +1,47 @@
+import type { AttemptFailure, AttemptFailureResult } from "../operation/attempt.js"
+import { type ClaimDecision, type ClaimOperationInput, decideOperationClaim, type FreshClaimValues } from "../operation/claim.js"
+import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
+import { released } from "../operation/decision.js"
+import type { OperationPolicySettings } from "../operation/policy.js"
+import type { Millis } from "../watch/ProjectionWatch.js"
+import type { ClaimLimit, PauseRequest } from "./decisions.js"
+
+/**
+ * A claim under provider limits: `decideOperationClaim`, except that a
+ * claim that would lease while `limit` holds does not. A stored row is left
+ * as it is and answered `scheduled` at the limit's end; a new key's row is
+ * still inserted, unleased and due at that time, so the write is not lost
+ * and the due sweep finds it. Every other outcome is the plain claim's.
+ */
+export const decideLimitedClaim = (
+  row: ConnectorOperation | undefined,
+  input: ClaimOperationInput,
+  fresh: FreshClaimValues,
+  policy: OperationPolicySettings,
+  limit: ClaimLimit | undefined,
+  now: Millis
+): ClaimDecision => {
+  const decision = decideOperationClaim(row, input, fresh, policy, now)
+  if (limit === undefined || decision.conflict || decision.result.outcome !== "claimed") return decision
+  const limitedBy = { scope: limit.scope, reason: limit.reason }
+  if (row === undefined) {
+    const next: ConnectorOperation = { ...decision.next!, ...released, nextAttemptAt: limit.until }
+    return { conflict: false, next, result: { outcome: "scheduled", operation: next, nextAttemptAt: limit.until, limitedBy } }
+  }
+  return { conflict: false, next: undefined, result: { outcome: "scheduled", operation: row, nextAttemptAt: limit.until, limitedBy } }
+}
+
+/** The HTTP status that pauses a provider account for every runner. */
+export const TOO_MANY_REQUESTS = 429
+
+/**
+ * The pause a failed attempt puts on its operation's account, if any: a
+ * `retryable` 429 pauses the account until the provider's `retryAt` when
+ * given, else until the operation's own next attempt as decided. Nothing
+ * for a lost lease, another failure, or an end not after `now`.
+ */
+export const pauseAfterFailure = (failure: AttemptFailure, result: AttemptFailureResult, now: Millis): PauseRequest | undefined => {
+  if (failure.kind !== "retryable" || failure.httpStatus !== TOO_MANY_REQUESTS || result.outcome === "lease-lost") return undefined
+  const until = failure.retryAt ?? result.operation?.nextAttemptAt ?? undefined
+  return until === undefined || until <= now ? undefined : { until, status: TOO_MANY_REQUESTS }
+}
