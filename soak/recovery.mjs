@@ -16,7 +16,7 @@ const keyOf = (callerDID, operationID) => `${callerDID} ${operationID}`
  * sweep did not return; `unsettled` the rows still attempted at the end.
  */
 export const recover = async ({ database, providerUrl, policy, report, ownerDID, connectorName, limitMs = 90_000 }) => {
-  const store = await openConnectorStore({ url: database.url, readWinner, readWinners, maxConnections: 3, operationPolicy: policy })
+  const store = await openConnectorStore({ url: database.url, readWinner, readWinners, maxConnections: 3, operationPolicy: policy, providerLimits: true })
   try {
     await sleep(policy.leaseMs + 200)
     const now = Date.now()

@@ -20,7 +20,11 @@ process.on("unhandledRejection", (error) => {
 
 // Opening (and migrating) under contention is judged like any other call.
 const store = await storeCall(report, "openConnectorStore", () =>
-  openConnectorStore({ url: config.url, readWinner, readWinners, maxConnections: 3, operationPolicy: config.policy })
+  openConnectorStore({ url: config.url, readWinner, readWinners, maxConnections: 3, operationPolicy: config.policy, providerLimits: true })
+).catch(() => process.exit(71))
+// Every store of the run enforces provider limits: a 429 pauses its account for all, and one account is capped.
+await storeCall(report, "setProviderLimit", () =>
+  store.setProviderLimit({ connectorName: config.connectorName, accountKey: "acct-0", maxInFlight: 2 })
 ).catch(() => process.exit(71))
 
 let offlineUntil = 0
@@ -44,7 +48,7 @@ const newKey = async () => {
   const documentID = `doc-${operationID}`
   const common = {
     callerDID: "did:soak:caller", operationID, ownerDID: config.ownerDID, connectorName: config.connectorName,
-    model: "event", accountKey: `acct-${rng.int(3)}`, target: "calendar-1", deterministicEventID: `evt-${operationID}`,
+    model: "event", accountKey: `acct-${rng.int(12)}`, target: "calendar-1", deterministicEventID: `evt-${operationID}`,
     payloadHash: `hash-${operationID}`, documentID
   }
   const kind = rng.next()
