@@ -27,8 +27,9 @@ import {
 import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { collectFinishedLocked, collectFinishedStatement } from "./internal/retention.js"
-import { returnedAny, rowReaders } from "./internal/queries.js"
-import { slotLock, WATCH_COLUMNS, WATCH_KEY, watchStatements } from "./SqlWatchRepository.js"
+import { returnedAny, rowReaders, statementThen } from "./internal/queries.js"
+import { pairedWriteOf, pairedWriteStatement } from "./internal/pairedWrite.js"
+import { slotLock, WATCH_COLUMNS, WATCH_KEY, WATCH_ROW, watchStatements } from "./SqlWatchRepository.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
 import { type ColumnOf, versionedUpdate, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
@@ -169,6 +170,14 @@ export const operationStatements = (sql: SqlClient, tables: TableNames) => {
           slotLock(sql, tables, sql.literal("locked.owner_did"), sql.literal("locked.model"), documentID)
         } AS slot_locked FROM locked`
         : lockRead(key),
+    /** Postgres's paired write in one statement (see `pairedWriteStatement`); undefined elsewhere (two statements). */
+    updateWithWatch: pg
+      ? pairedWriteStatement(
+        { operation: tables.operation, watch: tables.projectionWatch },
+        { columns: CHANGEABLE_COLUMNS, key: OPERATION_KEY },
+        { columns: WATCH_COLUMNS, key: WATCH_KEY, row: WATCH_ROW }
+      )
+      : undefined,
     insert: (row: ConnectorOperation): readonly [text: string, params: ReadonlyArray<unknown>] =>
       [insertText, [row.callerDID, row.operationID, row.nodeKey, ...mutableValues(row), row.createdAt]],
     update: versionedUpdateStatement(sql, tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY),
@@ -199,12 +208,16 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       : write.kind === "update"
       ? watchUpdate(write.previous, write.next)
       : changed("watch.delete", watch.delete(write.identity, write.version))
-  // The operation's write, then (when it landed) the watch's.
-  const updateWithWatch = (previous: ConnectorOperation, next: ConnectorOperation, write: WatchWrite): Effect.Effect<PairedWrite, PersistenceError> =>
-    Effect.flatMap(update(previous, next), (won) =>
-      won
-        ? Effect.map(watchWrite(write), (written): PairedWrite => written ? "written" : "watch-lost")
-        : Effect.succeed("operation-lost"))
+  const paired = statements.updateWithWatch
+  // One statement on Postgres; elsewhere the operation's write, then (when it landed) the watch's.
+  const updateWithWatch = paired !== undefined
+    ? (previous: ConnectorOperation, next: ConnectorOperation, write: WatchWrite): Effect.Effect<PairedWrite, PersistenceError> =>
+      statementThen("operation.updateWithWatch", sql.unsafe<RawRow>(...paired(previous, next, write)), pairedWriteOf)
+    : (previous: ConnectorOperation, next: ConnectorOperation, write: WatchWrite): Effect.Effect<PairedWrite, PersistenceError> =>
+      Effect.flatMap(update(previous, next), (won) =>
+        won
+          ? Effect.map(watchWrite(write), (written): PairedWrite => written ? "written" : "watch-lost")
+          : Effect.succeed("operation-lost"))
   // The newest-row order is byte order on every adapter, as in the pure rule.
   const ordered = (column: string) => byteOrdered(sql, column)
 

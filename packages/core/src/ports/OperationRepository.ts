@@ -67,7 +67,8 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
   /**
    * `update(previous, next)` and, only when it landed, `watch`'s write
    * (`WatchRepository.insert`, `update` or `delete`, with their guards):
-   * the two writes in turn, or one statement where the adapter can. Answers
+   * one statement on Postgres, the two writes in turn where the adapter
+   * cannot make them one. Answers
    * which guard lost, if one did; meant for a transaction, which a lost
    * watch write leaves with the operation's write made (roll it back).
    */

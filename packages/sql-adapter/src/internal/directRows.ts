@@ -7,6 +7,7 @@ import type { TableNames } from "../Tables.js"
 import { watchDecoder, watchStatements } from "../SqlWatchRepository.js"
 import type { RawRow } from "./columns.js"
 import { type Compiled, firstOf } from "./directStatements.js"
+import { pairedWriteOf } from "./pairedWrite.js"
 
 /** What a driver answers: at once (`better-sqlite3`) or later (`pg`). */
 type Answer<A> = A | Promise<A>
@@ -67,12 +68,15 @@ export const directRows = (sql: SqlClient, tables: TableNames, driver: Statement
         map(rows("operation.lockReadWithSlot", operation.lockReadWithSlot(key, documentID)), firstOperation),
       insert: (row) => map(rows("operation.insert", operation.insert(row)), anyRow),
       update: (previous, next) => touchedAny("operation.update", operation.update(previous, next)),
-      // The operation's write, then, when it landed, the watch's.
-      updateWithWatch: (previous, next, write) =>
-        map(touchedAny("operation.update", operation.update(previous, next)), (won) =>
+      updateWithWatch: (previous, next, write) => {
+        const paired = operation.updateWithWatch
+        if (paired !== undefined) return map(rows("operation.updateWithWatch", paired(previous, next, write)), pairedWriteOf)
+        // Two statements (SQLite answers at once): the operation's write, then, when it landed, the watch's.
+        return map(touchedAny("operation.update", operation.update(previous, next)), (won) =>
           won ? map(watchWrite(write), (written): PairedWrite => written ? "written" : "watch-lost") : "operation-lost") as Answer<
             PairedWrite
-          >,
+          >
+      },
       markSent: (key, token, maxAttempts, now) =>
         map(rows("operation.markSent", operation.markSent(key, token, maxAttempts, now)), firstOperation)
     }
