@@ -2,10 +2,13 @@ import {
   blankSyncState,
   ConnectorStore,
   OperationRepository,
+  type PairedWrite,
   RelistRepository,
   type SyncStateRow,
   SyncStateRepository,
-  WatchRepository
+  Transactor,
+  WatchRepository,
+  type WatchWrite
 } from "@connector-store/core"
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Option, TestClock } from "effect"
@@ -72,6 +75,60 @@ for (const adapter of adapters) {
         expect(yield* storedOperation(row)).toEqual(next)
         yield* loses(repo.update(row, { ...next, attempts: 9, version: 4 }), "update at the replaced version")
         expect(yield* storedOperation(row)).toEqual(next)
+      })))
+
+    it.effect("the paired write of an operation and its watch: each guard that loses is named, and the try leaves no trace", () =>
+      onFreshStore(adapter, {}, Effect.gen(function*() {
+        const repo = yield* OperationRepository
+        const { withTransaction } = yield* Transactor
+        const row = operationRow({ state: "attempted", version: 2, leaseToken: "lease-a", leaseExpiresAt: NOW + 10 })
+        const watch = watchRow({ version: 3 })
+        const id = identityOf()
+        yield* seedOperations(row)
+        yield* seedWatches(watch)
+        const next = { ...row, state: "committed" as const, leaseToken: null, leaseExpiresAt: null, version: 3 }
+        const opened = { ...watch, verificationStatus: "pending_verification" as const, repairGeneration: 2, version: 4 }
+        const elsewhere = identityOf({ sourceID: "src-2" })
+        /**
+         * The paired write in a transaction rolled back after it, as a lost
+         * try is: answers `expected`, and leaves every table as it was.
+         */
+        const pairedLoses = (write: WatchWrite, expected: PairedWrite, label: string, previous = row) =>
+          Effect.gen(function*() {
+            const before = yield* snapshot
+            const written = repo.updateWithWatch(previous, next, write)
+            const answered = yield* Effect.flip(withTransaction(Effect.flatMap(written, Effect.fail)))
+            expect(answered, label).toBe(expected)
+            expect(yield* snapshot, label).toEqual(before)
+          })
+        const update: WatchWrite = { kind: "update", previous: watch, next: opened }
+        const insertElsewhere: WatchWrite = { kind: "insert", row: watchRow({ ...elsewhere, documentID: "doc-9" }) }
+        for (const stale of [0, 1, 3, 7]) {
+          yield* pairedLoses(update, "operation-lost", `operation at ${stale}`, { ...row, version: stale })
+          // Nothing is written when the operation's guard loses, in a transaction or not.
+          const alone = repo.updateWithWatch({ ...row, version: stale }, next, insertElsewhere)
+          yield* loses(Effect.map(alone, (written) => written !== "operation-lost"), `operation at ${stale}, alone`)
+        }
+        for (const stale of [0, 2, 4, 5]) {
+          yield* pairedLoses({ ...update, previous: { ...watch, version: stale } }, "watch-lost", `watch update at ${stale}`)
+          yield* pairedLoses({ kind: "delete", identity: id, version: stale }, "watch-lost", `watch delete at ${stale}`)
+        }
+        yield* pairedLoses({ kind: "insert", row: { ...watch, version: 0 } }, "watch-lost", "insert over the identity's row")
+        const slotTaken: WatchWrite = { kind: "insert", row: watchRow({ ...elsewhere, version: 0 }) }
+        yield* pairedLoses(slotTaken, "watch-lost", "insert into the taken document slot")
+        expect(yield* storedOperation(row)).toEqual(row)
+        expect(yield* storedWatch(id)).toEqual(watch)
+        expect(yield* repo.updateWithWatch(row, next, update)).toBe("written")
+        expect(yield* storedOperation(row)).toEqual(next)
+        expect(yield* storedWatch(id)).toEqual(opened)
+        const after = { ...next, attempts: 9, version: 4 }
+        yield* pairedLoses({ kind: "delete", identity: id, version: 3 }, "watch-lost", "delete at the replaced version", next)
+        expect(yield* repo.updateWithWatch(next, after, { kind: "delete", identity: id, version: 4 })).toBe("written")
+        expect(yield* storedOperation(row)).toEqual(after)
+        expect(Option.isNone(yield* (yield* WatchRepository).get(id))).toBe(true)
+        const inserted = watchRow({ ...elsewhere, version: 0 })
+        expect(yield* repo.updateWithWatch(after, { ...after, version: 5 }, { kind: "insert", row: inserted })).toBe("written")
+        expect(yield* storedWatch(elsewhere)).toEqual(inserted)
       })))
 
     it.effect("sync-state progress and status writes need both the version and the incarnation", () =>

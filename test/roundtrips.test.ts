@@ -27,9 +27,15 @@ import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./
  * - armWatch and recordVerification read the winner under the row's lock:
  *   BEGIN, locked read, write, COMMIT (on SQLite the project's client begins
  *   IMMEDIATE, so the write lock needs no statement of its own).
- * - finalize: BEGIN, the operation locked, the document slot's advisory lock
- *   (Postgres only: on SQLite the write lock already serializes), the arm targets locked in one statement, the operation's
- *   write, the watch's write, COMMIT.
+ * - finalize: BEGIN, the operation locked, the arm targets locked in one
+ *   statement, the writes, COMMIT. On Postgres the operation's lock
+ *   statement also takes the document slot's advisory lock (its arguments
+ *   are the locked row's columns, so the row is locked first), the targets
+ *   come in a statement of their own (its snapshot is taken once the slot is
+ *   held, so it sees the previous holder's watch), and the operation's and
+ *   the watch's versioned writes are one statement of two data-modifying
+ *   CTEs: 5. On SQLite the write lock already serializes and a statement
+ *   writes one table: the two writes are two statements, 6.
  * - listDueOperations: the due operations, the due watches, one audit page.
  */
 const EXPECTED = {
@@ -40,7 +46,7 @@ const EXPECTED = {
     renewOperationLease: 2,
     markOperationSent: 1,
     recordAttemptFailure: 2,
-    finalizeOperationAndArmWatch: 7,
+    finalizeOperationAndArmWatch: 5,
     armWatch: 4,
     claimWatchAttempt: 1,
     deferWatch: 1,

@@ -77,7 +77,14 @@ const losing = <Later extends boolean>(rows: DirectRowsOf<Later>, lose: Losses):
   operations: {
     ...rows.operations,
     update: (previous, next) =>
-      lose.operationUpdates !== undefined && lose.operationUpdates-- > 0 ? false : rows.operations.update(previous, next)
+      lose.operationUpdates !== undefined && lose.operationUpdates-- > 0 ? false : rows.operations.update(previous, next),
+    // The operation's versioned write, then the watch's (an update among them), lose as on their own.
+    updateWithWatch: (previous, next, watch) =>
+      lose.operationUpdates !== undefined && lose.operationUpdates-- > 0
+        ? "operation-lost"
+        : watch.kind === "update" && lose.watchUpdates-- > 0
+        ? "watch-lost"
+        : rows.operations.updateWithWatch(previous, next, watch)
   }
 })
 

@@ -3,6 +3,7 @@ import {
   decideClaim,
   decideDefer,
   operationKey,
+  type PairedWrite,
   type ProjectionWatch,
   watchKey
 } from "@connector-store/core"
@@ -12,6 +13,8 @@ import { operationChanges } from "./MemoryOperationRepository.js"
 import { watchChanges } from "./MemoryWatchRepository.js"
 
 type Index = Map<string, ReadonlyArray<string>>
+type OperationRows = Map<string, ConnectorOperation>
+type WatchRows = Map<string, ProjectionWatch>
 
 /**
  * The memory database as a `DirectDatabase`: the repositories' own changes
@@ -93,8 +96,20 @@ export const makeMemoryDirect = (db: MemoryDatabase, repositories: DirectDatabas
     operations: {
       get: (key) => operationRow(operationKey(key)),
       lockRead: (key) => operationRow(operationKey(key)),
+      // The direct transaction holds the database's one lock: the slot needs none of its own.
+      lockReadWithSlot: (key) => operationRow(operationKey(key)),
       insert: (row) => operations((table, index) => operationChanges.insert(table, index, row)),
       update: (previous, next) => operations((table, index) => operationChanges.update(table, index, previous, next)),
+      // The two writes in turn, in the open transaction (or one of their own).
+      updateWithWatch: (previous, next, watch) =>
+        inTransaction((tx): PairedWrite => {
+          const operationWon = db.writeNow(tx, operationChanges.table, operationChanges.index, (table: OperationRows, index: Index) =>
+            operationChanges.update(table, index, previous, next))
+          if (!operationWon) return "operation-lost"
+          const watchWon = db.writeNow(tx, watchChanges.table, watchChanges.index, (table: WatchRows, index: Index) =>
+            watchChanges.write(table, index, watch))
+          return watchWon ? "written" : "watch-lost"
+        }),
       markSent: (key, token, maxAttempts, now) =>
         decided(operationChanges.table, operationKey(key), (row: ConnectorOperation | undefined) =>
           operationChanges.marked(row, token, maxAttempts, now))

@@ -8,6 +8,8 @@ import {
   dueOperationsPage,
   operationKey,
   OperationRepository,
+  type PairedWrite,
+  type ProjectionWatch,
   type ProviderScope,
   scopeKey,
   resumeReaches,
@@ -15,6 +17,7 @@ import {
 } from "@connector-store/core"
 import { Effect, Option } from "effect"
 import { indexed, indexTable, type MemoryDatabase, reindex } from "./MemoryDatabase.js"
+import { watchChanges } from "./MemoryWatchRepository.js"
 
 const TABLE = "operation"
 const BY_NODE_KEY = indexTable("operation.node_key")
@@ -75,6 +78,8 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
 
   return {
     lockRead: (key) => byKey(operationKey(key)),
+    // Memory transactions run one at a time: the slot needs no lock of its own.
+    lockReadWithSlot: (key) => byKey(operationKey(key)),
     get: (key) => byKey(operationKey(key)),
     // By node key through an index, so the uniqueness check costs one lookup, not the table.
     getByNodeKey: (nodeKey) =>
@@ -84,6 +89,19 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
       db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) =>
         operationChanges.insert(table, index, row)),
     update,
+    // The two writes in turn, in the caller's transaction (or one of their own).
+    updateWithWatch: (previous, next, watch) =>
+      db.withTransaction(Effect.flatMap(
+        update(previous, next),
+        (won): Effect.Effect<PairedWrite> =>
+          won
+            ? db.writeWithIndex<ProjectionWatch, ReadonlyArray<string>, PairedWrite>(
+              watchChanges.table,
+              watchChanges.index,
+              (table, index) => watchChanges.write(table, index, watch) ? "written" : "watch-lost"
+            )
+            : Effect.succeed("operation-lost")
+      )),
     // The pure decision itself, read and written in one memory transaction.
     markSent: (key, token, maxAttempts, now) =>
       db.withTransaction(Effect.flatMap(byKey(operationKey(key)), (row) => {

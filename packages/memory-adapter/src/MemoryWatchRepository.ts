@@ -12,7 +12,8 @@ import {
   scheduleDuePage,
   claimableWatchPage,
   WatchRepository,
-  watchKey
+  watchKey,
+  type WatchWrite
 } from "@connector-store/core"
 import { Effect, Option } from "effect"
 import { indexed, indexTable, type MemoryDatabase, reindex } from "./MemoryDatabase.js"
@@ -62,6 +63,13 @@ export const watchChanges = {
     reindex(index, key, stored.documentID, undefined)
     return table.delete(key)
   },
+  /** A watch write that goes with an operation's (see `OperationRepository.updateWithWatch`). */
+  write: (table: Rows, index: ByDocument, write: WatchWrite): boolean =>
+    write.kind === "insert"
+      ? watchChanges.insert(table, index, write.row)
+      : write.kind === "update"
+      ? watchChanges.update(table, index, write.previous, write.next)
+      : watchChanges.delete(table, index, write.identity, write.version),
   /** The document's watches and the identity's own row, in identity order. */
   armTargets: (
     table: ReadonlyMap<string, ProjectionWatch>,

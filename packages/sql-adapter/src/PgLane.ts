@@ -88,8 +88,7 @@ export const makePgLane = (
     return directRows(sql, tables, {
       rows: (name, statement) => result(name, statement).then((answered) => answered.rows as ReadonlyArray<RawRow>),
       touchedAny: (name, statement) => result(name, statement).then((answered) => (answered.rowCount ?? 0) > 0),
-      map: (answer, then) => (answer as Promise<never>).then(then),
-      lockSlot: result
+      map: (answer, then) => (answer as Promise<never>).then(then)
     }) as DirectRowsOf<true>
   }
 

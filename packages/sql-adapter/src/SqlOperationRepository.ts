@@ -7,9 +7,11 @@ import {
   type OperationOp,
   OperationRepository,
   type OperationState,
+  type PairedWrite,
   type ProviderScope,
   PersistenceError,
-  type TrackedQuery
+  type TrackedQuery,
+  type WatchWrite
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
@@ -26,7 +28,9 @@ import {
 import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { collectFinishedLocked, collectFinishedStatement } from "./internal/retention.js"
-import { returnedAny, rowReaders } from "./internal/queries.js"
+import { returnedAny, rowReaders, statementThen } from "./internal/queries.js"
+import { pairedWriteOf, pairedWriteStatement } from "./internal/pairedWrite.js"
+import { slotLock, WATCH_COLUMNS, WATCH_KEY, WATCH_ROW, watchStatements } from "./SqlWatchRepository.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
 import { type ColumnOf, versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
@@ -156,11 +160,35 @@ export const operationStatements = (sql: SqlClient, tables: TableNames) => {
   const parameter = sql.onDialectOrElse({ pg: () => (n: number) => `$${n}`, orElse: () => (_: number) => "?" })
   const insertText = `INSERT INTO ${tables.operation} (${INSERT_COLUMNS.join(", ")})
     VALUES (${INSERT_COLUMNS.map((_, i) => parameter(i + 1)).join(", ")}) ON CONFLICT DO NOTHING RETURNING version`
+  const lockRead = (key: OperationKey) => sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`
+  const pg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
   return {
     table,
 
     get: (key: OperationKey) => sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`,
-    lockRead: (key: OperationKey) => sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`,
+    lockRead,
+    // On Postgres the row is locked, then the slot of its owner and model:
+    // the lock's arguments are columns of the row the CTE's FOR UPDATE
+    // returns, so the call cannot run before the row is locked (and reads
+    // the row as it is once locked); no row, no slot. The arm targets are
+    // read in a later statement, whose snapshot sees what the slot's
+    // previous holder committed. Elsewhere the transaction's own lock
+    // covers the slot.
+    lockReadWithSlot: (key: OperationKey, documentID: string) =>
+      pg
+        ? sql<RawRow>`WITH locked AS MATERIALIZED (SELECT * FROM ${table} WHERE ${byKey(key)} FOR UPDATE)
+          SELECT locked.*, ${
+          slotLock(sql, tables, sql.literal("locked.owner_did"), sql.literal("locked.model"), documentID)
+        } AS slot_locked FROM locked`
+        : lockRead(key),
+    /** Postgres's paired write in one statement (see `pairedWriteStatement`); undefined elsewhere (two statements). */
+    updateWithWatch: pg
+      ? pairedWriteStatement(
+        { operation: tables.operation, watch: tables.projectionWatch },
+        { columns: CHANGEABLE_COLUMNS, key: OPERATION_KEY },
+        { columns: WATCH_COLUMNS, key: WATCH_KEY, row: WATCH_ROW }
+      )
+      : undefined,
     insert: (row: ConnectorOperation): readonly [text: string, params: ReadonlyArray<unknown>] =>
       [insertText, [row.callerDID, row.operationID, row.nodeKey, ...mutableValues(row), row.createdAt]],
     update: versionedUpdateStatement(sql, tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY),
@@ -182,6 +210,25 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   const { table } = statements
   const { healthy, one } = rowReaders(operationDecoder(tables.operation))
   const changed = returnedAny
+  const update = versionedUpdate(sql, "operation.update", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY)
+  const watch = watchStatements(sql, tables)
+  const watchUpdate = versionedUpdate(sql, "watch.update", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY)
+  const watchWrite = (write: WatchWrite): Effect.Effect<boolean, PersistenceError> =>
+    write.kind === "insert"
+      ? changed("watch.insert", watch.insert(write.row))
+      : write.kind === "update"
+      ? watchUpdate(write.previous, write.next)
+      : changed("watch.delete", watch.delete(write.identity, write.version))
+  const paired = statements.updateWithWatch
+  // One statement on Postgres; elsewhere the operation's write, then (when it landed) the watch's.
+  const updateWithWatch = paired !== undefined
+    ? (previous: ConnectorOperation, next: ConnectorOperation, write: WatchWrite): Effect.Effect<PairedWrite, PersistenceError> =>
+      statementThen("operation.updateWithWatch", sql.unsafe<RawRow>(...paired(previous, next, write)), pairedWriteOf)
+    : (previous: ConnectorOperation, next: ConnectorOperation, write: WatchWrite): Effect.Effect<PairedWrite, PersistenceError> =>
+      Effect.flatMap(update(previous, next), (won) =>
+        won
+          ? Effect.map(watchWrite(write), (written): PairedWrite => written ? "written" : "watch-lost")
+          : Effect.succeed("operation-lost"))
   // The newest-row order is byte order on every adapter, as in the pure rule.
   const ordered = (column: string) => byteOrdered(sql, column)
 
@@ -261,11 +308,13 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   return {
     // On SQLite the store's transactions take the write lock first (see makeSqlTransactor).
     lockRead: (key) => one("operation.lockRead", statements.lockRead(key)),
+    lockReadWithSlot: (key, documentID) => one("operation.lockReadWithSlot", statements.lockReadWithSlot(key, documentID)),
     get: (key) => one("operation.get", statements.get(key)),
     getByNodeKey: (nodeKey) =>
       one("operation.getByNodeKey", sql<RawRow>`SELECT * FROM ${table} WHERE node_key = ${nodeKey}`),
     insert: (row) => changed("operation.insert", sql.unsafe<RawRow>(...statements.insert(row))),
-    update: versionedUpdate(sql, "operation.update", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY),
+    update,
+    updateWithWatch,
     markSent: (key, token, maxAttempts, now) =>
       one("operation.markSent", statements.markSent(key, token, maxAttempts, now)),
     listDue: (now) =>

@@ -65,13 +65,15 @@ const duePositionOf = (row: RawRow): DueWatchPosition | undefined => {
 
 const column = (name: string, value: (row: ProjectionWatch) => unknown): ColumnOf<ProjectionWatch> => ({ name, value })
 
+const identityColumn = (name: string, value: (id: WatchIdentity) => unknown): ColumnOf<WatchIdentity> => ({ name, value })
+
 /** The identity columns: the key a versioned write finds its row by. */
-const WATCH_KEY = [
-  column("owner_did", (w) => w.ownerDID),
-  column("connector_name", (w) => w.connectorName),
-  column("model", (w) => w.model),
-  column("account_key", (w) => w.accountKey),
-  column("source_id", (w) => w.sourceID)
+export const WATCH_KEY = [
+  identityColumn("owner_did", (w) => w.ownerDID),
+  identityColumn("connector_name", (w) => w.connectorName),
+  identityColumn("model", (w) => w.model),
+  identityColumn("account_key", (w) => w.accountKey),
+  identityColumn("source_id", (w) => w.sourceID)
 ]
 
 /** The Postgres types of the columns a batch write binds (the identity, the changeable columns, version and updated_at). */
@@ -83,7 +85,7 @@ const WATCH_COLUMN_TYPES: Readonly<Record<string, string>> = {
 }
 
 /** The columns a transition may change (version and updated_at are always written). */
-const WATCH_COLUMNS = [
+export const WATCH_COLUMNS = [
   column("document_id", (w) => w.documentID),
   column("verified_state_digest", (w) => w.verifiedStateDigest),
   column("observed_winner_digest", (w) => w.observedWinnerDigest),
@@ -94,6 +96,26 @@ const WATCH_COLUMNS = [
   column("claimed_until", (w) => w.claimedUntil),
   column("defer_reason", (w) => w.deferReason)
 ]
+
+/** Every column of a row, in the order an insert names them. */
+export const WATCH_ROW: ReadonlyArray<ColumnOf<ProjectionWatch>> = [
+  ...WATCH_KEY,
+  ...WATCH_COLUMNS,
+  column("version", (w) => w.version),
+  column("created_at", (w) => w.createdAt),
+  column("updated_at", (w) => w.updatedAt)
+]
+
+/**
+ * The Postgres advisory lock of a document slot (`lockDocument`), held to
+ * the end of the transaction: its key is the hash of the JSON array [watch
+ * table, owner, model, document], written by the server (`to_json` escapes
+ * a text as `JSON.stringify` does), so the owner and the model may be
+ * values or a row's columns and the key is the same.
+ */
+export const slotLock = (sql: SqlClient, tables: TableNames, ownerDID: unknown, model: unknown, documentID: unknown) =>
+  sql`pg_advisory_xact_lock(hashtextextended(concat('[', to_json(${tables.projectionWatch}::text), ',', to_json(${ownerDID}::text), ',',
+    to_json(${model}::text), ',', to_json(${documentID}::text), ']'), 0))`
 
 /**
  * The statements of the projection-watch table's hot methods, built (not
@@ -136,12 +158,12 @@ export const watchStatements = (sql: SqlClient, tables: TableNames) => {
       ) ON CONFLICT DO NOTHING RETURNING version`,
     delete: (identity: WatchIdentity, expectedVersion: number) =>
       sql<RawRow>`DELETE FROM ${table} WHERE ${byIdentity(identity)} AND version = ${expectedVersion} RETURNING version`,
-    /** The Postgres advisory lock of a document slot, held to the end of the transaction. */
-    lockDocument: (slot: DocumentSlot) =>
-      sql`SELECT pg_advisory_xact_lock(hashtextextended(${
-        JSON.stringify([tables.projectionWatch, slot.ownerDID, slot.model, slot.documentID])
-      }, 0))`,
-    /** Every arm target of a finalize, locked, in identity order (byte-wise); after the slot's lock on Postgres. */
+    /** The Postgres advisory lock of a document slot, held to the end of the transaction (see `slotLock`). */
+    lockDocument: (slot: DocumentSlot) => sql`SELECT ${slotLock(sql, tables, slot.ownerDID, slot.model, slot.documentID)}`,
+    /**
+     * Every arm target of a finalize, locked, in identity order (byte-wise);
+     * on Postgres after the slot's lock, taken in an earlier statement.
+     */
     lockArmTargets: (slot: DocumentSlot, identity: WatchIdentity) =>
       sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${slot.documentID} OR (${byIdentity(identity)})
         ORDER BY ${byteOrdered(sql, "owner_did")}, ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "model")},
@@ -215,13 +237,12 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     insert: (row) => changed("watch.insert", statements.insert(row)),
     delete: (identity, expectedVersion) => changed("watch.delete", statements.delete(identity, expectedVersion)),
     lockDocument,
-    // Two statements on Postgres (the slot's advisory lock, then every
-    // target locked in identity order, byte-wise), one on SQLite. The slot
-    // lock comes first, in a statement of its own: a statement that waited
-    // for it would still read with the snapshot taken before the wait, and
-    // miss the watch the previous holder just inserted.
-    lockArmTargets: (slot, identity) =>
-      Effect.zipRight(lockDocument(slot), many("watch.lockArmTargets", statements.lockArmTargets(slot, identity))),
+    // Every target locked in identity order, byte-wise, with the slot's lock
+    // held already (`lockReadWithSlot`). The slot lock comes in an earlier
+    // statement: a statement that waited for it would still read with the
+    // snapshot taken before the wait, and miss the watch the previous holder
+    // just inserted.
+    lockArmTargets: (slot, identity) => many("watch.lockArmTargets", statements.lockArmTargets(slot, identity)),
     listScheduleDue: (now) =>
       healthy(
         "watch.listScheduleDue",

@@ -156,16 +156,34 @@ export class FaultController {
   }
 }
 
+const injected = (kind: WriteKind, method: string) =>
+  Effect.fail(new PersistenceError({ operation: `${kind}.${method}`, cause: new Error(`injected fault: ${kind}.${method} failed`) }))
+
+/**
+ * `updateWithWatch` under `faults`: it is the operation's `update` and then
+ * the watch's `insert`, `update` or `delete`, so the faults of each apply,
+ * in that order, as they would to the two writes made one after the other.
+ */
+type PairedWriteOf = OperationRepository["Type"]["updateWithWatch"]
+const pairedUnder = (original: PairedWriteOf, faults: FaultController): PairedWriteOf => (previous, next, watch) =>
+  Effect.suspend(() => {
+    if (faults.takeWriteFailure("operation", "update")) return injected("operation", "update")
+    if (faults.takeLostRace("operation")) return Effect.succeed("operation-lost" as const)
+    if (faults.takeWriteFailure("watch", watch.kind)) return injected("watch", watch.kind)
+    if (watch.kind === "update" && faults.takeLostRace("watch")) return Effect.succeed("watch-lost" as const)
+    return original(previous, next, watch)
+  })
+
 const decorate = <S extends object>(service: S, kind: WriteKind, faults: FaultController): S => {
   const out: Record<string, unknown> = { ...(service as unknown as Record<string, unknown>) }
+  const paired = (service as Partial<OperationRepository["Type"]>).updateWithWatch
+  if (kind === "operation" && paired !== undefined) out["updateWithWatch"] = pairedUnder(paired, faults)
   for (const method of WRITE_METHODS[kind]) {
     const original = (service as unknown as Record<string, unknown>)[method]
     if (typeof original !== "function") continue
     out[method] = (...args: ReadonlyArray<unknown>) =>
       Effect.suspend(() => {
-        if (faults.takeWriteFailure(kind, method)) {
-          return Effect.fail(new PersistenceError({ operation: `${kind}.${method}`, cause: new Error(`injected fault: ${kind}.${method} failed`) }))
-        }
+        if (faults.takeWriteFailure(kind, method)) return injected(kind, method)
         if (method === "update" && faults.takeLostRace(kind)) return Effect.succeed(false)
         return (original as (...a: ReadonlyArray<unknown>) => Effect.Effect<unknown>)(...args)
       })

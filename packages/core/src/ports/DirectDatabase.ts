@@ -2,7 +2,7 @@ import { Context, type Effect, Option } from "effect"
 import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ClaimInput, DeferInput } from "../watch/transitions.js"
-import type { OperationRepository } from "./OperationRepository.js"
+import type { OperationRepository, PairedWrite, WatchWrite } from "./OperationRepository.js"
 import type { DocumentSlot, WatchRepository } from "./WatchRepository.js"
 
 /**
@@ -24,7 +24,7 @@ export interface DirectWatchRowsOf<Later extends boolean> {
   readonly delete: (identity: WatchIdentity, expectedVersion: number) => DirectAnswer<boolean, Later>
   readonly claimAttempt: (identity: WatchIdentity, input: ClaimInput, now: Millis, writtenAt: Millis) => DirectAnswer<boolean, Later>
   readonly deferAttempt: (identity: WatchIdentity, input: DeferInput, now: Millis) => DirectAnswer<boolean, Later>
-  /** On a database of many connections, takes the slot's lock first, as `WatchRepository.lockArmTargets` does. */
+  /** With the slot's lock held already, as `WatchRepository.lockArmTargets`. */
   readonly lockArmTargets: (slot: DocumentSlot, identity: WatchIdentity) => DirectAnswer<ReadonlyArray<ProjectionWatch>, Later>
 }
 
@@ -32,8 +32,14 @@ export interface DirectWatchRowsOf<Later extends boolean> {
 export interface DirectOperationRowsOf<Later extends boolean> {
   readonly get: (key: OperationKey) => DirectAnswer<ConnectorOperation | undefined, Later>
   readonly lockRead: (key: OperationKey) => DirectAnswer<ConnectorOperation | undefined, Later>
+  readonly lockReadWithSlot: (key: OperationKey, documentID: string) => DirectAnswer<ConnectorOperation | undefined, Later>
   readonly insert: (row: ConnectorOperation) => DirectAnswer<boolean, Later>
   readonly update: (previous: ConnectorOperation, next: ConnectorOperation) => DirectAnswer<boolean, Later>
+  readonly updateWithWatch: (
+    previous: ConnectorOperation,
+    next: ConnectorOperation,
+    watch: WatchWrite
+  ) => DirectAnswer<PairedWrite, Later>
   readonly markSent: (
     key: OperationKey,
     leaseToken: string,

@@ -4,10 +4,29 @@ import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOpe
 import type { DueOperationPosition } from "../operation/due.js"
 import type { TrackedQuery } from "../operation/reads.js"
 import type { CollectParams } from "../operation/retention.js"
-import type { Millis } from "../watch/ProjectionWatch.js"
+import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ResumeScope } from "../watch/transitions.js"
 import type { DueRead } from "./DueRead.js"
 import type { ProviderScope } from "../limits/ProviderLimit.js"
+
+/**
+ * The write of a watch that goes with an operation's write (see
+ * `OperationRepository.updateWithWatch`), guarded as the watch port's own
+ * writes are: an insert meets no row of that identity or document slot, an
+ * update and a delete match the version read.
+ */
+export type WatchWrite =
+  | { readonly kind: "insert"; readonly row: ProjectionWatch }
+  | { readonly kind: "update"; readonly previous: ProjectionWatch; readonly next: ProjectionWatch }
+  | { readonly kind: "delete"; readonly identity: WatchIdentity; readonly version: number }
+
+/**
+ * What `OperationRepository.updateWithWatch` did: both writes landed, or
+ * which guard lost. When the operation's lost, the watch's write was not
+ * made; when only the watch's lost, the operation's write stands in the
+ * transaction, which the caller rolls back.
+ */
+export type PairedWrite = "written" | "operation-lost" | "watch-lost"
 
 /**
  * The operation table, as rows. `lock*` reads lock the rows they return for
@@ -15,6 +34,20 @@ import type { ProviderScope } from "../limits/ProviderLimit.js"
  */
 export class OperationRepository extends Context.Tag("@connector-store/core/OperationRepository")<OperationRepository, {
   readonly lockRead: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
+  /**
+   * `lockRead`, then the lock of the document slot the operation commits
+   * into (its owner, its model, `documentID`; see
+   * `WatchRepository.lockDocument`), both held until the transaction ends:
+   * what every transaction that commits an operation and arms or retires
+   * its watch takes first, always the row before the slot. Takes no slot
+   * when there is no row. On Postgres one statement; where the
+   * transaction already excludes every other writer (SQLite, memory), the
+   * slot needs nothing.
+   */
+  readonly lockReadWithSlot: (
+    key: OperationKey,
+    documentID: string
+  ) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
   readonly get: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
   /** The operation with this public node key, whoever may see it. */
   readonly getByNodeKey: (nodeKey: string) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
@@ -32,6 +65,19 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
    * statement on its own is a compare-and-set.
    */
   readonly update: (previous: ConnectorOperation, next: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
+  /**
+   * `update(previous, next)` and, only when it landed, `watch`'s write
+   * (`WatchRepository.insert`, `update` or `delete`, with their guards):
+   * one statement on Postgres, the two writes in turn where the adapter
+   * cannot make them one. Answers
+   * which guard lost, if one did; meant for a transaction, which a lost
+   * watch write leaves with the operation's write made (roll it back).
+   */
+  readonly updateWithWatch: (
+    previous: ConnectorOperation,
+    next: ConnectorOperation,
+    watch: WatchWrite
+  ) => Effect.Effect<PairedWrite, PersistenceError>
   /**
    * The "sent" branch of `decideMarkSent(row, token, {maxAttempts}, now)` as
    * one guarded write: when the row is attempted, held by `token`, not yet

@@ -64,12 +64,13 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
    */
   readonly lockDocument: (slot: DocumentSlot) => Effect.Effect<void, PersistenceError>
   /**
-   * What a finalize arms against, in as few statements as the adapter can:
-   * takes the slot's lock (as `lockDocument`), then reads and locks, until
+   * What a finalize arms against, in one statement: reads and locks, until
    * the transaction ends, the watch at `identity` (if any) and every watch of
-   * the slot's document. Rows are locked in one global order (identity, in
-   * byte order), the same for every caller, so two arms that touch the same
-   * watches cannot deadlock.
+   * the slot's document. Called with the slot's lock held already (taken by
+   * `OperationRepository.lockReadWithSlot` in an earlier statement, so this
+   * one reads what the slot's previous holder committed). Rows are locked in
+   * one global order (identity, in byte order), the same for every caller,
+   * so two arms that touch the same watches cannot deadlock.
    */
   readonly lockArmTargets: (
     slot: DocumentSlot,

@@ -1,6 +1,7 @@
 import { type Cause, Effect } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { DirectOperationRows, DirectWatchRows } from "../ports/DirectDatabase.js"
+import type { PairedWrite } from "../ports/OperationRepository.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
 
 /**
@@ -83,6 +84,16 @@ export const LOST_RACE: unique symbol = Symbol("connector-store/LostRace")
 export const afterWon = <A>(won: Answer<boolean>, next: () => Step<A>): Step<A> =>
   after(won, (landed) => {
     if (!landed) throw LOST_RACE
+    return next()
+  })
+
+/**
+ * Goes on when both writes of a paired write (`updateWithWatch`) landed;
+ * otherwise, whichever guard lost, abandons the try (see `LOST_RACE`).
+ */
+export const afterBothWon = <A>(written: Answer<PairedWrite>, next: () => Step<A>): Step<A> =>
+  after(written, (answer) => {
+    if (answer !== "written") throw LOST_RACE
     return next()
   })
 

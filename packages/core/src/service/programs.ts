@@ -40,7 +40,20 @@ import {
   type VerificationInput,
   type VerificationOutcome
 } from "../watch/transitions.js"
-import { after, afterWon, andThen, done, LOCKED, LOST_RACE, type ProgramRows, type Step, type Transition, withWinner } from "./program.js"
+import type { WatchWrite } from "../ports/OperationRepository.js"
+import {
+  after,
+  afterBothWon,
+  afterWon,
+  andThen,
+  done,
+  LOCKED,
+  LOST_RACE,
+  type ProgramRows,
+  type Step,
+  type Transition,
+  withWinner
+} from "./program.js"
 
 /**
  * Every transition of a watch or an operation that reads, decides and
@@ -116,11 +129,12 @@ interface Armed {
 
 /**
  * The commit `next` of the locked `row` written, and its watch armed on
- * `documentID`, as a finalize does: the slot's arm targets locked (commits
- * arming on one document take turns, and the watches come back in one
- * global order, so two cannot deadlock), the document's winner read (or,
- * with no reader, `unread`), the operation written, the watches it
- * supersedes deleted, and its own watch inserted or updated.
+ * `documentID`, as a finalize does, with the row and the document slot
+ * locked already (`lockReadWithSlot`): the slot's arm targets locked (in
+ * one global order, so two arms cannot deadlock), the document's winner
+ * read (or, with no reader, `unread`), the watches it supersedes deleted,
+ * then the operation written with its own watch inserted or updated, in
+ * one paired write.
  */
 const commitAndArm = (
   rows: ProgramRows,
@@ -134,23 +148,27 @@ const commitAndArm = (
   const slot = { ownerDID: row.ownerDID, model: row.model, documentID: commit.documentID }
   return after(rows.watches.lockArmTargets(slot, identity), (targets) => {
     const existing = targets.find((target) => watchKey(target) === watchKey(identity))
-    return withWinner(commit.documentID, (winner) =>
-      afterWon(rows.operations.update(row, next), () => {
-        const superseded = supersededBy(targets, identity, commit.documentID)
-        return deleteEach(rows, superseded, 0, () => {
-          const watch = armedByFinalize(existing, identity, commit.documentID, winner, commit.watchDueAt, now)
-          return afterWon(existing === undefined ? rows.watches.insert(watch) : rows.watches.update(existing, watch), () =>
-            done({ watch, superseded: superseded.map(watchIdentityOf) }))
-        })
-      }), unread === undefined ? undefined : { winner: unread(existing) })
+    return withWinner(commit.documentID, (winner) => {
+      const superseded = supersededBy(targets, identity, commit.documentID)
+      return deleteEach(rows, superseded, 0, () => {
+        const watch = armedByFinalize(existing, identity, commit.documentID, winner, commit.watchDueAt, now)
+        const write: WatchWrite = existing === undefined
+          ? { kind: "insert", row: watch }
+          : { kind: "update", previous: existing, next: watch }
+        return afterBothWon(rows.operations.updateWithWatch(row, next, write), () =>
+          done({ watch, superseded: superseded.map(watchIdentityOf) }))
+      })
+    }, unread === undefined ? undefined : { winner: unread(existing) })
   })
 }
 
 /**
  * The commit `next` of the locked delete `row` written, and the deleted
- * entity's watch retired: under the slot's lock a finalize arming on the
- * document takes, the operation written and the watch deleted at the
- * version read. Answers the watches retired (none when it had no watch).
+ * entity's watch retired, with the row and the document slot locked
+ * already (`lockReadWithSlot`, the lock a finalize arming on the document
+ * takes): the operation written and the watch deleted at the version read,
+ * in one paired write. Answers the watches retired (none when it had no
+ * watch).
  */
 const commitAndRetire = (
   rows: ProgramRows,
@@ -160,13 +178,13 @@ const commitAndRetire = (
 ): Step<ReadonlyArray<WatchIdentity>> => {
   const identity = watchIdentityOfCommit(row, commit.sourceID)
   const slot = { ownerDID: row.ownerDID, model: row.model, documentID: commit.documentID }
-  return after(rows.watches.lockArmTargets(slot, identity), (targets) =>
-    afterWon(rows.operations.update(row, next), () => {
-      const watch = targets.find((target) => watchKey(target) === watchKey(identity))
-      return watch === undefined
-        ? done([])
-        : afterWon(rows.watches.delete(identity, watch.version), () => done([identity]))
-    }))
+  return after(rows.watches.lockArmTargets(slot, identity), (targets) => {
+    const watch = targets.find((target) => watchKey(target) === watchKey(identity))
+    return watch === undefined
+      ? afterWon(rows.operations.update(row, next), () => done([]))
+      : afterBothWon(rows.operations.updateWithWatch(row, next, { kind: "delete", identity, version: watch.version }), () =>
+        done([identity]))
+  })
 }
 
 /**
@@ -254,7 +272,7 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
       method: "finalizeDeleteOperation",
       identity: formatOperationKey(key),
       locked: (rows, now) =>
-        after(rows.operations.lockRead(key), (row): Step<FinalizeDeleteResult> => {
+        after(rows.operations.lockReadWithSlot(key, input.documentID), (row): Step<FinalizeDeleteResult> => {
           if (row !== undefined && row.op !== "delete") {
             throw wrongFinalize("finalizeDeleteOperation", row.op, "finalizeOperationAndArmWatch")
           }
@@ -272,7 +290,7 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
       method: "finalizeOperationAndArmWatch",
       identity: formatOperationKey(key),
       locked: (rows, now) =>
-        after(rows.operations.lockRead(key), (row): Step<FinalizeResult> => {
+        after(rows.operations.lockReadWithSlot(key, input.documentID), (row): Step<FinalizeResult> => {
           if (row?.op === "delete") throw wrongFinalize("finalizeOperationAndArmWatch", "delete", "finalizeDeleteOperation")
           const commit = decideCommit(row, input, policy, now)
           if (commit.result.outcome !== "committed") return done(commit.result)
@@ -296,11 +314,14 @@ export const settleTransition = (
   input: SettleOperationInput
 ): Transition<SettleResult, OperatorTargetNotFound | OperatorActionRefused> => {
   const identity = formatOperationKey(key)
+  const locking = (rows: ProgramRows) =>
+    input.outcome === "committed" ? rows.operations.lockReadWithSlot(key, input.documentID) : rows.operations.lockRead(key)
   return {
     method: "settleOperation",
     identity,
+    // A committed outcome arms or retires a watch: the row and then the document slot, as a finalize takes them.
     locked: (rows, now) =>
-      after(rows.operations.lockRead(key), (row): Step<SettleResult> => {
+      after(locking(rows), (row): Step<SettleResult> => {
         if (row === undefined) throw new OperatorTargetNotFound({ method: "settleOperation", what: "operation", identity })
         const decision = decideSettle(row, input, now)
         if (!decision.settled) throw new OperatorActionRefused({ method: "settleOperation", identity, reason: decision.reason })

@@ -111,8 +111,10 @@ export const portRows = (watches: WatchRepository["Type"], operations: Operation
   operations: {
     get: (key) => Effect.map(operations.get(key), Option.getOrUndefined),
     lockRead: (key) => Effect.map(operations.lockRead(key), Option.getOrUndefined),
+    lockReadWithSlot: (key, documentID) => Effect.map(operations.lockReadWithSlot(key, documentID), Option.getOrUndefined),
     insert: operations.insert,
     update: operations.update,
+    updateWithWatch: operations.updateWithWatch,
     markSent: (key, leaseToken, maxAttempts, now) =>
       Effect.map(operations.markSent(key, leaseToken, maxAttempts, now), Option.getOrUndefined)
   }

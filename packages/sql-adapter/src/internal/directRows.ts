@@ -1,4 +1,4 @@
-import type { ConnectorOperation, ProjectionWatch } from "@connector-store/core"
+import type { ConnectorOperation, PairedWrite, ProjectionWatch, WatchWrite } from "@connector-store/core"
 import type { DirectRowsOf } from "@connector-store/core/adapter"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { Statement } from "@effect/sql/Statement"
@@ -7,6 +7,7 @@ import type { TableNames } from "../Tables.js"
 import { watchDecoder, watchStatements } from "../SqlWatchRepository.js"
 import type { RawRow } from "./columns.js"
 import { type Compiled, firstOf } from "./directStatements.js"
+import { pairedWriteOf } from "./pairedWrite.js"
 
 /** What a driver answers: at once (`better-sqlite3`) or later (`pg`). */
 type Answer<A> = A | Promise<A>
@@ -20,12 +21,6 @@ export interface StatementDriver {
   readonly touchedAny: (name: string, statement: Statement<unknown> | Compiled) => Answer<boolean>
   /** `answer` turned by `then`: at once for a driver that answers at once, once it has come otherwise. */
   readonly map: <A, B>(answer: Answer<A>, then: (answered: A) => B) => Answer<B>
-  /**
-   * Runs the document slot's lock statement before the arm targets are
-   * locked, where the database needs one (Postgres); absent where the
-   * transaction's own lock already covers the slot (SQLite).
-   */
-  readonly lockSlot?: ((name: string, statement: Statement<unknown> | Compiled) => Answer<unknown>) | undefined
 }
 
 const anyRow = (found: ReadonlyArray<RawRow>): boolean => found.length > 0
@@ -41,13 +36,19 @@ const anyRow = (found: ReadonlyArray<RawRow>): boolean => found.length > 0
 export const directRows = (sql: SqlClient, tables: TableNames, driver: StatementDriver): DirectRowsOf<boolean> => {
   const watch = watchStatements(sql, tables)
   const operation = operationStatements(sql, tables)
-  const { rows, touchedAny, map, lockSlot } = driver
+  const { rows, touchedAny, map } = driver
   // A row that does not decode throws `CorruptRow`, which the runners fail the call with.
   const decodeWatch = watchDecoder(tables.projectionWatch)
   const decodeOperation = operationDecoder(tables.operation)
   const firstWatch = (found: ReadonlyArray<RawRow>): ProjectionWatch | undefined => firstOf(decodeWatch, found)
   const firstOperation = (found: ReadonlyArray<RawRow>): ConnectorOperation | undefined => firstOf(decodeOperation, found)
   const everyWatch = (found: ReadonlyArray<RawRow>): ReadonlyArray<ProjectionWatch> => found.map(decodeWatch)
+  const watchWrite = (write: WatchWrite): Answer<boolean> =>
+    write.kind === "insert"
+      ? map(rows("watch.insert", watch.insert(write.row)), anyRow)
+      : write.kind === "update"
+      ? touchedAny("watch.update", watch.update(write.previous, write.next))
+      : map(rows("watch.delete", watch.delete(write.identity, write.version)), anyRow)
   return {
     watches: {
       lockRead: (identity) => map(rows("watch.lockRead", watch.lockRead(identity)), firstWatch),
@@ -57,19 +58,25 @@ export const directRows = (sql: SqlClient, tables: TableNames, driver: Statement
       claimAttempt: (identity, input, now, writtenAt) =>
         touchedAny("watch.claimAttempt", watch.claimAttempt(identity, input, now, writtenAt)),
       deferAttempt: (identity, input, now) => touchedAny("watch.deferAttempt", watch.deferAttempt(identity, input, now)),
-      // The slot's lock in a statement of its own first, as the port takes it (see makeSqlWatchRepository).
-      lockArmTargets: (slot, identity) => {
-        const targets = () => map(rows("watch.lockArmTargets", watch.lockArmTargets(slot, identity)), everyWatch)
-        return lockSlot === undefined ? targets() : map(lockSlot("watch.lockDocument", watch.lockDocument(slot)), targets) as Answer<
-          ReadonlyArray<ProjectionWatch>
-        >
-      }
+      // The slot's lock is held already (`lockReadWithSlot`), as on the port (see makeSqlWatchRepository).
+      lockArmTargets: (slot, identity) => map(rows("watch.lockArmTargets", watch.lockArmTargets(slot, identity)), everyWatch)
     },
     operations: {
       get: (key) => map(rows("operation.get", operation.get(key)), firstOperation),
       lockRead: (key) => map(rows("operation.lockRead", operation.lockRead(key)), firstOperation),
+      lockReadWithSlot: (key, documentID) =>
+        map(rows("operation.lockReadWithSlot", operation.lockReadWithSlot(key, documentID)), firstOperation),
       insert: (row) => map(rows("operation.insert", operation.insert(row)), anyRow),
       update: (previous, next) => touchedAny("operation.update", operation.update(previous, next)),
+      updateWithWatch: (previous, next, write) => {
+        const paired = operation.updateWithWatch
+        if (paired !== undefined) return map(rows("operation.updateWithWatch", paired(previous, next, write)), pairedWriteOf)
+        // Two statements (SQLite answers at once): the operation's write, then, when it landed, the watch's.
+        return map(touchedAny("operation.update", operation.update(previous, next)), (won) =>
+          won ? map(watchWrite(write), (written): PairedWrite => written ? "written" : "watch-lost") : "operation-lost") as Answer<
+            PairedWrite
+          >
+      },
       markSent: (key, token, maxAttempts, now) =>
         map(rows("operation.markSent", operation.markSent(key, token, maxAttempts, now)), firstOperation)
     }

@@ -26,7 +26,55 @@ export const affectedRows = (raw: unknown): number => {
 }
 
 /** Statement texts kept per set of changed columns; past this many, texts are built per call. */
-const TEXTS_KEPT = 256
+export const TEXTS_KEPT = 256
+
+/**
+ * What the versioned write of `previous` to `next` sets: the names of the
+ * columns that differ (then `version` and `updated_at`), and its values in
+ * the order `versionedUpdateText` numbers them (those columns', then the
+ * key's of `previous`, then `previous.version`).
+ */
+export const versionedChanges = <Row extends { readonly version: number; readonly updatedAt: number }>(
+  columns: ReadonlyArray<ColumnOf<Row>>,
+  key: ReadonlyArray<ColumnOf<Row>>,
+  previous: Row,
+  next: Row
+): { readonly names: ReadonlyArray<string>; readonly values: ReadonlyArray<unknown> } => {
+  const names: Array<string> = []
+  const values: Array<unknown> = []
+  for (const column of columns) {
+    const value = column.value(next)
+    if (value !== column.value(previous)) {
+      names.push(column.name)
+      values.push(value)
+    }
+  }
+  names.push("version", "updated_at")
+  values.push(next.version, next.updatedAt)
+  for (const column of key) values.push(column.value(previous))
+  values.push(previous.version)
+  return { names, values }
+}
+
+/**
+ * `UPDATE table SET <names> [FROM <from>] WHERE <key> AND version = …`, its
+ * parameters written by `parameter` and numbered from `first`, in
+ * `versionedChanges`' order.
+ */
+export const versionedUpdateText = (
+  tableName: string,
+  names: ReadonlyArray<string>,
+  key: ReadonlyArray<{ readonly name: string }>,
+  parameter: (n: number) => string,
+  first = 1,
+  from?: string
+): string => {
+  const set = names.map((name, i) => `${name} = ${parameter(first + i)}`).join(", ")
+  const where = [...key.map((column) => column.name), "version"]
+    .map((name, i) => `${name} = ${parameter(first + names.length + i)}`)
+    .join(" AND ")
+  return `UPDATE ${tableName} SET ${set}${from === undefined ? "" : ` FROM ${from}`} WHERE ${where}`
+}
 
 /**
  * The versioned write of a table, writing only what a decision changed:
@@ -49,28 +97,12 @@ export const versionedUpdateStatement = <Row extends { readonly version: number;
     const signature = names.join(",")
     const kept = texts.get(signature)
     if (kept !== undefined) return kept
-    const set = names.map((name, i) => `${name} = ${parameter(i + 1)}`).join(", ")
-    const where = [...key.map((column) => column.name), "version"]
-      .map((name, i) => `${name} = ${parameter(names.length + i + 1)}`)
-      .join(" AND ")
-    const text = `UPDATE ${tableName} SET ${set} WHERE ${where}`
+    const text = versionedUpdateText(tableName, names, key, parameter)
     if (texts.size < TEXTS_KEPT) texts.set(signature, text)
     return text
   }
   return (previous: Row, next: Row): readonly [text: string, params: ReadonlyArray<unknown>] => {
-    const names: Array<string> = []
-    const values: Array<unknown> = []
-    for (const column of columns) {
-      const value = column.value(next)
-      if (value !== column.value(previous)) {
-        names.push(column.name)
-        values.push(value)
-      }
-    }
-    names.push("version", "updated_at")
-    values.push(next.version, next.updatedAt)
-    for (const column of key) values.push(column.value(previous))
-    values.push(previous.version)
+    const { names, values } = versionedChanges(columns, key, previous, next)
     return [textFor(names), values]
   }
 }
