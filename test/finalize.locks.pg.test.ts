@@ -58,7 +58,8 @@ const waitingFinalize = async (observer: pg.Client): Promise<{ pid: number; wait
   for (let tries = 0; tries < 500; tries++) {
     const { rows } = await observer.query<{ pid: number; wait_event: string }>(
       `SELECT pid, wait_event FROM pg_stat_activity
-        WHERE wait_event_type = 'Lock' AND query LIKE '%locked AS MATERIALIZED%' AND pid <> pg_backend_pid()`
+        WHERE wait_event_type = 'Lock' AND query LIKE '%locked AS MATERIALIZED%' AND pid <> pg_backend_pid()
+          AND datname = current_database()`
     )
     if (rows[0] !== undefined) return { pid: rows[0].pid, waitEvent: rows[0].wait_event }
     await new Promise((resolve) => setTimeout(resolve, 10))
