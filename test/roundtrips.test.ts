@@ -37,6 +37,10 @@ import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./
  *   CTEs: 5. On SQLite the write lock already serializes and a statement
  *   writes one table: the two writes are two statements, 6.
  * - listDueOperations: the due operations, the due watches, one audit page.
+ * - A batch claim (claimDueOperations, claimDueWatches): BEGIN, one locked
+ *   page, the writes, COMMIT, whatever the batch's size on Postgres (every
+ *   row's versioned write in one statement); SQLite writes each row with a
+ *   statement of its own, in-process.
  */
 const EXPECTED = {
   postgres: {
@@ -52,7 +56,9 @@ const EXPECTED = {
     deferWatch: 1,
     recordVerification: 4,
     getWatch: 1,
-    listDueOperations: 3
+    listDueOperations: 3,
+    "claimDueOperations (3 due)": 4,
+    "claimDueWatches (2 due)": 4
   },
   sqlite: {
     "claimOperation (new key)": 1,
@@ -67,7 +73,9 @@ const EXPECTED = {
     deferWatch: 1,
     recordVerification: 4,
     getWatch: 1,
-    listDueOperations: 3
+    listDueOperations: 3,
+    "claimDueOperations (3 due)": 6,
+    "claimDueWatches (2 due)": 5
   }
 }
 

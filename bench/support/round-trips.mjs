@@ -214,5 +214,17 @@ export const measureRoundTrips = async (store, count, advance, tag) => {
   expect("recordAttemptFailure", await measure("recordAttemptFailure", () =>
     store.recordAttemptFailure(key("op-2"), { leaseToken: failing.lease.token, kind: "retryable", httpStatus: 503 })), "retrying")
   await measure("listDueOperations", () => store.listDueOperations(store.now()))
+
+  // Two more retries fall due with op-2: a batch of three operations, and the two pending watches.
+  for (const id of ["op-3", "op-4"]) {
+    const claim = await store.claimOperation(claimInput(id, `source-${id}`, `doc-${id}`))
+    await store.recordAttemptFailure(key(id), { leaseToken: claim.lease.token, kind: "retryable", httpStatus: 503 })
+  }
+  advance(3_600_000)
+  const batch = await measure("claimDueOperations (3 due)", () => store.claimDueOperations({ limit: 10 }))
+  if (batch.claimed.length !== 3) throw new Error(`claimDueOperations leased ${batch.claimed.length}, expected 3`)
+  const watches = await measure("claimDueWatches (2 due)", () =>
+    store.claimDueWatches({ now: store.now(), until: store.now() + 60_000, limit: 10 }))
+  if (watches.claimed.length !== 2) throw new Error(`claimDueWatches claimed ${watches.claimed.length}, expected 2`)
   return counts
 }
