@@ -22,8 +22,8 @@
 //   npm run bench -- fleet                      drains of 2,000 operations (about two minutes)
 //   npm run bench -- fleet --ops 100000         the full figure (BENCH_FLEET_OPS)
 //   npm run bench -- fleet --limit 50           batches (and pages) of 50 (BENCH_FLEET_LIMIT; default 20)
-//   --pages-ops N (BENCH_FLEET_PAGES_OPS)       the backlog of the way before the batch call (default: --ops, at most 500)
-//   --warm N (BENCH_FLEET_WARM)                 operations each process drains untimed first (default 200)
+//   --pages-ops N (BENCH_FLEET_PAGES_OPS)       the backlog of the way before the batch call (default: --ops, at most 300)
+//   --warm N (BENCH_FLEET_WARM)                 operations each process drains untimed first (default 100)
 //   npm run bench -- "due page" --huge          the 10,000,000-row case alone (BENCH_FLEET_HUGE=1; ~80 GB free disk
 //                                               is plenty: it takes about 12 GB while it runs, removed afterwards)
 import { openConnectorStore } from "@connector-store/sql-adapter"
@@ -38,10 +38,10 @@ import { startRoundTripProxy, throughProxy } from "./support/round-trips.mjs"
 
 const OPS = countOption("ops", "BENCH_FLEET_OPS", 2_000)
 /** The way before the batch call is slow and only a reference: its backlog is at most this. */
-const PAGES_OPS = countOption("pages-ops", "BENCH_FLEET_PAGES_OPS", Math.min(OPS, 500))
+const PAGES_OPS = countOption("pages-ops", "BENCH_FLEET_PAGES_OPS", Math.min(OPS, 300))
 const LIMIT = countOption("limit", "BENCH_FLEET_LIMIT", 20)
 /** Each process first drains this many operations of its own, untimed, so the timed drain runs warm code. */
-const WARM = countOption("warm", "BENCH_FLEET_WARM", 200, { zero: true })
+const WARM = countOption("warm", "BENCH_FLEET_WARM", 100, { zero: true })
 const HUGE = flagOption("huge", "BENCH_FLEET_HUGE")
 const HUGE_ROWS = countOption("huge-rows", "BENCH_FLEET_HUGE_ROWS", 10_000_000)
 const SMALL_ROWS = 100_000
@@ -50,7 +50,7 @@ const SHAPES = [[1, 1], [1, 8], [4, 4]]
 /** The aim: 4 × 4 drains at least this many times as fast as 1 × 1, with no double claim. */
 const SCALING_AIM = 2.5
 /** The drain whose round trips are counted at the wire (1 × 1, through a proxy, apart from the timed drains). */
-const COUNTED_OPS = 200
+const COUNTED_OPS = 100
 /** Each side's pool in the pg-boss comparison (as the store's in the other benches). */
 const POOL = 10
 const COUNTED_UNITS = 100
@@ -77,7 +77,7 @@ const drainCase = async (context) => {
   if (context.postgres.skip !== undefined) return { skip: context.postgres.skip }
   const url = context.postgres.url
   const drain = (shape, side, way, ops = OPS, proxied) =>
-    runDrain(url, { processes: shape[0], runners: shape[1], side, way, limit: LIMIT, ops, warm: WARM, proxied })
+    runDrain(url, { processes: shape[0], runners: shape[1], side, way, limit: LIMIT, ops, warm: proxied === undefined ? WARM : 0, proxied })
   const results = []
   for (const [i, shape] of SHAPES.entries()) {
     const row = { shape }

@@ -67,6 +67,21 @@ export const pgDueInsert = (table, count, { committedEvery } = {}) =>
    FROM (SELECT (extract(epoch FROM now()) * 1000)::bigint AS now) AS clock,
      LATERAL (SELECT n, gen_random_uuid()::text AS incarnation FROM generate_series(1::bigint, ${count}) AS n) AS s`
 
+/**
+ * The statement inserting `count` settled watches into `table` on
+ * Postgres: verified, nothing due, the owner's other entities
+ * (`settled-source-<n>`, `settled-document-<n>`), as a store that has been
+ * writing back for a while holds them. A drain's finalizes arm watches
+ * beside these.
+ */
+export const pgSettledWatchInsert = (table, count) =>
+  `INSERT INTO ${table} (owner_did, connector_name, model, account_key, source_id, document_id, verified_state_digest,
+     observed_winner_digest, verification_status, verification_attempts, repair_generation, next_attempt_at, claimed_until,
+     defer_reason, version, created_at, updated_at)
+   SELECT '${DUE_OWNER}', 'bench-connector', 'Event', 'bench@example.com', 'settled-source-' || n, 'settled-document-' || n,
+     'digest-' || n, 'digest-' || n, 'verified', 1, 0, NULL, NULL, NULL, 2, clock.now - 3600000, clock.now - 3600000
+   FROM (SELECT (extract(epoch FROM now()) * 1000)::bigint AS now) AS clock, generate_series(1, ${count}) AS n`
+
 /** A version-4-shaped UUID on SQLite, from random bytes. */
 const SQLITE_UUID = `lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-'
   || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))`

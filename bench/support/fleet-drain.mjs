@@ -14,12 +14,14 @@ import { fileURLToPath } from "node:url"
 import { openConnectorStore, tableNames } from "@connector-store/sql-adapter"
 import pg from "pg"
 import { judgeLeases } from "./due-drain.mjs"
-import { checkDueRows, pgDueInsert } from "./due-rows.mjs"
+import { checkDueRows, pgDueInsert, pgSettledWatchInsert } from "./due-rows.mjs"
 import { winnerOf } from "./operation-lifecycle.mjs"
 
 const WORKER = join(dirname(fileURLToPath(import.meta.url)), "fleet-worker.mjs")
 /** Each process's pool, store and raw alike (as the operation-lifecycle bench's). */
 export const FLEET_POOL = 10
+/** Settled watches in a drain's tables, at least: the owner's other entities, written back earlier. */
+const SETTLED_WATCHES = 1_000
 
 let drains = 0
 
@@ -57,10 +59,14 @@ const withoutIndexes = async (client, table, load) => {
 /**
  * A fresh table set with `ops` operations, as the store writes them: all
  * due, or with `committedEvery` only every `committedEvery`-th (the rest
- * committed). `bulk` loads without the indexes and builds them afterwards.
- * Answers its prefix and table names.
+ * committed), and `watches` settled watches of the owner's other entities.
+ * Both tables are vacuumed and analyzed: a store that has run a while has
+ * statistics (without them, finalize's locked read of the document's and
+ * the identity's watches plans over the owner's whole (owner, model, document)
+ * range; see docs/performance.md). `bulk` loads without the indexes and
+ * builds them afterwards. Answers its prefix and table names.
  */
-export const seedBacklog = async (url, ops, { committedEvery, bulk = false, tablePrefix = `fleet${process.pid}_${++drains}_` } = {}) => {
+export const seedBacklog = async (url, ops, { committedEvery, watches = 0, bulk = false, tablePrefix = `fleet${process.pid}_${++drains}_` } = {}) => {
   const names = tableNames(tablePrefix)
   const store = await openConnectorStore({ url, tablePrefix, readWinner: winnerOf })
   try {
@@ -69,9 +75,10 @@ export const seedBacklog = async (url, ops, { committedEvery, bulk = false, tabl
       await client.query("SET session_replication_role = replica")
       const load = () => client.query(pgDueInsert(names.operation, ops, { committedEvery }))
       await (bulk ? withoutIndexes(client, names.operation, load) : load())
+      if (watches > 0) await client.query(pgSettledWatchInsert(names.projectionWatch, watches))
       await client.query("RESET session_replication_role")
       // A backlog that has sat in the table: hint bits set, statistics known.
-      await client.query(`VACUUM ANALYZE ${names.operation}`)
+      await client.query(`VACUUM ANALYZE ${names.operation}, ${names.projectionWatch}`)
     })
     await checkDueRows(store, ops, { committedEvery })
   } finally {
@@ -109,6 +116,8 @@ const warmBacklog = async (url, p, ops) => {
     await client.query(`TRUNCATE ${names.operation}, ${names.projectionWatch}`)
     await client.query("SET session_replication_role = replica")
     await client.query(pgDueInsert(names.operation, ops))
+    await client.query(pgSettledWatchInsert(names.projectionWatch, SETTLED_WATCHES))
+    await client.query(`ANALYZE ${names.operation}, ${names.projectionWatch}`)
   })
   return tablePrefix
 }
@@ -141,7 +150,7 @@ const startWorker = (setup) =>
     child.send({ type: "open", ...setup })
   })
 
-/** What the database holds after a drain of `ops`: committed rows, those a single lifecycle committed, watches. */
+/** What the database holds after a drain of `ops`: committed rows, those a single lifecycle committed, the drained documents' watches. */
 const judgeTables = (url, names, ops) =>
   withClient(url, async (client) => {
     // Seeded at version 2 with one attempt spent: one claim (3), one mark (4, attempts 2), one finalize (5).
@@ -149,7 +158,8 @@ const judgeTables = (url, names, ops) =>
         count(*) FILTER (WHERE state = 'committed')::int AS committed,
         count(*) FILTER (WHERE state = 'committed' AND attempts = 2 AND version = 5)::int AS once
       FROM ${names.operation}`)
-    const { rows: [watches] } = await client.query(`SELECT count(*)::int AS total FROM ${names.projectionWatch}`)
+    const { rows: [watches] } = await client.query(
+      `SELECT count(*)::int AS total FROM ${names.projectionWatch} WHERE document_id LIKE 'document-%'`)
     return { ...operations, watches: watches.total, ops }
   })
 
@@ -166,7 +176,7 @@ const judgeTables = (url, names, ops) =>
  * dropped with the database).
  */
 export const runDrain = async (url, { processes, runners, side, way, limit, ops, warm = 0, proxied }) => {
-  const { tablePrefix, names } = await seedBacklog(url, ops)
+  const { tablePrefix, names } = await seedBacklog(url, ops, { watches: Math.max(ops, SETTLED_WATCHES) })
   const workers = []
   try {
     const workerUrl = proxied?.url ?? url
