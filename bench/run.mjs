@@ -4,6 +4,7 @@
 //
 //   npm run bench                  every bench file, every case
 //   npm run bench -- postgres      only cases whose "file › name" contains "postgres"
+//   npm run bench -- fleet --ops 100000   options (--name value, --name) go to the bench files
 //   BENCH_ROUNDS=10 BENCH_ROUND_MS=2000 BENCH_WARMUP_MS=2000 npm run bench
 //
 // Each bench file runs in a child process of its own (this script again,
@@ -15,10 +16,12 @@ import { performance } from "node:perf_hooks"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { measureCase, measurementSettings } from "./support/measure.mjs"
+import { benchArguments } from "./support/options.mjs"
 import { formatCaseResult, formatHeader, formatSkip } from "./support/report.mjs"
 
 const here = dirname(fileURLToPath(import.meta.url))
-const filters = process.argv.slice(2).map((word) => word.toLowerCase())
+// Plain words filter cases; options (`--ops 100000`, `--huge`) are read by the bench files themselves.
+const { filters } = benchArguments(process.argv.slice(2))
 const settings = measurementSettings(process.env)
 
 const matches = (label) => filters.length === 0 || filters.some((word) => label.toLowerCase().includes(word))
