@@ -47,7 +47,7 @@ const HUGE_ROWS = countOption("huge-rows", "BENCH_FLEET_HUGE_ROWS", 10_000_000)
 const SMALL_ROWS = 100_000
 /** The drain's shapes: [processes, runners per process]. */
 const SHAPES = [[1, 1], [1, 8], [4, 4]]
-/** The aim: 4 × 4 drains at least this many times as fast as 1 × 1, with no double claim. */
+/** The aim: 4 × 4 drains at least this many times as fast as 1 × 1, with no double claim. */
 const SCALING_AIM = 2.5
 /** The drain whose round trips are counted at the wire (1 × 1, through a proxy, apart from the timed drains). */
 const COUNTED_OPS = 100
