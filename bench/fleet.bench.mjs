@@ -134,7 +134,7 @@ const drainCase = async (context) => {
     }),
     `    round trips per drained operation (at the wire, a 1 × 1 drain of ${COUNTED_OPS} through a proxy): ` +
       `store ${(counted.store.roundTrips / COUNTED_OPS).toFixed(2)}, raw ${(counted.raw.roundTrips / COUNTED_OPS).toFixed(2)} ` +
-      `(a batch: BEGIN, the locked due page, one lease write, COMMIT; a lifecycle: mark 1 + finalize 5; the raw reference sends the earlier finalize of 7)`,
+      `(a batch: BEGIN, the locked due page, one lease write, COMMIT; a lifecycle: mark 1 + finalize 5; the raw reference sends the same)`,
     `    every drain judged afterwards (each operation committed by exactly one lifecycle, version 5 and 2 attempts, ` +
       `one watch each; leases overlapping on one operation): ` +
       (clean ? "all clean" : results.flatMap((r) => ["store", "raw", "pages"].map((k) => `${shapeName(r.shape)} ${k}: ${verdictOf(r[k])}`)).join("; "))

@@ -11,10 +11,11 @@
 //     jsonb_to_recordset writing every lease, each guarded by its version;
 //     COMMIT (4 round trips per batch)
 //   mark sent:   one guarded UPDATE … RETURNING * (1)
-//   finalize:    BEGIN; SELECT … FOR UPDATE of the operation; the document
-//     slot's advisory lock; the document's and the identity's watches FOR
-//     UPDATE; the versioned write of the changed columns; INSERT of the
-//     watch; COMMIT (7)
+//   finalize:    BEGIN; the operation FOR UPDATE with the document slot's
+//     advisory lock in the same statement (a MATERIALIZED CTE, the row
+//     first); the document's and the identity's watches FOR UPDATE; one
+//     statement of two data-modifying CTEs, the versioned write of the
+//     changed columns and the watch's INSERT; COMMIT (5)
 //
 // The statements' texts are the store's as it sends them (captured from
 // the wire); the due test reads the server's clock, as the store's does on
@@ -54,17 +55,27 @@ export const dueDrainStatements = ({ operation, watch }) => ({
       version = version + 1, updated_at = $3
     WHERE caller_did = $4 AND operation_id = $5 AND state = 'attempted' AND lease_token = $6
       AND (send_marker IS NULL OR send_marker <> $7) AND attempts < $8 RETURNING *`,
-  lockOperation: `SELECT * FROM "${operation}" WHERE caller_did = $1 AND operation_id = $2 FOR UPDATE`,
-  lockSlot: `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
+  lockOperationWithSlot: `WITH locked AS MATERIALIZED (SELECT * FROM "${operation}" WHERE caller_did = $1 AND operation_id = $2 FOR UPDATE)
+    SELECT locked.*, pg_advisory_xact_lock(hashtextextended(concat('[', to_json($3::text), ',', to_json(locked.owner_did::text), ',',
+      to_json(locked.model::text), ',', to_json($4::text), ']'), 0)) AS slot_locked FROM locked`,
   lockWatches: `SELECT * FROM "${watch}" WHERE document_id = $1 OR (owner_did = $2 AND connector_name = $3 AND model = $4
       AND account_key = $5 AND source_id = $6) ORDER BY ${WATCH_ORDER} FOR UPDATE`,
-  insertWatch: `INSERT INTO "${watch}" ( ${WATCH_COLUMNS.join(", ")} ) VALUES ( ${WATCH_COLUMNS.map((_, i) => `$${i + 1}`).join(", ")} )
-    ON CONFLICT DO NOTHING RETURNING version`,
-  /** The versioned write of `names` (the columns a finalize changed), then version and updated_at. */
+  /**
+   * The versioned write of `names` (the columns a finalize changed, then
+   * version and updated_at) and the watch's insert, taking its one row from
+   * the write's, in one statement: which of the two matched comes back.
+   */
   commit: (names) => {
     const set = [...names, "version", "updated_at"].map((name, i) => `${name} = $${i + 1}`).join(", ")
     const n = names.length + 2
-    return `UPDATE ${operation} SET ${set} WHERE caller_did = $${n + 1} AND operation_id = $${n + 2} AND version = $${n + 3}`
+    const first = n + 4
+    return `WITH operation_write AS (
+      UPDATE ${operation} SET ${set} WHERE caller_did = $${n + 1} AND operation_id = $${n + 2} AND version = $${n + 3} RETURNING 1
+    ), watch_write AS (
+      INSERT INTO ${watch} (${WATCH_COLUMNS.join(", ")})
+      SELECT ${WATCH_COLUMNS.map((_, i) => `$${first + i}`).join(", ")} FROM operation_write ON CONFLICT DO NOTHING RETURNING 1
+    )
+    SELECT EXISTS (SELECT FROM operation_write) AS operation, EXISTS (SELECT FROM watch_write) AS watch`
   }
 })
 
@@ -152,10 +163,9 @@ export const rawPgDueDrain = async (url, tables, winnerOf, { maxConnections, max
     },
     finalizeOperationAndArmWatch: (key, input) =>
       inTransaction(async (client) => {
-        const { rows: [op] } = await client.query(texts.lockOperation, [key.callerDID, key.operationID])
+        const { rows: [op] } = await client.query(texts.lockOperationWithSlot, [key.callerDID, key.operationID, tables.watch, input.documentID])
         if (op === undefined || op.state !== "attempted" || op.lease_token !== input.leaseToken) return { outcome: "lease-lost" }
         const at = now()
-        await client.query(texts.lockSlot, [JSON.stringify([tables.watch, op.owner_did, op.model, input.documentID])])
         const identity = [op.owner_did, op.connector_name, op.model, op.account_key, input.sourceID]
         const { rows: watches } = await client.query(texts.lockWatches, [input.documentID, ...identity])
         if (watches.length > 0) throw notCovered("a finalize meeting a watch")
@@ -172,14 +182,12 @@ export const rawPgDueDrain = async (url, tables, winnerOf, { maxConnections, max
         const signature = names.join(",")
         if (!commitTexts.has(signature)) commitTexts.set(signature, texts.commit(names))
         const version = Number(op.version)
-        const committed = await client.query(commitTexts.get(signature), [
-          ...names.map((name) => next[name]), version + 1, at, key.callerDID, key.operationID, version
-        ])
-        if (committed.rowCount !== 1) throw new Error("raw due drain: the commit missed although the row was locked")
-        const armed = await client.query(texts.insertWatch, [
+        const { rows: [written] } = await client.query(commitTexts.get(signature), [
+          ...names.map((name) => next[name]), version + 1, at, key.callerDID, key.operationID, version,
           ...identity, input.documentID, null, winner, "pending_verification", 0, 0, input.watchDueAt, null, null, 0, at, at
         ])
-        if (armed.rowCount !== 1) throw notCovered("a watch insert that met a watch")
+        if (written.operation !== true) throw new Error("raw due drain: the commit missed although the row was locked")
+        if (written.watch !== true) throw notCovered("a watch insert that met a watch")
         return { outcome: "committed" }
       }),
     close: () => pool.end()
