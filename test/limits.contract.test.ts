@@ -231,11 +231,13 @@ describe.each(adapters)("provider limits on $name", (adapter) => {
   it("a new key claimed while paused is stored unleased, due when the pause ends, and found by the due sweep then", async () => {
     await withRunners(adapter, 2, async ([first, second], clock) => {
       await first!.pauseProvider({ ...A, until: NOW + 7_000, status: 429 })
-      const input = claimOn("acct-A", "a-1")
+      // Asked to mark its request sent, a claim that does not lease marks nothing: no request leaves.
+      const input = { ...claimOn("acct-A", "a-1"), markSent: true }
       expectLimited(await second!.claimOperation(input), A, "paused", NOW + 7_000)
       expect(await first!.getOperation(input)).toMatchObject({
         state: "attempted",
         attempts: 0,
+        sendMarker: null,
         leaseToken: null,
         leaseExpiresAt: null,
         nextAttemptAt: NOW + 7_000
@@ -246,7 +248,7 @@ describe.each(adapters)("provider limits on $name", (adapter) => {
       clock.set(NOW + 7_000)
       const due = await first!.listDueWork({ now: NOW + 7_000, limit: 10 })
       expect(due.operations.map((row) => row.operationID)).toEqual(["a-1"])
-      expect(await second!.claimOperation(input)).toMatchObject({ outcome: "claimed", created: false })
+      expect(await second!.claimOperation(input)).toMatchObject({ outcome: "claimed", created: false, reissue: null, operation: { attempts: 1 } })
     })
   })
 

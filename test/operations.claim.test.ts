@@ -197,6 +197,88 @@ for (const adapter of adapters) {
       })))
   })
 
+  describe(`claimOperation with markSent on ${adapter.name}`, () => {
+    it.effect("a new key is inserted leased and marked sent in one write: the attempt counted, the lease's token the marker", () =>
+      onStore(Effect.gen(function*() {
+        const claim = yield* claimed(claimInput({ markSent: true }))
+        expect(claim.created).toBe(true)
+        expect(claim.operation).toMatchObject({
+          state: "attempted",
+          attempts: 1,
+          sendMarker: claim.lease.token,
+          inDoubtSince: null,
+          leaseToken: claim.lease.token,
+          nextAttemptAt: NOW + POLICY.leaseMs,
+          version: 0
+        })
+        expect(yield* storedOperation(KEY)).toEqual(claim.operation)
+        // The runner's own mark after it is a replay that changes nothing.
+        const store = yield* ConnectorStore
+        expect(yield* succeedsChangingNothing(store.markOperationSent(KEY, { leaseToken: claim.lease.token })))
+          .toMatchObject({ outcome: "already-sent", operation: { attempts: 1 } })
+      })))
+
+    it.effect("a takeover is marked sent in the same one-version write, and a runner that dies before sending leaves the operation in doubt", () =>
+      onStore(Effect.gen(function*() {
+        const first = yield* claimed(claimInput({ markSent: true }))
+        yield* at(NOW + POLICY.leaseMs)
+        const second = yield* claimed(claimInput({ markSent: true }))
+        // The first run may have sent: its marker is folded into the doubt, and the second gets the safe re-send.
+        expect(second.reissue).toEqual({ kind: "conditional-update", ifMatch: "etag-0" })
+        expect(second.operation).toMatchObject({
+          attempts: 2,
+          sendMarker: second.lease.token,
+          inDoubtSince: NOW + POLICY.leaseMs,
+          version: first.operation.version + 1
+        })
+        expect(yield* storedOperation(KEY)).toEqual(second.operation)
+        yield* at(NOW + 2 * POLICY.leaseMs)
+        const third = yield* claimed()
+        expect(third.reissue).toEqual({ kind: "conditional-update", ifMatch: "etag-0" })
+        expect(third.operation).toMatchObject({ attempts: 2, sendMarker: null, inDoubtSince: NOW + POLICY.leaseMs })
+      })))
+
+    it.effect("with no safe way to re-send, a runner that died after a claim marked sent leaves the operation reconcile_only", () =>
+      onStore(Effect.gen(function*() {
+        const input = claimInput({ reissueIntent: { kind: "reconcile" }, markSent: true })
+        const first = yield* claimed(input)
+        yield* at(NOW + POLICY.leaseMs)
+        const store = yield* ConnectorStore
+        expect(yield* store.claimOperation(input))
+          .toMatchObject({ outcome: "finished", operation: { state: "reconcile_only", sendMarker: first.lease.token, attempts: 1 } })
+      })))
+
+    it.effect("a claim that does not lease marks nothing: busy, scheduled and finished change nothing", () =>
+      onStore(Effect.gen(function*() {
+        yield* seedOperations(
+          attemptedRow({ nextAttemptAt: NOW + 5_000, lastKind: "retryable" }),
+          attemptedRow({ operationID: "op-2", nodeKey: "node-2", state: "committed", nextAttemptAt: null }),
+          attemptedRow({ operationID: "op-3", nodeKey: "node-3", leaseToken: "held", leaseExpiresAt: NOW + 1, nextAttemptAt: NOW + 1 })
+        )
+        const store = yield* ConnectorStore
+        for (const [operationID, outcome] of [["op-1", "scheduled"], ["op-2", "finished"], ["op-3", "busy"]] as const) {
+          const result = yield* succeedsChangingNothing(store.claimOperation(claimInput({ operationID, markSent: true })))
+          expect(result.outcome).toBe(outcome)
+          expect(result.operation).toMatchObject({ sendMarker: null })
+        }
+      })))
+
+    it.effect("out of attempts, a claim with markSent ends the operation as a plain claim does", () =>
+      onStore(Effect.gen(function*() {
+        yield* seedOperations(attemptedRow({ attempts: POLICY.maxAttempts }))
+        const store = yield* ConnectorStore
+        expect(yield* store.claimOperation(claimInput({ markSent: true })))
+          .toMatchObject({ outcome: "finished", operation: { state: "dead", attempts: POLICY.maxAttempts, sendMarker: null } })
+      })))
+
+    it.effect("markSent that is not a boolean is refused, naming the field, with nothing written", () =>
+      onStore(Effect.gen(function*() {
+        const store = yield* ConnectorStore
+        const error = yield* failsChangingNothing(store.claimOperation(claimInput({ markSent: "yes" as never })))
+        expect(error).toMatchObject({ _tag: "InvalidInput", method: "claimOperation", field: "input.markSent" })
+      })))
+  })
+
   describe(`leases on ${adapter.name}`, () => {
     it.effect("the holder renews its lease, moving the expiry and the due time", () =>
       onStore(Effect.gen(function*() {

@@ -28,7 +28,8 @@ const runner = fc.oneof({ arbitrary: fc.constant(LATEST), weight: 3 }, { arbitra
 
 /**
  * Random lifecycles over three keys and a few runners each: claims (now and
- * then with another payload), send markers, provider requests (answered,
+ * then with another payload, or marking the request sent as they lease),
+ * send markers, provider requests (answered,
  * answer lost, lost, rate-limited) to the testkit's fake provider,
  * every failure kind with and without proof that the request did not apply
  * (only what the runner could honestly know), finalizes under sources that
@@ -39,7 +40,7 @@ const runner = fc.oneof({ arbitrary: fc.constant(LATEST), weight: 3 }, { arbitra
  * provider's own check finds no write applied twice.
  */
 const commands = fc.commands([
-  ...weighted(4, fc.tuple(key, fc.constantFrom("h1", "h1", "h1", "h1", "h2")).map(([k, h]) => new Claim(k, h))),
+  ...weighted(4, fc.tuple(key, fc.constantFrom("h1", "h1", "h1", "h1", "h2"), fc.boolean()).map(([k, h, sent]) => new Claim(k, h, sent))),
   ...weighted(3, fc.tuple(key, runner).map(([k, r]) => new MarkSent(k, r))),
   ...weighted(3, fc.tuple(key, runner, fc.constantFrom<SendFate>("answered", "answer-lost", "answer-lost", "lost", "rate-limited"))
     .map(([k, r, fate]) => new Send(k, r, fate))),

@@ -28,9 +28,10 @@ type Command = fc.AsyncCommand<OperationModel, ModelStore>
 const call = <A, E>(real: ModelStore, use: (store: ConnectorStore["Type"]) => Effect.Effect<A, E>) =>
   real.value(Effect.flatMap(ConnectorStore, use))
 
-const claimInputOf = (key: number, payloadHash: string): ClaimOperationInput => {
+const claimInputOf = (key: number, payloadHash: string, markSent = false): ClaimOperationInput => {
   const spec = KEYS[key]!
   return {
+    ...(markSent ? { markSent } : {}),
     callerDID: spec.callerDID,
     operationID: spec.operationID,
     ...PARTY,
@@ -44,13 +45,17 @@ const claimInputOf = (key: number, payloadHash: string): ClaimOperationInput => 
   }
 }
 
-/** A runner claims key `key` with payload `hash` (another hash than the stored one is a conflict). */
+/**
+ * A runner claims key `key` with payload `hash` (another hash than the
+ * stored one is a conflict); with `markSent`, a claim that leases also
+ * marks the run's request sent.
+ */
 export class Claim implements Command {
-  constructor(readonly key: number, readonly hash: string) {}
+  constructor(readonly key: number, readonly hash: string, readonly markSent = false) {}
   check = () => true
-  toString = () => `claim(${keyLabel(this.key)}, ${this.hash})`
+  toString = () => `claim(${keyLabel(this.key)}, ${this.hash}${this.markSent ? ", markSent" : ""})`
   async run(model: OperationModel, real: ModelStore): Promise<void> {
-    const exit = await real.run(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimInputOf(this.key, this.hash))))
+    const exit = await real.run(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimInputOf(this.key, this.hash, this.markSent))))
     const op = model.operations.get(this.key)
     const now = model.now
     if (op !== undefined && op.payloadHash !== this.hash) {
@@ -67,8 +72,14 @@ export class Claim implements Command {
       if (result.outcome !== "claimed") throw new Error(`expected claimed, got ${result.outcome}`)
       expect(runners).not.toContain(result.lease.token)
       runners.push(result.lease.token)
-      model.runs.set(result.lease.token, { key: this.key, reissue: result.reissue, marked: false, answer: "unsent" })
+      model.runs.set(result.lease.token, { key: this.key, reissue: result.reissue, marked: this.markSent, answer: "unsent" })
       return { token: result.lease.token, expiresAt: now + MODEL_POLICY.leaseMs }
+    }
+    /** The claim's own mark, when it was asked for: the attempt counted, the run's token the marker. */
+    const markedIfAsked = (op: { attempts: number; sendMarker: string | null }, token: string) => {
+      if (!this.markSent) return
+      op.attempts++
+      op.sendMarker = token
     }
     if (op === undefined) {
       expect(result).toMatchObject({ outcome: "claimed", created: true, reissue: null })
@@ -91,6 +102,7 @@ export class Claim implements Command {
         updatedAt: now,
         version: 0
       })
+      markedIfAsked(model.operations.get(this.key)!, lease.token)
     } else if (op.state !== "attempted") {
       expect(result.outcome).toBe("finished")
     } else if (leaseLive(op, now)) {
@@ -111,6 +123,7 @@ export class Claim implements Command {
       op.nextAttemptAt = op.lease.expiresAt
       op.sendMarker = null
       op.deferReason = null
+      markedIfAsked(op, op.lease.token)
       touch(model, op)
     }
     return expectAgreement(model, real)

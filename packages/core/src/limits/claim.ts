@@ -1,5 +1,5 @@
 import type { AttemptFailure, AttemptFailureResult } from "../operation/attempt.js"
-import { type ClaimDecision, type ClaimOperationInput, decideOperationClaim, type FreshClaimValues } from "../operation/claim.js"
+import { type ClaimDecision, decideClaimLease, type ClaimOperationInput, type FreshClaimValues, markedAtClaim } from "../operation/claim.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import { released } from "../operation/decision.js"
 import type { OperationPolicySettings } from "../operation/policy.js"
@@ -11,7 +11,8 @@ import type { ClaimLimit, PauseRequest } from "./decisions.js"
  * claim that would lease while `limit` holds does not. A stored row is left
  * as it is and answered `scheduled` at the limit's end; a new key's row is
  * still inserted, unleased and due at that time, so the write is not lost
- * and the due sweep finds it. Every other outcome is the plain claim's.
+ * and the due sweep finds it (and not marked sent: no request leaves).
+ * Every other outcome is the plain claim's.
  */
 export const decideLimitedClaim = (
   row: ConnectorOperation | undefined,
@@ -21,8 +22,8 @@ export const decideLimitedClaim = (
   limit: ClaimLimit | undefined,
   now: Millis
 ): ClaimDecision => {
-  const decision = decideOperationClaim(row, input, fresh, policy, now)
-  if (limit === undefined || decision.conflict || decision.result.outcome !== "claimed") return decision
+  const decision = decideClaimLease(row, input, fresh, policy, now)
+  if (limit === undefined || decision.conflict || decision.result.outcome !== "claimed") return markedAtClaim(decision, input, policy, now)
   const limitedBy = { scope: limit.scope, reason: limit.reason }
   if (row === undefined) {
     const next: ConnectorOperation = { ...decision.next!, ...released, nextAttemptAt: limit.until }

@@ -58,6 +58,7 @@ const CLAIM_ID_NAMES = CLAIM_IDS.map((field) => `input.${field}`)
 const operationKind = oneOf("create", "update", "delete")
 const optionalIdOrNull = optional(idOrNull)
 const optionalTextOrNull = optional(textOrNull)
+const optionalBoolean = optional(boolean)
 /** An optional lease length: absent, or 1 ms to `MAX_LEASE_MS`. */
 export const optionalLease = optional(leaseDuration)
 
@@ -72,7 +73,8 @@ export const claimChecks = (input: unknown): ReadonlyArray<Check> => {
     ["input.providerEtag", fieldOf(input, "providerEtag"), optionalTextOrNull],
     ["input.reissueIntent", fieldOf(input, "reissueIntent"), reissueIntentProblem],
     ["input.reissueIntent", fieldOf(input, "reissueIntent"), (intent) => reissueFitProblem(String(fieldOf(input, "op")), intent as ReissueIntent)],
-    ["input.leaseMs", fieldOf(input, "leaseMs"), optionalLease]
+    ["input.leaseMs", fieldOf(input, "leaseMs"), optionalLease],
+    ["input.markSent", fieldOf(input, "markSent"), optionalBoolean]
   )
   return checks
 }
@@ -94,7 +96,6 @@ export const renewChecks = (options: unknown): ReadonlyArray<Check> => [
 
 const failureKind = oneOf("retryable", "permanent", "unknown", "offline", "auth")
 const optionalHttpStatus = optional(httpStatus)
-const optionalBoolean = optional(boolean)
 const optionalMillis = optional(Rules.millis)
 
 /** The extra checks of an `AttemptFailure`. */
@@ -161,7 +162,8 @@ export const CLAIM_SHAPE: InputShape = shapeOf(
     "reissueIntent",
     "providerEtag",
     "documentID",
-    "leaseMs"
+    "leaseMs",
+    "markSent"
   ]),
   { reissueIntent: PLAIN_JSON }
 )

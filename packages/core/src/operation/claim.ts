@@ -5,6 +5,7 @@ import { foldedDoubt } from "./doubt.js"
 import { holdsLiveLease, type Lease, leaseColumns, leaseOf } from "./lease.js"
 import type { OperationPolicySettings } from "./policy.js"
 import { type ReissueIntent, safeReissue, type SafeReissue } from "./reissue.js"
+import { decideMarkSent } from "./attempt.js"
 import { bump } from "../versioned.js"
 import type { LimitedBy } from "../limits/ProviderLimit.js"
 
@@ -45,6 +46,16 @@ export interface ClaimOperationInput extends OperationKey {
   readonly documentID?: string | null | undefined
   /** How long the lease lasts; the policy's `leaseMs` when absent. */
   readonly leaseMs?: number | undefined
+  /**
+   * `true` when the runner sends the request right after a claim: a claim
+   * that leases also marks the request sent (as `markOperationSent` would,
+   * the lease's token as the marker and the attempt counted) in the same
+   * write, one statement fewer per attempt. From then on the operation is
+   * in doubt, so a runner that dies before its request leaves hands the
+   * next one a `reissue` (or `reconcile_only`), never a blind re-send. Leave
+   * it unset when work that may fail comes between the claim and the send.
+   */
+  readonly markSent?: boolean | undefined
 }
 
 /** The random values a claim may use, drawn outside the pure decision. */
@@ -144,7 +155,42 @@ const finishes = (row: ConnectorOperation, state: "dead" | "reconcile_only", now
   ))
 
 /**
- * Decides a claim of `input`'s key against the stored row (if any).
+ * Decides a claim of `input`'s key against the stored row (if any), and,
+ * when `input.markSent` asks for it, marks a leased attempt sent in the
+ * same write (`markedAtClaim`).
+ */
+export const decideOperationClaim = (
+  row: ConnectorOperation | undefined,
+  input: ClaimOperationInput,
+  fresh: FreshClaimValues,
+  policy: OperationPolicySettings,
+  now: Millis
+): ClaimDecision => markedAtClaim(decideClaimLease(row, input, fresh, policy, now), input, policy, now)
+
+/**
+ * `decision` with its leased attempt marked sent when `input.markSent`
+ * asks for it: `decideMarkSent` applied to the claimed row, folded into the
+ * claim's one write (the row stays one version past the stored one). Any
+ * other decision is left as it is.
+ */
+export const markedAtClaim = (
+  decision: ClaimDecision,
+  input: ClaimOperationInput,
+  policy: OperationPolicySettings,
+  now: Millis
+): ClaimDecision => {
+  if (input.markSent !== true || decision.conflict || decision.result.outcome !== "claimed") return decision
+  const claimed = decision.result
+  const mark = decideMarkSent(claimed.operation, claimed.lease.token, policy, now)
+  // A claim never leases an operation with no attempt left, so its mark is always `sent`.
+  if (mark.next === undefined || mark.result.outcome !== "sent") throw new Error("a claim leased an attempt it could not mark sent")
+  const next: ConnectorOperation = { ...mark.next, version: claimed.operation.version }
+  return decided({ next, result: { ...claimed, operation: next } })
+}
+
+/**
+ * Decides the lease of a claim of `input`'s key against the stored row (if
+ * any), without its `markSent`.
  *
  * A new key inserts the operation leased to the claimer. A replay with the
  * same payload hash converges on the stored row: terminal → `finished`; a
@@ -157,7 +203,7 @@ const finishes = (row: ConnectorOperation, state: "dead" | "reconcile_only", now
  * that run may still settle it). An operation out of attempts is never
  * leased again: it becomes `dead`, or `reconcile_only` when in doubt.
  */
-export const decideOperationClaim = (
+export const decideClaimLease = (
   row: ConnectorOperation | undefined,
   input: ClaimOperationInput,
   fresh: FreshClaimValues,
