@@ -70,6 +70,12 @@ export const script = async (store: PromiseConnectorStore<SqlTransaction>): Prom
   await record(() => store.claimOperation(other))
   clock.now = NOW + 10 * 60_000
   await record(() => store.claimOperation(other))
+  // A claim that marks its request sent, new and taken over, and one whose mark is refused.
+  const sending = claimInput({ operationID: "op-3", sourceID: "src-3", deterministicEventID: "event-3", markSent: true })
+  await record(() => store.claimOperation(sending))
+  await record(() => store.claimOperation({ ...sending, operationID: "op-4", markSent: 1 as never }))
+  clock.now = NOW + 20 * 60_000
+  await record(() => store.claimOperation(sending))
   answers.push(await store.runEffect(Effect.flatMap(StoreSnapshot, (s) => s.snapshot)))
   return answers
 }
