@@ -32,8 +32,12 @@ export const lifecyclePlan = () => {
   }
 }
 
-/** The claim of one planned operation: an update from a local document, re-sendable as a conditional update. */
-export const claimInputOf = (planned) => ({
+/**
+ * The claim of one planned operation: an update from a local document,
+ * re-sendable as a conditional update; `markSent` marks its request sent in
+ * the claim's own write.
+ */
+export const claimInputOf = (planned, markSent = false) => ({
   // The key's fields one by one, not `...planned.key`: on Node 20 a spread followed by new fields costs
   // ~1.5 µs per field, which would put ~20 µs of the bench's own work into every lifecycle.
   callerDID: planned.key.callerDID,
@@ -50,7 +54,8 @@ export const claimInputOf = (planned) => ({
   reissueIntent: { kind: "conditional-update", ifMatch: "etag-0" },
   providerEtag: "etag-0",
   documentID: planned.documentID,
-  leaseMs: LEASE_MS
+  leaseMs: LEASE_MS,
+  ...(markSent ? { markSent } : {})
 })
 
 /** What the runner reports once the provider applied the write. */
@@ -69,14 +74,20 @@ const unexpected = (step, got, planned) =>
 /**
  * One lifecycle per call, on the worker's next key. Any outcome but
  * claimed → sent → committed throws: a bench must not count no-ops.
- * `steps` has the Promise API's shape.
+ * `steps` has the Promise API's shape. With `markSent`, the claim marks the
+ * request sent itself (`claimOperation({ markSent: true })`) and there is
+ * no `markOperationSent` call.
  */
-export const lifecycleOver = (steps, plan) => async (worker) => {
+export const lifecycleOver = (steps, plan, { markSent = false } = {}) => async (worker) => {
   const planned = plan.next(worker)
-  const claim = await steps.claimOperation(claimInputOf(planned))
+  const claim = await steps.claimOperation(claimInputOf(planned, markSent))
   if (claim.outcome !== "claimed") throw unexpected("claimOperation", claim, planned)
-  const sent = await steps.markOperationSent(planned.key, { leaseToken: claim.lease.token })
-  if (sent.outcome !== "sent") throw unexpected("markOperationSent", sent, planned)
+  if (markSent) {
+    if (claim.operation.sendMarker !== claim.lease.token) throw unexpected("claimOperation (markSent)", claim, planned)
+  } else {
+    const sent = await steps.markOperationSent(planned.key, { leaseToken: claim.lease.token })
+    if (sent.outcome !== "sent") throw unexpected("markOperationSent", sent, planned)
+  }
   const finalized = await steps.finalizeOperationAndArmWatch(planned.key, finalizeInputOf(planned, claim.lease.token, Date.now()))
   if (finalized.outcome !== "committed") throw unexpected("finalizeOperationAndArmWatch", finalized, planned)
 }
