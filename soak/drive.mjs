@@ -143,8 +143,11 @@ const driveClaimed = async (ctx, input, claim) => {
   }
 
   if (ctx.offline()) return fail("offline", { retryAt: Date.now() + 800 })
-  const sent = await call("markOperationSent", () => store.markOperationSent(key, { leaseToken }))
-  if (sent.outcome !== "sent") return `mark:${sent.outcome}`
+  // A claim asked to mark its request sent did it in its own write.
+  if (claim.operation.sendMarker !== leaseToken) {
+    const sent = await call("markOperationSent", () => store.markOperationSent(key, { leaseToken }))
+    if (sent.outcome !== "sent") return `mark:${sent.outcome}`
+  }
   if (ctx.offline()) return fail("offline", { retryAt: Date.now() + 800 })
   // The request must land well inside the lease: renew right before it leaves.
   const renewed = await call("renewOperationLease", () => store.renewOperationLease(key, { leaseToken }))

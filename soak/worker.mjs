@@ -84,12 +84,20 @@ const tick = async () => {
       for (const result of await driveDueBatch(ctx, 3)) report({ type: "drive", how: "batch", result })
     }
     const due = await storeCall(report, "listDueOperations", () => store.listDueOperations(Date.now(), { readWinners }))
-    for (const row of due.operations.slice(0, 3)) report({ type: "drive", how: "redrive", result: await driveOperation(ctx, claimInputOf(row)) })
+    for (const row of due.operations.slice(0, 3)) {
+      const sending = rng.chance(0.5)
+      const input = sending ? { ...claimInputOf(row), markSent: true } : claimInputOf(row)
+      report({ type: "drive", how: sending ? "redrive (marked at claim)" : "redrive", result: await driveOperation(ctx, input) })
+    }
     for (const watch of due.watches.slice(0, 2)) report({ type: "drive", how: "watch", result: await verifyWatch(ctx, watch) })
     return
   }
   const input = await newKey()
-  if (input !== null) report({ type: "drive", how: "new", result: await driveOperation(ctx, input) })
+  if (input === null) return
+  // Half the claims mark their request sent themselves (claimOperation({ markSent: true })): a kill between
+  // such a claim and its request leaves the operation in doubt, to be re-sent only as its reissue says.
+  const sending = rng.chance(0.5)
+  report({ type: "drive", how: sending ? "new (marked at claim)" : "new", result: await driveOperation(ctx, sending ? { ...input, markSent: true } : input) })
 }
 
 // A spare until the controller says go; gone with the controller.
