@@ -8,7 +8,7 @@ import {
 } from "@connector-store/testkit"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { blindResendLoop, droppedTokenLoop, finalizeInTryLoop, goneAlwaysLoop, goneAsFailureLoop, ignoresLeaseLostLoop, readmeLoop, wrongSourceDeleteLoop } from "./testkit.loops.js"
+import { blindResendLoop, droppedTokenLoop, finalizeInTryLoop, goneAlwaysLoop, goneAsFailureLoop, ignoresLeaseLostLoop, readmeLoop, watchDueIn, wrongSourceDeleteLoop } from "./testkit.loops.js"
 
 /** The check's failure, or a test failure when it passed. */
 const failureOf = async (loop: RunnerLoop, options: CheckRunnerLoopOptions = {}): Promise<RunnerLoopCheckFailed> => {
@@ -40,6 +40,10 @@ describe("checkRunnerLoop", () => {
     const report = await checkRunnerLoop(readmeLoop)
     console.log(`checkRunnerLoop(readmeLoop) with default options: ${report.runs} runs in ${report.elapsedMs} ms`)
     expect(report.runs).toBeGreaterThan(0)
+  }, 120_000)
+
+  it("passes the README's runner loop with its claims marking their requests sent (no markOperationSent call)", async () => {
+    expect((await checkRunnerLoop(watchDueIn(300, true), { numRuns: 100, seed: 7 })).runs).toBe(100)
   }, 120_000)
 
   /** A provider that answers 404 and 410 for other reasons too (a wrong path, a wrong account): what `reconcile` deletes are for. */

@@ -48,6 +48,15 @@ describe("the lease judges", () => {
     expect(judgeLeases(busy, [send("r1")])[0]?.detail).toMatch(/although its claimOperation answered busy: it holds no lease$/)
   })
 
+  it("pass a send after a claim that marked its request sent itself, and name one after that lease is released", () => {
+    const marked = { ...call("r1", "claimOperation", null, "claimed", "lease-1"), markedSent: true }
+    expect(judgeLeases([marked], [send("r1")])).toEqual([])
+    const released = [{ ...call("r1", "claimOperation", null, "claimed", "lease-1"), markedSent: true }, call("r1", "recordAttemptFailure", "lease-1", "retrying")]
+    expect(judgeLeases(released, [send("r1")])[0]?.detail).toMatch(/although its recordAttemptFailure answered retrying: the lease is released$/)
+    const lateClaim = [{ ...call("r1", "claimOperation", null, "claimed", "lease-1"), markedSent: true }, call("r1", "claimOperation", null, "claimed", "lease-2")]
+    expect(judgeLeases(lateClaim, [send("r1")])[0]?.detail).toMatch(/although its claim was never marked sent$/)
+  })
+
   it("keep a rejected call from changing what the runner holds", () => {
     const calls = [call("r1", "claimOperation", null, "claimed", "lease-1"), call("r1", "markOperationSent", "lease-1", "sent"), call("r1", "finalizeOperationAndArmWatch", "lease-1", null)]
     expect(judgeLeases(calls, [send("r1")])).toEqual([])

@@ -74,12 +74,16 @@ const sendOnce = async (
 /** The README's write-back loop, on the testkit's provider: only the provider call in the try, the reissue rule, 412/409 means look it up. */
 export const readmeLoop: RunnerLoop = (store, provider, edit) => watchDueIn(300)(store, provider, edit)
 
-/** The README's loop, arming each watch due `dueInMs` after its commit. */
-export const watchDueIn = (dueInMs: number): RunnerLoop => async (store, provider, edit) => {
-  const claim = await store.claimOperation(edit)
+/**
+ * The README's loop, arming each watch due `dueInMs` after its commit; with
+ * `markAtClaim`, its claim marks the request sent (`markSent`) and it never
+ * calls `markOperationSent`.
+ */
+export const watchDueIn = (dueInMs: number, markAtClaim = false): RunnerLoop => async (store, provider, edit) => {
+  const claim = await store.claimOperation(markAtClaim ? { ...edit, markSent: true } : edit)
   if (claim.outcome !== "claimed") return claim.outcome
   const key = { callerDID: edit.callerDID, operationID: edit.operationID }, leaseToken = claim.lease.token
-  if ((await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
+  if (!markAtClaim && (await store.markOperationSent(key, { leaseToken })).outcome !== "sent") return "lease-lost"
   if (edit.op === "delete") return deleteBack(store, provider, edit, leaseToken, (e) => e.reissueIntent.kind === "idempotent-delete")
   const ifMatch = claim.reissue?.kind === "conditional-update" ? claim.reissue.ifMatch : undefined
   const id = deterministicID(edit)

@@ -456,13 +456,14 @@ export const runPlan = async (
         il.call(actor, describeCall(method, args, clock.now()), async () => {
           const k = typeof args[0] === "object" && args[0] !== null && "operationID" in args[0] ? keyOf(args[0] as OperationKey) : null
           const token = typeof (args[1] as { leaseToken?: unknown } | undefined)?.leaseToken === "string" ? (args[1] as { leaseToken: string }).leaseToken : null
-          const judged = (outcome: string | null, lease: string | null) => {
-            if (k !== null && LEASE_METHODS.has(method)) leaseCalls.push({ seq: ++seq, actor, key: k, method, token, outcome, lease })
+          const judged = (outcome: string | null, lease: string | null, markedSent = false) => {
+            if (k !== null && LEASE_METHODS.has(method)) leaseCalls.push({ seq: ++seq, actor, key: k, method, token, outcome, lease, markedSent })
           }
           try {
             const answer = await (fn as (...a: Array<unknown>) => Promise<unknown>).apply(store, args)
             const outcome = (answer as { outcome?: unknown } | null)?.outcome
-            judged(typeof outcome === "string" ? outcome : null, method === "claimOperation" && outcome === "claimed" ? (answer as { lease: { token: string } }).lease.token : null)
+            const claimed = method === "claimOperation" && outcome === "claimed" ? answer as Extract<ClaimResult, { outcome: "claimed" }> : undefined
+            judged(typeof outcome === "string" ? outcome : null, claimed?.lease.token ?? null, claimed !== undefined && claimed.operation.sendMarker === claimed.lease.token)
             if (k !== null && outcome === "committed") committedAt.set(k, seq)
             if (method === "claimOperation") {
               const claim = answer as ClaimResult

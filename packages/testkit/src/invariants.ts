@@ -16,7 +16,7 @@ export const INVARIANTS = {
   "committed-has-watch": "every committed create or update has its watch, unless its document is gone: deleted locally, or a delete of it committed after the write",
   "delete-removed": "every committed delete's entity is gone at the provider and its watch retired (unless a later commit armed the entity again)",
   "lease-token-from-claim": "every store call a runner makes under a lease token passes the token its own latest claim of that operation handed out",
-  "sent-under-lease": "no provider write leaves from a runner unless its markOperationSent answered sent under its latest claim, with nothing since answering that the lease is gone",
+  "sent-under-lease": "no provider write leaves from a runner unless its markOperationSent answered sent under its latest claim (or that claim marked it sent itself), with nothing since answering that the lease is gone",
   "typed-rejections": "every store call that rejected, and every runner loop that rejected, did so with one of the store's error tags (or a simulated crash)"
 } as const
 
@@ -210,6 +210,8 @@ export interface LeaseCall {
   readonly outcome: string | null
   /** For a claim answered `claimed`: the lease token it handed out. */
   readonly lease: string | null
+  /** For a claim answered `claimed`: true when it marked the request sent itself (`markSent`). */
+  readonly markedSent?: boolean | undefined
 }
 
 /** A provider write a runner sent, as the run saw it leave. */
@@ -243,7 +245,8 @@ interface Held {
  * call under a token its runner's latest claim of the key did not hand out
  * breaks `lease-token-from-claim` (named once per key: the re-drives repeat
  * it); a provider write that leaves while its runner is not marked sent
- * under its latest claim (never marked, or told since that the lease is
+ * under its latest claim (by `markOperationSent` or by the claim itself
+ * with `markSent`; never marked, or told since that the lease is
  * gone or released) breaks `sent-under-lease`. A call that rejected changes
  * nothing its runner holds.
  */
@@ -273,6 +276,8 @@ export const judgeLeases = (
       if (call.outcome === null) continue
       held.set(id, call.lease === null
         ? { token: null, sendable: false, why: `its claimOperation answered ${call.outcome}: it holds no lease` }
+        : call.markedSent === true
+        ? { token: call.lease, sendable: true, why: "" }
         : { token: call.lease, sendable: false, why: "its claim was never marked sent" })
       continue
     }
