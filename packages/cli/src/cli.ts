@@ -12,6 +12,7 @@ import { showCommand } from "./commands/show.js"
 import { simulateCommand } from "./commands/simulate.js"
 import { statusCommand } from "./commands/status.js"
 import { syncCommand } from "./commands/sync.js"
+import { limitsCommand } from "./commands/limits.js"
 import { describeError } from "./errors.js"
 import { DATABASE_ENV } from "./options.js"
 import { argumentProblem, commandOf, type CommandSpec, commandSpecOf, helpText, plainText, wantsHelp } from "./spec.js"
@@ -32,6 +33,7 @@ export const rootCommand = Command.make("connector-store").pipe(
     collectCommand,
     relistCommand,
     syncCommand,
+    limitsCommand,
     simulateCommand
   ])
 )
