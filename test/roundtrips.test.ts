@@ -17,7 +17,8 @@ import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./
  * (every statement better-sqlite3 runs, BEGIN and COMMIT included).
  *
  * Why each count is the minimum the method's guarantees need here:
- * - A claim of a new key is its insert alone; a watch claim or deferral is
+ * - A claim of a new key is its insert alone (marked sent in it when asked:
+ *   `markSent`); a watch claim or deferral is
  *   one guarded UPDATE (the pure decision's preconditions as its WHERE,
  *   test/guarded-writes.property.test.ts).
  * - The other transitions that read nothing but their own row (an existing
@@ -47,6 +48,8 @@ const EXPECTED = {
     "claimOperation (new key)": 1,
     "claimOperation (busy)": 2,
     "claimOperation (takeover)": 3,
+    "claimOperation (new key, markSent)": 1,
+    "claimOperation (takeover, markSent)": 3,
     renewOperationLease: 2,
     markOperationSent: 1,
     recordAttemptFailure: 2,
@@ -64,6 +67,8 @@ const EXPECTED = {
     "claimOperation (new key)": 1,
     "claimOperation (busy)": 2,
     "claimOperation (takeover)": 3,
+    "claimOperation (new key, markSent)": 1,
+    "claimOperation (takeover, markSent)": 3,
     renewOperationLease: 2,
     markOperationSent: 1,
     recordAttemptFailure: 2,

@@ -117,6 +117,8 @@ export const ROUND_TRIP_METHODS = [
   "claimOperation (new key)",
   "claimOperation (busy)",
   "claimOperation (takeover)",
+  "claimOperation (new key, markSent)",
+  "claimOperation (takeover, markSent)",
   "markOperationSent",
   "renewOperationLease",
   "recordAttemptFailure",
@@ -226,5 +228,13 @@ export const measureRoundTrips = async (store, count, advance, tag) => {
   const watches = await measure("claimDueWatches (2 due)", () =>
     store.claimDueWatches({ now: store.now(), until: store.now() + 60_000, limit: 10 }))
   if (watches.claimed.length !== 2) throw new Error(`claimDueWatches claimed ${watches.claimed.length}, expected 2`)
+
+  // A claim that marks its request sent writes the mark in its own statement: a new key's insert, a takeover's write.
+  const sending = { ...claimInput("op-5", "source-5", "doc-5"), markSent: true }
+  const sent = await measure("claimOperation (new key, markSent)", () => store.claimOperation(sending))
+  if (sent.outcome !== "claimed" || sent.operation.sendMarker !== sent.lease.token) throw new Error("claimOperation with markSent did not mark")
+  advance(30_001)
+  const retaken = await measure("claimOperation (takeover, markSent)", () => store.claimOperation(sending))
+  if (retaken.outcome !== "claimed" || retaken.operation.sendMarker !== retaken.lease.token) throw new Error("a takeover with markSent did not mark")
   return counts
 }
