@@ -37,7 +37,9 @@ export const limitsPauseCommand = Command.make("pause", {
   ...databaseOptions,
   json,
   ...scopeOptions,
-  until: Options.text("until").pipe(Options.withDescription("Until when: a duration from now (10m, 2h) or an ISO time"))
+  until: Options.text("until").pipe(Options.withDescription(
+    "Until when: a duration from now (10m, 2h, on this machine's clock; stores on Postgres follow the server's) or an ISO time"
+  ))
 }, (options) => loaded(handlers, (handler) => handler.pause(options))).pipe(
   Command.withDescription("Pause a provider account (or connector): no claim leases its operations before --until")
 )
