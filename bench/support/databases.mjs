@@ -9,8 +9,9 @@ import pg from "pg"
 /** The Postgres server benches use (a maintenance database on it). */
 export const PG_ADMIN_URL = process.env.CONNECTOR_STORE_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 
-const withAdmin = async (use) => {
-  const client = new pg.Client({ connectionString: PG_ADMIN_URL, connectionTimeoutMillis: 3_000 })
+/** Runs `use` with a client of its own connected to `url`, ended after. */
+export const withClient = async (url, use) => {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3_000 })
   await client.connect()
   try {
     return await use(client)
@@ -18,6 +19,8 @@ const withAdmin = async (use) => {
     await client.end()
   }
 }
+
+const withAdmin = (use) => withClient(PG_ADMIN_URL, use)
 
 /**
  * Creates a scratch Postgres database (`cs_bench_<pid>_<random>`) and returns

@@ -12,7 +12,7 @@ import { dirname, join } from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 import { openConnectorStore, tableNames } from "@connector-store/sql-adapter"
-import pg from "pg"
+import { withClient } from "./databases.mjs"
 import { judgeLeases } from "./due-drain.mjs"
 import { checkDueRows, pgDueInsert, pgSettledWatchInsert } from "./due-rows.mjs"
 import { winnerOf } from "./operation-lifecycle.mjs"
@@ -24,16 +24,6 @@ export const FLEET_POOL = 10
 const SETTLED_WATCHES = 1_000
 
 let drains = 0
-
-const withClient = async (url, use) => {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return await use(client)
-  } finally {
-    await client.end()
-  }
-}
 
 /**
  * Runs `load` (the bulk insert) on a table without its indexes, then builds

@@ -1,4 +1,4 @@
-import { formatProviderScope, type ProviderLimit, type ProviderScope } from "@connector-store/core"
+import { formatProviderScope, type ProviderLimit, providerScope, type ProviderScope } from "@connector-store/core"
 import { Clock, Effect, Option } from "effect"
 import { CliError, type DatabaseOptions, withStore, withStoreReadOnly } from "../store.js"
 import { printable, renderTable } from "../table.js"
@@ -31,11 +31,7 @@ interface ScopeOptions {
   readonly account: Option.Option<string>
 }
 
-const scopeOf = (options: ScopeOptions): ProviderScope =>
-  Option.match(options.account, {
-    onNone: () => ({ connectorName: options.connector }),
-    onSome: (accountKey) => ({ connectorName: options.connector, accountKey })
-  })
+const scopeOf = (options: ScopeOptions): ProviderScope => providerScope(options.connector, Option.getOrUndefined(options.account))
 
 /** A limit's one-line summary. */
 const summary = (row: ProviderLimit, now: number): string => {
