@@ -75,9 +75,16 @@ const exportedFiles = (manifest) =>
   Object.values(manifest.exports ?? {}).flatMap((entry) => typeof entry === "string" ? [entry] : Object.values(entry))
     .map((file) => file.replace(/^\.\//, ""))
 
+/**
+ * The files a package's `bin` runs: the CLI's bin imports its bundle (packages/cli/scripts/bundle.mjs, run on
+ * prepack), whose child entry the simulation forks.
+ */
+const binFiles = (manifest) => manifest.bin === undefined ? [] : [...Object.values(manifest.bin).map((file) => file.replace(/^\.\//, "")),
+  ...(manifest.name === "@connector-store/cli" ? ["dist/bundle/bin.js", "dist/bundle/child.js", "dist/bundle/LICENSES.txt"] : [])]
+
 /** What a tarball must and must not ship: every file its `exports` name among the must. */
 const checkContents = (name, files, manifest) => {
-  for (const required of new Set(["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts", ...exportedFiles(manifest)])) {
+  for (const required of new Set(["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts", ...exportedFiles(manifest), ...binFiles(manifest)])) {
     if (!files.includes(required)) fail(`${name} does not ship ${required}`)
   }
   const unwanted = files.filter((file) => /tsbuildinfo|\.test\.|(^|\/)test\//.test(file))

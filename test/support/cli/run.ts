@@ -8,7 +8,8 @@ export interface CliRun {
   readonly stderr: string
 }
 
-const BIN = fileURLToPath(new URL("../../../packages/cli/dist/bin.js", import.meta.url))
+/** The installed command, which runs the bundle (packages/cli/dist/bundle/, from `npm run build`). */
+const BIN = fileURLToPath(new URL("../../../packages/cli/bin/connector-store.js", import.meta.url))
 
 /**
  * Runs the built `connector-store` (`npm run build` first) as its own
