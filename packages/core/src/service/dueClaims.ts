@@ -8,7 +8,8 @@ import { OperationEntropy } from "../operation/entropy.js"
 import { OperationPolicy } from "../operation/policy.js"
 import { allOptionNames } from "../optionNames.js"
 import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
-import type { DueRead } from "../ports/DueRead.js"
+import type { DueRead, FairDueRead } from "../ports/DueRead.js"
+import { type FairPosition, fairStart } from "../operation/fairDue.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -139,6 +140,31 @@ const lockHealthy = <A, P>(
     return rows
   })
 
+/**
+ * Up to `limit` healthy rows of `lockPage`'s owner-fair pages, locked, the
+ * first page's rotation starting after `cursor`, passing over pages of rows
+ * that do not decode (at most `CORRUPT_PAGES_PASSED` of them); with the last
+ * owner the first page's scan visited, the next batch's cursor.
+ */
+const lockHealthyFair = <A, P>(
+  lockPage: (at: FairPosition<P>, limit: number) => Effect.Effect<FairDueRead<A, P>, PersistenceError>,
+  limit: number,
+  cursor: string | undefined
+) =>
+  Effect.gen(function*() {
+    const rows: Array<A> = []
+    let at = fairStart<P>(cursor)
+    let scanned: string | undefined
+    for (let page = 0; page <= CORRUPT_PAGES_PASSED && rows.length < limit; page++) {
+      const read = yield* lockPage(at, limit - rows.length)
+      if (page === 0) scanned = read.scanned
+      rows.push(...read.rows)
+      if (!read.more) break
+      at = read.last
+    }
+    return { rows, scanned }
+  })
+
 /** A batch size from 1 to `MAX_DUE_CLAIMS`. */
 const batchSize: Rule = (value) =>
   Rules.positiveInt(value) ?? ((value as number) > MAX_DUE_CLAIMS ? `must be at most ${MAX_DUE_CLAIMS}` : undefined)
@@ -152,6 +178,8 @@ export const makeDueClaimMethods = Effect.gen(function*() {
 
   const watches = yield* WatchRepository
   const limited = (yield* ProviderLimitEnforcement).enforce ? yield* makeLimitedOperations : undefined
+  // The owner the last batch claim's scan visited last, per store: the next batch's owners start after it.
+  let operationCursor: string | undefined
 
   const methods: DueClaimMethods = {
     claimDueOperations: taking("claimDueOperations", ["params"], [DUE_CLAIM_SHAPE], (params: DueClaimParams) =>
@@ -163,12 +191,13 @@ export const makeDueClaimMethods = Effect.gen(function*() {
         ])
         const leaseMs = params.leaseMs ?? policy.leaseMs
         const [claims, corrupt] = yield* collectCorruptRows(withTransaction(limited !== undefined
-          ? limited.claimDue(params.limit, leaseMs, CORRUPT_PAGES_PASSED + 1)
+          ? limited.claimDue(params.limit, leaseMs, CORRUPT_PAGES_PASSED + 1, operationCursor)
           : Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
-          const due = yield* lockHealthy<ConnectorOperation, DueOperationPosition>(
-            (after, limit) => operations.lockDuePage(now, after, limit),
-            params.limit
+          const { rows: due, scanned } = yield* lockHealthyFair<ConnectorOperation, DueOperationPosition>(
+            (at, limit) => operations.lockDuePage(now, at, limit),
+            params.limit,
+            operationCursor
           )
           const decided = due.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now) }))
           const writes = decided.filter(({ decision }) => decision.next !== undefined)
@@ -183,10 +212,12 @@ export const makeDueClaimMethods = Effect.gen(function*() {
             if (result.outcome === "claimed") claimed.push(result)
             else if (result.outcome === "finished" && decision.next !== undefined) finished.push(result.operation)
           }
-          return { claimed, finished }
+          return { claimed, finished, scanned }
         })))
+        // The rotation goes on after the last owner this batch's scan visited (this store's runners only).
+        if (claims.scanned !== undefined) operationCursor = claims.scanned
         yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "claimed"), claims.claimed.length)
-        return { ...claims, corrupt }
+        return { claimed: claims.claimed, finished: claims.finished, corrupt }
       })),
 
     claimDueWatches: taking("claimDueWatches", ["params"], [DUE_WATCH_CLAIM_SHAPE], (params: DueWatchClaimParams) =>
