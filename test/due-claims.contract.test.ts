@@ -423,6 +423,12 @@ describe.each(adapters)("claimDueOperations between owners on $name", (adapter) 
       expect(ids((await store.claimDueOperations({ limit: 5 })).claimed)).toEqual(["a-000", "b-only", "a-001", "a-002", "a-003"])
       // A single owner's batch is its rows in the due order, as before.
       expect(ids((await store.claimDueOperations({ limit: 4 })).claimed)).toEqual(["a-004", "a-005", "a-006", "a-007"])
+      // The batch is full when the other owners run out of rows; the owners start after the last one the
+      // previous batch visited (b, its row leased), so c comes before a.
+      await seed(store, due("c-only", NOW - 2, { ownerDID: "did:owner:c" }))
+      expect(ids((await store.claimDueOperations({ limit: 10 })).claimed)).toEqual(
+        ["c-only", "a-008", "a-009", "a-010", "a-011", "a-012", "a-013", "a-014", "a-015", "a-016"]
+      )
     } finally {
       await closeAll(stores)
     }

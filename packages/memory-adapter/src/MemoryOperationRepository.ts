@@ -85,7 +85,7 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
       return {
         rows: page.rows,
         read: page.rows.length,
-        last: advanceFairPosition(at, page.rows.map((row) => [row.ownerDID, dueOperationPositionOf(row)] as const)),
+        last: advanceFairPosition(at, page.rows.map((row) => [row.ownerDID, dueOperationPositionOf(row)] as const), page.done),
         scanned: page.scanned,
         more: page.more
       }

@@ -309,10 +309,15 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   const stepOwner = (prev: Statement.Fragment, from: string) =>
     sql`CASE WHEN ${prev} > ${from} THEN COALESCE(${nextOwner(prev, undefined)}, ${firstOwner(from)})
       ELSE ${nextOwner(prev, sql`${from}`)} END`
-  const ownerDue = (owner: Statement.Fragment, now: Millis) =>
-    sql`CASE WHEN EXISTS (SELECT 1 FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = ${owner} AND next_attempt_at IS NULL)
-      OR EXISTS (SELECT 1 FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = ${owner} AND next_attempt_at <= ${now})
-      THEN 1 ELSE 0 END`
+  // Whether an owner has due work: its first attempted row in the due order (one probe; ORDER BY keeps the
+  // planner on the index) is unscheduled or due by now. An owner an earlier page read to the end has none.
+  const ownerDue = (owner: Statement.Fragment, now: Millis, done: string) =>
+    sql`CASE WHEN ${owner} IN (SELECT value FROM ${jsonValues(done)}) THEN 0 ELSE COALESCE((SELECT CASE WHEN
+        next_attempt_at IS NULL OR next_attempt_at <= ${now} THEN 1 ELSE 0 END
+      FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = ${owner} ORDER BY next_attempt_at NULLS FIRST LIMIT 1), 0) END`
+  // The text values of a JSON array, as a table of one column, `value`.
+  const jsonValues = (array: string) =>
+    sql.onDialectOrElse({ pg: () => sql`jsonb_array_elements_text(${array}::jsonb)`, orElse: () => sql`json_each(${array})` })
   const fairDuePage = (
     now: Millis,
     at: FairPosition<DueOperationPosition>,
@@ -322,26 +327,27 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     const from = at.from
     const visits = OWNERS_VISITED_PER_ROW * limit
     const positions = JSON.stringify(at.owners.map(([owner, p]) => [owner, p.nextAttemptAt, p.callerDID, p.operationID]))
+    const done = JSON.stringify(at.done)
     const first = sql`COALESCE(${nextOwner(sql`${from}`, undefined)}, ${firstOwner(from)})`
     const scan = sql.onDialectOrElse({
       pg: () =>
         sql`scan (owner_did, n, due, d) AS (
           SELECT f.owner_did, 1, f.due, f.due FROM (SELECT ${first} AS owner_did) AS s
-            CROSS JOIN LATERAL (SELECT s.owner_did, ${ownerDue(sql`s.owner_did`, now)} AS due) AS f
+            CROSS JOIN LATERAL (SELECT s.owner_did, ${ownerDue(sql`s.owner_did`, now, done)} AS due) AS f
             WHERE s.owner_did IS NOT NULL
           UNION ALL
           SELECT f.owner_did, scan.n + 1, f.due, scan.d + f.due FROM scan
             CROSS JOIN LATERAL (SELECT ${stepOwner(sql`scan.owner_did COLLATE "C"`, from)} AS owner_did) AS s
-            CROSS JOIN LATERAL (SELECT s.owner_did, ${ownerDue(sql`s.owner_did`, now)} AS due) AS f
+            CROSS JOIN LATERAL (SELECT s.owner_did, ${ownerDue(sql`s.owner_did`, now, done)} AS due) AS f
             WHERE scan.n < ${visits} AND scan.d < ${limit} AND s.owner_did IS NOT NULL)`,
       // SQLite has no LATERAL: the step is written out where it is used.
       orElse: () => {
         const step = stepOwner(sql`scan.owner_did`, from)
         return sql`scan (owner_did, n, due, d) AS (
-          SELECT first_owner, 1, ${ownerDue(sql`first_owner`, now)}, ${ownerDue(sql`first_owner`, now)}
+          SELECT first_owner, 1, ${ownerDue(sql`first_owner`, now, done)}, ${ownerDue(sql`first_owner`, now, done)}
             FROM (SELECT ${first} AS first_owner) WHERE first_owner IS NOT NULL
           UNION ALL
-          SELECT ${step}, n + 1, ${ownerDue(step, now)}, d + ${ownerDue(step, now)} FROM scan
+          SELECT ${step}, n + 1, ${ownerDue(step, now, done)}, d + ${ownerDue(step, now, done)} FROM scan
             WHERE n < ${visits} AND d < ${limit} AND ${step} IS NOT NULL)`
       }
     })
@@ -375,18 +381,26 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
         sql`SELECT x.*, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
           CROSS JOIN LATERAL (${ownerRows(sql`*`)}) AS x`,
       orElse: () =>
+        // CROSS JOIN keeps the owners the outer loop (SQLite's planner may not reorder it): each owner's rows by rowid.
         sql`SELECT x.*, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
-          JOIN ${table} AS x ON x.rowid IN (SELECT rowid FROM (${ownerRows(sql`rowid, next_attempt_at, caller_did, operation_id`)}))`
+          CROSS JOIN ${table} AS x WHERE x.rowid IN (SELECT rowid FROM (${ownerRows(sql`rowid, next_attempt_at, caller_did, operation_id`)}))`
     })
     return sql<RawRow>`WITH RECURSIVE ${scan},
         owners AS (SELECT owner_did, n FROM scan WHERE due = 1),
         positions AS (${positionsOf}),
         taken AS (SELECT r.*, row_number() OVER (PARTITION BY r.fair_owner
           ORDER BY r.next_attempt_at NULLS FIRST, ${ordered("r.caller_did")}, ${ordered("r.operation_id")}) AS fair_rank FROM (${rows}) AS r)
-      SELECT page.*, ${cap} AS fair_cap, e.fair_scan_end
-      FROM (SELECT (SELECT owner_did FROM scan ORDER BY n DESC LIMIT 1) AS fair_scan_end) AS e
+      SELECT page.*, ${cap} AS fair_cap, e.fair_scan_end, e.fair_done
+      FROM (SELECT (SELECT owner_did FROM scan ORDER BY n DESC LIMIT 1) AS fair_scan_end,
+        (SELECT ${sql.onDialectOrElse({ pg: () => sql`json_agg(o.owner_did)::text`, orElse: () => sql`json_group_array(o.owner_did)` })} FROM owners AS o
+          WHERE (SELECT count(*) FROM taken WHERE taken.fair_owner = o.n) < ${cap}) AS fair_done) AS e
       LEFT JOIN (SELECT * FROM taken ORDER BY fair_rank, fair_owner LIMIT ${limit}) AS page ON 1 = 1
       ORDER BY page.fair_rank, page.fair_owner`
+  }
+  // The owners a page read to the end, as the statement lists them (a JSON array; null when none).
+  const doneOf = (value: unknown): ReadonlyArray<string> => {
+    const list: unknown = typeof value === "string" ? JSON.parse(value) : value
+    return Array.isArray(list) ? list.filter((owner): owner is string => typeof owner === "string") : []
   }
   const readFairPage = (
     now: Millis,
@@ -406,7 +420,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
             const position = duePositionOf(row)
             const owner = rawText(row["owner_did"])
             return position === undefined || owner === undefined ? undefined : [owner, position] as const
-          })),
+          }), doneOf(raw[0]?.["fair_done"])),
           scanned: typeof scanEnd === "string" ? scanEnd : undefined,
           more: read.length === limit || read.some((row) => Number(row["fair_rank"]) === cap)
         }

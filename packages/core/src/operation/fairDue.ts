@@ -20,10 +20,12 @@ export interface FairPosition<P> {
   readonly from: string
   /** Each owner's last row read by the batch's earlier pages: a later page reads the owner's rows after it. */
   readonly owners: ReadonlyArray<readonly [ownerDID: string, position: P]>
+  /** The owners whose rows an earlier page read to the end: a later page's scan counts them as having no due work. */
+  readonly done: ReadonlyArray<string>
 }
 
 /** The first page's position of a batch whose rotation starts after `cursor` (the last owner a batch visited). */
-export const fairStart = <P>(cursor: string | undefined): FairPosition<P> => ({ from: cursor ?? "", owners: [] })
+export const fairStart = <P>(cursor: string | undefined): FairPosition<P> => ({ from: cursor ?? "", owners: [], done: [] })
 
 /**
  * `position` with each owner's position replaced by its last of `read`
@@ -32,11 +34,12 @@ export const fairStart = <P>(cursor: string | undefined): FairPosition<P> => ({ 
  */
 export const advanceFairPosition = <P>(
   position: FairPosition<P>,
-  read: ReadonlyArray<readonly [ownerDID: string, position: P] | undefined>
+  read: ReadonlyArray<readonly [ownerDID: string, position: P] | undefined>,
+  done: ReadonlyArray<string>
 ): FairPosition<P> => {
   const owners = new Map(position.owners)
   for (const entry of read) if (entry !== undefined) owners.set(entry[0], entry[1])
-  return { from: position.from, owners: Array.from(owners) }
+  return { from: position.from, owners: Array.from(owners), done: Array.from(new Set([...position.done, ...done])) }
 }
 
 /** One page of an owner-fair read, as the reference computes it. */
@@ -47,6 +50,8 @@ export interface FairPage<A> {
   readonly scanned: string | undefined
   /** True when an owner gave the page every row the page allowed it, so a next page may find more. */
   readonly more: boolean
+  /** The owners with due work that gave fewer rows than the page allowed them: the batch has read them to the end. */
+  readonly done: ReadonlyArray<string>
 }
 
 /** What the reference needs to know about a table's rows. */
@@ -71,7 +76,8 @@ export interface FairTable<A, P> {
  *
  * 1. the owner scan: the owners with rows in the table's index, in byte
  *    order from after `at.from`, around to it, until `limit` owners with
- *    due work are found or `OWNERS_VISITED_PER_ROW × limit` visited;
+ *    due work (not in `at.done`) are found or `OWNERS_VISITED_PER_ROW ×
+ *    limit` visited;
  * 2. each owner with due work gives its first `ceil(limit / k)` rows the
  *    page may take after its position in `at` (k: the owners with due
  *    work found), in the due order;
@@ -93,17 +99,19 @@ export const fairPage = <A, P>(table: FairTable<A, P>, at: FairPosition<P>, limi
     ...owners.filter((owner) => compareCodePoints(owner, at.from) > 0),
     ...owners.filter((owner) => compareCodePoints(owner, at.from) <= 0)
   ]
+  const done = new Set(at.done)
   const visited: Array<string> = []
   const dueOwners: Array<string> = []
   for (const owner of rotated) {
     if (visited.length >= OWNERS_VISITED_PER_ROW * limit || dueOwners.length >= limit) break
     visited.push(owner)
-    if (byOwner.get(owner)!.some(table.isDue)) dueOwners.push(owner)
+    if (!done.has(owner) && byOwner.get(owner)!.some(table.isDue)) dueOwners.push(owner)
   }
   const cap = Math.ceil(limit / Math.max(dueOwners.length, 1))
   const positions = new Map(at.owners)
   const ranked: Array<{ readonly row: A; readonly rank: number; readonly owner: number }> = []
   let more = false
+  const finished: Array<string> = []
   dueOwners.forEach((owner, place) => {
     const after = positions.get(owner)
     const rows = byOwner.get(owner)!
@@ -111,8 +119,9 @@ export const fairPage = <A, P>(table: FairTable<A, P>, at: FairPosition<P>, limi
       .sort((a, b) => table.compare(table.positionOf(a), table.positionOf(b)))
       .slice(0, cap)
     if (rows.length === cap) more = true
+    else finished.push(owner)
     rows.forEach((row, rank) => ranked.push({ row, rank, owner: place }))
   })
   ranked.sort((a, b) => a.rank - b.rank || a.owner - b.owner)
-  return { rows: ranked.slice(0, limit).map(({ row }) => row), scanned: visited.at(-1), more }
+  return { rows: ranked.slice(0, limit).map(({ row }) => row), scanned: visited.at(-1), more, done: finished }
 }
