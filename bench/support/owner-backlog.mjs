@@ -21,7 +21,7 @@ import { winnerOf } from "./operation-lifecycle.mjs"
 
 /** The other owners, one due row each (the newest rows of the table). */
 export const OTHERS = 5
-const BATCHES = 21
+const BATCHES = 61
 const BACKLOG_ACCOUNT = { connectorName: "bench-connector", accountKey: "bench@example.com" }
 
 /** The statement moving the `OTHERS` newest rows (n = rows - OTHERS + 1 … rows) to owners and accounts of their own. */

@@ -300,20 +300,24 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   // - the rows by their rank in their owner's, then the owner's place in the scan, `limit` kept; the
   //   scan's last owner rides on every row (and on one empty row when the page has none).
   const ownerKey = ordered("owner_did")
+  // On Postgres the batch's time and rotation start reach the planner as subqueries, not values: with the
+  // values, binding (planning) the statement probed the indexes' ends and took several times its execution.
+  const opaque = (value: string | number, type: "text" | "bigint") =>
+    sql.onDialectOrElse({ pg: () => sql`(SELECT ${value}::${sql.literal(type)})`, orElse: () => sql`${value}` })
   const nextOwner = (after: Statement.Fragment, upTo: Statement.Fragment | undefined) =>
     sql`(SELECT owner_did FROM ${table} WHERE state = 'attempted' AND ${ownerKey} > ${after}
       ${upTo === undefined ? sql`` : sql`AND ${ownerKey} <= ${upTo}`} ORDER BY ${ownerKey} LIMIT 1)`
   const firstOwner = (from: string) =>
-    sql`(SELECT owner_did FROM ${table} WHERE state = 'attempted' AND ${ownerKey} <= ${from} ORDER BY ${ownerKey} LIMIT 1)`
+    sql`(SELECT owner_did FROM ${table} WHERE state = 'attempted' AND ${ownerKey} <= ${opaque(from, "text")} ORDER BY ${ownerKey} LIMIT 1)`
   // The owner after `prev` in the rotation that starts after `from`.
   const stepOwner = (prev: Statement.Fragment, from: string) =>
-    sql`CASE WHEN ${prev} > ${from} THEN COALESCE(${nextOwner(prev, undefined)}, ${firstOwner(from)})
-      ELSE ${nextOwner(prev, sql`${from}`)} END`
+    sql`CASE WHEN ${prev} > ${opaque(from, "text")} THEN COALESCE(${nextOwner(prev, undefined)}, ${firstOwner(from)})
+      ELSE ${nextOwner(prev, opaque(from, "text"))} END`
   // Whether an owner has due work: its first attempted row in the due order (one probe; ORDER BY keeps the
   // planner on the index) is unscheduled or due by now. An owner an earlier page read to the end has none.
   const ownerDue = (owner: Statement.Fragment, now: Millis, done: string) =>
     sql`CASE WHEN ${owner} IN (SELECT value FROM ${jsonValues(done)}) THEN 0 ELSE COALESCE((SELECT CASE WHEN
-        next_attempt_at IS NULL OR next_attempt_at <= ${now} THEN 1 ELSE 0 END
+        next_attempt_at IS NULL OR next_attempt_at <= ${opaque(now, "bigint")} THEN 1 ELSE 0 END
       FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = ${owner} ORDER BY next_attempt_at NULLS FIRST LIMIT 1), 0) END`
   // The text values of a JSON array, as a table of one column, `value`.
   const jsonValues = (array: string) =>
@@ -328,7 +332,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     const visits = OWNERS_VISITED_PER_ROW * limit
     const positions = JSON.stringify(at.owners.map(([owner, p]) => [owner, p.nextAttemptAt, p.callerDID, p.operationID]))
     const done = JSON.stringify(at.done)
-    const first = sql`COALESCE(${nextOwner(sql`${from}`, undefined)}, ${firstOwner(from)})`
+    const first = sql`COALESCE(${nextOwner(opaque(from, "text"), undefined)}, ${firstOwner(from)})`
     const scan = sql.onDialectOrElse({
       pg: () =>
         sql`scan (owner_did, n, due, d) AS (
@@ -352,8 +356,9 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       }
     })
     // (The bound parameter cast: better-sqlite3 binds a number as a real, and a fractional LIMIT fails.)
-    const cap = sql`(SELECT CASE WHEN count(*) = 0 THEN ${limit} ELSE (CAST(${limit} AS INTEGER) + count(*) - 1) / count(*) END
-      FROM scan WHERE due = 1)`
+    const sizing = sql`sizing AS (SELECT CASE WHEN count(*) = 0 THEN ${limit} ELSE (CAST(${limit} AS INTEGER) + count(*) - 1) / count(*) END
+      AS cap FROM scan WHERE due = 1)`
+    const cap = sql`(SELECT cap FROM sizing)`
     const positionsOf = sql.onDialectOrElse({
       pg: () =>
         sql`SELECT e->>0 AS owner_did, (e->>1)::bigint AS next_at, e->>2 AS caller_did, e->>3 AS operation_id
@@ -369,7 +374,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
         AND (p.owner_did IS NULL OR (p.next_at IS NULL AND (${ordered("caller_did")}, ${ordered("operation_id")}) > (p.caller_did, p.operation_id)))
         ORDER BY ${dueOrder} LIMIT ${cap} ${locking(true)}`
       const scheduled = sql`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = o.owner_did
-        AND next_attempt_at <= ${now} ${outside(excluding)}
+        AND next_attempt_at <= ${opaque(now, "bigint")} ${outside(excluding)}
         AND (p.owner_did IS NULL OR p.next_at IS NULL
           OR (next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")}) > (p.next_at, p.caller_did, p.operation_id))
         ORDER BY ${dueOrder} LIMIT ${cap} ${locking(true)}`
@@ -387,6 +392,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     })
     return sql<RawRow>`WITH RECURSIVE ${scan},
         owners AS (SELECT owner_did, n FROM scan WHERE due = 1),
+        ${sizing},
         positions AS (${positionsOf}),
         taken AS (SELECT r.*, row_number() OVER (PARTITION BY r.fair_owner
           ORDER BY r.next_attempt_at NULLS FIRST, ${ordered("r.caller_did")}, ${ordered("r.operation_id")}) AS fair_rank FROM (${rows}) AS r)
