@@ -300,6 +300,8 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   // - the rows by their rank in their owner's, then the owner's place in the scan, `limit` kept; the
   //   scan's last owner rides on every row (and on one empty row when the page has none).
   const ownerKey = ordered("owner_did")
+  // The due order as the owner index holds it (unscheduled first), so an owner's rows are read in index order.
+  const ownerDueOrder = sql`next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")}`
   // On Postgres the batch's time and rotation start reach the planner as subqueries, not values: with the
   // values, binding (planning) the statement probed the indexes' ends and took several times its execution.
   const opaque = (value: string | number, type: "text" | "bigint") =>
@@ -372,12 +374,12 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       const unscheduled = sql`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = o.owner_did
         AND next_attempt_at IS NULL ${outside(excluding)}
         AND (p.owner_did IS NULL OR (p.next_at IS NULL AND (${ordered("caller_did")}, ${ordered("operation_id")}) > (p.caller_did, p.operation_id)))
-        ORDER BY ${dueOrder} LIMIT ${cap} ${locking(true)}`
+        ORDER BY ${ownerDueOrder} LIMIT ${cap} ${locking(true)}`
       const scheduled = sql`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = o.owner_did
         AND next_attempt_at <= ${opaque(now, "bigint")} ${outside(excluding)}
         AND (p.owner_did IS NULL OR p.next_at IS NULL
           OR (next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")}) > (p.next_at, p.caller_did, p.operation_id))
-        ORDER BY ${dueOrder} LIMIT ${cap} ${locking(true)}`
+        ORDER BY ${ownerDueOrder} LIMIT ${cap} ${locking(true)}`
       return sql`SELECT * FROM (SELECT * FROM (${unscheduled}) AS u UNION ALL SELECT * FROM (${scheduled}) AS s) AS b
         ORDER BY next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")} LIMIT ${cap}`
     }
