@@ -58,6 +58,7 @@ export interface FairPage<A> {
 export interface FairTable<A, P> {
   /** Every row of the owner index (attempted operations, pending watches). */
   readonly rows: Iterable<A>
+  /** The row's owner (its `ownerDID`). */
   readonly ownerOf: (row: A) => string
   /** Whether the row makes its owner one with due work (the scan's check, which reads no position). */
   readonly isDue: (row: A) => boolean

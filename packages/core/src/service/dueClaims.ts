@@ -46,7 +46,7 @@ export type DueClaim = Extract<ClaimResult, { readonly outcome: "claimed" }>
 /** What `claimDueOperations` answers. */
 export interface DueClaims {
   /**
-   * The operations now leased to the caller, in the due order, each with
+   * The operations now leased to the caller, in the batch's order (by rank in their owner's, then by owner), each with
    * its own lease (drive each as a `claimed` answer of `claimOperation`:
    * mark, send, finalize or record the failure under its token). `reissue`
    * is non-null when the operation is in doubt: re-send only as it says.
@@ -95,8 +95,15 @@ export interface DueWatchClaims {
 export interface DueClaimMethods {
   /**
    * Leases up to `limit` due operations to the caller in one transaction,
-   * oldest due first, each as a `claimOperation` of its own key by this
-   * caller would (`decideDueClaim`). Workers calling at once get disjoint
+   * fair between owners: every owner (`ownerDID`) with due work gets its
+   * oldest due operation before any owner gets a second, and so on; one
+   * owner's come in the due order. A batch visits at most `limit` owners
+   * with due work (and `OWNERS_VISITED_PER_ROW × limit` in all), starting
+   * after the last owner this store's previous batch visited and wrapping
+   * around, so each owner is reached within ⌈owners / limit⌉ batches of a
+   * runner; each store rotates on its own. Each operation is leased as a
+   * `claimOperation` of its own key by this caller would
+   * (`decideDueClaim`). Workers calling at once get disjoint
    * batches: on Postgres the rows another worker's batch holds locked are
    * passed over (`FOR UPDATE SKIP LOCKED`), and once a batch commits its
    * rows are leased, so not due, until the leases lapse. On SQLite and in
@@ -107,7 +114,8 @@ export interface DueClaimMethods {
   readonly claimDueOperations: (params: DueClaimParams) => Effect.Effect<DueClaims, InvalidInput | PersistenceError>
   /**
    * Claims up to `limit` watches due for verification in one transaction,
-   * oldest due first, each as `claimWatchAttempt` would claim it for its
+   * oldest due first (not yet spread over owners as `claimDueOperations`
+   * is), each as `claimWatchAttempt` would claim it for its
    * current generation (pending, due at `now`, under no live claim).
    * Workers calling at once get disjoint batches, as `claimDueOperations`'
    * do. Only the watches due by schedule: the due sweep's audit (settled
