@@ -17,7 +17,10 @@
 //    send → fetch → complete, 1 and 8 runners, alternating rounds in this
 //    process, same database (pg-boss in a schema of its own); statements
 //    per unit counted at the wire.
-// 3. Opt-in (`--huge`): one due page and one batch claim of 500 at
+// 3. One owner's backlog: batches over 100,000 due rows of one owner and
+//    one due row of each of 5 others (support/owner-backlog.mjs), plain and
+//    with the backlog's account paused, on Postgres and SQLite.
+// 4. Opt-in (`--huge`): one due page and one batch claim of 500 at
 //    10,000,000 rows against 100,000, on Postgres and SQLite.
 //
 //   npm run bench -- fleet                      drains of 2,000 operations (about two minutes)
@@ -25,12 +28,14 @@
 //   npm run bench -- fleet --limit 50           batches (and pages) of 50 (BENCH_FLEET_LIMIT; default 20)
 //   --pages-ops N (BENCH_FLEET_PAGES_OPS)       the backlog of the way before the batch call (default: --ops, at most 300)
 //   --warm N (BENCH_FLEET_WARM)                 operations each process drains untimed first (default 100)
+//   npm run bench -- "backlog"                  the owners' case alone
 //   npm run bench -- "due page" --huge          the 10,000,000-row case alone (BENCH_FLEET_HUGE=1; ~80 GB free disk
 //                                               is plenty: it takes about 12 GB while it runs, removed afterwards)
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
 import { drainedCleanly, FLEET_POOL, runDrain } from "./support/fleet-drain.mjs"
 import { pgAtScale, scaleLines, sqliteAtScale } from "./support/due-page-scale.mjs"
+import { OTHERS, ownerBacklogLines, pgOwnerBacklog, sqliteOwnerBacklog } from "./support/owner-backlog.mjs"
 import { measureCase, measurementSettings } from "./support/measure.mjs"
 import { lifecycleOver, lifecyclePlan, winnerOf } from "./support/operation-lifecycle.mjs"
 import { countOption, flagOption } from "./support/options.mjs"
@@ -236,6 +241,15 @@ const scaleCase = async (context) => {
   return lines
 }
 
+const ownersCase = async (context) => {
+  const lines = []
+  if (context.postgres.skip === undefined) {
+    lines.push(...ownerBacklogLines("postgres", SMALL_ROWS, LIMIT, await pgOwnerBacklog(context.postgres.url, SMALL_ROWS, LIMIT)))
+  }
+  lines.push(...ownerBacklogLines("sqlite", SMALL_ROWS, LIMIT, await sqliteOwnerBacklog(context.sqlite.path, SMALL_ROWS, LIMIT)))
+  return lines
+}
+
 /** The fleet bench (see bench/README.md for the shape). */
 export default {
   title: "fleet: many runners and processes on one Postgres database, lifecycles/s",
@@ -247,6 +261,7 @@ export default {
   cases: [
     { name: `postgres · drain ${OPS.toLocaleString("en-US")} due operations · 1 × 1, 1 × 8, 4 × 4`, run: drainCase },
     { name: "postgres · store lifecycle vs pg-boss send → fetch → complete", run: pgBossCase },
+    { name: `one owner's backlog of ${SMALL_ROWS.toLocaleString("en-US")} due rows and ${OTHERS} other owners · postgres, sqlite`, run: ownersCase },
     { name: `due page at ${HUGE_ROWS.toLocaleString("en-US")} rows vs ${SMALL_ROWS.toLocaleString("en-US")} · postgres, sqlite`, run: scaleCase }
   ]
 }

@@ -406,3 +406,89 @@ describe.each(adapters)("claimDueOperations on $name", (adapter) => {
     })
   }
 })
+
+describe.each(adapters)("claimDueOperations between owners on $name", (adapter) => {
+  /** `count` operations of `owner`, due from `dueFrom` a millisecond apart, ids `<prefix>-000`… */
+  const backlog = (owner: string, prefix: string, count: number, dueFrom: number) =>
+    Array.from({ length: count }, (_, i) => due(`${prefix}-${String(i).padStart(3, "0")}`, dueFrom + i, { ownerDID: owner }))
+  const owners = (rows: ReadonlyArray<{ readonly operation: ConnectorOperation }>) => rows.map((row) => row.operation.ownerDID)
+
+  it("one owner's older backlog does not fill the batch: every owner with due work gets its oldest row first", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seed(store, ...backlog("did:owner:a", "a", 50, NOW - 1_000), due("b-only", NOW - 1, { ownerDID: "did:owner:b" }))
+      // a's oldest, b's, then a's next in the due order.
+      expect(ids((await store.claimDueOperations({ limit: 5 })).claimed)).toEqual(["a-000", "b-only", "a-001", "a-002", "a-003"])
+      // A single owner's batch is its rows in the due order, as before.
+      expect(ids((await store.claimDueOperations({ limit: 4 })).claimed)).toEqual(["a-004", "a-005", "a-006", "a-007"])
+      // The batch is full when the other owners run out of rows; the owners start after the last one the
+      // previous batch visited (b, its row leased), so c comes before a.
+      await seed(store, due("c-only", NOW - 2, { ownerDID: "did:owner:c" }))
+      expect(ids((await store.claimDueOperations({ limit: 10 })).claimed)).toEqual(
+        ["c-only", "a-008", "a-009", "a-010", "a-011", "a-012", "a-013", "a-014", "a-015", "a-016"]
+      )
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("rotates past `limit` owners: each batch goes on after the last owner it visited, around, so every owner is reached", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      // Five owners of two due rows each; the first owners' rows are the oldest.
+      const names = ["did:owner:1", "did:owner:2", "did:owner:3", "did:owner:4", "did:owner:5"]
+      await seed(store, ...names.flatMap((owner, i) => backlog(owner, `o${i + 1}`, 2, NOW - 1_000 + i * 10)))
+      const batches: Array<ReadonlyArray<string>> = []
+      for (let i = 0; i < 5; i++) batches.push(ids((await store.claimDueOperations({ limit: 2 })).claimed))
+      expect(batches).toEqual([
+        ["o1-000", "o2-000"],
+        ["o3-000", "o4-000"],
+        // Past the last owner, around to the first.
+        ["o5-000", "o1-001"],
+        ["o2-001", "o3-001"],
+        ["o4-001", "o5-001"]
+      ])
+      expect((await store.claimDueOperations({ limit: 2 })).claimed).toEqual([])
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("an owner whose operations are all leased or scheduled later is passed over, not served in place of one with due work", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seed(
+        store,
+        due("a-leased", NOW + 5_000, { ownerDID: "did:owner:a", leaseToken: "other-runner", leaseExpiresAt: NOW + 5_000 }),
+        due("b-later", NOW + 60_000, { ownerDID: "did:owner:b" }),
+        ...backlog("did:owner:c", "c", 3, NOW - 100),
+        due("d-due", NOW - 1, { ownerDID: "did:owner:d" })
+      )
+      const batch = await store.claimDueOperations({ limit: 3 })
+      expect(ids(batch.claimed)).toEqual(["c-000", "d-due", "c-001"])
+      expect(owners(batch.claimed)).toEqual(["did:owner:c", "did:owner:d", "did:owner:c"])
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("workers claiming at once over many owners never get the same operation, and together get every one", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 4, time.now)
+    try {
+      const rows = Array.from({ length: 9 }, (_, o) => backlog(`did:owner:${o}`, `o${o}`, 3 + o * 4, NOW - 1_000 + o)).flat()
+      await seed(stores[0]!, ...rows)
+      const all = await drainAtOnce(stores, async (store) => ids((await store.claimDueOperations({ limit: 5 })).claimed))
+      expect(all.length).toBe(rows.length)
+      expect(new Set(all)).toEqual(new Set(ids(rows)))
+    } finally {
+      await closeAll(stores)
+    }
+  })
+})

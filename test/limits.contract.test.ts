@@ -322,6 +322,21 @@ describe.each(adapters)("provider limits on $name", (adapter) => {
       })
     })
 
+    it("between owners: a paused owner's backlog is passed over, a capped one's trimmed, and the other owners served first", async () => {
+      await withRunners(adapter, 1, async ([store], clock) => {
+        // Owner 1's backlog on acct-A (older), owner 2's rows on acct-B.
+        for (let i = 0; i < 6; i++) expect((await store!.claimOperation(claimInput({ accountKey: "acct-A", operationID: `a-${i}`, sourceID: `src-a-${i}`, ownerDID: "did:owner:1" }))).outcome).toBe("claimed")
+        for (let i = 0; i < 3; i++) expect((await store!.claimOperation(claimInput({ accountKey: "acct-B", operationID: `b-${i}`, sourceID: `src-b-${i}`, ownerDID: "did:owner:2" }))).outcome).toBe("claimed")
+        clock.set(LAPSED)
+        await store!.pauseProvider({ ...A, until: LAPSED + 1_000 })
+        expect(idsOf(await store!.claimDueOperations({ limit: 2 }))).toEqual(["b-0", "b-1"])
+        clock.set(LAPSED + 1_000)
+        await store!.setProviderLimit({ ...A, maxInFlight: 2 })
+        // Owner 1's oldest two (its scope's room), owner 2's last between them.
+        expect(idsOf(await store!.claimDueOperations({ limit: 5 }))).toEqual(["a-0", "b-2", "a-1"])
+      })
+    })
+
     it("batches racing from separate store instances lease no more than the cap together", async () => {
       await withRunners(adapter, 6, async (runners, clock) => {
         await seedDue(runners[0]!, "acct-A", "a", 30)

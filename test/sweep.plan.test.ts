@@ -58,7 +58,9 @@ const sweepPlans = (url: string) => {
         operationsFirstPage: operations.listDuePage(1_000, undefined, 100),
         operationsPage: operations.listDuePage(1_000, OPERATION_AFTER, 100),
         unscheduledPage: operations.listDuePage(1_000, { ...OPERATION_AFTER, nextAttemptAt: null }, 100),
-        schedulePage: watches.listScheduleDuePage(1_000, DUE_AFTER, 100)
+        schedulePage: watches.listScheduleDuePage(1_000, DUE_AFTER, 100),
+        // The batch claim's owner-fair page (locked on Postgres), from an owner's position.
+        fairPage: operations.lockDuePage(1_000, { from: "", owners: [["o", OPERATION_AFTER]], done: [] }, 100)
       }
       const plans: Record<string, string> = {}
       for (const [name, run] of Object.entries(statements)) {
@@ -119,6 +121,24 @@ describe("due sweep plans on SQLite", () => {
         if (line.startsWith("SEARCH")) expect(lines[i + 1], `${name}: ${line}`).toMatch(/^SCAN /)
       })
     }
+  })
+})
+
+describe("the batch claim's owner-fair page", () => {
+  it("on SQLite reads each owner's rows from the owner index, the owners the outer loop, never a scan of the table", async () => {
+    const { index, plans, t } = await sweepPlans(freshSqlitePath())
+    const ownerDue = index("idx_connector_operation_owner_due")
+    expect(plans["fairPage"]).toContain(`USING COVERING INDEX ${ownerDue} (owner_did=? AND next_attempt_at<?)`)
+    expect(plans["fairPage"]).toContain("SEARCH x USING INTEGER PRIMARY KEY (rowid=?)")
+    expect(plans["fairPage"]).not.toMatch(new RegExp(`SCAN (x|${t.operation})\\b`))
+    expect(plans["fairPage"]).not.toContain("idx_connector_operation_state_next_key")
+  })
+
+  it.skipIf(!pgAvailable)("on Postgres reads the owner index only: the due index would read the whole backlog per owner", async () => {
+    const { index, plans } = await sweepPlans(await pgDatabaseForFile())
+    expect(plans["fairPage"]).toContain(index("idx_connector_operation_owner_due"))
+    expect(plans["fairPage"]).not.toContain(index("idx_connector_operation_state_next_key"))
+    expect(plans["fairPage"]).not.toContain("Seq Scan")
   })
 })
 

@@ -1,4 +1,5 @@
 import {
+  advanceFairPosition,
   collectableOperations,
   type ConnectorOperation,
   decideMarkSent,
@@ -6,6 +7,9 @@ import {
   type DueOperationPosition,
   dueOperationPositionOf,
   dueOperationsPage,
+  fairOperationTable,
+  fairPage,
+  type FairPosition,
   operationKey,
   OperationRepository,
   type PairedWrite,
@@ -65,15 +69,26 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
   const update = (previous: ConnectorOperation, next: ConnectorOperation) =>
     db.writeWithIndex<ConnectorOperation, ReadonlyArray<string>, boolean>(TABLE, BY_NODE_KEY, (table, index) =>
       operationChanges.update(table, index, previous, next))
-  const duePage = (now: number, after: DueOperationPosition | undefined, limit: number, excluding?: ReadonlyArray<ProviderScope>) =>
+  const duePage = (now: number, after: DueOperationPosition | undefined, limit: number) =>
     Effect.map(db.read<ConnectorOperation>(TABLE), (table) => {
-      const passed = new Set((excluding ?? []).map(scopeKey))
-      const candidates = passed.size === 0 ? table.values() : Array.from(table.values()).filter((row) =>
-        !passed.has(scopeKey({ connectorName: row.connectorName })) &&
-        !passed.has(scopeKey({ connectorName: row.connectorName, accountKey: row.accountKey })))
-      const rows = dueOperationsPage(candidates, now, after, limit)
+      const rows = dueOperationsPage(table.values(), now, after, limit)
       const last = rows.at(-1)
       return { rows, read: rows.length, last: last === undefined ? undefined : dueOperationPositionOf(last) }
+    })
+  // The batch's owner-fair page, as the reference reads it.
+  const fairDuePage = (now: number, at: FairPosition<DueOperationPosition>, limit: number, excluding?: ReadonlyArray<ProviderScope>) =>
+    Effect.map(db.read<ConnectorOperation>(TABLE), (table) => {
+      const passed = new Set((excluding ?? []).map(scopeKey))
+      const page = fairPage(fairOperationTable(table.values(), now, (row) =>
+        !passed.has(scopeKey({ connectorName: row.connectorName })) &&
+        !passed.has(scopeKey({ connectorName: row.connectorName, accountKey: row.accountKey }))), at, limit)
+      return {
+        rows: page.rows,
+        read: page.rows.length,
+        last: advanceFairPosition(at, page.rows.map((row) => [row.ownerDID, dueOperationPositionOf(row)] as const), page.done),
+        scanned: page.scanned,
+        more: page.more
+      }
     })
 
   return {
@@ -116,7 +131,7 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
       find((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now)),
     listDuePage: (now, after, limit) => duePage(now, after, limit),
     // One transaction at a time holds the database: the page is already the caller's alone.
-    lockDuePage: duePage,
+    lockDuePage: fairDuePage,
     updateAll: (changes) => Effect.forEach(changes, ([previous, next]) => update(previous, next)),
     lockDeferred: (scope) => find((row) => row.state === "attempted" && resumeReaches(scope, row)),
     collectFinished: (params, now) =>

@@ -420,6 +420,30 @@ export const migrations: ReadonlyArray<Migration> = [
           WHERE state = 'attempted' AND lease_expires_at IS NOT NULL`
       ])
     }
+  },
+  {
+    id: 13,
+    name: "owner_fair_due_indexes",
+    // Project: a batch claim spreads over the owners with due work (every
+    // owner's oldest due row before any owner's second). Its page walks the
+    // distinct owners of the attempted operations a few index probes each and
+    // reads each visited owner's first due rows, in the due order, as one
+    // range of this index: the cost is bounded by the batch's limit,
+    // whatever one owner's backlog or the number of owners. Partial on the
+    // state, so finished operations are not in it. An owner's rows are in
+    // the due order (unscheduled first; SQLite puts nulls first already), so
+    // its first entry says whether it has due work. Safe to run twice and,
+    // under migrate's lock, from two processes.
+    up: (sql, t) => {
+      const ordered = (column: string) =>
+        sql.onDialectOrElse({ pg: () => `${column} COLLATE "C"`, orElse: () => column })
+      const nullsFirst = sql.onDialectOrElse({ pg: () => "next_attempt_at NULLS FIRST", orElse: () => "next_attempt_at" })
+      return run(sql, [
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_owner_due")}
+          ON ${t.operation} (${ordered("owner_did")}, ${nullsFirst}, ${ordered("caller_did")}, ${ordered("operation_id")})
+          WHERE state = 'attempted'`
+      ])
+    }
   }
 ]
 

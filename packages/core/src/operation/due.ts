@@ -1,6 +1,7 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { compareCodePoints } from "./retention.js"
+import type { FairTable } from "./fairDue.js"
 
 /**
  * Where a due operation stands in the due order: its next attempt (`null`,
@@ -71,3 +72,21 @@ export const dueOperationsPage = (
   limit: number
 ): ReadonlyArray<ConnectorOperation> =>
   keysetPage(rows, (row) => isDueOperation(row, now), compareDueOperations, after, limit)
+
+/**
+ * The operation table as `fairPage` reads it for a batch at `now`: the
+ * attempted operations (the owner index's rows), an owner with due work
+ * one with a due row, a row taken when due and `taken` allows it.
+ */
+export const fairOperationTable = (
+  rows: Iterable<ConnectorOperation>,
+  now: Millis,
+  taken: (row: ConnectorOperation) => boolean = () => true
+): FairTable<ConnectorOperation, DueOperationPosition> => ({
+  rows: Array.from(rows).filter((row) => row.state === "attempted"),
+  ownerOf: (row) => row.ownerDID,
+  isDue: (row) => isDueOperation(row, now),
+  isTaken: (row) => isDueOperation(row, now) && taken(row),
+  positionOf: dueOperationPositionOf,
+  compare: compareDueOperations
+})

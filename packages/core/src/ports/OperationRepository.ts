@@ -6,7 +6,8 @@ import type { TrackedQuery } from "../operation/reads.js"
 import type { CollectParams } from "../operation/retention.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ResumeScope } from "../watch/transitions.js"
-import type { DueRead } from "./DueRead.js"
+import type { DueRead, FairDueRead } from "./DueRead.js"
+import type { FairPosition } from "../operation/fairDue.js"
 import type { ProviderScope } from "../limits/ProviderLimit.js"
 
 /**
@@ -108,20 +109,27 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
     limit: number
   ) => Effect.Effect<DueRead<ConnectorOperation, DueOperationPosition>, PersistenceError>
   /**
-   * `listDuePage`'s page, locked for the rest of the surrounding
-   * transaction, passing over the rows another transaction holds locked
-   * (Postgres `FOR UPDATE SKIP LOCKED`), so that workers locking at once
-   * get disjoint pages. Only inside a transaction. Where one writer holds
-   * the whole database (SQLite, memory) it is `listDuePage` under that lock.
-   * Rows under any of `excluding`'s scopes are passed over in the statement
-   * itself, so they never take a place of the page.
+   * One page of the operations a batch claims at `now` (due, as
+   * `listDue`), fair between owners (`fairPage` over `fairOperationTable`
+   * is the reference): the owners with attempted operations visited in
+   * byte order from after `at.from` and around, at most `limit` with due
+   * work, each giving its first rows in the due order after its position
+   * in `at`, every owner's first before any owner's second. Locked for the
+   * rest of the surrounding transaction, passing over the rows another
+   * transaction holds locked (Postgres `FOR UPDATE SKIP LOCKED`), so that
+   * workers locking at once get disjoint pages. Only inside a transaction;
+   * where one writer holds the whole database (SQLite, memory) the page is
+   * already the caller's alone. Rows under any of `excluding`'s scopes are
+   * passed over in the statement itself, so they never take a place of the
+   * page. Reads index ranges bounded by `limit`, whatever the backlog or
+   * the number of owners.
    */
   readonly lockDuePage: (
     now: Millis,
-    after: DueOperationPosition | undefined,
+    at: FairPosition<DueOperationPosition>,
     limit: number,
     excluding?: ReadonlyArray<ProviderScope>
-  ) => Effect.Effect<DueRead<ConnectorOperation, DueOperationPosition>, PersistenceError>
+  ) => Effect.Effect<FairDueRead<ConnectorOperation, DueOperationPosition>, PersistenceError>
   /**
    * `update` of each pair, in as few statements as the adapter can (one on
    * Postgres); answers, in order, whether each write matched its version.

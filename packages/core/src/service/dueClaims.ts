@@ -8,7 +8,8 @@ import { OperationEntropy } from "../operation/entropy.js"
 import { OperationPolicy } from "../operation/policy.js"
 import { allOptionNames } from "../optionNames.js"
 import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
-import type { DueRead } from "../ports/DueRead.js"
+import type { DueRead, FairDueRead } from "../ports/DueRead.js"
+import { type FairPosition, fairStart } from "../operation/fairDue.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -45,7 +46,7 @@ export type DueClaim = Extract<ClaimResult, { readonly outcome: "claimed" }>
 /** What `claimDueOperations` answers. */
 export interface DueClaims {
   /**
-   * The operations now leased to the caller, in the due order, each with
+   * The operations now leased to the caller, in the batch's order (by rank in their owner's, then by owner), each with
    * its own lease (drive each as a `claimed` answer of `claimOperation`:
    * mark, send, finalize or record the failure under its token). `reissue`
    * is non-null when the operation is in doubt: re-send only as it says.
@@ -94,8 +95,15 @@ export interface DueWatchClaims {
 export interface DueClaimMethods {
   /**
    * Leases up to `limit` due operations to the caller in one transaction,
-   * oldest due first, each as a `claimOperation` of its own key by this
-   * caller would (`decideDueClaim`). Workers calling at once get disjoint
+   * fair between owners: every owner (`ownerDID`) with due work gets its
+   * oldest due operation before any owner gets a second, and so on; one
+   * owner's come in the due order. A batch visits at most `limit` owners
+   * with due work (and `OWNERS_VISITED_PER_ROW × limit` in all), starting
+   * after the last owner this store's previous batch visited and wrapping
+   * around, so each owner is reached within ⌈owners / limit⌉ batches of a
+   * runner; each store rotates on its own. Each operation is leased as a
+   * `claimOperation` of its own key by this caller would
+   * (`decideDueClaim`). Workers calling at once get disjoint
    * batches: on Postgres the rows another worker's batch holds locked are
    * passed over (`FOR UPDATE SKIP LOCKED`), and once a batch commits its
    * rows are leased, so not due, until the leases lapse. On SQLite and in
@@ -106,7 +114,8 @@ export interface DueClaimMethods {
   readonly claimDueOperations: (params: DueClaimParams) => Effect.Effect<DueClaims, InvalidInput | PersistenceError>
   /**
    * Claims up to `limit` watches due for verification in one transaction,
-   * oldest due first, each as `claimWatchAttempt` would claim it for its
+   * oldest due first (not yet spread over owners as `claimDueOperations`
+   * is), each as `claimWatchAttempt` would claim it for its
    * current generation (pending, due at `now`, under no live claim).
    * Workers calling at once get disjoint batches, as `claimDueOperations`'
    * do. Only the watches due by schedule: the due sweep's audit (settled
@@ -139,6 +148,31 @@ const lockHealthy = <A, P>(
     return rows
   })
 
+/**
+ * Up to `limit` healthy rows of `lockPage`'s owner-fair pages, locked, the
+ * first page's rotation starting after `cursor`, passing over pages of rows
+ * that do not decode (at most `CORRUPT_PAGES_PASSED` of them); with the last
+ * owner the first page's scan visited, the next batch's cursor.
+ */
+const lockHealthyFair = <A, P>(
+  lockPage: (at: FairPosition<P>, limit: number) => Effect.Effect<FairDueRead<A, P>, PersistenceError>,
+  limit: number,
+  cursor: string | undefined
+) =>
+  Effect.gen(function*() {
+    const rows: Array<A> = []
+    let at = fairStart<P>(cursor)
+    let scanned: string | undefined
+    for (let page = 0; page <= CORRUPT_PAGES_PASSED && rows.length < limit; page++) {
+      const read = yield* lockPage(at, limit - rows.length)
+      if (page === 0) scanned = read.scanned
+      rows.push(...read.rows)
+      if (!read.more) break
+      at = read.last
+    }
+    return { rows, scanned }
+  })
+
 /** A batch size from 1 to `MAX_DUE_CLAIMS`. */
 const batchSize: Rule = (value) =>
   Rules.positiveInt(value) ?? ((value as number) > MAX_DUE_CLAIMS ? `must be at most ${MAX_DUE_CLAIMS}` : undefined)
@@ -152,6 +186,8 @@ export const makeDueClaimMethods = Effect.gen(function*() {
 
   const watches = yield* WatchRepository
   const limited = (yield* ProviderLimitEnforcement).enforce ? yield* makeLimitedOperations : undefined
+  // The owner the last batch claim's scan visited last, per store: the next batch's owners start after it.
+  let operationCursor: string | undefined
 
   const methods: DueClaimMethods = {
     claimDueOperations: taking("claimDueOperations", ["params"], [DUE_CLAIM_SHAPE], (params: DueClaimParams) =>
@@ -163,12 +199,13 @@ export const makeDueClaimMethods = Effect.gen(function*() {
         ])
         const leaseMs = params.leaseMs ?? policy.leaseMs
         const [claims, corrupt] = yield* collectCorruptRows(withTransaction(limited !== undefined
-          ? limited.claimDue(params.limit, leaseMs, CORRUPT_PAGES_PASSED + 1)
+          ? limited.claimDue(params.limit, leaseMs, CORRUPT_PAGES_PASSED + 1, operationCursor)
           : Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
-          const due = yield* lockHealthy<ConnectorOperation, DueOperationPosition>(
-            (after, limit) => operations.lockDuePage(now, after, limit),
-            params.limit
+          const { rows: due, scanned } = yield* lockHealthyFair<ConnectorOperation, DueOperationPosition>(
+            (at, limit) => operations.lockDuePage(now, at, limit),
+            params.limit,
+            operationCursor
           )
           const decided = due.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now) }))
           const writes = decided.filter(({ decision }) => decision.next !== undefined)
@@ -183,10 +220,12 @@ export const makeDueClaimMethods = Effect.gen(function*() {
             if (result.outcome === "claimed") claimed.push(result)
             else if (result.outcome === "finished" && decision.next !== undefined) finished.push(result.operation)
           }
-          return { claimed, finished }
+          return { claimed, finished, scanned }
         })))
+        // The rotation goes on after the last owner this batch's scan visited (this store's runners only).
+        if (claims.scanned !== undefined) operationCursor = claims.scanned
         yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "claimed"), claims.claimed.length)
-        return { ...claims, corrupt }
+        return { claimed: claims.claimed, finished: claims.finished, corrupt }
       })),
 
     claimDueWatches: taking("claimDueWatches", ["params"], [DUE_WATCH_CLAIM_SHAPE], (params: DueWatchClaimParams) =>

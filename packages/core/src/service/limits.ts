@@ -36,6 +36,7 @@ import { type AttemptFailure, type AttemptFailureResult, decideAttemptFailure } 
 import { type ClaimOperationInput, type ClaimResult, decideDueClaim } from "../operation/claim.js"
 import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
 import type { DueOperationPosition } from "../operation/due.js"
+import { fairStart } from "../operation/fairDue.js"
 import { admitUnderLimits, scopesPassedOver } from "../limits/batch.js"
 import { OperationEntropy } from "../operation/entropy.js"
 import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
@@ -247,8 +248,13 @@ export const makeLimitedOperations = Effect.gen(function*() {
   const claimDue = (
     limit: number,
     leaseMs: number,
-    pages: number
-  ): Effect.Effect<{ readonly claimed: ReadonlyArray<DueLease>; readonly finished: ReadonlyArray<ConnectorOperation> }, PersistenceError> =>
+    pages: number,
+    cursor: string | undefined
+  ): Effect.Effect<{
+    readonly claimed: ReadonlyArray<DueLease>
+    readonly finished: ReadonlyArray<ConnectorOperation>
+    readonly scanned: string | undefined
+  }, PersistenceError> =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const active = yield* limits.listActive(now)
@@ -260,10 +266,12 @@ export const makeLimitedOperations = Effect.gen(function*() {
       let room: ReadonlyMap<string, number> = new Map()
       const claimed: Array<DueLease> = []
       const finished: Array<ConnectorOperation> = []
-      let after: DueOperationPosition | undefined
+      let at = fairStart<DueOperationPosition>(cursor)
+      let scanned: string | undefined
       for (let page = 0; page < pages && claimed.length + finished.length < limit; page++) {
         const wanted = limit - claimed.length - finished.length
-        const read = yield* operations.lockDuePage(now, after, wanted, Array.from(passedOver.values()))
+        const read = yield* operations.lockDuePage(now, at, wanted, Array.from(passedOver.values()))
+        if (page === 0) scanned = read.scanned
         // The capped scopes this page reaches, locked in key order after the ones locked before: a scope that
         // sorts before those is left for a later batch, so two batches never lock in crossing orders.
         const reached = new Map(read.rows.flatMap((row) => scopesOfAccount(row.connectorName, row.accountKey))
@@ -302,10 +310,10 @@ export const makeLimitedOperations = Effect.gen(function*() {
         for (const [key, row] of locked) {
           if (isPaused(row, now) || (row.maxInFlight !== null && (room.get(key) ?? 0) <= 0)) passedOver.set(key, row.scope)
         }
-        if (read.read < wanted || read.last === undefined) break
-        after = read.last
+        if (!read.more) break
+        at = read.last
       }
-      return { claimed, finished }
+      return { claimed, finished, scanned }
     })
 
   return { claim, attemptFailure, claimDue }
