@@ -3,6 +3,7 @@ import type { ConcurrentUpdateExhausted, PersistenceError } from "../errors.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
+import type { CallContext } from "./callContext.js"
 import { isTypedFailure, type Transition } from "./program.js"
 import { type PortRunner, portRows, type Position, type ReadWinnerOf, runOnPorts, START } from "./run.js"
 
@@ -10,14 +11,16 @@ const HOT: unique symbol = Symbol.for("@connector-store/core/hot")
 
 /**
  * A method that runs one transition (see `programs.ts`): how a call's
- * arguments become its transition, and how the ports run one. The Effect
- * API's method prepares and runs on the ports; the Promise facade runs the
- * same prepared transition on its lane, handing it to `ports` when the
- * lane cannot go on.
+ * arguments become its transition, and how the Effect API runs one.
+ * `instrumentApi` calls `prepare` once per call and then `run` inside the
+ * call's own fiber step; the Promise facade runs the same transition on its
+ * lane, handing it to `ports` when the lane cannot go on.
  */
 export interface HotSpec<Args extends ReadonlyArray<unknown>, A, E> {
   /** The call's transition, or the typed failure its arguments meet: the one place a call's input is checked. */
   readonly prepare: (...args: Args) => Transition<A, unknown> | E
+  /** Runs a prepared transition for the Effect API, on the ports under the call's bound (called in an uninterruptible region). */
+  readonly run: (transition: Transition<A, unknown>, context: CallContext) => Effect.Effect<A, E>
   /** Runs a prepared transition on the ports from `at` (where another runner handed it over). */
   readonly ports: (transition: Transition<A, unknown>, at: Position) => Effect.Effect<A, E>
 }
@@ -65,7 +68,8 @@ export const makeRunners = Effect.gen(function*() {
     type All = E | W | F | PersistenceError | ConcurrentUpdateExhausted
     const spec = {
       prepare,
-      ports: (transition: Transition<A, F>, at: Position) => onPorts(transition, readWinner, at)
+      ports: (transition: Transition<A, F>, at: Position) => onPorts(transition, readWinner, at),
+      run: (transition: Transition<A, F>, context: CallContext) => context.bounded(context.restore(onPorts(transition, readWinner)))
     } as HotSpec<Args, A, All>
     const method = (...args: Args): Effect.Effect<A, All> =>
       Effect.suspend(() => {

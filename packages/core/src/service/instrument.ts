@@ -1,8 +1,9 @@
 import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
 import { CorruptRow, InvalidClockReading, StoreClosed } from "../errors.js"
 import { bounded, type CallBoundary, makeCallBoundary } from "./bound.js"
+import { callContextOf } from "./callContext.js"
 import { type CallGate, refusedReentry } from "./gate.js"
-import { hotSpecOf, withHotSpec } from "./hot.js"
+import { hotSpecOf, type HotSpec, isPrepareFailure, withHotSpec } from "./hot.js"
 import { storeSeries } from "./metrics.js"
 import { annotateSpanOf, isTraced } from "./tracing.js"
 
@@ -211,6 +212,52 @@ const countCall = (spec: MethodSpec, labels: ReadonlyArray<MetricLabel.MetricLab
 }
 
 /**
+ * An instrumented call of a hot method (see `HotSpec`): its arguments
+ * prepared once, then its transition run on the ports under the call's
+ * bound (to its end in this fiber step when every statement and winner
+ * read answers at once), with
+ * the gate, refinement and metrics of `instrumentCall`. A call that
+ * finished at once is settled here without building the continuation's
+ * handlers. With a tracer installed, the same runs inside the method's span.
+ */
+const instrumentHot = (
+  spec: MethodSpec,
+  gate: CallGate,
+  boundary: CallBoundary,
+  hot: HotSpec<ReadonlyArray<never>, unknown, unknown>,
+  args: ReadonlyArray<never>
+): Effect.Effect<unknown, unknown, unknown> =>
+  Effect.uninterruptibleMask((restore) => {
+    const body = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<unknown, unknown> => {
+      const started = performance.now()
+      const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
+      if (!gate.enter()) return callFailed(spec, fiber, labels, started, Cause.fail(new StoreClosed({ method: spec.method })))
+      let ran: Effect.Effect<unknown, unknown>
+      try {
+        const prepared = hot.prepare(...args)
+        ran = refusedReentry(fiber, gate, spec.method) ??
+          (isPrepareFailure(prepared)
+            ? Exit.fail(prepared)
+            : hot.run(prepared, callContextOf(restore, { boundary, method: spec.method })))
+      } catch (defect) {
+        ran = Exit.die(defect)
+      }
+      // A call that did not end at once bounds itself (`CallContext.bounded`).
+      if (!Exit.isExit(ran)) return Effect.matchCauseEffect(ran, outcomesOf(spec, fiber, started, gate.leave))
+      gate.leave()
+      const exit = ran as Exit.Exit<unknown, unknown>
+      return Exit.isSuccess(exit)
+        ? callSucceeded(spec, fiber, labels, started, exit.value)
+        : callFailed(spec, fiber, labels, started, exit.cause)
+    }
+    return Effect.withFiberRuntime((fiber) =>
+      isTraced(fiber)
+        ? Effect.withSpan(Effect.withFiberRuntime(body), spec.spanName, { attributes: identityAttributes(args) })
+        : body(fiber)
+    )
+  })
+
+/**
  * Counts calls of `method` made outside a fiber (the Promise facade's
  * direct lane) in the same `StoreMetrics` series as instrumented calls:
  * `succeeded` and `failed` take the call's start (`performance.now()`) and
@@ -265,8 +312,10 @@ export const instrumentApi = <Api extends object>(api: Api, gate: CallGate, boun
       continue
     }
     const spec = methodSpec(method)
-    // A hot method keeps its `HotSpec`, for the Promise API's lane.
-    out[method] = withHotSpec((...args: ReadonlyArray<never>) => instrumentCall(spec, gate, boundary, value as Method, args), hotSpecOf(value))
+    const hot = hotSpecOf(value)
+    out[method] = hot === undefined
+      ? (...args: ReadonlyArray<never>) => instrumentCall(spec, gate, boundary, value as Method, args)
+      : withHotSpec((...args: ReadonlyArray<never>) => instrumentHot(spec, gate, boundary, hot, args), hot)
   }
   return out as Api
 }
