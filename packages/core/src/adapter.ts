@@ -17,6 +17,7 @@ export * from "./service/instrument.js"
 export * from "./service/bound.js"
 export * from "./service/tracing.js"
 export { storeSeries } from "./service/metrics.js"
+export { clockReadingNow } from "./clock.js"
 export { decodeJsonColumn, encodeJsonColumn } from "./syncstate/json.js"
 export {
   type Check,

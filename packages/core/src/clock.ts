@@ -2,6 +2,21 @@ import { Clock, type Duration, Effect } from "effect"
 import { InvalidClockReading } from "./errors.js"
 import { isTime } from "./validation.js"
 
+const VALIDATED_READING: unique symbol = Symbol.for("@connector-store/core/clock/validatedReading")
+
+/**
+ * The time `clock` says now, read synchronously for a decision: an injected
+ * clock's (`clockFrom`) reading when it is a time, undefined when it is not
+ * (the caller then takes the Effect path, which refuses it with
+ * `InvalidClockReading`); any other clock's `unsafeCurrentTimeMillis`, which
+ * for Effect's clocks (the default one, `TestClock`) is what
+ * `currentTimeMillis` reads.
+ */
+export const clockReadingNow = (clock: Clock.Clock): number | undefined => {
+  const validated = (clock as unknown as { readonly [VALIDATED_READING]?: () => number | undefined })[VALIDATED_READING]
+  return validated === undefined ? clock.unsafeCurrentTimeMillis() : validated()
+}
+
 /**
  * A `Clock` whose time is `now()`, for stores opened with an injected clock.
  * A reading that is not a non-negative safe integer of milliseconds (NaN, a
@@ -24,6 +39,10 @@ export const clockFrom = (now: () => number): Clock.Clock => {
   }
   const clock = {
     [Clock.ClockTypeId]: Clock.ClockTypeId,
+    [VALIDATED_READING]: () => {
+      const reading: unknown = now()
+      return isTime(reading) ? reading : undefined
+    },
     unsafeCurrentTimeMillis: millis,
     unsafeCurrentTimeNanos: nanos,
     currentTimeMillis: Effect.sync(() => {
