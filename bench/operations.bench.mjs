@@ -15,7 +15,7 @@ import { effectSqlLifecycle } from "./support/operation-effect-sql-steps.mjs"
 import { effectLifecycleOver, lifecycleOver, lifecyclePlan, winnerOf } from "./support/operation-lifecycle.mjs"
 import { rawPgLifecycle, rawSqliteLifecycle } from "./support/operation-raw-steps.mjs"
 import { stockClientLabel, stockClientRuntime } from "./support/stock-client.mjs"
-import { WITHOUT_LANE, withoutLane } from "./support/runners.mjs"
+import { portsOnlyRuntime, WITHOUT_DIRECT, WITHOUT_LANE, withoutLane } from "./support/runners.mjs"
 
 const PG_POOL = 10
 let opened = 0
@@ -84,7 +84,8 @@ const openRaw = async (database, connection, reader = "sync") => {
 /**
  * The project without the runner its API keeps for speed (see
  * support/runners.mjs), on its own tables: the Promise API without its
- * lane (the Effect API keeps no runner of its own).
+ * lane, the Effect API without the direct runner (SQLite only: on Postgres
+ * the Effect API has none).
  */
 const openWithoutRunner = async (database, api, connection, reader) => {
   const readers = readersOf(reader)
@@ -92,7 +93,11 @@ const openWithoutRunner = async (database, api, connection, reader) => {
     const store = await openConnectorStore({ ...connection, readWinner: readers.promise })
     return { label: WITHOUT_LANE, cycle: lifecycleOver(withoutLane(store), lifecyclePlan()), close: () => store.close() }
   }
-  return undefined
+  if (database !== "sqlite") return undefined
+  await migrated(connection)
+  const runtime = portsOnlyRuntime(connection, readers.effect)
+  await runtime.runtime()
+  return { label: WITHOUT_DIRECT, cycle: effectLifecycleOver(runtime, lifecyclePlan()), close: () => runtime.dispose() }
 }
 
 const openCase = async ({ database, api, reader = "sync", baseline = false, runner = false }, context) => {

@@ -13,7 +13,7 @@ import { effectSqlSteps } from "./support/effect-sql-watch-steps.mjs"
 import { stockClientLabel, stockClientRuntime } from "./support/stock-client.mjs"
 import { rawPgSteps, rawSqliteSteps } from "./support/raw-watch-steps.mjs"
 import { cycleOver, effectCycleOver, insertFleet, watchFleet } from "./support/watch-fleet.mjs"
-import { WITHOUT_LANE, withoutLane } from "./support/runners.mjs"
+import { portsOnlyRuntime, WITHOUT_DIRECT, WITHOUT_LANE, withoutLane } from "./support/runners.mjs"
 
 const ROWS_PER_WORKER = 4
 const PG_POOL = 10
@@ -60,7 +60,8 @@ const openStockClient = async (database, connection, fleet, reader) => {
 /**
  * The project without the runner its API keeps for speed (see
  * support/runners.mjs), on its own tables: the Promise API without its
- * lane (the Effect API keeps no runner of its own).
+ * lane, the Effect API without the direct runner (SQLite only: on Postgres
+ * the Effect API has none).
  */
 const openWithoutRunner = async (database, api, connection, fleet, reader) => {
   const readers = readersOf(fleet, reader)
@@ -69,7 +70,10 @@ const openWithoutRunner = async (database, api, connection, fleet, reader) => {
     await store.runEffect(insertFleet(fleet))
     return { label: WITHOUT_LANE, cycle: cycleOver(withoutLane(store), fleet), close: () => store.close() }
   }
-  return undefined
+  if (database !== "sqlite") return undefined
+  await prepareTables(connection, fleet)
+  const runtime = portsOnlyRuntime(connection, readers.effect)
+  return { label: WITHOUT_DIRECT, cycle: effectCycleOver(runtime, ConnectorStore, fleet), close: () => runtime.dispose() }
 }
 
 /** Where each side's tables live: SQLite, a file each; Postgres, a table prefix each in the run's scratch database. */

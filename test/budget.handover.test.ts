@@ -18,8 +18,8 @@ import { id, seeded } from "./support/laneScript.js"
 
 /**
  * One call, one budget: a call's lost tries count against one budget of 6
- * whichever runner each ran on (the Promise API's lane, the ports it hands
- * over to when the database is busy), its input
+ * whichever runner each ran on (the Effect API's direct runner, the Promise
+ * lane, the ports they hand over to when the database is busy), its input
  * is checked once, and a busy database makes it begin once per try, never
  * again on the way to the ports.
  */
@@ -79,8 +79,8 @@ const backends = {
 
 const readers = { readWinner: (documentID: string) => `w-${documentID}` }
 
-/** A store on `backend` rigged by `plan`, called through the Promise API. */
-const storeOn = (backend: keyof typeof backends, plan: Plan) => {
+/** A store on `backend` rigged by `plan`, called through the Effect or the Promise API. */
+const storeOn = (backend: keyof typeof backends, api: "effect" | "promise", plan: Plan) => {
   const handle = Effect.succeed({})
   const ports = Layer.map(backends[backend]() as Layer.Layer<WatchRepository | DirectDatabase, unknown>, (context) => rigged(context, plan))
   const layer = ConnectorStore.layer.pipe(
@@ -92,7 +92,10 @@ const storeOn = (backend: keyof typeof backends, plan: Plan) => {
   const promise: PromiseConnectorStore<unknown> = makePromiseStore({ runtime: runtime as never, handle, readers })
   closing.push(() => promise.close())
   const seed = () => promise.runEffect(seedWatches(seeded))
-  const arm = (options: { readonly dueAt: number }) => promise.armWatch(id, "manual", options)
+  const arm = (options: { readonly dueAt: number }) =>
+    api === "promise"
+      ? promise.armWatch(id, "manual", options)
+      : promise.runEffect(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", options)))
   return { seed, arm }
 }
 
@@ -109,46 +112,48 @@ const counted = () => {
 }
 
 for (const backend of ["memory", "sqlite"] as const) {
-  describe(`one budget per call on ${backend}, through the Promise API`, () => {
-    it("3 lost direct tries, a busy database, 2 lost tries on the ports: the 6th try lands", async () => {
-      const plan = planOf(3, 3, 2)
-      const store = storeOn(backend, plan)
-      await store.seed()
-      const before = await lostArmTries()
-      expect(await store.arm({ dueAt: NOW })).toBe("opened")
-      expect(await lostArmTries()).toBe(before + 5)
-      expect({ begun: plan.begun, busy: plan.busy }).toEqual({ begun: 3, busy: 1 })
-    })
-
-    it("3 lost direct tries, a busy database, 3 lost on the ports: ConcurrentUpdateExhausted after 6 in all", async () => {
-      const plan = planOf(3, 3, 3)
-      const store = storeOn(backend, plan)
-      await store.seed()
-      const before = await lostArmTries()
-      await expect(store.arm({ dueAt: NOW })).rejects.toMatchObject({
-        _tag: "ConcurrentUpdateExhausted",
-        method: "armWatch",
-        attempts: 6
+  for (const api of ["effect", "promise"] as const) {
+    describe(`one budget per call on ${backend}, through the ${api === "effect" ? "Effect" : "Promise"} API`, () => {
+      it("3 lost direct tries, a busy database, 2 lost tries on the ports: the 6th try lands", async () => {
+        const plan = planOf(3, 3, 2)
+        const store = storeOn(backend, api, plan)
+        await store.seed()
+        const before = await lostArmTries()
+        expect(await store.arm({ dueAt: NOW })).toBe("opened")
+        expect(await lostArmTries()).toBe(before + 5)
+        expect({ begun: plan.begun, busy: plan.busy }).toEqual({ begun: 3, busy: 1 })
       })
-      expect(await lostArmTries()).toBe(before + 6)
-      expect({ begun: plan.begun, busy: plan.busy }).toEqual({ begun: 3, busy: 1 })
-      expect(plan.portLosses).toBe(0)
-    })
 
-    it("checks its input once, whether it runs on the direct rows or is handed to the ports", async () => {
-      const free = storeOn(backend, planOf(0, Infinity, 0))
-      await free.seed()
-      const direct = counted()
-      expect(await free.arm(direct.options)).toBe("opened")
+      it("3 lost direct tries, a busy database, 3 lost on the ports: ConcurrentUpdateExhausted after 6 in all", async () => {
+        const plan = planOf(3, 3, 3)
+        const store = storeOn(backend, api, plan)
+        await store.seed()
+        const before = await lostArmTries()
+        await expect(store.arm({ dueAt: NOW })).rejects.toMatchObject({
+          _tag: "ConcurrentUpdateExhausted",
+          method: "armWatch",
+          attempts: 6
+        })
+        expect(await lostArmTries()).toBe(before + 6)
+        expect({ begun: plan.begun, busy: plan.busy }).toEqual({ begun: 3, busy: 1 })
+        expect(plan.portLosses).toBe(0)
+      })
 
-      const plan = planOf(0, 0, 0)
-      const busy = storeOn(backend, plan)
-      await busy.seed()
-      const handedOver = counted()
-      expect(await busy.arm(handedOver.options)).toBe("opened")
-      expect(plan.busy).toBe(1)
-      expect(handedOver.reads.dueAt).toBeGreaterThan(0)
-      expect(handedOver.reads.dueAt).toBe(direct.reads.dueAt)
+      it("checks its input once, whether it runs on the direct rows or is handed to the ports", async () => {
+        const free = storeOn(backend, api, planOf(0, Infinity, 0))
+        await free.seed()
+        const direct = counted()
+        expect(await free.arm(direct.options)).toBe("opened")
+
+        const plan = planOf(0, 0, 0)
+        const busy = storeOn(backend, api, plan)
+        await busy.seed()
+        const handedOver = counted()
+        expect(await busy.arm(handedOver.options)).toBe("opened")
+        expect(plan.busy).toBe(1)
+        expect(handedOver.reads.dueAt).toBeGreaterThan(0)
+        expect(handedOver.reads.dueAt).toBe(direct.reads.dueAt)
+      })
     })
-  })
+  }
 }

@@ -1,6 +1,6 @@
-import type { ProjectionWatch, PromiseConnectorStore } from "@connector-store/core"
+import { OperationRepository, type ProjectionWatch, type PromiseConnectorStore, WatchRepository } from "@connector-store/core"
 import type { SqlTransaction } from "@connector-store/sql-adapter"
-import type { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import fc from "fast-check"
 import { afterEach, describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
@@ -175,10 +175,12 @@ const apply = async (
 type Reader = (documentID: string) => string | Promise<string>
 
 /**
- * How a side's calls run: on the Promise API's lane, or on the Effect API
- * (the ports).
+ * How a side's calls run: on the Promise API's lane; on the Effect path
+ * (which on SQLite and in memory takes the Effect API's own direct path);
+ * or, on SQLite and in memory, on the Effect path over the ports alone (the
+ * repositories decorated, so no direct path applies).
  */
-type Path = "lane" | "effect"
+type Path = "lane" | "effect" | "ports"
 
 /**
  * The differential property over stores made by `open`, one per path in
@@ -235,35 +237,42 @@ const laneAgrees = (
     { numRuns: propertyRuns(numRuns) }
   )
 
+/** `ports` with both repositories decorated (copied), so that no direct path is for them (see `directFor`). */
+const decorated = <P>(ports: Layer.Layer<P, unknown>) =>
+  Layer.mergeAll(
+    Layer.effect(WatchRepository, Effect.map(WatchRepository, (watches) => ({ ...watches }))),
+    Layer.effect(OperationRepository, Effect.map(OperationRepository, (operations) => ({ ...operations })))
+  ).pipe(Layer.provideMerge(ports)) as unknown as Layer.Layer<unknown, unknown>
+
 /** A Promise store on a fresh SQLite file whose calls take `path`. */
 const sqliteSide = (path: Path, readers: { readWinner: Reader }) => {
   const ports = sqlitePortsWithDirect(freshSqlitePath()) as Layer.Layer<unknown, unknown>
-  return promiseStoreOver(ports, readers, { lane: path === "lane", dialect: "sqlite" }, closing)
+  return promiseStoreOver(path === "ports" ? decorated(ports) : ports, readers, { lane: path === "lane", dialect: "sqlite" }, closing)
 }
 
 /** A Promise store on a fresh memory database whose calls take `path`. */
 const memorySide = (path: Path, readers: { readWinner: Reader }) => {
   const ports = memoryPortsWithDirect() as Layer.Layer<unknown, unknown>
-  return promiseStoreOver(ports, readers, { lane: path === "lane", dialect: "memory" }, closing)
+  return promiseStoreOver(path === "ports" ? decorated(ports) : ports, readers, { lane: path === "lane", dialect: "memory" }, closing)
 }
 
-// These runs only show that the store's two runners agree (the lane, the ports), not
+// These runs only show that the store's internal runners agree (the lane, the direct path, the ports), not
 // a guarantee of their own: half the runs they had; CONNECTOR_STORE_MODEL_RUNS=400 runs them as many as before.
-describe("the Promise API's lane and the Effect API's ports agree on random sequences of hot calls", () => {
+describe("the Promise API's lane, the Effect API's direct path and the ports agree on random sequences of hot calls", () => {
   it("in memory", async () => {
-    await laneAgrees(memorySide, 50, "sync")
+    await laneAgrees(memorySide, 50, "sync", ["lane", "effect", "ports"])
   })
 
   it("in memory, with a winner reader that answers with a Promise", async () => {
-    await laneAgrees(memorySide, 50, "async")
+    await laneAgrees(memorySide, 50, "async", ["lane", "effect", "ports"])
   })
 
   it("on SQLite", async () => {
-    await laneAgrees(sqliteSide, 20, "sync")
+    await laneAgrees(sqliteSide, 20, "sync", ["lane", "effect", "ports"])
   })
 
   it("on SQLite, with a winner reader that answers with a Promise", async () => {
-    await laneAgrees(sqliteSide, 20, "async")
+    await laneAgrees(sqliteSide, 20, "async", ["lane", "effect", "ports"])
   })
 
   it.runIf(pgAvailable)("on Postgres", async () => {

@@ -6,8 +6,8 @@ import { type CellStore, runnerCells } from "./support/runners.js"
 
 /**
  * The hot transitions' observable behaviour, the same on every adapter ×
- * runner cell (memory, SQLite and Postgres on the ports, as the Effect API
- * runs, and on the Promise API's lane): one short
+ * runner cell (memory and SQLite on the ports, the Effect API's direct path
+ * and the Promise API's lane; Postgres on the ports and the lane): one short
  * script per transition, every answer and row written out as the
  * transition's table in docs/watch-state-machine.md and docs/operations.md
  * says it must be. Each cell proves every hot call ran on its own runner.

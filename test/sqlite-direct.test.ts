@@ -3,15 +3,13 @@ import {
   ConcurrentUpdateExhausted,
   ConnectorStore,
   OperationPolicy,
-  OperationRepository,
   PersistenceError,
   StoreMetrics,
-  Transactor,
-  WatchRepository,
   WinnerReader,
   type WinnerReaders,
   WinnerReadFailed
 } from "@connector-store/core"
+import { DirectDatabase } from "@connector-store/core/adapter"
 import * as Memory from "@connector-store/memory-adapter"
 import { SqliteConnection } from "@connector-store/sql-adapter"
 import { SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
@@ -21,16 +19,14 @@ import { identityOf, NOW, watchRow } from "./support/contract/fixtures.js"
 import { seedWatches, storedWatch } from "./support/contract/store.js"
 import { claimInput, KEY } from "./operations.fixtures.js"
 import { freshSqlitePath } from "./support/databases.js"
-import { sqlitePortsWithDirect } from "./support/direct.js"
+import { type Seen, sqlitePortsWithDirect, watchedDirect } from "./support/direct.js"
 
 /**
- * The Effect API on the project's SQLite client (one connection): hot
- * transitions on the ports, in one synchronous step when every statement
- * answers at once. These tests look at what the one connection makes easy
- * to get wrong: waiting for a transaction another fiber holds open,
- * rolling back and handing the connection on after every kind of failure,
- * and the lost-race budget. The store offers its direct rows (for the
- * Promise API's lane); the Effect API never takes them.
+ * The direct path (DirectDatabase on the project's SQLite client): hot
+ * transitions run in one synchronous step when the database is free. These
+ * tests look at what only that path can get wrong: taking the Effect path
+ * when a transaction is open, rolling back and handing the connection on
+ * after every kind of failure, and the lost-race budget.
  */
 
 const runtimes: Array<ManagedRuntime.ManagedRuntime<unknown, unknown>> = []
@@ -38,43 +34,15 @@ afterEach(async () => {
   await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()))
 })
 
-/** Transactions begun on the ports. */
-interface Seen {
-  begun: number
-}
-
-/**
- * A store on a fresh SQLite file, its transactions counted in `seen`, its
- * next `lose` versioned writes on the ports losing their race, winners read
- * by `readers`.
- */
+/** A store on a fresh SQLite file, its direct database watched, winners read by `readers`. */
 const storeOn = (readers: WinnerReaders, lose = { watchUpdates: 0, operationUpdates: 0 }) => {
-  const seen: Seen = { begun: 0 }
-  const ports = Layer.map(sqlitePortsWithDirect(freshSqlitePath()), (context) => {
-    const watches = Context.get(context, WatchRepository)
-    const operations = Context.get(context, OperationRepository)
-    const { withTransaction } = Context.get(context, Transactor)
-    return context.pipe(
-      Context.add(WatchRepository, {
-        ...watches,
-        update: (previous, next) => lose.watchUpdates-- > 0 ? Effect.succeed(false) : watches.update(previous, next)
-      }),
-      Context.add(OperationRepository, {
-        ...operations,
-        update: (previous, next) => lose.operationUpdates-- > 0 ? Effect.succeed(false) : operations.update(previous, next)
-      }),
-      Context.add(Transactor, {
-        withTransaction: (effect) => Effect.suspend(() => {
-          seen.begun++
-          return withTransaction(effect)
-        })
-      })
-    )
-  })
+  const seen: Seen = { begun: 0, busy: 0 }
+  const ports = sqlitePortsWithDirect(freshSqlitePath())
+  const direct = Layer.effect(DirectDatabase, Effect.map(DirectDatabase, (db) => watchedDirect(db, seen, lose)))
   const runtime = ManagedRuntime.make(
     ConnectorStore.layer.pipe(
       Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
-      Layer.provideMerge(ports),
+      Layer.provideMerge(Layer.provideMerge(direct, ports)),
       Layer.provide(OperationPolicy.layer(undefined))
     )
   )
@@ -86,12 +54,12 @@ const id = identityOf()
 const pending = watchRow({ verificationStatus: "pending_verification", nextAttemptAt: NOW - 1, claimedUntil: NOW + 30_000 })
 const verification = { generation: pending.repairGeneration, claimedUntil: NOW + 30_000, fetchedDigest: "stale", maxAttempts: 5, dueAt: NOW + 60_000 }
 
-describe("hot transitions of the Effect API on the project's SQLite client", () => {
-  it("runs at once while the database is free, and waits its turn while another fiber's transaction is open", async () => {
+describe("hot transitions on the project's SQLite client (the direct path)", () => {
+  it("runs on the direct rows while the database is free, and on the ports, waiting its turn, while another transaction is open", async () => {
     const { runtime, seen } = storeOn({ readWinner: () => Effect.succeed("w-1") })
     await runtime.runPromise(seedWatches(pending))
     expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))).toBe("opened")
-    expect(seen).toEqual({ begun: 1 })
+    expect(seen).toEqual({ begun: 1, busy: 0 })
 
     // Another fiber's transaction holds the connection until `release`.
     const release = await runtime.runPromise(Deferred.make<void>())
@@ -101,8 +69,8 @@ describe("hot transitions of the Effect API on the project's SQLite client", () 
     await runtime.runPromise(Deferred.await(holding))
     const arming = runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.armWatch(id, "manual", { dueAt: NOW })))
     await new Promise((resolve) => setTimeout(resolve, 50))
-    // It waits for the connection inside its transaction.
-    expect(seen.begun).toBe(2)
+    // Refused once, by the call's one direct try: it waits on the ports, and tries no direct begin again.
+    expect(seen.busy).toBe(1)
     let settled = false
     void arming.then(() => settled = true)
     await new Promise((resolve) => setTimeout(resolve, 20))
@@ -148,7 +116,7 @@ describe("hot transitions of the Effect API on the project's SQLite client", () 
     expect(await runtime.runPromise(storedWatch(id))).toEqual(pending)
     failing = false
     expect(await runtime.runPromise(Effect.flatMap(ConnectorStore, (s) => s.recordVerification(id, verification)))).toBe("pending")
-    expect(seen).toEqual({ begun: 2 })
+    expect(seen).toEqual({ begun: 2, busy: 0 })
   })
 
   it("rolls back and hands the connection on when interrupted during an asynchronous winner read", async () => {
@@ -303,7 +271,7 @@ describe("hot transitions of the Effect API on the project's SQLite client", () 
   })
 })
 
-describe("the memory database's lock, for the Promise API's lane", () => {
+describe("the memory database's lock, for the direct path", () => {
   it("is not free right after a release while the woken waiter has not run", async () => {
     const db = new Memory.MemoryDatabase()
     const observed = await Effect.runPromise(Effect.gen(function*() {

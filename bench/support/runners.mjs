@@ -5,8 +5,14 @@
 // - "without the lane": the Promise API's hot calls each through
 //   `runEffect` (the Effect API run by the store's runtime), which is what
 //   the Promise API runs for every method the lane does not take.
-import { ConnectorStore } from "@connector-store/core"
-import { Effect } from "effect"
+// - "without the direct runner": the Effect API on a store whose ports
+//   offer no `DirectDatabase` (every hot call on the repository ports,
+//   each try in `withTransaction`), which is what it runs on any adapter
+//   without one.
+import { ConnectorStore, WinnerReader } from "@connector-store/core"
+import { DirectDatabase, LaneDatabase } from "@connector-store/core/adapter"
+import { layerClient, layerPorts, Tables } from "@connector-store/sql-adapter"
+import { Context, Effect, Layer, ManagedRuntime } from "effect"
 
 /** The Promise API's hot methods of `store` taken through `runEffect` instead of its lane. */
 export const withoutLane = (store) => {
@@ -17,5 +23,20 @@ export const withoutLane = (store) => {
   )
 }
 
+/** The store's Effect API on `connection` with `readWinner`, on the repository ports only (no `DirectDatabase`, no `LaneDatabase`). */
+export const portsOnlyRuntime = (connection, readWinner) => {
+  const withoutRunners = Layer.effectContext(Effect.map(Effect.context(), Context.omit(DirectDatabase, LaneDatabase)))
+  return ManagedRuntime.make(
+    ConnectorStore.layer.pipe(
+      Layer.provide(withoutRunners),
+      Layer.provideMerge(layerPorts),
+      Layer.provideMerge(Layer.succeed(WinnerReader, { readWinner })),
+      Layer.provideMerge(Tables.layer(connection.tablePrefix)),
+      Layer.provideMerge(layerClient(connection))
+    )
+  )
+}
+
 /** The labels the benches print these baselines under. */
 export const WITHOUT_LANE = "project, Promise API without the lane (runEffect)"
+export const WITHOUT_DIRECT = "project, Effect API without the direct runner (ports)"

@@ -27,15 +27,15 @@ import type { SqlTransaction } from "@connector-store/sql-adapter"
 import { Cause, Context, Effect, Exit, Fiber, Layer, ManagedRuntime, Option } from "effect"
 import { NOW } from "./contract/fixtures.js"
 import { freshSqlitePath, PG_ADMIN_URL, pgAvailable, pgDatabaseForFile } from "./databases.js"
-import { memoryPortsWithDirect, pgPortsWithLane, sqlitePortsWithDirect } from "./direct.js"
+import { memoryPortsWithDirect, pgPortsWithLane, sqlitePortsWithDirect, withoutDirect } from "./direct.js"
 import { layerWithPrefix } from "./pgPrefixes.js"
 
 /**
- * Where a hot method runs: on the repository ports (`ports`, the Effect
- * API), or on the Promise API's lane over a `DirectDatabase` or
- * `LaneDatabase` (`lane`).
+ * Where a hot method runs: on the repository ports (`ports`), on the Effect
+ * API's synchronous attempt over a `DirectDatabase` (`direct`), or on the
+ * Promise API's lane over a `DirectDatabase` or `LaneDatabase` (`lane`).
  */
-export type Runner = "ports" | "lane"
+export type Runner = "ports" | "direct" | "lane"
 
 /** The API a cell's calls go through. */
 export type Api = "Effect" | "Promise"
@@ -54,8 +54,8 @@ export type HotCalls = Pick<
 
 /**
  * The direct rows' calls a store made, by where they came from: made on a
- * fiber (none should be) or outside any fiber (the Promise API's lane); and
- * begins refused because the database was busy.
+ * fiber (the Effect API's direct path) or outside any fiber (the Promise
+ * API's lane); and begins refused because the database was busy.
  */
 export interface RowCalls {
   onFiber: number
@@ -79,7 +79,8 @@ export interface CellStore extends HotCalls {
   readonly rowCalls: RowCalls
   /**
    * Throws unless every hot call since the last check ran on the cell's
-   * runner: on the ports, no direct row called; on the lane, rows called outside
+   * runner: on the ports, no direct row called; on the direct path, rows
+   * called on a fiber and none outside one; on the lane, rows called outside
    * any fiber and none on one; never a busy begin (a call handed over).
    * Each hot call is checked on its own.
    */
@@ -188,7 +189,7 @@ const openCell = (on: AdapterPorts, runner: Runner) =>
 async (readers: PromiseWinnerReaders<unknown>, policy: OperationPolicySettings): Promise<CellStore> => {
   const calls: RowCalls = { onFiber: 0, offFiber: 0, busy: 0 }
   const base = await on.ports()
-  const ports = countedPorts(base, calls)
+  const ports = countedPorts(on.adapter !== "postgres" && runner === "ports" ? withoutDirect(base) : base, calls)
   const clock = { now: NOW }
   const handle = Effect.succeed(on.handle)
   const runtime = ManagedRuntime.make(
@@ -200,11 +201,11 @@ async (readers: PromiseWinnerReaders<unknown>, policy: OperationPolicySettings):
   )
   const run = <A, E>(effect: Effect.Effect<A, E, ManagedRuntime.ManagedRuntime.Context<typeof runtime>>): Promise<A> =>
     runtime.runPromiseExit(Effect.withClock(effect, clockFrom(() => clock.now))).then(settled)
-  // What the store holds, proved once: every cell's adapter offers its direct rows, as a store a user opens does,
-  // so a ports cell shows that the Effect API leaves them alone.
+  // What the store holds, proved once: the ports cells of memory and SQLite have no direct rows at all.
   const context = await runtime.runPromise(Effect.context<never>()) as Context.Context<DirectDatabase | LaneDatabase>
   const offered = Option.isSome(Context.getOption(context, DirectDatabase)) || Option.isSome(Context.getOption(context, LaneDatabase))
-  if (!offered) throw new Error(`${on.adapter} × ${runner}: no direct rows offered`)
+  const expectedOffer = !(runner === "ports" && on.adapter !== "postgres")
+  if (offered !== expectedOffer) throw new Error(`${on.adapter} × ${runner}: direct rows ${offered ? "offered" : "absent"}`)
 
   let hot: HotCalls
   let close = () => runtime.dispose()
@@ -264,13 +265,15 @@ async (readers: PromiseWinnerReaders<unknown>, policy: OperationPolicySettings):
     expectRanOnRunner: () =>
       runner === "ports"
         ? check(none, "no direct row call")
+        : runner === "direct"
+        ? check((call) => call.onFiber > 0 && call.offFiber === 0 && call.busy === 0, "direct row calls on a fiber only")
         : check((call) => call.offFiber > 0 && call.onFiber === 0 && call.busy === 0, "direct row calls outside any fiber only"),
     expectNoRowCalls: () => check(none, "no direct row call"),
     close
   }
 }
 
-const API: Record<Runner, Api> = { ports: "Effect", lane: "Promise" }
+const API: Record<Runner, Api> = { ports: "Effect", direct: "Effect", lane: "Promise" }
 
 const cell = (on: AdapterPorts, runner: Runner): RunnerCell => ({
   adapter: on.adapter,
@@ -281,15 +284,19 @@ const cell = (on: AdapterPorts, runner: Runner): RunnerCell => ({
 })
 
 /**
- * Every adapter × runner cell there is: memory, SQLite and Postgres on the
- * ports (the Effect API) and on the Promise API's lane, each store offering
- * its adapter's direct rows (`DirectDatabase` or `LaneDatabase`). A Postgres cell's name says so, and without a server its store fails
+ * Every adapter × runner cell there is: memory and SQLite on the ports, the
+ * Effect API's direct path and the Promise API's lane; Postgres on the ports
+ * and the lane (its Effect API keeps the ports). The ports cells of memory
+ * and SQLite are their adapter's own ports with the `DirectDatabase` left
+ * out. A Postgres cell's name says so, and without a server its store fails
  * to open (its suites are skipped, see `skipPostgresSuites`).
  */
 export const runnerCells: ReadonlyArray<RunnerCell> = [
   cell(memoryPorts, "ports"),
+  cell(memoryPorts, "direct"),
   cell(memoryPorts, "lane"),
   cell(sqlitePorts, "ports"),
+  cell(sqlitePorts, "direct"),
   cell(sqlitePorts, "lane"),
   cell(postgresPorts, "ports"),
   cell(postgresPorts, "lane")

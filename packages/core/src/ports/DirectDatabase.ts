@@ -68,8 +68,8 @@ export interface DirectTransactionOf<Later extends boolean> {
   /**
    * `effect` run inside the transaction: a winner read that queries the
    * same database sees (and waits on) nothing but this transaction. Called
-   * with interruption off (on a fiber of its own that nothing
-   * interrupts), so an adapter may set what the effect
+   * with interruption off (a direct runner's region, or a fiber of its
+   * own that nothing interrupts), so an adapter may set what the effect
    * runs with and put it back after without a region of its own; `effect`
    * keeps its own interruptibility.
    */

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from "node:async_hooks"
 import { Effect, type Fiber } from "effect"
 import { WinnerReadFailed } from "../errors.js"
 import type { WinnerReaders } from "../ports/WinnerReader.js"
+import { pendingWaitOf, type WaitExpiry } from "../service/bound.js"
 import { type InsideCallbacks, insideCallbacks } from "../service/gate.js"
 
 /**
@@ -46,13 +47,14 @@ export const isThenable = (value: unknown): value is PromiseLike<unknown> =>
  * What a user's reader answered, as an Effect: `read()` is called at once;
  * a plain value is checked (`check`) and answered without leaving the fiber,
  * a thenable is awaited and then checked. A throw, a rejection or a failed
- * check fails with `failed(cause)`. An interruption (the call's deadline)
- * stops the wait; the thenable is left to settle on its own.
+ * check fails with `failed(cause)`. Under `expiry` (the call's deadline)
+ * the thenable stops being waited for when the deadline passes.
  */
 const answerOf = <A>(
   read: () => unknown,
   check: (value: never) => A,
-  failed: (cause: unknown) => WinnerReadFailed
+  failed: (cause: unknown) => WinnerReadFailed,
+  expiry: WaitExpiry | undefined
 ): Effect.Effect<A, WinnerReadFailed> => {
   let answer: unknown
   try {
@@ -63,17 +65,25 @@ const answerOf = <A>(
   }
   const pending = answer
   return Effect.async<A, WinnerReadFailed>((resume) => {
+      let settled = false
+      const once = (outcome: Effect.Effect<A, WinnerReadFailed>) => {
+        if (settled) return
+        settled = true
+        resume(outcome)
+      }
+      // At the call's deadline the read stops being waited for (its call then fails with the bound's error).
+      expiry?.onExpire((error) => once(Effect.fail(error as WinnerReadFailed)))
       Promise.resolve(pending).then(
         (value) => {
           let checked: A
           try {
             checked = check(value as never)
           } catch (cause) {
-            return resume(Effect.fail(failed(cause)))
+            return once(Effect.fail(failed(cause)))
           }
-          resume(Effect.succeed(checked))
+          once(Effect.succeed(checked))
         },
-        (cause: unknown) => resume(Effect.fail(failed(cause)))
+        (cause: unknown) => once(Effect.fail(failed(cause)))
       )
     })
 }
@@ -133,7 +143,8 @@ export const fromPromiseReaders = <H>(
           answerOf(
             () => callBackFrom(fiber, () => readWinner(documentID, tx)),
             digestOf,
-            (cause) => new WinnerReadFailed({ documentID, cause })
+            (cause) => new WinnerReadFailed({ documentID, cause }),
+            pendingWaitOf(fiber)
           )
         )),
     readWinners: readWinners === undefined ? undefined : (documentIDs) =>
@@ -141,7 +152,8 @@ export const fromPromiseReaders = <H>(
         Effect.withFiberRuntime((fiber) => answerOf(
           () => callBackFrom(fiber, () => readWinners(documentIDs, tx)),
           toMap,
-          (cause) => new WinnerReadFailed({ documentID: documentIDs.join(","), cause })
+          (cause) => new WinnerReadFailed({ documentID: documentIDs.join(","), cause }),
+          pendingWaitOf(fiber)
         )))
   }
 }

@@ -203,6 +203,74 @@ export const bounded = <A, E, R>(
 
 const timedOutAfter = (ms: number) => (method: string): PersistenceError => callTimedOut(method, ms)
 
+/**
+ * A call's deadline while it waits, inside its transaction, on a winner read
+ * run on the caller's own fiber (the Effect API's direct path: no fiber of
+ * its own to interrupt). A read of the store's own making (a Promise
+ * reader) registers with `onExpire` and is woken at the deadline; a user's
+ * Effect reader is not interrupted, but its transaction is given up then,
+ * so the connection and its lock go on to the next call, and the call fails
+ * with `error` once its read ends.
+ */
+export interface WaitExpiry {
+  /** The call's failure once its deadline passed (or the store closed under it); undefined before. */
+  readonly error: unknown
+  /** Calls `wake` with the call's failure at the deadline (at once if it passed). */
+  readonly onExpire: (wake: (error: unknown) => void) => void
+}
+
+/** The wait each fiber is in now, if any (see `pendingWaitOf`). */
+const waitsByFiber = new WeakMap<Fiber.RuntimeFiber<unknown, unknown>, PendingWait>()
+
+/** The wait of the call `fiber` runs, while it waits on a winner read (a read of the store's own making registers with it). */
+export const pendingWaitOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): WaitExpiry | undefined => waitsByFiber.get(fiber)
+
+/**
+ * The deadline of a wait of a call of `method` that started at `started`
+ * (`performance.now()`), under `boundary`: at `started + callTimeoutMs`, or
+ * when the store closes under it, `giveUp` runs (the transaction rolled
+ * back) and the registered reads are woken. `leave` once the wait ended.
+ */
+export class PendingWait implements WaitExpiry, BoundedCall {
+  error: unknown = undefined
+  private wakes: Array<(error: unknown) => void> | undefined
+
+  constructor(
+    private readonly boundary: CallBoundary,
+    private readonly method: string,
+    started: number,
+    private readonly giveUp: () => void,
+    private readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
+  ) {
+    boundary.enter(this, started)
+    waitsByFiber.set(fiber, this)
+  }
+
+  end(error: (method: string) => unknown): void {
+    if (this.error !== undefined) return
+    this.error = error(this.method)
+    this.leave()
+    try {
+      this.giveUp()
+    } catch {
+      // The transaction could not be rolled back cleanly: the call fails all the same, with its bound's error.
+    }
+    const wakes = this.wakes
+    this.wakes = undefined
+    if (wakes !== undefined) for (const wake of wakes) wake(this.error)
+  }
+
+  onExpire(wake: (error: unknown) => void): void {
+    if (this.error !== undefined) return wake(this.error)
+    ;(this.wakes ??= []).push(wake)
+  }
+
+  leave(): void {
+    this.boundary.leave(this)
+    if (waitsByFiber.get(this.fiber) === this) waitsByFiber.delete(this.fiber)
+  }
+}
+
 /** Runs `then` once `child` has ended (its interruption done), or `STOP_GRACE_MS` from now, whichever is first. */
 const afterStopped = (child: Fiber.RuntimeFiber<unknown, unknown>, then: () => void): void =>
   child.unsafePoll() !== null ? then() : withinGrace((done) => child.addObserver(done), then)

@@ -1,11 +1,12 @@
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Option } from "effect"
 import type { ConcurrentUpdateExhausted, PersistenceError } from "../errors.js"
+import { DirectDatabase, directFor } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
-import type { CallContext } from "./callContext.js"
+import { type DirectContext, directContextOf } from "./directContext.js"
 import { isTypedFailure, type Transition } from "./program.js"
-import { type PortRunner, portRows, type Position, type ReadWinnerOf, runOnPorts, START } from "./run.js"
+import { type PortRunner, portRows, type Position, type ReadWinnerOf, runNow, runOnPorts, START } from "./run.js"
 
 const HOT: unique symbol = Symbol.for("@connector-store/core/hot")
 
@@ -19,8 +20,8 @@ const HOT: unique symbol = Symbol.for("@connector-store/core/hot")
 export interface HotSpec<Args extends ReadonlyArray<unknown>, A, E> {
   /** The call's transition, or the typed failure its arguments meet: the one place a call's input is checked. */
   readonly prepare: (...args: Args) => Transition<A, unknown> | E
-  /** Runs a prepared transition for the Effect API, on the ports under the call's bound (called in an uninterruptible region). */
-  readonly run: (transition: Transition<A, unknown>, context: CallContext) => Effect.Effect<A, E>
+  /** Runs a prepared transition for the Effect API (in an uninterruptible region; see `runNow`). */
+  readonly run: (transition: Transition<A, unknown>, context: DirectContext) => Effect.Effect<A, E>
   /** Runs a prepared transition on the ports from `at` (where another runner handed it over). */
   readonly ports: (transition: Transition<A, unknown>, at: Position) => Effect.Effect<A, E>
 }
@@ -44,12 +45,13 @@ export const isPrepareFailure = <A, F, E>(prepared: Transition<A, F> | E): prepa
 /**
  * The runners of a store's transitions, built once from its ports: `hot`
  * makes a hot method of a `prepare`, `onPorts` runs a transition on the
- * ports (for the methods the Promise facade does not run on its lane).
+ * ports (for the methods that have no direct form).
  */
 export const makeRunners = Effect.gen(function*() {
   const watches = yield* WatchRepository
   const operations = yield* OperationRepository
   const { withTransaction } = yield* Transactor
+  const direct = directFor(yield* Effect.serviceOption(DirectDatabase), watches, operations)
   const ports: PortRunner = { rows: portRows(watches, operations), withTransaction }
 
   /** Runs `transition` on the ports, from the start or from `at`. */
@@ -57,9 +59,10 @@ export const makeRunners = Effect.gen(function*() {
     runOnPorts(ports, transition, readWinner, at)
 
   /**
-   * A hot method: `prepare` checks the arguments and builds the transition,
-   * which runs on the ports (the Promise facade runs the same transition on
-   * its lane). `readWinner` reads the winners its programs ask for.
+   * A hot method: `prepare` checks the arguments and builds the transition;
+   * the transition runs on the direct database when the store has one (the
+   * ports once it is busy), else on the ports. `readWinner` reads the
+   * winners its programs ask for.
    */
   const hot = <Args extends ReadonlyArray<unknown>, A, F, E, W = never>(
     prepare: (...args: Args) => Transition<A, F> | E,
@@ -69,15 +72,20 @@ export const makeRunners = Effect.gen(function*() {
     const spec = {
       prepare,
       ports: (transition: Transition<A, F>, at: Position) => onPorts(transition, readWinner, at),
-      run: (transition: Transition<A, F>, context: CallContext) => context.bounded(context.restore(onPorts(transition, readWinner)))
+      run: direct === undefined
+        ? (transition: Transition<A, F>, context: DirectContext) => context.bounded(context.restore(onPorts(transition, readWinner)))
+        : (transition: Transition<A, F>, context: DirectContext) =>
+          runNow(direct, transition, readWinner, context, (at) => onPorts(transition, readWinner, at))
     } as HotSpec<Args, A, All>
     const method = (...args: Args): Effect.Effect<A, All> =>
-      Effect.suspend(() => {
-        const prepared = prepare(...args)
-        return isPrepareFailure(prepared) ? Exit.fail(prepared) : spec.ports(prepared, START)
-      })
+      Effect.uninterruptibleMask((restore) =>
+        Effect.withFiberRuntime((fiber) => {
+          const prepared = prepare(...args)
+          return isPrepareFailure(prepared) ? Exit.fail(prepared) : spec.run(prepared, directContextOf(fiber, restore))
+        })
+      )
     return Object.assign(method, { [HOT]: spec })
   }
 
-  return { hot, onPorts }
+  return { hot, onPorts, direct: Option.fromNullable(direct) }
 })

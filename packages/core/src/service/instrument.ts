@@ -1,7 +1,7 @@
 import { Cause, Effect, Exit, type Fiber, FiberRef, type Metric, type MetricLabel, Option } from "effect"
 import { CorruptRow, InvalidClockReading, StoreClosed } from "../errors.js"
 import { bounded, type CallBoundary, makeCallBoundary } from "./bound.js"
-import { callContextOf } from "./callContext.js"
+import { directContextOf } from "./directContext.js"
 import { type CallGate, refusedReentry } from "./gate.js"
 import { hotSpecOf, type HotSpec, isPrepareFailure, withHotSpec } from "./hot.js"
 import { storeSeries } from "./metrics.js"
@@ -213,9 +213,8 @@ const countCall = (spec: MethodSpec, labels: ReadonlyArray<MetricLabel.MetricLab
 
 /**
  * An instrumented call of a hot method (see `HotSpec`): its arguments
- * prepared once, then its transition run on the ports under the call's
- * bound (to its end in this fiber step when every statement and winner
- * read answers at once), with
+ * prepared once, then its transition run in this same fiber step (plus a
+ * continuation when a winner read suspends or the database is busy), with
  * the gate, refinement and metrics of `instrumentCall`. A call that
  * finished at once is settled here without building the continuation's
  * handlers. With a tracer installed, the same runs inside the method's span.
@@ -238,11 +237,11 @@ const instrumentHot = (
         ran = refusedReentry(fiber, gate, spec.method) ??
           (isPrepareFailure(prepared)
             ? Exit.fail(prepared)
-            : hot.run(prepared, callContextOf(restore, { boundary, method: spec.method })))
+            : hot.run(prepared, directContextOf(fiber, restore, labels, { boundary, method: spec.method, started })))
       } catch (defect) {
         ran = Exit.die(defect)
       }
-      // A call that did not end at once bounds itself (`CallContext.bounded`).
+      // What is left of the call bounds itself (see `DirectContext`): a hand-over to the ports, a winner read's wait.
       if (!Exit.isExit(ran)) return Effect.matchCauseEffect(ran, outcomesOf(spec, fiber, started, gate.leave))
       gate.leave()
       const exit = ran as Exit.Exit<unknown, unknown>

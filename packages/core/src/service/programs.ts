@@ -58,8 +58,8 @@ import {
 /**
  * Every transition of a watch or an operation that reads, decides and
  * writes, as one program each: the reads, the pure decision and the writes,
- * in order. Both runners (the ports, the Promise API's lane; see `run.ts`)
- * interpret these same programs.
+ * in order. Each runner (the Effect ports, the synchronous direct runner,
+ * the Promise lane; see `run.ts`) interprets these same programs.
  */
 
 /** Writes a watch decision on the rows (a lost write abandons the try) and finishes with its outcome. */

@@ -1,13 +1,15 @@
 import { Cause, Clock, Data, Effect, Exit, type Fiber, FiberRef, type MetricLabel, Option } from "effect"
 import { ConcurrentUpdateExhausted, PersistenceError } from "../errors.js"
 import type { OperationRepository } from "../ports/OperationRepository.js"
-import type { DirectDatabaseOf, DirectTransactionOf } from "../ports/DirectDatabase.js"
+import type { DirectDatabaseApi, DirectDatabaseOf, DirectTransaction, DirectTransactionOf } from "../ports/DirectDatabase.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
 import { type LaneCall, onBehalfOf } from "./bound.js"
+import type { DirectContext } from "./directContext.js"
 import { annotateSpanOf } from "./tracing.js"
 import { storeSeries } from "./metrics.js"
 import {
+  type AwaitingWinner,
   isTypedFailure,
   LOCKED,
   LOST_RACE,
@@ -19,16 +21,19 @@ import {
 
 /**
  * How a call runs a transition, on whichever runner: tries, hand-over and
- * the classification of what a try threw. Two runners interpret the
+ * the classification of what a try threw. Three runners interpret the
  * same `Transition` programs:
  *
  * - `runOnPorts`: effects over the repository ports, each locked try in
- *   `withTransaction` (every adapter, and every call of the Effect API);
+ *   `withTransaction` (every adapter; the only runner with a tracer-free
+ *   fiber per statement);
+ * - `runNow`: synchronously over a `DirectDatabaseApi` (SQLite, memory) in
+ *   the caller's fiber step, for the Effect API;
  * - `runOnLane`: over a database that answers at once or with Promises,
  *   with no fiber at all, for the Promise API.
  *
  * A call has one budget of `MAX_CAS_ATTEMPTS` lost tries wherever they
- * ran: a lane call that cannot go on (the database's one connection is busy
+ * ran: a runner that cannot go on (the database's one connection is busy
  * with another transaction, the clock's reading is not a time) hands the
  * call, with the tries it spent (`Position`), to `runOnPorts`, which waits
  * its turn. A try's input is prepared once per call, never per try or per runner.
@@ -216,6 +221,125 @@ const loopOnLostRace = <A, E, R>(
 /** Puts a call's tries on its span (nothing without a tracer; see `annotateSpanOf`). */
 const annotateTries = (fiber: Fiber.RuntimeFiber<unknown, unknown>, at: Position): void =>
   annotateSpanOf(fiber, { "connector-store.attempts": at.tried + 1, "connector-store.retries": at.tried })
+
+// ---------------------------------------------------------------------------
+// Synchronously, on a direct database (the Effect API)
+
+/**
+ * Runs `transition` on `db` now, in the caller's fiber step, from `at`:
+ * each try begins, reads, decides, writes and commits synchronously, and the
+ * answer is then an `Exit`. A winner read that does not answer at once
+ * (`readWinner` giving anything but an `Exit`) is joined to the transaction,
+ * and the answer is an effect that goes on after it (an interruption there
+ * rolls the transaction back). Whenever a try cannot run now (another
+ * transaction holds the database's one connection, the clock's reading is
+ * not a time), the call goes on with `handOver` from where it stands.
+ * Must be called in an uninterruptible region (`context.restore`).
+ */
+export const runNow = <A, F, W, E>(
+  db: DirectDatabaseApi,
+  transition: Transition<A, F>,
+  readWinner: ReadWinnerOf<W> | undefined,
+  context: DirectContext,
+  handOver: (at: Position) => Effect.Effect<A, E>,
+  at: Position = START
+): Effect.Effect<A, W | E | F | PersistenceError | ConcurrentUpdateExhausted> => {
+  type Out = Effect.Effect<A, W | E | F | PersistenceError | ConcurrentUpdateExhausted>
+  const { restore } = context
+  const ended = <X extends Out>(at: Position, out: X): X => {
+    context.tried(at.tried + 1)
+    return out
+  }
+  const lost = (at: Position): Out => {
+    const next = afterLost(transition.method, transition.identity, at, context.labels)
+    return next instanceof ConcurrentUpdateExhausted ? ended(at, Exit.fail(next)) : attempt(next)
+  }
+  const failed = (thrown: unknown, at: Position): Out =>
+    thrown === LOST_RACE
+      ? lost(at)
+      : ended(at, isTypedFailure(thrown) ? Exit.fail(thrown as F | PersistenceError) : Exit.die(thrown))
+  const rollbackThen = (transaction: DirectTransaction, then: () => Out, cause: Cause.Cause<unknown>): Out => {
+    try {
+      transaction.rollback()
+    } catch (failedRollback) {
+      return Exit.failCause(Cause.sequential(cause, Cause.die(failedRollback))) as Out
+    }
+    return then()
+  }
+  const proceed = (transaction: DirectTransaction, next: () => Step<A>, at: Position): Out => {
+    let step: Step<A>
+    // The read that did not answer at once: run below, joined to the transaction.
+    let pending: Effect.Effect<Digest | null, W> | undefined
+    try {
+      step = next()
+      // Winners that answer at once are used as they are: nothing to run,
+      // nothing that could query inside the transaction.
+      while (!step.done) {
+        if (step.documentID === undefined) throw new Error(`${transition.method}: a transition waited on rows that answer at once`)
+        if (readWinner === undefined) {
+          if (step.unread === undefined) throw new Error(`${transition.method}: a transition read a winner without a reader`)
+          step = step.resume(step.unread.winner)
+          continue
+        }
+        const reading = readWinner(step.documentID)
+        if (!Exit.isExit(reading)) {
+          pending = reading
+          break
+        }
+        const read = reading as Exit.Exit<Digest | null, W>
+        if (Exit.isFailure(read)) return rollbackThen(transaction, () => ended(at, Exit.failCause(read.cause)), read.cause)
+        step = step.resume(read.value)
+      }
+    } catch (thrown) {
+      return rollbackThen(transaction, () => failed(thrown, at), Cause.die(thrown))
+    }
+    if (step.done) {
+      try {
+        transaction.commit()
+      } catch (thrown) {
+        return failed(thrown, at)
+      }
+      return ended(at, Exit.succeed(step.value))
+    }
+    const waiting = step as AwaitingWinner<A>
+    // The read runs on this fiber: at the call's deadline its transaction is given up (see `PendingWait`).
+    const wait = context.pendingWait(() => transaction.rollback())
+    /** The call's failure when its deadline passed during the read (its transaction already given up). */
+    const expired = (): Out | undefined => {
+      wait?.leave()
+      return wait?.error === undefined ? undefined : ended(at, Exit.fail(wait.error as PersistenceError))
+    }
+    return Effect.matchCauseEffect(transaction.joined(restore(pending!)), {
+      onFailure: (cause): Out => expired() ?? rollbackThen(transaction, () => ended(at, Exit.failCause(cause)), cause),
+      onSuccess: (winner): Out => expired() ?? proceed(transaction, () => waiting.resume(winner), at)
+    })
+  }
+  const attempt = (at: Position): Out => {
+    const now = context.now()
+    if (now === undefined) return context.bounded(restore(handOver(at)))
+    if (unlockedAt(transition, at)) {
+      if (!db.free()) return context.bounded(restore(handOver(at)))
+      let step: Step<A | typeof LOCKED>
+      try {
+        step = transition.unlocked!(db, now)
+      } catch (thrown) {
+        return failed(thrown, at)
+      }
+      if (!step.done) return Exit.die(new Error(`${transition.method}: an unlocked try waited on rows that answer at once`))
+      return step.value === LOCKED ? attempt(lockedAfter(at)) : ended(at, Exit.succeed(step.value))
+    }
+    let transaction: DirectTransaction | undefined
+    try {
+      transaction = db.begin()
+    } catch (thrown) {
+      return ended(at, thrown instanceof PersistenceError ? Exit.fail(thrown) : Exit.die(thrown))
+    }
+    if (transaction === undefined) return context.bounded(restore(handOver(at)))
+    const open = transaction
+    return proceed(open, () => transition.locked!(db, now), at)
+  }
+  return attempt(at)
+}
 
 // ---------------------------------------------------------------------------
 // With no fiber, on a database that answers at once or with Promises (the Promise API)
