@@ -9,7 +9,7 @@
 //   offer no `DirectDatabase` (every hot call on the repository ports,
 //   each try in `withTransaction`), which is what it runs on any adapter
 //   without one.
-import { ConnectorStore, WinnerReader } from "@connector-store/core"
+import { ConnectorStore, OperationRepository, WatchRepository, WinnerReader } from "@connector-store/core"
 import { DirectDatabase, LaneDatabase } from "@connector-store/core/adapter"
 import { layerClient, layerPorts, Tables } from "@connector-store/sql-adapter"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
@@ -25,7 +25,13 @@ export const withoutLane = (store) => {
 
 /** The store's Effect API on `connection` with `readWinner`, on the repository ports only (no `DirectDatabase`, no `LaneDatabase`). */
 export const portsOnlyRuntime = (connection, readWinner) => {
-  const withoutRunners = Layer.effectContext(Effect.map(Effect.context(), Context.omit(DirectDatabase, LaneDatabase)))
+  // The repositories copied: the store takes direct rows only when they are a view of its very repositories
+  // (`directFor`); leaving the services out of the context alone did not keep them from it.
+  const withoutRunners = Layer.effectContext(Effect.map(Effect.context(), (context) =>
+    Context.omit(DirectDatabase, LaneDatabase)(context).pipe(
+      Context.add(WatchRepository, { ...Context.get(context, WatchRepository) }),
+      Context.add(OperationRepository, { ...Context.get(context, OperationRepository) })
+    )))
   return ManagedRuntime.make(
     ConnectorStore.layer.pipe(
       Layer.provide(withoutRunners),
