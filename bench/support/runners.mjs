@@ -5,12 +5,11 @@
 // - "without the lane": the Promise API's hot calls each through
 //   `runEffect` (the Effect API run by the store's runtime), which is what
 //   the Promise API runs for every method the lane does not take.
-// - "without the direct runner": the Effect API on a store whose ports
-//   offer no `DirectDatabase` (every hot call on the repository ports,
-//   each try in `withTransaction`), which is what it runs on any adapter
-//   without one.
+// - "without the direct runner": the Effect API on a store whose direct
+//   rows are not a view of its repositories (every hot call on the
+//   repository ports, each try in `withTransaction`), which is what it runs
+//   on any adapter without them.
 import { ConnectorStore, OperationRepository, WatchRepository, WinnerReader } from "@connector-store/core"
-import { DirectDatabase, LaneDatabase } from "@connector-store/core/adapter"
 import { layerClient, layerPorts, Tables } from "@connector-store/sql-adapter"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 
@@ -23,12 +22,12 @@ export const withoutLane = (store) => {
   )
 }
 
-/** The store's Effect API on `connection` with `readWinner`, on the repository ports only (no `DirectDatabase`, no `LaneDatabase`). */
+/** The store's Effect API on `connection` with `readWinner`, on the repository ports only (its direct rows left unused). */
 export const portsOnlyRuntime = (connection, readWinner) => {
   // The repositories copied: the store takes direct rows only when they are a view of its very repositories
-  // (`directFor`); leaving the services out of the context alone did not keep them from it.
+  // (`directFor`); leaving DirectDatabase out of the context did not keep them from it.
   const withoutRunners = Layer.effectContext(Effect.map(Effect.context(), (context) =>
-    Context.omit(DirectDatabase, LaneDatabase)(context).pipe(
+    context.pipe(
       Context.add(WatchRepository, { ...Context.get(context, WatchRepository) }),
       Context.add(OperationRepository, { ...Context.get(context, OperationRepository) })
     )))

@@ -16,6 +16,7 @@ import {
   type ProjectionWatch,
   type ProviderScope,
   scopeKey,
+  scopesOfAccount,
   resumeReaches,
   trackedPage
 } from "@connector-store/core"
@@ -80,8 +81,7 @@ export const makeMemoryOperationRepository = (db: MemoryDatabase): OperationRepo
     Effect.map(db.read<ConnectorOperation>(TABLE), (table) => {
       const passed = new Set((excluding ?? []).map(scopeKey))
       const page = fairPage(fairOperationTable(table.values(), now, (row) =>
-        !passed.has(scopeKey({ connectorName: row.connectorName })) &&
-        !passed.has(scopeKey({ connectorName: row.connectorName, accountKey: row.accountKey }))), at, limit)
+        !scopesOfAccount(row.connectorName, row.accountKey).some((scope) => passed.has(scopeKey(scope)))), at, limit)
       return {
         rows: page.rows,
         read: page.rows.length,

@@ -241,10 +241,9 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   // operation_id) with ids in byte order: each branch reads `limit` rows of
   // one index range from its position, never the whole backlog.
   const dueOrder = sql`next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")}`
-  // A locked page (Postgres) passes over the rows other transactions hold:
-  // each branch locks the rows it reads, in index order, until it has `limit`.
-  const locking = (locked: boolean) =>
-    locked ? sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE SKIP LOCKED"), orElse: () => sql.literal("") }) : sql``
+  // A batch's page (Postgres) passes over the rows other transactions hold:
+  // each branch locks the rows it reads, in index order, until it has its share.
+  const skipLocked = sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE SKIP LOCKED"), orElse: () => sql.literal("") })
   // The scopes a limited batch passes over, in the statement: a paused or
   // full scope's rows never take a place of the page.
   const outside = (excluding: ReadonlyArray<ProviderScope> | undefined) => {
@@ -259,34 +258,22 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     })
     return sql`${byConnector} ${byAccount}`
   }
-  const scheduledPage = (
-    now: Millis,
-    after: DueOperationPosition | undefined,
-    limit: number,
-    locked: boolean,
-    excluding?: ReadonlyArray<ProviderScope>
-  ) =>
-    sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now} ${outside(excluding)}
+  const scheduledPage = (now: Millis, after: DueOperationPosition | undefined, limit: number) =>
+    sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
       ${after === undefined ? sql`` : sql`AND (next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")})
         > (${after.nextAttemptAt}, ${after.callerDID}, ${after.operationID})`}
-      ORDER BY ${dueOrder} LIMIT ${limit} ${locking(locked)}`
+      ORDER BY ${dueOrder} LIMIT ${limit}`
   // Unscheduled rows (no next attempt) come first: while the position is
   // among them, the page is their next rows and the first scheduled ones.
-  const duePage = (
-    now: Millis,
-    after: DueOperationPosition | undefined,
-    limit: number,
-    locked = false,
-    excluding?: ReadonlyArray<ProviderScope>
-  ) =>
+  const duePage = (now: Millis, after: DueOperationPosition | undefined, limit: number) =>
     after !== undefined && after.nextAttemptAt !== null
-      ? scheduledPage(now, after, limit, locked, excluding)
+      ? scheduledPage(now, after, limit)
       : sql<RawRow>`SELECT * FROM (
-          SELECT * FROM (SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL ${outside(excluding)}
+          SELECT * FROM (SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
             ${after === undefined ? sql`` : sql`AND (${ordered("caller_did")}, ${ordered("operation_id")}) > (${after.callerDID}, ${after.operationID})`}
-            ORDER BY ${dueOrder} LIMIT ${limit} ${locking(locked)}) AS unscheduled
+            ORDER BY ${dueOrder} LIMIT ${limit}) AS unscheduled
           UNION ALL
-          SELECT * FROM (${scheduledPage(now, undefined, limit, locked, excluding)}) AS scheduled
+          SELECT * FROM (${scheduledPage(now, undefined, limit)}) AS scheduled
         ) AS due ORDER BY next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")} LIMIT ${limit}`
 
   // The batch's owner-fair page (`fairPage` is the reference), one statement on the owner index
@@ -374,12 +361,12 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       const unscheduled = sql`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = o.owner_did
         AND next_attempt_at IS NULL ${outside(excluding)}
         AND (p.owner_did IS NULL OR (p.next_at IS NULL AND (${ordered("caller_did")}, ${ordered("operation_id")}) > (p.caller_did, p.operation_id)))
-        ORDER BY ${ownerDueOrder} LIMIT ${cap} ${locking(true)}`
+        ORDER BY ${ownerDueOrder} LIMIT ${cap} ${skipLocked}`
       const scheduled = sql`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = o.owner_did
         AND next_attempt_at <= ${opaque(now, "bigint")} ${outside(excluding)}
         AND (p.owner_did IS NULL OR p.next_at IS NULL
           OR (next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")}) > (p.next_at, p.caller_did, p.operation_id))
-        ORDER BY ${ownerDueOrder} LIMIT ${cap} ${locking(true)}`
+        ORDER BY ${ownerDueOrder} LIMIT ${cap} ${skipLocked}`
       return sql`SELECT * FROM (SELECT * FROM (${unscheduled}) AS u UNION ALL SELECT * FROM (${scheduled}) AS s) AS b
         ORDER BY next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")} LIMIT ${cap}`
     }
