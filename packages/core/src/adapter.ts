@@ -43,4 +43,4 @@ export {
 } from "./promise/openOptions.js"
 export { digestOf, fromPromiseReaders, isThenable, toMap } from "./promise/readers.js"
 export type { PromiseCall } from "./promise/call.js"
-export { makePromiseStore, type PromiseStoreParts, promiseWatchMethods } from "./promise/facade.js"
+export { makePromiseStore, type PromiseStoreParts } from "./promise/facade.js"

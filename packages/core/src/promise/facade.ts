@@ -9,76 +9,36 @@ import type { Transition } from "../service/program.js"
 import type { Position } from "../service/run.js"
 import { nativeTracer } from "../service/tracing.js"
 import { type DirectLane, makeDirectLane } from "./lane.js"
-import { InvalidInput, ReentrantCall, StoreClosed } from "../errors.js"
-import type { CollectParams } from "../operation/retention.js"
+import { ReentrantCall, StoreClosed } from "../errors.js"
 import type { StoreSnapshot } from "../ports/StoreSnapshot.js"
-import { ConnectorStore, type StorePorts } from "../service/ConnectorStore.js"
-import type { ArmWatchOptions, ClaimWatchOptions, ResumeAuthParams } from "../service/watches.js"
-import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
-import type {
-  ArmOutcome,
-  ArmReason,
-  DeferInput,
-  VerificationInput,
-  VerificationOutcome
-} from "../watch/transitions.js"
+import { ConnectorStore, type ConnectorStoreApi, type StorePorts } from "../service/ConnectorStore.js"
 import { clockFrom } from "../clock.js"
 import type { PromiseCall } from "./call.js"
-import { fromPromiseReaders, promiseCallbacksNow, promiseReadersOf, type PromiseWinnerReaders } from "./readers.js"
-import { promiseOperationMethods, type PromiseOperationMethods } from "./operations.js"
-import { promiseOperatorMethods, type PromiseOperatorMethods } from "./operator.js"
-import { promiseRelistMethods, type PromiseRelistMethods } from "./relist.js"
-import { promiseSyncStateMethods, type PromiseSyncStateMethods } from "./syncState.js"
-import { promiseLimitMethods, type PromiseLimitMethods } from "./limits.js"
-import type { DuePage, DueWork, DueWorkParams } from "../service/sweep.js"
-import type { AwaitWorkParams } from "../service/work.js"
-import type { WorkWake } from "../ports/WorkSignal.js"
-import { allOptionNames } from "../optionNames.js"
-import { shapeOf, takeArguments } from "../validation.js"
-
-/** The readers a Promise `listDueOperations` or `listDueWork` may be given. */
-const PROMISE_READERS_SHAPE = shapeOf(allOptionNames<PromiseWinnerReaders<unknown>>()(["readWinner", "readWinners"]))
-
-/** The parameters of the Promise `listDueWork`: the Effect API's, with Promise-style readers. */
-export interface PromiseDueWorkParams<H> extends Omit<DueWorkParams, "readers"> {
-  /** Winner readers for this page's audit; the store's own when absent. */
-  readonly readers?: PromiseWinnerReaders<H> | undefined
-}
-
-const PROMISE_DUE_WORK_SHAPE = shapeOf(allOptionNames<PromiseDueWorkParams<unknown>>()(["now", "limit", "cursor", "readers"]), {
-  readers: PROMISE_READERS_SHAPE
-})
+import { promiseAdaptedMethods, type PromiseAdaptedMethods } from "./adapted.js"
+import { type PromiseMethods, promiseMethods } from "./methods.js"
+import { promiseCallbacksNow, promiseReadersOf, type PromiseWinnerReaders } from "./readers.js"
 
 /**
  * The store as Promises, with the seed's method names, argument shapes and
- * outcome strings, for callers that do not use Effect. Every rejection of a
- * store method is one of the store's tagged errors (`InvalidInput`,
- * `PersistenceError`, `StoreClosed`, …): `_tag` tells which and `method`
- * names the method called.
- *
- * Besides the tags each method lists, any call may reject with
- * `StoreClosed` (the store was closed) or `ReentrantCall` (it was made from
- * inside one of this store's own callbacks, a winner reader or a sweep
- * candidate's apply, and would wait for the transaction its caller holds).
+ * outcome strings, for callers that do not use Effect: each method takes
+ * and answers what the Effect API's does, an `Option` answer as its value
+ * or `null`. Every rejection is one of the store's tagged errors, as the
+ * Effect method's error type names them: `_tag` tells which and `method`
+ * names the method called. Any call may also reject with `StoreClosed` (the
+ * store was closed) or `ReentrantCall` (it was made from inside one of this
+ * store's own callbacks, a winner reader or a sweep candidate's apply, and
+ * would wait for the transaction its caller holds).
  *
  * `H` is the adapter's transaction handle handed to winner readers.
  */
-export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, PromiseSyncStateMethods, PromiseRelistMethods<H>,
-  PromiseOperationMethods, PromiseOperatorMethods, PromiseLimitMethods
+export interface PromiseConnectorStore<H>
+  extends Omit<PromiseMethods<ConnectorStoreApi>, keyof PromiseAdaptedMethods<H>>, PromiseAdaptedMethods<H>
 {
   /**
    * Runs an Effect against the store's own runtime (for mixing the two APIs):
    * the `ConnectorStore` service and the adapter's ports are in its context.
    */
   runEffect<A, E>(effect: Effect.Effect<A, E, StoreContext>): Promise<A>
-  /**
-   * Waits until work may be due, or `timeoutMs` (see the Effect API's
-   * `awaitWork`): sweep after each wait and pass its `mark` to the next.
-   * A wait holds nothing: `close()` does not wait for it, and it rejects
-   * with `StoreClosed` when the store closes.
-   * @throws InvalidInput when `since` or `timeoutMs` is refused.
-   */
-  awaitWork(params: AwaitWorkParams): Promise<WorkWake>
   /**
    * Closes the store: every call from now on rejects with `StoreClosed`
    * naming the method; the calls already running go on to their own end
@@ -87,153 +47,11 @@ export interface PromiseConnectorStore<H> extends PromiseWatchMethods<H>, Promis
    * of them is committed). The store's connections are then released (the
    * ones still held destroyed) and the Promise resolves: within
    * `closeTimeoutMs` plus a second, whatever the network does. Closing
-   * again waits for the same.
+   * again waits for the same. A pending `awaitWork` is not waited for: it
+   * rejects with `StoreClosed`.
    */
   close(): Promise<void>
 }
-
-/** The watch, due-sweep and retention methods of the Promise API. */
-export interface PromiseWatchMethods<H> {
-  /**
-   * The watch of one entity, or `null`.
-   *
-   * @throws InvalidInput, PersistenceError
-   */
-  getWatch(identity: WatchIdentity): Promise<ProjectionWatch | null>
-  /**
-   * The watch of one document, or `null`.
-   *
-   * @throws InvalidInput, PersistenceError
-   */
-  getWatchByDocument(documentID: string): Promise<ProjectionWatch | null>
-  /**
-   * The watches of the given documents (any number; read in chunks).
-   *
-   * @throws InvalidInput, PersistenceError
-   */
-  listWatchesByDocuments(documentIDs: ReadonlyArray<string>): Promise<ReadonlyArray<ProjectionWatch>>
-  /**
-   * Arms an entity's watch for verification at `options.dueAt` (ingress from a sync, or manual), with the
-   * document's winner read in the same transaction.
-   *
-   * @throws InvalidInput, ReservedArmReason (`finalize` is the store's own), WinnerReaderMissing,
-   *   WinnerReadFailed, PersistenceError, ConcurrentUpdateExhausted
-   */
-  armWatch(identity: WatchIdentity, reason: ArmReason, options: ArmWatchOptions): Promise<ArmOutcome>
-  /**
-   * Claims a due watch's verification until `options.until`; `false` when another verifier has it or it is
-   * not due.
-   *
-   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
-   */
-  claimWatchAttempt(identity: WatchIdentity, options: ClaimWatchOptions): Promise<boolean>
-  /**
-   * Puts a claimed verification off without spending an attempt (offline, expired grant); `false` when the
-   * claim had lapsed.
-   *
-   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
-   */
-  deferWatch(identity: WatchIdentity, options: DeferInput): Promise<boolean>
-  /**
-   * Records what the provider returned for a claimed watch, against the document's winner read in the same
-   * transaction: verified, still pending (to repair), or given up as `repair_failed`.
-   *
-   * @throws InvalidInput, WinnerReaderMissing, WinnerReadFailed, PersistenceError, ConcurrentUpdateExhausted
-   */
-  recordVerification(identity: WatchIdentity, input: VerificationInput): Promise<VerificationOutcome>
-  /**
-   * Makes everything deferred for being offline due at `now` (on reconnect).
-   *
-   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
-   */
-  resumeOfflineDeferred(now: Millis): Promise<void>
-  /**
-   * Makes the work deferred for an owner's expired grant due, once re-authorized.
-   *
-   * @throws InvalidInput, PersistenceError, ConcurrentUpdateExhausted
-   */
-  resumeAuthDeferred(params: ResumeAuthParams): Promise<void>
-  /**
-   * The due sweep (see the Effect API's `listDueOperations`): the
-   * operations due for another try (`operations`) and the watches due for
-   * verification (`watches`: scheduled ones, and audited ones whose
-   * document's winner moved since they last verified). Winners are
-   * read with `readers` when given, else with the readers the store was
-   * opened with. A row that cannot be decoded is left out and reported in
-   * `corrupt`.
-   *
-   * @throws InvalidInput, WinnerReaderMissing, PersistenceError
-   */
-  listDueOperations(
-    now: Millis,
-    readers?: PromiseWinnerReaders<H>
-  ): Promise<DueWork>
-  /**
-   * The due sweep a page at a time (see the Effect API's `listDueWork`): at
-   * most `limit` due operations and `limit` watches due by schedule, in the
-   * due order, from where `cursor` left off, plus the diverged watches of
-   * one audit page. Pass the page's `cursor` back until it is `null`; each
-   * page's time and memory are bounded by `limit` (at most
-   * `MAX_DUE_PAGE`), however large the backlog.
-   *
-   * @throws InvalidInput, WinnerReaderMissing, PersistenceError
-   */
-  listDueWork(params: PromiseDueWorkParams<H>): Promise<DuePage>
-  /**
-   * Retention (see the Effect API's `collectFinishedOperations`): a deleted
-   * row's idempotency key is forgotten, so `before` is the idempotency
-   * window; keep it at least 24 hours in the past.
-   *
-   * @throws InvalidInput, PersistenceError
-   */
-  collectFinishedOperations(params: CollectParams): Promise<number>
-}
-
-const orNull = <A>(option: Option.Option<A>): A | null => Option.getOrNull(option)
-
-/** The watch, due-sweep and retention methods over `call`. */
-export const promiseWatchMethods = <H>(call: PromiseCall, handle: Effect.Effect<H>): PromiseWatchMethods<H> => ({
-  getWatch: (identity) => call((s) => Effect.map(s.getWatch(identity), orNull)),
-  getWatchByDocument: (documentID) => call((s) => Effect.map(s.getWatchByDocument(documentID), orNull)),
-  listWatchesByDocuments: (documentIDs) => call((s) => s.listWatchesByDocuments(documentIDs)),
-  armWatch: (identity, reason, options) => call((s) => s.armWatch(identity, reason, options)),
-  claimWatchAttempt: (identity, options) => call((s) => s.claimWatchAttempt(identity, options)),
-  deferWatch: (identity, options) => call((s) => s.deferWatch(identity, options)),
-  recordVerification: (identity, input) => call((s) => s.recordVerification(identity, input)),
-  resumeOfflineDeferred: (now) => call((s) => s.resumeOfflineDeferred(now)),
-  resumeAuthDeferred: (params) => call((s) => s.resumeAuthDeferred(params)),
-  listDueOperations: (now, readers) =>
-    call((s) => {
-      // Read once and key-checked as the Effect API takes its readers, before they are adapted.
-      const taken = takeArguments("listDueOperations", ["now", "readers"], [undefined, PROMISE_READERS_SHAPE], [now, readers])
-      if (taken instanceof InvalidInput) return Effect.fail(taken)
-      const given = taken[1] as PromiseWinnerReaders<H> | undefined
-      return s.listDueOperations(
-        now,
-        // A non-object is handed on as it is, for the boundary to refuse; absent, the store's own readers.
-        given === undefined
-          ? undefined
-          : typeof given === "object" && given !== null
-          ? fromPromiseReaders(given, handle)
-          : given as never
-      )
-    }),
-  listDueWork: (params) =>
-    call((s) => {
-      // Read once and key-checked as the Effect API takes its parameters, before the readers are adapted.
-      const taken = takeArguments("listDueWork", ["params"], [PROMISE_DUE_WORK_SHAPE], [params])
-      if (taken instanceof InvalidInput) return Effect.fail(taken)
-      const given = taken[0] as PromiseDueWorkParams<H>
-      // A non-object is handed on as it is, for the method's own check to refuse.
-      if (typeof given !== "object" || given === null || given.readers === undefined) return s.listDueWork(given as DueWorkParams)
-      const readers = given.readers
-      return s.listDueWork({
-        ...given,
-        readers: typeof readers === "object" && readers !== null ? fromPromiseReaders(readers, handle) : readers as never
-      })
-    }),
-  collectFinishedOperations: (params) => call((s) => s.collectFinishedOperations(params))
-})
 
 /** How a Promise store is put together by an adapter. */
 export interface PromiseStoreParts<H> {
@@ -374,15 +192,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
   }
   const gate = makeCallGate()
   let closing: Promise<void> | undefined
-  const viaEffect = {
-    ...promiseWatchMethods(call, parts.handle),
-    ...promiseSyncStateMethods(call),
-    ...promiseRelistMethods(call, parts.handle),
-    ...promiseOperationMethods(call),
-    ...promiseOperatorMethods(call),
-    ...promiseLimitMethods(call),
-    awaitWork: (params: AwaitWorkParams) => call((s) => s.awaitWork(params))
-  }
+  const viaEffect = { ...promiseMethods(call), ...promiseAdaptedMethods(call, parts.handle) }
   // A hot method runs on the lane, when the store has one; its Promise form takes and answers what its Effect form does.
   const viaLane: Record<string, unknown> = {}
   for (const [method, slow] of Object.entries(viaEffect) as Array<[string, (...args: ReadonlyArray<unknown>) => Promise<unknown>]>) {

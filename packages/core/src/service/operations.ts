@@ -102,7 +102,10 @@ export interface OperationMethods {
   readonly claimOperation: (input: ClaimOperationInput) => Effect.Effect<ClaimResult, RunnerErrors | IdempotencyConflict>
   /** Extends the caller's lease (a heartbeat during a long provider call). */
   readonly renewOperationLease: (key: OperationKey, options: RenewLeaseOptions) => Effect.Effect<RenewResult, RunnerErrors>
-  /** Counts the attempt and records the run's send marker before the request leaves. */
+  /**
+   * Counts the attempt and records the run's send marker before the request leaves: from then on a crash
+   * leaves the operation in doubt instead of sending it again blindly.
+   */
   readonly markOperationSent: (
     key: OperationKey,
     options: { readonly leaseToken: string }
@@ -132,6 +135,7 @@ export interface OperationMethods {
     key: OperationKey,
     options: FinalizeDeleteInput
   ) => Effect.Effect<FinalizeDeleteResult, RunnerErrors>
+  /** The operation of one idempotency key, if it has one. */
   readonly getOperation: (key: OperationKey) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors | CorruptRow>
   /** The operation of a node key, only for its caller or owner; anyone else sees none, as for an unknown key. */
   readonly getOperationByNodeKey: (

@@ -74,6 +74,7 @@ export const DEFAULT_SYNC_PROGRESS_RETRIES = 5
 
 /** The sync-state half of the store's Effect API. */
 export interface SyncStateMethods {
+  /** The sync state of one connector and owner, if it has one. */
   readonly getSyncState: (
     connectorName: string,
     ownerDID: string

@@ -62,12 +62,18 @@ export interface ResumeAuthParams {
 
 /** The projection-watch half of the store's Effect API. */
 export interface WatchMethods {
+  /** The watch of one entity, if it has one. */
   readonly getWatch: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, InvalidInput | PersistenceError | CorruptRow>
+  /** The watch of one document, if it has one. */
   readonly getWatchByDocument: (documentID: string) => Effect.Effect<Option.Option<ProjectionWatch>, InvalidInput | PersistenceError | CorruptRow>
+  /** The watches of the given documents (any number; read in chunks). */
   readonly listWatchesByDocuments: (
     documentIDs: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, InvalidInput | PersistenceError>
-  /** Re-arms a watch for `ingress` or `manual` (see `decideArm`). */
+  /**
+   * Arms an entity's watch for `ingress` or `manual` verification at `options.dueAt`, the document's winner read
+   * in the same transaction (see `decideArm`); `finalize` is the store's own.
+   */
   readonly armWatch: (
     identity: WatchIdentity,
     reason: ArmReason,
@@ -86,7 +92,10 @@ export interface WatchMethods {
     identity: WatchIdentity,
     options: DeferInput
   ) => Effect.Effect<boolean, InvalidInput | PersistenceError | CorruptRow | ConcurrentUpdateExhausted>
-  /** Records what a verifier found (see `decideVerification`). */
+  /**
+   * Records what a verifier found, against the document's winner read in the same transaction: verified,
+   * still pending (to repair), or given up as `repair_failed` (see `decideVerification`).
+   */
   readonly recordVerification: (
     identity: WatchIdentity,
     input: VerificationInput
