@@ -145,5 +145,5 @@ export const promiseAdaptedMethods = <H>(call: PromiseCall, handle: Effect.Effec
       return input instanceof InvalidInput ? Effect.fail(input) : s.createPendingAuth(input)
     }),
   consumePendingAuth: (state, options) =>
-    call((s) => Effect.map(s.consumePendingAuth(state, options), (taken) => Option.getOrNull(Option.map(taken, revealed))))
+    call((s) => Effect.map(s.consumePendingAuth(state, options), Option.map(revealed)))
 })

@@ -1,4 +1,4 @@
-import { Cause, Clock, Context, DefaultServices, Effect, Exit, FiberRef, FiberRefs, type ManagedRuntime, Option, Runtime } from "effect"
+import { Cause, Clock, Context, DefaultServices, Effect, Exit, FiberRef, FiberRefs, identity, type ManagedRuntime, Option, Runtime } from "effect"
 import { DirectDatabase, type DirectDatabaseOf, directFor, type DirectTransactionOf, LaneDatabase } from "../ports/DirectDatabase.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -15,7 +15,7 @@ import { ConnectorStore, type ConnectorStoreApi, type StorePorts } from "../serv
 import { clockFrom } from "../clock.js"
 import type { PromiseCall } from "./call.js"
 import { promiseAdaptedMethods, type PromiseAdaptedMethods } from "./adapted.js"
-import { type PromiseMethods, promiseMethods } from "./methods.js"
+import { promiseAnswer, type PromiseMethods, promiseMethods } from "./methods.js"
 import { promiseCallbacksNow, promiseReadersOf, type PromiseWinnerReaders } from "./readers.js"
 
 /**
@@ -88,22 +88,27 @@ interface Ready {
 }
 
 /**
- * Runs `effect` on `runtime` as a Promise. The fiber starts at once, on the
- * caller's stack; when it finishes there (a synchronous database client and
- * winner reader), the Promise is settled without waiting on the fiber, else
- * it settles when the fiber exits. Rejects with the failure (`Cause.squash`).
+ * Runs `effect` on `runtime` as a Promise of its value as `answer` gives it.
+ * The fiber starts at once, on the caller's stack; when it finishes there (a
+ * synchronous database client and winner reader), the Promise is settled
+ * without waiting on the fiber, else it settles when the fiber exits.
+ * Rejects with the failure (`Cause.squash`).
  */
-const runOn = <A, E, R>(runtime: Runtime.Runtime<R>, effect: Effect.Effect<A, E, R>): Promise<A> => {
+const runOn = <A, E, R, B = A>(
+  runtime: Runtime.Runtime<R>,
+  effect: Effect.Effect<A, E, R>,
+  answer: (value: A) => B = identity as (value: A) => B
+): Promise<B> => {
   const fiber = Runtime.runFork(runtime)(effect)
   const exit = fiber.unsafePoll()
-  if (exit !== null) return settled(exit)
-  return new Promise<A>((resolve, reject) => {
-    fiber.addObserver((exit) => Exit.isSuccess(exit) ? resolve(exit.value) : reject(Cause.squash(exit.cause)))
+  if (exit !== null) return settled(exit, answer)
+  return new Promise<B>((resolve, reject) => {
+    fiber.addObserver((exit) => Exit.isSuccess(exit) ? resolve(answer(exit.value)) : reject(Cause.squash(exit.cause)))
   })
 }
 
-const settled = <A, E>(exit: Exit.Exit<A, E>): Promise<A> =>
-  Exit.isSuccess(exit) ? Promise.resolve(exit.value) : Promise.reject(Cause.squash(exit.cause))
+const settled = <A, E, B = A>(exit: Exit.Exit<A, E>, answer: (value: A) => B = identity as (value: A) => B): Promise<B> =>
+  Exit.isSuccess(exit) ? Promise.resolve(answer(exit.value)) : Promise.reject(Cause.squash(exit.cause))
 
 /**
  * Builds the Promise facade over a store runtime. The runtime is built once
@@ -182,7 +187,7 @@ export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnect
       } catch (defect) {
         return Promise.reject(defect)
       }
-      return runOn(ready.runtime, insideCallbacksNow(effect)) as Promise<never>
+      return runOn(ready.runtime, insideCallbacksNow(effect), promiseAnswer) as Promise<never>
     })
   /** A call from inside one of this store's own callbacks, refused; `undefined` for any other. */
   const reentrant = (method: string): ReentrantCall | undefined => {

@@ -73,7 +73,7 @@ const EFFECT_METHODS = allOptionNames<ConnectorStoreApi>()([
 ])
 
 /** An answer as the Promise API gives it: an `Option` as its value or `null`, anything else as it is. */
-const promiseAnswer = <A>(answer: A): PromiseAnswer<A> =>
+export const promiseAnswer = <A>(answer: A): PromiseAnswer<A> =>
   (Option.isOption(answer) ? Option.getOrNull(answer) : answer) as PromiseAnswer<A>
 
 type EffectMethod = (...args: ReadonlyArray<never>) => Effect.Effect<unknown, unknown>
@@ -82,7 +82,7 @@ type EffectMethod = (...args: ReadonlyArray<never>) => Effect.Effect<unknown, un
 export const promiseMethods = (call: PromiseCall): PromiseMethods<ConnectorStoreApi> => {
   const methods: Record<string, (...args: ReadonlyArray<never>) => Promise<unknown>> = {}
   for (const method of EFFECT_METHODS) {
-    methods[method] = (...args) => call((store) => Effect.map((store as unknown as Record<string, EffectMethod>)[method]!(...args), promiseAnswer))
+    methods[method] = (...args) => call((store) => (store as unknown as Record<string, EffectMethod>)[method]!(...args))
   }
   return methods as unknown as PromiseMethods<ConnectorStoreApi>
 }
