@@ -13,9 +13,9 @@ import { ReentrantCall, StoreClosed } from "../errors.js"
 import type { StoreSnapshot } from "../ports/StoreSnapshot.js"
 import { ConnectorStore, type ConnectorStoreApi, type StorePorts } from "../service/ConnectorStore.js"
 import { clockFrom } from "../clock.js"
-import type { PromiseCall } from "./call.js"
+import { promiseAnswer, type PromiseCall } from "./call.js"
 import { promiseAdaptedMethods, type PromiseAdaptedMethods } from "./adapted.js"
-import { promiseAnswer, type PromiseMethods, promiseMethods } from "./methods.js"
+import { type PromiseMethods, promiseMethods } from "./methods.js"
 import { promiseCallbacksNow, promiseReadersOf, type PromiseWinnerReaders } from "./readers.js"
 
 /**

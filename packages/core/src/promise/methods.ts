@@ -1,4 +1,4 @@
-import { Effect, Option } from "effect"
+import type { Effect } from "effect"
 import { allOptionNames } from "../optionNames.js"
 import type { ConnectorStoreApi } from "../service/ConnectorStore.js"
 import type { DueClaimMethods } from "../service/dueClaims.js"
@@ -12,10 +12,7 @@ import type { SweepMethods } from "../service/sweep.js"
 import type { SyncStateMethods } from "../service/syncState.js"
 import type { WatchMethods } from "../service/watches.js"
 import type { PromiseAdaptedMethods } from "./adapted.js"
-import type { PromiseCall } from "./call.js"
-
-/** What a Promise method resolves with for its Effect method's answer `A`: an `Option` as its value or `null`. */
-export type PromiseAnswer<A> = A extends Option.Option<infer V> ? V | null : A
+import type { PromiseAnswer, PromiseCall } from "./call.js"
 
 /**
  * An Effect API as Promises: each method takes its Effect method's
@@ -71,10 +68,6 @@ const EFFECT_METHODS = allOptionNames<ConnectorStoreApi>()([
   "releaseSyncLeaseByOperator", "getStoreStatus", "findOperationByNodeKey", "settleOperation", "retryOperation",
   "rearmWatch", "setProviderLimit", "pauseProvider", "resumeProvider", "getProviderLimit", "listProviderLimits"
 ])
-
-/** An answer as the Promise API gives it: an `Option` as its value or `null`, anything else as it is. */
-export const promiseAnswer = <A>(answer: A): PromiseAnswer<A> =>
-  (Option.isOption(answer) ? Option.getOrNull(answer) : answer) as PromiseAnswer<A>
 
 type EffectMethod = (...args: ReadonlyArray<never>) => Effect.Effect<unknown, unknown>
 
