@@ -17,11 +17,11 @@ import { identityOfRow, NOW, watchRow } from "./support/contract/fixtures.js"
 import { attemptedRow } from "./operations.fixtures.js"
 import { adaptersUnderTest } from "./support/stores.js"
 
-// The batch claim (claimDueOperations) on every adapter: it leases due
-// operations oldest first, as a claim of each key would; workers claiming
-// at once never get the same operation; a lapsed batch comes back; bad
-// input changes nothing; on Postgres a row another transaction holds is
-// passed over, not waited for.
+// The batch claims (claimDueOperations, claimDueWatches) on every adapter:
+// they take due rows fair between owners, one owner's oldest first, each as
+// a claim of its key would; workers claiming at once never get the same row;
+// a lapsed batch comes back; bad input changes nothing; on Postgres a row
+// another transaction holds is passed over, not waited for.
 
 const adapters = await adaptersUnderTest()
 
@@ -589,4 +589,30 @@ describe.each(adapters)("claimDueWatches between owners on $name", (adapter) => 
       await closeAll(stores)
     }
   })
+
+  if (adapter.name === "postgres") {
+    it("passes over a watch another transaction holds locked instead of waiting for it, and serves the owner's next", async () => {
+      const time = clock()
+      const connection = await adapter.connection()
+      const stores = await storesOn({ ...adapter, connection: async () => connection }, 1, time.now)
+      const store = stores[0]!
+      const holder = new pg.Client({ connectionString: connection.url })
+      await holder.connect()
+      try {
+        await seedWatches(store, ...backlog("did:owner:a", "a", 2, NOW - 10), dueWatch("b-only", NOW - 1, { ownerDID: "did:owner:b" }))
+        await holder.query("BEGIN")
+        await holder.query(`SELECT 1 FROM ${connection.tablePrefix ?? ""}projection_watch WHERE source_id = 'a-000' FOR UPDATE`)
+        const batch = await Promise.race([
+          claim(store, 5),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the batch waited on the held watch")), 5_000))
+        ])
+        expect(sources(batch)).toEqual(["a-001", "b-only"])
+        await holder.query("ROLLBACK")
+        expect(sources(await claim(store, 5))).toEqual(["a-000"])
+      } finally {
+        await holder.end()
+        await closeAll(stores)
+      }
+    })
+  }
 })
