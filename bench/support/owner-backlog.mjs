@@ -118,7 +118,7 @@ export const ownerBacklogLines = (database, rows, limit, figures) => {
 
 /** The pending watches 1 … rows, due over the past day oldest first, the `OTHERS` newest of other owners, as SELECT list of row `n`. */
 const watchSelect = (n, rows, now) => {
-  const dueAt = `(${now} - 86400000 + ${n} * 86400000 / ${rows + 1})`
+  const dueAt = `(${now} - 86400000 + CAST(${n} AS BIGINT) * 86400000 / ${rows + 1})`
   return `CASE WHEN ${n} > ${rows - OTHERS} THEN 'did:bench:other-' || ${n} ELSE '${DUE_OWNER}' END, 'bench-connector', 'Event',
     'bench@example.com', 'source-' || ${n}, 'document-' || ${n}, 'digest-0', 'digest-1', 'pending_verification', 1, 1,
     ${dueAt}, NULL, NULL, 2, ${dueAt} - 2000, ${dueAt} - 1000`
