@@ -80,8 +80,9 @@ export interface DueWatchClaimParams {
 export interface DueWatchClaims {
   /**
    * The watches now claimed by the caller until `until`, in the batch's
-   * order (by rank in their owner's, then by owner), as stored after the claim: verify each for its `repairGeneration` and
-   * record the result with `recordVerification` (or `deferWatch`).
+   * order (by rank in their owner's, then by owner), as stored after the
+   * claim: verify each for its `repairGeneration` and record the result
+   * with `recordVerification` (or `deferWatch`).
    */
   readonly claimed: ReadonlyArray<ProjectionWatch>
   /**
