@@ -19,7 +19,8 @@
 //    per unit counted at the wire.
 // 3. One owner's backlog: batches over 100,000 due rows of one owner and
 //    one due row of each of 5 others (support/owner-backlog.mjs), plain and
-//    with the backlog's account paused, on Postgres and SQLite.
+//    with the backlog's account paused, on Postgres and SQLite; the same
+//    for claimDueWatches over 100,000 due watches.
 // 4. Opt-in (`--huge`): one due page and one batch claim of 500 at
 //    10,000,000 rows against 100,000, on Postgres and SQLite.
 //
@@ -35,7 +36,15 @@ import { openConnectorStore } from "@connector-store/sql-adapter"
 import { scratchPostgres, scratchSqliteFolder } from "./support/databases.mjs"
 import { drainedCleanly, FLEET_POOL, runDrain } from "./support/fleet-drain.mjs"
 import { pgAtScale, scaleLines, sqliteAtScale } from "./support/due-page-scale.mjs"
-import { OTHERS, ownerBacklogLines, pgOwnerBacklog, sqliteOwnerBacklog } from "./support/owner-backlog.mjs"
+import {
+  OTHERS,
+  ownerBacklogLines,
+  pgOwnerBacklog,
+  pgWatchBacklog,
+  sqliteOwnerBacklog,
+  sqliteWatchBacklog,
+  watchBacklogLines
+} from "./support/owner-backlog.mjs"
 import { measureCase, measurementSettings } from "./support/measure.mjs"
 import { lifecycleOver, lifecyclePlan, winnerOf } from "./support/operation-lifecycle.mjs"
 import { countOption, flagOption } from "./support/options.mjs"
@@ -250,6 +259,15 @@ const ownersCase = async (context) => {
   return lines
 }
 
+const watchOwnersCase = async (context) => {
+  const lines = []
+  if (context.postgres.skip === undefined) {
+    lines.push(...watchBacklogLines("postgres", SMALL_ROWS, LIMIT, await pgWatchBacklog(context.postgres.url, SMALL_ROWS, LIMIT)))
+  }
+  lines.push(...watchBacklogLines("sqlite", SMALL_ROWS, LIMIT, await sqliteWatchBacklog(context.sqlite.path, SMALL_ROWS, LIMIT)))
+  return lines
+}
+
 /** The fleet bench (see bench/README.md for the shape). */
 export default {
   title: "fleet: many runners and processes on one Postgres database, lifecycles/s",
@@ -262,6 +280,10 @@ export default {
     { name: `postgres · drain ${OPS.toLocaleString("en-US")} due operations · 1 × 1, 1 × 8, 4 × 4`, run: drainCase },
     { name: "postgres · store lifecycle vs pg-boss send → fetch → complete", run: pgBossCase },
     { name: `one owner's backlog of ${SMALL_ROWS.toLocaleString("en-US")} due rows and ${OTHERS} other owners · postgres, sqlite`, run: ownersCase },
+    {
+      name: `one owner's backlog of ${SMALL_ROWS.toLocaleString("en-US")} due watches and ${OTHERS} other owners · postgres, sqlite`,
+      run: watchOwnersCase
+    },
     { name: `due page at ${HUGE_ROWS.toLocaleString("en-US")} rows vs ${SMALL_ROWS.toLocaleString("en-US")} · postgres, sqlite`, run: scaleCase }
   ]
 }

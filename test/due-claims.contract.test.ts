@@ -17,11 +17,11 @@ import { identityOfRow, NOW, watchRow } from "./support/contract/fixtures.js"
 import { attemptedRow } from "./operations.fixtures.js"
 import { adaptersUnderTest } from "./support/stores.js"
 
-// The batch claim (claimDueOperations) on every adapter: it leases due
-// operations oldest first, as a claim of each key would; workers claiming
-// at once never get the same operation; a lapsed batch comes back; bad
-// input changes nothing; on Postgres a row another transaction holds is
-// passed over, not waited for.
+// The batch claims (claimDueOperations, claimDueWatches) on every adapter:
+// they take due rows fair between owners, one owner's oldest first, each as
+// a claim of its key would; workers claiming at once never get the same row;
+// a lapsed batch comes back; bad input changes nothing; on Postgres a row
+// another transaction holds is passed over, not waited for.
 
 const adapters = await adaptersUnderTest()
 
@@ -491,4 +491,128 @@ describe.each(adapters)("claimDueOperations between owners on $name", (adapter) 
       await closeAll(stores)
     }
   })
+})
+
+describe.each(adapters)("claimDueWatches between owners on $name", (adapter) => {
+  /** `count` pending watches of `owner`, due from `dueFrom` a millisecond apart, sources `<prefix>-000`… */
+  const backlog = (owner: string, prefix: string, count: number, dueFrom: number) =>
+    Array.from({ length: count }, (_, i) => dueWatch(`${prefix}-${String(i).padStart(3, "0")}`, dueFrom + i, { ownerDID: owner }))
+  const sources = (rows: ReadonlyArray<ProjectionWatch>) => rows.map((row) => row.sourceID)
+  const claim = async (store: Store, limit: number) =>
+    (await store.claimDueWatches({ now: NOW, until: NOW + 60_000, limit })).claimed
+
+  it("one owner's older backlog does not fill the batch: every owner with a claimable watch gets its oldest first", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seedWatches(store, ...backlog("did:owner:a", "a", 50, NOW - 1_000), dueWatch("b-only", NOW - 1, { ownerDID: "did:owner:b" }))
+      // a's oldest, b's, then a's next in the due order.
+      expect(sources(await claim(store, 5))).toEqual(["a-000", "b-only", "a-001", "a-002", "a-003"])
+      // A single owner's batch is its watches in the due order.
+      expect(sources(await claim(store, 4))).toEqual(["a-004", "a-005", "a-006", "a-007"])
+      // The batch is full when the other owners run out of watches; the owners start after the last one
+      // the previous batch visited (b, its watch claimed), so c comes before a.
+      await seedWatches(store, dueWatch("c-only", NOW - 2, { ownerDID: "did:owner:c" }))
+      expect(sources(await claim(store, 10))).toEqual(
+        ["c-only", "a-008", "a-009", "a-010", "a-011", "a-012", "a-013", "a-014", "a-015", "a-016"]
+      )
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("rotates past `limit` owners on a rotation of its own: each batch goes on after the last owner it visited", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      // Five owners of two due watches each; the first owners' are the oldest. The same owners have due
+      // operations, whose batches in between move the operations' rotation only.
+      const names = ["did:owner:1", "did:owner:2", "did:owner:3", "did:owner:4", "did:owner:5"]
+      await seedWatches(store, ...names.flatMap((owner, i) => backlog(owner, `o${i + 1}`, 2, NOW - 1_000 + i * 10)))
+      await seed(store, ...names.map((owner, i) => due(`op-${i + 1}`, NOW - 1_000, { ownerDID: owner })))
+      const batches: Array<ReadonlyArray<string>> = []
+      for (let i = 0; i < 5; i++) {
+        batches.push(sources(await claim(store, 2)))
+        expect((await store.claimDueOperations({ limit: 1 })).claimed.map((c) => c.operation.ownerDID)).toEqual([names[i]])
+      }
+      expect(batches).toEqual([
+        ["o1-000", "o2-000"],
+        ["o3-000", "o4-000"],
+        // Past the last owner, around to the first.
+        ["o5-000", "o1-001"],
+        ["o2-001", "o3-001"],
+        ["o4-001", "o5-001"]
+      ])
+      expect(await claim(store, 2)).toEqual([])
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("an owner whose watches are all claimed, scheduled later or settled is passed over, not served in place of one with due work", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 1, time.now)
+    const store = stores[0]!
+    try {
+      await seedWatches(
+        store,
+        ...backlog("did:owner:a", "a-claimed", 3, NOW - 500).map((row) => ({ ...row, claimedUntil: NOW + 5_000 })),
+        dueWatch("b-later", NOW + 60_000, { ownerDID: "did:owner:b" }),
+        dueWatch("bb-failed", NOW - 50, { ownerDID: "did:owner:bb", verificationStatus: "repair_failed" }),
+        dueWatch("bc-verified", null, { ownerDID: "did:owner:bc", verificationStatus: "verified" }),
+        ...backlog("did:owner:c", "c", 3, NOW - 100),
+        dueWatch("d-due", NOW - 1, { ownerDID: "did:owner:d" })
+      )
+      const batch = await claim(store, 3)
+      expect(sources(batch)).toEqual(["c-000", "d-due", "c-001"])
+      expect(batch.map((row) => row.ownerDID)).toEqual(["did:owner:c", "did:owner:d", "did:owner:c"])
+      const failed = await store.runEffect(Effect.flatMap(WatchRepository, (repo) =>
+        repo.get(identityOfRow(dueWatch("bb-failed", null, { ownerDID: "did:owner:bb" })))))
+      expect(Option.getOrThrow(failed).claimedUntil).toBeNull()
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  it("workers claiming at once over many owners never get the same watch, and together get every one", async () => {
+    const time = clock()
+    const stores = await storesOn(adapter, 4, time.now)
+    try {
+      const rows = Array.from({ length: 9 }, (_, o) => backlog(`did:owner:${o}`, `o${o}`, 3 + o * 4, NOW - 1_000 + o)).flat()
+      await seedWatches(stores[0]!, ...rows)
+      const all = await drainAtOnce(stores, async (store) => sources(await claim(store, 5)))
+      expect(all.length).toBe(rows.length)
+      expect(new Set(all)).toEqual(new Set(sources(rows)))
+    } finally {
+      await closeAll(stores)
+    }
+  })
+
+  if (adapter.name === "postgres") {
+    it("passes over a watch another transaction holds locked instead of waiting for it, and serves the owner's next", async () => {
+      const time = clock()
+      const connection = await adapter.connection()
+      const stores = await storesOn({ ...adapter, connection: async () => connection }, 1, time.now)
+      const store = stores[0]!
+      const holder = new pg.Client({ connectionString: connection.url })
+      await holder.connect()
+      try {
+        await seedWatches(store, ...backlog("did:owner:a", "a", 2, NOW - 10), dueWatch("b-only", NOW - 1, { ownerDID: "did:owner:b" }))
+        await holder.query("BEGIN")
+        await holder.query(`SELECT 1 FROM ${connection.tablePrefix ?? ""}projection_watch WHERE source_id = 'a-000' FOR UPDATE`)
+        const batch = await Promise.race([
+          claim(store, 5),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the batch waited on the held watch")), 5_000))
+        ])
+        expect(sources(batch)).toEqual(["a-001", "b-only"])
+        await holder.query("ROLLBACK")
+        expect(sources(await claim(store, 5))).toEqual(["a-000"])
+      } finally {
+        await holder.end()
+        await closeAll(stores)
+      }
+    })
+  }
 })

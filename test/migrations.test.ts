@@ -149,6 +149,27 @@ describe("migrations on SQLite", () => {
     }
   })
 
+  it("indexes the pending watches by owner for the fair batch claim, on a store migrated before it too", async () => {
+    const file = freshSqlitePath()
+    await migrateOnce(file)
+    const db = new Database(file)
+    try {
+      db.exec("DROP INDEX idx_connector_watch_owner_due")
+      db.prepare("DELETE FROM kubun_connector_schema_migrations WHERE id = 14").run()
+    } finally {
+      db.close()
+    }
+    expect(await migrateOnce(file)).toEqual([14])
+    const check = new Database(file, { readonly: true })
+    try {
+      const row = check.prepare("SELECT sql FROM sqlite_master WHERE name = 'idx_connector_watch_owner_due'").get() as { sql: string }
+      expect(row.sql).toMatch(/\(owner_did, next_attempt_at, connector_name, model,\s+account_key, source_id, claimed_until\)/)
+      expect(row.sql).toContain("WHERE verification_status = 'pending_verification'")
+    } finally {
+      check.close()
+    }
+  })
+
   it("keeps stores under different prefixes apart in one file", async () => {
     const file = freshSqlitePath()
     expect(await migrateOnce(file, "app_one_")).toEqual(allIds)

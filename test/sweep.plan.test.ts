@@ -60,7 +60,9 @@ const sweepPlans = (url: string) => {
         unscheduledPage: operations.listDuePage(1_000, { ...OPERATION_AFTER, nextAttemptAt: null }, 100),
         schedulePage: watches.listScheduleDuePage(1_000, DUE_AFTER, 100),
         // The batch claim's owner-fair page (locked on Postgres), from an owner's position.
-        fairPage: operations.lockDuePage(1_000, { from: "", owners: [["o", OPERATION_AFTER]], done: [] }, 100)
+        fairPage: operations.lockDuePage(1_000, { from: "", owners: [["o", OPERATION_AFTER]], done: [] }, 100),
+        // The watch batch claim's owner-fair page, likewise.
+        fairWatchPage: watches.lockClaimablePage(1_000, { from: "", owners: [["o", DUE_AFTER]], done: [] }, 100)
       }
       const plans: Record<string, string> = {}
       for (const [name, run] of Object.entries(statements)) {
@@ -139,6 +141,23 @@ describe("the batch claim's owner-fair page", () => {
     expect(plans["fairPage"]).toContain(index("idx_connector_operation_owner_due"))
     expect(plans["fairPage"]).not.toContain(index("idx_connector_operation_state_next_key"))
     expect(plans["fairPage"]).not.toContain("Seq Scan")
+  })
+})
+
+describe("the watch batch claim's owner-fair page", () => {
+  it("on SQLite reads each owner's watches from the owner index, the owners the outer loop, never a scan of the table", async () => {
+    const { index, plans, t } = await sweepPlans(freshSqlitePath())
+    expect(plans["fairWatchPage"]).toContain(`USING COVERING INDEX ${index("idx_connector_watch_owner_due")} (owner_did=? AND next_attempt_at<?)`)
+    expect(plans["fairWatchPage"]).toContain("SEARCH x USING INTEGER PRIMARY KEY (rowid=?)")
+    expect(plans["fairWatchPage"]).not.toMatch(new RegExp(`SCAN (x|${t.projectionWatch})\\b`))
+    expect(plans["fairWatchPage"]).not.toContain("idx_connector_watch_status_next_identity")
+  })
+
+  it.skipIf(!pgAvailable)("on Postgres reads the owner index only: the due index would read the whole backlog per owner", async () => {
+    const { index, plans } = await sweepPlans(await pgDatabaseForFile())
+    expect(plans["fairWatchPage"]).toContain(index("idx_connector_watch_owner_due"))
+    expect(plans["fairWatchPage"]).not.toContain(index("idx_connector_watch_status_next_identity"))
+    expect(plans["fairWatchPage"]).not.toContain("Seq Scan")
   })
 })
 

@@ -1,4 +1,5 @@
 import {
+  advanceFairPosition,
   compareWatchIdentities,
   type DocumentSlot,
   decideClaim,
@@ -10,7 +11,8 @@ import {
   type WatchIdentity,
   resumeReaches,
   scheduleDuePage,
-  claimableWatchPage,
+  fairPage,
+  fairWatchTable,
   WatchRepository,
   watchKey,
   type WatchWrite
@@ -151,12 +153,18 @@ export const makeMemoryWatchRepository = (db: MemoryDatabase): WatchRepository["
         const last = rows.at(-1)
         return { rows, read: rows.length, last: last === undefined ? undefined : dueWatchPositionOf(last) }
       }),
-    // One transaction at a time holds the database: the page is already the caller's alone.
-    lockClaimablePage: (now, after, limit) =>
+    // The batch's owner-fair page, as the reference reads it; one transaction at a time holds the
+    // database, so the page is already the caller's alone.
+    lockClaimablePage: (now, at, limit) =>
       Effect.map(db.read<ProjectionWatch>(TABLE), (table) => {
-        const rows = claimableWatchPage(table.values(), now, after, limit)
-        const last = rows.at(-1)
-        return { rows, read: rows.length, last: last === undefined ? undefined : dueWatchPositionOf(last) }
+        const page = fairPage(fairWatchTable(table.values(), now), at, limit)
+        return {
+          rows: page.rows,
+          read: page.rows.length,
+          last: advanceFairPosition(at, page.rows.map((row) => [row.ownerDID, dueWatchPositionOf(row)] as const), page.done),
+          scanned: page.scanned,
+          more: page.more
+        }
       }),
     updateAll: (changes) => Effect.forEach(changes, ([previous, next]) => update(previous, next)),
     listAuditPage: (after, limit) =>

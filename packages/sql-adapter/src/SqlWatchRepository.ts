@@ -18,6 +18,7 @@ import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from ".
 import { forUpdate } from "./SqlTransactor.js"
 import { rawThen, returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
+import { fairWatchPage, readFairWatchPage } from "./internal/fairWatchPage.js"
 import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 
@@ -197,15 +198,6 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         UNION ALL
         SELECT * FROM (${scheduleDueOf("repair_failed", now, after, limit)}) AS failed
       ) AS due ORDER BY ${dueKey} LIMIT ${limit}`
-  // The watches a batch may claim: pending, due, under no live claim, in the
-  // due order on the same index; on Postgres each row locked as read,
-  // passing over those another transaction holds.
-  const claimablePage = (now: Millis, after: DueWatchPosition | undefined, limit: number) =>
-    sql<RawRow>`SELECT * FROM ${table} WHERE verification_status = 'pending_verification' AND next_attempt_at <= ${now}
-      AND (claimed_until IS NULL OR claimed_until <= ${now})
-      ${after === undefined ? sql`` : sql`AND (${dueKey}) > (${after.nextAttemptAt}, ${after.ownerDID}, ${after.connectorName}, ${after.model},
-        ${after.accountKey}, ${after.sourceID})`}
-      ORDER BY ${dueKey} LIMIT ${limit} ${sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE SKIP LOCKED"), orElse: () => sql`` })}`
   const lockDocument = (slot: DocumentSlot) =>
     sql.onDialectOrElse({
       pg: () =>
@@ -253,8 +245,8 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     listScheduleDuePage: (now, after, limit) =>
       readDuePage("watch.listScheduleDuePage", healthy, scheduleDuePage(now, after, limit), duePositionOf),
     // On SQLite the store's transactions hold the write lock: the page is the caller's alone.
-    lockClaimablePage: (now, after, limit) =>
-      readDuePage("watch.lockClaimablePage", healthy, claimablePage(now, after, limit), duePositionOf),
+    lockClaimablePage: (now, at, limit) =>
+      readFairWatchPage("watch.lockClaimablePage", healthy, fairWatchPage(sql, tables, now, at, limit), at, limit, duePositionOf),
     updateAll: versionedUpdateAll(sql, "watch.updateAll", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY, WATCH_COLUMN_TYPES),
     // Keyset pages along the primary key, so a page reads `limit` settled
     // rows (and the unsettled ones between them), never the whole table.

@@ -444,6 +444,29 @@ export const migrations: ReadonlyArray<Migration> = [
           WHERE state = 'attempted'`
       ])
     }
+  },
+  {
+    id: 14,
+    name: "owner_fair_watch_index",
+    // Project: the batch claim of watches spreads over the owners as the
+    // operations' does (migration 13). Its page walks the distinct owners
+    // of the pending watches a few index probes each and reads each visited
+    // owner's first claimable watches, in the due order, as one range of
+    // this index: the cost is bounded by the batch's limit, whatever one
+    // owner's backlog or the number of owners. Partial on the status, so
+    // settled watches are not in it; the claim's end rides last, so the
+    // live-claim test needs no row. Safe to run twice and, under migrate's
+    // lock, from two processes.
+    up: (sql, t) => {
+      const ordered = (column: string) =>
+        sql.onDialectOrElse({ pg: () => `${column} COLLATE "C"`, orElse: () => column })
+      return run(sql, [
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_watch_owner_due")}
+          ON ${t.projectionWatch} (${ordered("owner_did")}, next_attempt_at, ${ordered("connector_name")}, ${ordered("model")},
+            ${ordered("account_key")}, ${ordered("source_id")}, claimed_until)
+          WHERE verification_status = 'pending_verification'`
+      ])
+    }
   }
 ]
 

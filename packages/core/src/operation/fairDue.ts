@@ -4,7 +4,7 @@ import { compareCodePoints } from "./retention.js"
  * How many owners a batch's page visits at most for each row of its
  * `limit`: the owner scan stops at `limit` owners with due work, or after
  * `OWNERS_VISITED_PER_ROW × limit` owners in all (owners whose rows are all
- * leased or scheduled later cost one index probe each).
+ * leased, claimed or scheduled later cost one index probe each).
  */
 export const OWNERS_VISITED_PER_ROW = 4
 

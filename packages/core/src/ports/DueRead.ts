@@ -20,7 +20,8 @@ export interface DueRead<A, P> {
 
 /**
  * One page of a batch's owner-fair locked read (see
- * `OperationRepository.lockDuePage`; `fairPage` is the reference).
+ * `OperationRepository.lockDuePage` and `WatchRepository.lockClaimablePage`;
+ * `fairPage` is the reference).
  */
 export interface FairDueRead<A, P> {
   /** The rows of the page that decode, in the page's order (each row that does not is reported by `reportCorruptRows`). */

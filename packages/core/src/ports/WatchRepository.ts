@@ -3,7 +3,8 @@ import type { PersistenceError } from "../errors.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ClaimInput, DeferInput, ResumeScope } from "../watch/transitions.js"
 import type { DueWatchPosition } from "../watch/due.js"
-import type { DueRead } from "./DueRead.js"
+import type { FairPosition } from "../operation/fairDue.js"
+import type { DueRead, FairDueRead } from "./DueRead.js"
 
 /** Where the unique ingress index allows one watch: an owner's document of a model. */
 export interface DocumentSlot {
@@ -95,18 +96,26 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
     limit: number
   ) => Effect.Effect<DueRead<ProjectionWatch, DueWatchPosition>, PersistenceError>
   /**
-   * One page of the watches a batch may claim at `now`
-   * (`claimableWatchPage` is the reference), locked for the rest of the
-   * surrounding transaction, passing over the rows another transaction
-   * holds locked (Postgres `FOR UPDATE SKIP LOCKED`). Only inside a
-   * transaction. Where one writer holds the whole database (SQLite, memory)
-   * the page is already the caller's alone.
+   * One page of the watches a batch claims at `now`, fair between owners
+   * (`fairPage` over `fairWatchTable` is the reference): the owners
+   * (`ownerDID`) with pending watches visited in byte order from after
+   * `at.from` and around, at most `limit` with a claimable watch (pending,
+   * due by schedule, under no live claim), each giving its first claimable
+   * watches in the due order (`compareDueWatches`) after its position in
+   * `at`, every owner's first before any owner's second. Locked for the
+   * rest of the surrounding transaction, passing over the rows another
+   * transaction holds locked (Postgres `FOR UPDATE SKIP LOCKED`), so that
+   * workers locking at once get disjoint pages. Only inside a transaction;
+   * where one writer holds the whole database (SQLite, memory) the page is
+   * already the caller's alone. Reads index ranges bounded by `limit` (and
+   * the watches under live claim among an owner's due ones), whatever the
+   * backlog or the number of owners.
    */
   readonly lockClaimablePage: (
     now: Millis,
-    after: DueWatchPosition | undefined,
+    at: FairPosition<DueWatchPosition>,
     limit: number
-  ) => Effect.Effect<DueRead<ProjectionWatch, DueWatchPosition>, PersistenceError>
+  ) => Effect.Effect<FairDueRead<ProjectionWatch, DueWatchPosition>, PersistenceError>
   /**
    * `update` of each pair, in as few statements as the adapter can (one on
    * Postgres); answers, in order, whether each write matched its version.

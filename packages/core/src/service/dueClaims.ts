@@ -8,7 +8,7 @@ import { OperationEntropy } from "../operation/entropy.js"
 import { OperationPolicy } from "../operation/policy.js"
 import { allOptionNames } from "../optionNames.js"
 import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
-import type { DueRead, FairDueRead } from "../ports/DueRead.js"
+import type { FairDueRead } from "../ports/DueRead.js"
 import { type FairPosition, fairStart } from "../operation/fairDue.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { Transactor } from "../ports/Transactor.js"
@@ -79,9 +79,10 @@ export interface DueWatchClaimParams {
 /** What `claimDueWatches` answers. */
 export interface DueWatchClaims {
   /**
-   * The watches now claimed by the caller until `until`, in the due order,
-   * as stored after the claim: verify each for its `repairGeneration` and
-   * record the result with `recordVerification` (or `deferWatch`).
+   * The watches now claimed by the caller until `until`, in the batch's
+   * order (by rank in their owner's, then by owner), as stored after the
+   * claim: verify each for its `repairGeneration` and record the result
+   * with `recordVerification` (or `deferWatch`).
    */
   readonly claimed: ReadonlyArray<ProjectionWatch>
   /**
@@ -114,39 +115,22 @@ export interface DueClaimMethods {
   readonly claimDueOperations: (params: DueClaimParams) => Effect.Effect<DueClaims, InvalidInput | PersistenceError>
   /**
    * Claims up to `limit` watches due for verification in one transaction,
-   * oldest due first (not yet spread over owners as `claimDueOperations`
-   * is), each as `claimWatchAttempt` would claim it for its
-   * current generation (pending, due at `now`, under no live claim).
-   * Workers calling at once get disjoint batches, as `claimDueOperations`'
-   * do. Only the watches due by schedule: the due sweep's audit (settled
-   * watches whose winner moved) stays with `listDueWork`.
+   * fair between owners as `claimDueOperations` is: every owner with a
+   * claimable watch gets its oldest before any owner gets a second, owners
+   * rotating from after the last one this store's previous watch batch
+   * visited (a rotation of its own, beside the operations'); one owner's
+   * come in the due order (next attempt, then identity). Each watch is
+   * claimed as `claimWatchAttempt` would claim it for its current
+   * generation (pending, due at `now`, under no live claim). Workers
+   * calling at once get disjoint batches, as `claimDueOperations`' do. Only
+   * the watches due by schedule: the due sweep's audit (settled watches
+   * whose winner moved) stays with `listDueWork`.
    */
   readonly claimDueWatches: (params: DueWatchClaimParams) => Effect.Effect<DueWatchClaims, InvalidInput | PersistenceError>
 }
 
 const DUE_CLAIM_SHAPE = shapeOf(allOptionNames<DueClaimParams>()(["limit", "leaseMs"]))
 const DUE_WATCH_CLAIM_SHAPE = shapeOf(allOptionNames<DueWatchClaimParams>()(["now", "until", "limit"]))
-
-/**
- * Up to `limit` healthy rows of `lockPage`'s pages, locked, passing over
- * pages of rows that do not decode (at most `CORRUPT_PAGES_PASSED` of them).
- */
-const lockHealthy = <A, P>(
-  lockPage: (after: P | undefined, limit: number) => Effect.Effect<DueRead<A, P>, PersistenceError>,
-  limit: number
-) =>
-  Effect.gen(function*() {
-    const rows: Array<A> = []
-    let after: P | undefined
-    for (let page = 0; page <= CORRUPT_PAGES_PASSED && rows.length < limit; page++) {
-      const wanted = limit - rows.length
-      const read = yield* lockPage(after, wanted)
-      rows.push(...read.rows)
-      if (read.read < wanted || read.last === undefined) break
-      after = read.last
-    }
-    return rows
-  })
 
 /**
  * Up to `limit` healthy rows of `lockPage`'s owner-fair pages, locked, the
@@ -186,8 +170,9 @@ export const makeDueClaimMethods = Effect.gen(function*() {
 
   const watches = yield* WatchRepository
   const limited = (yield* ProviderLimitEnforcement).enforce ? yield* makeLimitedOperations : undefined
-  // The owner the last batch claim's scan visited last, per store: the next batch's owners start after it.
+  // The owner the last batch claim's scan visited last, per store and table: the next batch's owners start after it.
   let operationCursor: string | undefined
+  let watchCursor: string | undefined
 
   const methods: DueClaimMethods = {
     claimDueOperations: taking("claimDueOperations", ["params"], [DUE_CLAIM_SHAPE], (params: DueClaimParams) =>
@@ -237,10 +222,11 @@ export const makeDueClaimMethods = Effect.gen(function*() {
           ["params.limit", fieldOf(params, "limit"), batchSize]
         ])
         const { now, until } = params
-        const [claimed, corrupt] = yield* collectCorruptRows(withTransaction(Effect.gen(function*() {
-          const due = yield* lockHealthy<ProjectionWatch, DueWatchPosition>(
-            (after, limit) => watches.lockClaimablePage(now, after, limit),
-            params.limit
+        const [claims, corrupt] = yield* collectCorruptRows(withTransaction(Effect.gen(function*() {
+          const { rows: due, scanned } = yield* lockHealthyFair<ProjectionWatch, DueWatchPosition>(
+            (at, limit) => watches.lockClaimablePage(now, at, limit),
+            params.limit,
+            watchCursor
           )
           const writtenAt = yield* Clock.currentTimeMillis
           const writes = due.flatMap((row) => {
@@ -248,10 +234,11 @@ export const makeDueClaimMethods = Effect.gen(function*() {
             return next === undefined ? [] : [[row, next] as const]
           })
           const won = yield* watches.updateAll(writes)
-          return writes.filter((_, i) => won[i]).map(([, next]) => next)
+          return { claimed: writes.filter((_, i) => won[i]).map(([, next]) => next), scanned }
         })))
-        yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "claimed-watches"), claimed.length)
-        return { claimed, corrupt }
+        if (claims.scanned !== undefined) watchCursor = claims.scanned
+        yield* Metric.update(Metric.tagged(StoreMetrics.dueSweepSize, "kind", "claimed-watches"), claims.claimed.length)
+        return { claimed: claims.claimed, corrupt }
       }))
   }
   return methods

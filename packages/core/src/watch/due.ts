@@ -2,6 +2,7 @@ import { compareWatchIdentities } from "../operator/queries.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "./ProjectionWatch.js"
 import { hasLiveClaim, isScheduleDue } from "./transitions.js"
 import { keysetPage } from "../operation/due.js"
+import type { FairTable } from "../operation/fairDue.js"
 
 /** Where a watch due by schedule stands in the due order: its next attempt and its identity. */
 export interface DueWatchPosition extends WatchIdentity {
@@ -50,14 +51,15 @@ export const isClaimableWatch = (row: ProjectionWatch, now: Millis): boolean =>
   !hasLiveClaim(row, now)
 
 /**
- * One page of the watches a batch may claim at `now` (`isClaimableWatch`),
- * as a repository without a query language reads it: in the due order,
- * strictly after `after` (from the first when absent), at most `limit`.
+ * The watch table as `fairPage` reads it for a batch at `now`: the pending
+ * watches (the owner index's rows), an owner with due work one with a
+ * watch a batch may claim (`isClaimableWatch`), the same rows taken.
  */
-export const claimableWatchPage = (
-  rows: Iterable<ProjectionWatch>,
-  now: Millis,
-  after: DueWatchPosition | undefined,
-  limit: number
-): ReadonlyArray<ProjectionWatch> =>
-  keysetPage(rows, (row) => isClaimableWatch(row, now), compareDueWatches, after, limit)
+export const fairWatchTable = (rows: Iterable<ProjectionWatch>, now: Millis): FairTable<ProjectionWatch, DueWatchPosition> => ({
+  rows: Array.from(rows).filter((row) => row.verificationStatus === "pending_verification"),
+  ownerOf: (row) => row.ownerDID,
+  isDue: (row) => isClaimableWatch(row, now),
+  isTaken: (row) => isClaimableWatch(row, now),
+  positionOf: dueWatchPositionOf,
+  compare: compareDueWatches
+})
