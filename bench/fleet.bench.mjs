@@ -153,10 +153,11 @@ const pgBossCase = async (context) => {
   const url = context.postgres.url
   const settings = measurementSettings(process.env)
   const store = await openConnectorStore({ url, tablePrefix: "fleet_vs_boss_", maxConnections: POOL, readWinner: winnerOf })
-  // The same store with its statements sent unnamed, to weigh named prepared statements in the same rounds.
+  // The same store with its statements sent unnamed, to weigh named prepared statements in the same rounds,
+  // on the same tables (on tables of its own, fresher and half as full, it ran up to 15% faster at 8 runners).
   const unprepared = await openConnectorStore({
     url,
-    tablePrefix: "fleet_vs_boss_unprepared_",
+    tablePrefix: "fleet_vs_boss_",
     maxConnections: POOL,
     prepareStatements: false,
     readWinner: winnerOf
