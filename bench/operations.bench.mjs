@@ -18,6 +18,8 @@ import { stockClientLabel, stockClientRuntime } from "./support/stock-client.mjs
 import { portsOnlyRuntime, WITHOUT_DIRECT, WITHOUT_LANE, withoutLane } from "./support/runners.mjs"
 
 const PG_POOL = 10
+/** The Postgres Promise cases' side with its statements sent unnamed, to weigh named prepared statements in the same run. */
+const UNPREPARED = "the Promise API with prepareStatements: false"
 let opened = 0
 
 /** Creates a side's tables through the project's own migrations. */
@@ -25,7 +27,7 @@ const migrated = async (connection) => (await openConnectorStore({ ...connection
 
 /** Where each side's tables live: SQLite, a file each; Postgres, a table prefix each in the run's scratch database. */
 const connectionsFor = (database, id, context) =>
-  Object.fromEntries(["project", "raw", "effectSql", "stock", "runner"].map((side) => [
+  Object.fromEntries(["project", "raw", "effectSql", "stock", "runner", "unprepared"].map((side) => [
     side,
     database === "sqlite"
       ? { url: context.sqlite.path(`${id}-${side}.sqlite`) }
@@ -117,6 +119,11 @@ const openCase = async ({ database, api, reader = "sync", baseline = false, runn
       const stock = await openStockClient(database, connections.stock, reader)
       closers.push(stock.close)
       baselines[stockClientLabel(database)] = stock.cycle
+    }
+    if (database === "postgres" && api === "promise") {
+      const unprepared = await openProject(api, { ...connections.unprepared, prepareStatements: false }, reader)
+      closers.push(unprepared.close)
+      baselines[UNPREPARED] = unprepared.cycle
     }
     if (runner) {
       const without = await openWithoutRunner(database, api, connections.runner, reader)

@@ -26,6 +26,8 @@ export interface PgConnectionOptions {
   readonly lockTimeoutMs?: number | undefined
   /** The longest a connection stays checked out before it is destroyed (the store's `callTimeoutMs`, default 30 s). */
   readonly callTimeoutMs?: number | undefined
+  /** Whether the lane's hot statements are named prepared statements (default true; see `SqlConnection.prepareStatements`). */
+  readonly prepareStatements?: boolean | undefined
 }
 
 /** What `pg` fails a connect with when its `connectionTimeoutMillis` runs out. */
@@ -384,7 +386,12 @@ export const layer = (options: PgConnectionOptions): Layer.Layer<Client.SqlClien
         compiler: PgClient.makeCompiler(),
         spanAttributes
       })
-      const lane: PgLaneParts = { pool, holds, connectionOf: (pooled) => new PgTransactionConnection(pooled, spanAttributes) }
+      const lane: PgLaneParts = {
+        pool,
+        holds,
+        connectionOf: (pooled) => new PgTransactionConnection(pooled, spanAttributes),
+        prepare: options.prepareStatements ?? true
+      }
       return Object.assign(client, { withTransaction: leanTransactions(client.withTransaction, holds, spanAttributes), [LANE]: lane })
     })
   ).pipe(Layer.provide(Reactivity.layer))

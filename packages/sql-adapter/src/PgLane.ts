@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import { type DirectRowsOf, type DirectTransactionOf, laneCallNow, type LaneDatabaseApi } from "@connector-store/core/adapter"
 import type * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
@@ -21,6 +22,32 @@ export interface PgLaneParts {
   readonly holds: Holds
   /** The `@effect/sql` connection of a checked-out client, for effects joined to its transaction. */
   readonly connectionOf: (client: Pg.PoolClient) => Connection
+  /** Whether the lane's statements are sent as named prepared statements (see `preparedQuery`). */
+  readonly prepare: boolean
+}
+
+/** How many statement texts get a name; past this many, texts are sent unnamed. */
+export const NAMED_STATEMENTS_KEPT = 1024
+
+/**
+ * `pg` query configs for statement texts: with `prepare`, each text under a
+ * name of its own (a hash of the text), which `pg` parses once per
+ * connection and then only binds and executes; a connection that is
+ * replaced parses it again. Without, unnamed (parsed every time).
+ */
+export const preparedQuery = (prepare: boolean) => {
+  const names = new Map<string, string>()
+  const nameOf = (text: string): string | undefined => {
+    const kept = names.get(text)
+    if (kept !== undefined || names.size >= NAMED_STATEMENTS_KEPT) return kept
+    const name = `cs_${createHash("sha256").update(text).digest("hex").slice(0, 24)}`
+    names.set(text, name)
+    return name
+  }
+  return (text: string, values: ReadonlyArray<unknown>): Pg.QueryConfig => {
+    const name = prepare ? nameOf(text) : undefined
+    return name === undefined ? { text, values: values as Array<unknown> } : { name, text, values: values as Array<unknown> }
+  }
 }
 
 /**
@@ -43,6 +70,7 @@ export const makePgLane = (
   repositories: LaneDatabaseApi["repositories"]
 ): LaneDatabaseApi => {
   const { holds } = parts
+  const query = preparedQuery(parts.prepare)
 
   /**
    * Runs one statement on a client of its own, handed back after
@@ -61,7 +89,7 @@ export const makePgLane = (
         }
         const giveUp = () => held.giveUp("its call ended")
         if (call !== undefined && call.onEnd === undefined) call.onEnd = giveUp
-        held.client.query(text, params as Array<unknown>, (failure: Error | null, result: Pg.QueryResult) => {
+        held.client.query(query(text, params), (failure: Error | null, result: Pg.QueryResult) => {
           if (call?.onEnd === giveUp) call.onEnd = undefined
           held.release(failure ?? undefined)
           if (failure === null || failure === undefined) resolve(result)
@@ -100,7 +128,7 @@ export const makePgLane = (
       return client.query(text)
     }
     return {
-      rows: rowsOn((text, params) => client.query(text, params as Array<unknown>)),
+      rows: rowsOn((text, params) => client.query(query(text, params))),
       commit: () => {
         if (ended) return Promise.resolve()
         return end("COMMIT").then(

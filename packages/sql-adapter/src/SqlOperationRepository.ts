@@ -26,7 +26,6 @@ import {
   epochOrNull,
   jsonOrNull,
   type RawRow,
-  rowDecoder,
   text,
   textOrNull
 } from "./internal/columns.js"
@@ -37,45 +36,55 @@ import { returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { pairedWriteOf, pairedWriteStatement } from "./internal/pairedWrite.js"
 import { slotLock, WATCH_COLUMNS, WATCH_KEY, WATCH_ROW, watchStatements } from "./SqlWatchRepository.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
-import { type ColumnOf, versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
+import { versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
+import { columnsOf, rowSchema } from "./internal/rows.js"
 import type { TableNames } from "./Tables.js"
 
+const operationColumn = columnsOf<ConnectorOperation>()
+
+/**
+ * The operation table's row: its key and node key, then the columns an
+ * insert sets besides `created_at` (version and updated_at among them),
+ * then `created_at`. JSON columns are bound encoded.
+ */
+export const OPERATION_SCHEMA = rowSchema<ConnectorOperation>([
+  operationColumn("caller_did", "callerDID", text, "text"),
+  operationColumn("operation_id", "operationID", text, "text"),
+  operationColumn("node_key", "nodeKey", text, "text"),
+  operationColumn("owner_did", "ownerDID", text, "text"),
+  operationColumn("connector_name", "connectorName", text, "text"),
+  operationColumn("model", "model", text, "text"),
+  operationColumn("op", "op", (value) => text(value) as OperationOp, "text"),
+  operationColumn("account_key", "accountKey", text, "text"),
+  operationColumn("target", "target", text, "text"),
+  operationColumn("source_id", "sourceID", textOrNull, "text"),
+  operationColumn("deterministic_event_id", "deterministicEventID", text, "text"),
+  operationColumn("payload_hash", "payloadHash", text, "text"),
+  operationColumn("reissue_intent", "reissueIntent", jsonOrNull, "text", (value) => encodeJson(value) ?? "null"),
+  operationColumn("provider_etag", "providerEtag", textOrNull, "text"),
+  operationColumn("document_id", "documentID", textOrNull, "text"),
+  operationColumn("result_entity", "resultEntity", jsonOrNull, "text", encodeJson),
+  operationColumn("state", "state", (value) => text(value) as OperationState, "text"),
+  operationColumn("attempts", "attempts", epoch, "integer"),
+  operationColumn("next_attempt_at", "nextAttemptAt", epochOrNull, "bigint"),
+  operationColumn("defer_reason", "deferReason", (value) => textOrNull(value) as DeferReason | null, "text"),
+  operationColumn("send_marker", "sendMarker", textOrNull, "text"),
+  operationColumn("in_doubt_since", "inDoubtSince", epochOrNull, "bigint"),
+  operationColumn("last_kind", "lastKind", textOrNull, "text"),
+  operationColumn("last_http_status", "lastHTTPStatus", epochOrNull, "integer"),
+  operationColumn("version", "version", epoch, "integer"),
+  operationColumn("incarnation", "incarnation", textOrNull, "text"),
+  operationColumn("lease_token", "leaseToken", textOrNull, "text"),
+  operationColumn("lease_expires_at", "leaseExpiresAt", epochOrNull, "bigint"),
+  operationColumn("updated_at", "updatedAt", epoch, "bigint"),
+  operationColumn("created_at", "createdAt", epoch, "bigint")
+], ["caller_did", "operation_id"])
+
 /** An operation row as read from the operation table. */
-export const decodeOperation = (row: RawRow): ConnectorOperation => ({
-  callerDID: text(row["caller_did"]),
-  operationID: text(row["operation_id"]),
-  nodeKey: text(row["node_key"]),
-  ownerDID: text(row["owner_did"]),
-  connectorName: text(row["connector_name"]),
-  model: text(row["model"]),
-  op: text(row["op"]) as OperationOp,
-  accountKey: text(row["account_key"]),
-  target: text(row["target"]),
-  sourceID: textOrNull(row["source_id"]),
-  deterministicEventID: text(row["deterministic_event_id"]),
-  payloadHash: text(row["payload_hash"]),
-  reissueIntent: jsonOrNull(row["reissue_intent"]),
-  providerEtag: textOrNull(row["provider_etag"]),
-  documentID: textOrNull(row["document_id"]),
-  resultEntity: jsonOrNull(row["result_entity"]),
-  state: text(row["state"]) as OperationState,
-  attempts: epoch(row["attempts"]),
-  nextAttemptAt: epochOrNull(row["next_attempt_at"]),
-  lastKind: textOrNull(row["last_kind"]),
-  lastHTTPStatus: epochOrNull(row["last_http_status"]),
-  deferReason: textOrNull(row["defer_reason"]) as DeferReason | null,
-  sendMarker: textOrNull(row["send_marker"]),
-  inDoubtSince: epochOrNull(row["in_doubt_since"]),
-  version: epoch(row["version"]),
-  incarnation: textOrNull(row["incarnation"]),
-  leaseToken: textOrNull(row["lease_token"]),
-  leaseExpiresAt: epochOrNull(row["lease_expires_at"]),
-  createdAt: epoch(row["created_at"]),
-  updatedAt: epoch(row["updated_at"])
-})
+export const decodeOperation = OPERATION_SCHEMA.decode
 
 /** `decodeOperation` for the rows of `table`: a row that does not decode throws `CorruptRow` keyed `callerDID/operationID`. */
-export const operationDecoder = (table: string) => rowDecoder(table, ["caller_did", "operation_id"], decodeOperation)
+export const operationDecoder = OPERATION_SCHEMA.decoder
 
 /** Where an operation row as read stands in the due order, or `undefined` when its key or next attempt cannot be read. */
 const duePositionOf = (row: RawRow): DueOperationPosition | undefined => {
@@ -87,70 +96,21 @@ const duePositionOf = (row: RawRow): DueOperationPosition | undefined => {
     : { nextAttemptAt, callerDID, operationID }
 }
 
-/** The columns an insert sets besides the key, the node key and `created_at`, in `mutableValues` order. */
-const MUTABLE_COLUMNS = [
-  "owner_did", "connector_name", "model", "op", "account_key", "target", "source_id", "deterministic_event_id",
-  "payload_hash", "reissue_intent", "provider_etag", "document_id", "result_entity", "state", "attempts",
-  "next_attempt_at", "defer_reason", "send_marker", "in_doubt_since", "last_kind", "last_http_status", "version", "incarnation",
-  "lease_token", "lease_expires_at", "updated_at"
-] as const
-
-/** The values of `MUTABLE_COLUMNS` for an operation, in that order. */
-const mutableValues = (op: ConnectorOperation): ReadonlyArray<unknown> => [
-  op.ownerDID, op.connectorName, op.model, op.op, op.accountKey, op.target, op.sourceID, op.deterministicEventID,
-  op.payloadHash, encodeJson(op.reissueIntent) ?? "null", op.providerEtag, op.documentID, encodeJson(op.resultEntity),
-  op.state, op.attempts, op.nextAttemptAt, op.deferReason, op.sendMarker, op.inDoubtSince, op.lastKind, op.lastHTTPStatus, op.version,
-  op.incarnation, op.leaseToken, op.leaseExpiresAt, op.updatedAt
-]
-
-const INSERT_COLUMNS = ["caller_did", "operation_id", "node_key", ...MUTABLE_COLUMNS, "created_at"] as const
-
-const column = (name: string, value: (row: ConnectorOperation) => unknown): ColumnOf<ConnectorOperation> => ({ name, value })
+/** Every column of a row, in the order an insert names them. */
+const OPERATION_ROW = OPERATION_SCHEMA.writes(OPERATION_SCHEMA.columns.map((column) => column.name))
 
 /** The key a versioned write finds its row by. */
-const OPERATION_KEY = [column("caller_did", (o) => o.callerDID), column("operation_id", (o) => o.operationID)]
+const OPERATION_KEY = OPERATION_SCHEMA.writes(OPERATION_SCHEMA.key)
 
 /**
- * The columns a transition may change, as bound (JSON encoded, so a
- * structurally equal value compares equal): all of `MUTABLE_COLUMNS` but
- * version and updated_at, which every write sets.
+ * The columns a transition may change, as bound: all but the key, the node
+ * key and the times and version, which every write sets.
  */
-const CHANGEABLE_COLUMNS = [
-  column("owner_did", (o) => o.ownerDID),
-  column("connector_name", (o) => o.connectorName),
-  column("model", (o) => o.model),
-  column("op", (o) => o.op),
-  column("account_key", (o) => o.accountKey),
-  column("target", (o) => o.target),
-  column("source_id", (o) => o.sourceID),
-  column("deterministic_event_id", (o) => o.deterministicEventID),
-  column("payload_hash", (o) => o.payloadHash),
-  column("reissue_intent", (o) => encodeJson(o.reissueIntent) ?? "null"),
-  column("provider_etag", (o) => o.providerEtag),
-  column("document_id", (o) => o.documentID),
-  column("result_entity", (o) => encodeJson(o.resultEntity)),
-  column("state", (o) => o.state),
-  column("attempts", (o) => o.attempts),
-  column("next_attempt_at", (o) => o.nextAttemptAt),
-  column("defer_reason", (o) => o.deferReason),
-  column("send_marker", (o) => o.sendMarker),
-  column("in_doubt_since", (o) => o.inDoubtSince),
-  column("last_kind", (o) => o.lastKind),
-  column("last_http_status", (o) => o.lastHTTPStatus),
-  column("incarnation", (o) => o.incarnation),
-  column("lease_token", (o) => o.leaseToken),
-  column("lease_expires_at", (o) => o.leaseExpiresAt)
-]
-
-/** The Postgres types of the columns a batch write binds (the key, the changeable columns, version and updated_at). */
-const COLUMN_TYPES: Readonly<Record<string, string>> = {
-  caller_did: "text", operation_id: "text", owner_did: "text", connector_name: "text", model: "text", op: "text",
-  account_key: "text", target: "text", source_id: "text", deterministic_event_id: "text", payload_hash: "text",
-  reissue_intent: "text", provider_etag: "text", document_id: "text", result_entity: "text", state: "text",
-  attempts: "integer", next_attempt_at: "bigint", defer_reason: "text", send_marker: "text", in_doubt_since: "bigint",
-  last_kind: "text", last_http_status: "integer", incarnation: "text", lease_token: "text", lease_expires_at: "bigint",
-  version: "integer", updated_at: "bigint"
-}
+const CHANGEABLE_COLUMNS = OPERATION_SCHEMA.writes(
+  OPERATION_SCHEMA.columns.map((column) => column.name).filter((name) =>
+    !["caller_did", "operation_id", "node_key", "version", "updated_at", "created_at"].includes(name)
+  )
+)
 
 /**
  * The statements of the operation table's hot methods, built (not run): the
@@ -159,18 +119,19 @@ const COLUMN_TYPES: Readonly<Record<string, string>> = {
  */
 export const operationStatements = (sql: SqlClient, tables: TableNames) => {
   const table = sql(tables.operation)
+  const columns = sql.literal(OPERATION_SCHEMA.list)
   const byKey = (key: OperationKey) => sql`caller_did = ${key.callerDID} AND operation_id = ${key.operationID}`
   // The insert runs on every claim: its text is built once, from the fixed
   // column list, not per call.
   const parameter = sql.onDialectOrElse({ pg: () => (n: number) => `$${n}`, orElse: () => (_: number) => "?" })
-  const insertText = `INSERT INTO ${tables.operation} (${INSERT_COLUMNS.join(", ")})
-    VALUES (${INSERT_COLUMNS.map((_, i) => parameter(i + 1)).join(", ")}) ON CONFLICT DO NOTHING RETURNING version`
-  const lockRead = (key: OperationKey) => sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`
+  const insertText = `INSERT INTO ${tables.operation} (${OPERATION_SCHEMA.list})
+    VALUES (${OPERATION_ROW.map((_, i) => parameter(i + 1)).join(", ")}) ON CONFLICT DO NOTHING RETURNING version`
+  const lockRead = (key: OperationKey) => sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`
   const pg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
   return {
     table,
-
-    get: (key: OperationKey) => sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`,
+    columns,
+    get: (key: OperationKey) => sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${byKey(key)}`,
     lockRead,
     // On Postgres the row is locked, then the slot of its owner and model:
     // the lock's arguments are columns of the row the CTE's FOR UPDATE
@@ -181,8 +142,8 @@ export const operationStatements = (sql: SqlClient, tables: TableNames) => {
     // covers the slot.
     lockReadWithSlot: (key: OperationKey, documentID: string) =>
       pg
-        ? sql<RawRow>`WITH locked AS MATERIALIZED (SELECT * FROM ${table} WHERE ${byKey(key)} FOR UPDATE)
-          SELECT locked.*, ${
+        ? sql<RawRow>`WITH locked AS MATERIALIZED (SELECT ${columns} FROM ${table} WHERE ${byKey(key)} FOR UPDATE)
+          SELECT ${sql.literal(OPERATION_SCHEMA.listOf("locked"))}, ${
           slotLock(sql, tables, sql.literal("locked.owner_did"), sql.literal("locked.model"), documentID)
         } AS slot_locked FROM locked`
         : lockRead(key),
@@ -195,7 +156,7 @@ export const operationStatements = (sql: SqlClient, tables: TableNames) => {
       )
       : undefined,
     insert: (row: ConnectorOperation): readonly [text: string, params: ReadonlyArray<unknown>] =>
-      [insertText, [row.callerDID, row.operationID, row.nodeKey, ...mutableValues(row), row.createdAt]],
+      [insertText, OPERATION_ROW.map((column) => column.value(row))],
     update: versionedUpdateStatement(sql, tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY),
     // decideMarkSent's "sent" preconditions as the WHERE and its change as
     // the SET (the SET's right-hand sides see the row as it was).
@@ -205,14 +166,14 @@ export const operationStatements = (sql: SqlClient, tables: TableNames) => {
           version = version + 1, updated_at = ${now}
         WHERE ${byKey(key)} AND state = 'attempted' AND lease_token = ${token}
           AND (send_marker IS NULL OR send_marker <> ${token}) AND attempts < ${maxAttempts}
-        RETURNING *`
+        RETURNING ${columns}`
   }
 }
 
 /** The operation table on a SQL client. */
 export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): OperationRepository["Type"] => {
   const statements = operationStatements(sql, tables)
-  const { table } = statements
+  const { table, columns } = statements
   const { healthy, one } = rowReaders(operationDecoder(tables.operation))
   const changed = returnedAny
   const update = versionedUpdate(sql, "operation.update", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY)
@@ -220,7 +181,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   const watchUpdate = versionedUpdate(sql, "watch.update", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY)
   const watchWrite = (write: WatchWrite): Effect.Effect<boolean, PersistenceError> =>
     write.kind === "insert"
-      ? changed("watch.insert", watch.insert(write.row))
+      ? changed("watch.insert", sql.unsafe<RawRow>(...watch.insert(write.row)))
       : write.kind === "update"
       ? watchUpdate(write.previous, write.next)
       : changed("watch.delete", watch.delete(write.identity, write.version))
@@ -259,7 +220,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     return sql`${byConnector} ${byAccount}`
   }
   const scheduledPage = (now: Millis, after: DueOperationPosition | undefined, limit: number) =>
-    sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
+    sql<RawRow>`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
       ${after === undefined ? sql`` : sql`AND (next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")})
         > (${after.nextAttemptAt}, ${after.callerDID}, ${after.operationID})`}
       ORDER BY ${dueOrder} LIMIT ${limit}`
@@ -269,7 +230,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     after !== undefined && after.nextAttemptAt !== null
       ? scheduledPage(now, after, limit)
       : sql<RawRow>`SELECT * FROM (
-          SELECT * FROM (SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
+          SELECT * FROM (SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
             ${after === undefined ? sql`` : sql`AND (${ordered("caller_did")}, ${ordered("operation_id")}) > (${after.callerDID}, ${after.operationID})`}
             ORDER BY ${dueOrder} LIMIT ${limit}) AS unscheduled
           UNION ALL
@@ -372,11 +333,11 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     }
     const rows = sql.onDialectOrElse({
       pg: () =>
-        sql`SELECT x.*, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
-          CROSS JOIN LATERAL (${ownerRows(sql`*`)}) AS x`,
+        sql`SELECT ${sql.literal(OPERATION_SCHEMA.listOf("x"))}, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
+          CROSS JOIN LATERAL (${ownerRows(columns)}) AS x`,
       orElse: () =>
         // CROSS JOIN keeps the owners the outer loop (SQLite's planner may not reorder it): each owner's rows by rowid.
-        sql`SELECT x.*, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
+        sql`SELECT ${sql.literal(OPERATION_SCHEMA.listOf("x"))}, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
           CROSS JOIN ${table} AS x WHERE x.rowid IN (SELECT rowid FROM (${ownerRows(sql`rowid, next_attempt_at, caller_did, operation_id`)}))`
     })
     return sql<RawRow>`WITH RECURSIVE ${scan},
@@ -449,7 +410,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     lockReadWithSlot: (key, documentID) => one("operation.lockReadWithSlot", statements.lockReadWithSlot(key, documentID)),
     get: (key) => one("operation.get", statements.get(key)),
     getByNodeKey: (nodeKey) =>
-      one("operation.getByNodeKey", sql<RawRow>`SELECT * FROM ${table} WHERE node_key = ${nodeKey}`),
+      one("operation.getByNodeKey", sql<RawRow>`SELECT ${columns} FROM ${table} WHERE node_key = ${nodeKey}`),
     insert: (row) => changed("operation.insert", sql.unsafe<RawRow>(...statements.insert(row))),
     update,
     updateWithWatch,
@@ -460,21 +421,21 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
         "operation.listDue",
         // Two index ranges of (state, next_attempt_at), so the sweep reads
         // the due rows only; the OR form read every attempted row.
-        sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
+        sql<RawRow>`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND next_attempt_at IS NULL
           UNION ALL
-          SELECT * FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
+          SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND next_attempt_at <= ${now}
           ORDER BY next_attempt_at, caller_did, operation_id`
       ),
     listDuePage: (now, after, limit) => readDuePage("operation.listDuePage", healthy, duePage(now, after, limit), duePositionOf),
     // On SQLite the store's transactions hold the write lock: the page is the caller's alone.
     lockDuePage: readFairPage,
-    updateAll: versionedUpdateAll(sql, "operation.updateAll", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY, COLUMN_TYPES),
+    updateAll: versionedUpdateAll(sql, "operation.updateAll", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY, OPERATION_SCHEMA.types),
     lockDeferred: (scope) =>
       healthy(
         "operation.lockDeferred",
         scope.reason === "offline"
-          ? sql<RawRow>`SELECT * FROM ${table} WHERE state = 'attempted' AND defer_reason = 'offline' ${forUpdate(sql)}`
-          : sql<RawRow>`SELECT * FROM ${table}
+          ? sql<RawRow>`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND defer_reason = 'offline' ${forUpdate(sql)}`
+          : sql<RawRow>`SELECT ${columns} FROM ${table}
               WHERE state = 'attempted' AND defer_reason = 'auth'
                 AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
       ),
@@ -495,13 +456,13 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
     listTracked: (query) =>
       healthy(
         "operation.listTracked",
-        sql<RawRow>`SELECT * FROM ${table} WHERE ${trackedWhere(query)}
+        sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${trackedWhere(query)}
           ORDER BY created_at DESC, ${ordered("caller_did")} DESC, ${ordered("operation_id")} DESC
           LIMIT ${query.limit}`
       ),
     listByDocuments: (documentIDs) =>
       documentIDs.length === 0
         ? Effect.succeed([])
-        : healthy("operation.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`)
+        : healthy("operation.listByDocuments", sql<RawRow>`SELECT ${columns} FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`)
   }
 }

@@ -16,10 +16,10 @@ import { Effect } from "effect"
 import { epoch, type RawRow, text } from "./internal/columns.js"
 import { byteOrdered, olderThanPosition } from "./internal/collation.js"
 import { rowReaders } from "./internal/queries.js"
-import { operationDecoder } from "./SqlOperationRepository.js"
-import { relistRunDecoder } from "./SqlRelistRepository.js"
-import { watchDecoder } from "./SqlWatchRepository.js"
-import { syncStateDecoder } from "./SqlSyncStateRepository.js"
+import { OPERATION_SCHEMA } from "./SqlOperationRepository.js"
+import { RELIST_RUN_SCHEMA } from "./SqlRelistRepository.js"
+import { WATCH_SCHEMA } from "./SqlWatchRepository.js"
+import { SYNC_STATE_SCHEMA } from "./SqlSyncStateRepository.js"
 import type { TableNames } from "./Tables.js"
 
 const countsOf = <K extends string>(keys: ReadonlyArray<K>, rows: ReadonlyArray<RawRow>, column: string): Record<K, number> => {
@@ -40,11 +40,11 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
   const syncStates = sql(tables.syncState)
   // Only expires_at is read of pending authorizations: the one column every layout of that table has.
   const pendingAuths = sql(tables.pendingAuth)
-  const syncRows = rowReaders(syncStateDecoder(tables.syncState))
+  const syncRows = rowReaders(SYNC_STATE_SCHEMA.decoder(tables.syncState))
   const ordered = (column: string) => byteOrdered(sql, column)
-  const operationRows = rowReaders(operationDecoder(tables.operation))
-  const watchRows = rowReaders(watchDecoder(tables.projectionWatch))
-  const runRows = rowReaders(relistRunDecoder(tables.relistRun))
+  const operationRows = rowReaders(OPERATION_SCHEMA.decoder(tables.operation))
+  const watchRows = rowReaders(WATCH_SCHEMA.decoder(tables.projectionWatch))
+  const runRows = rowReaders(RELIST_RUN_SCHEMA.decoder(tables.relistRun))
   // The in-doubt fact as `isInDoubt` states it.
   const inDoubt = sql`(state <> 'committed' AND (in_doubt_since IS NOT NULL OR send_marker IS NOT NULL))`
 
@@ -100,7 +100,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
       const [oldestOperation] = yield* sql<RawRow>`SELECT caller_did, operation_id, COALESCE(next_attempt_at, created_at) AS due_at
         FROM ${operations} WHERE state = 'attempted' AND (next_attempt_at IS NULL OR next_attempt_at <= ${now})
         ORDER BY due_at, ${ordered("caller_did")}, ${ordered("operation_id")} LIMIT 1`
-      const [oldestWatch] = yield* sql<RawRow>`SELECT * FROM ${watches}
+      const [oldestWatch] = yield* sql<RawRow>`SELECT ${sql.literal(WATCH_SCHEMA.list)} FROM ${watches}
         WHERE verification_status <> 'verified' AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}
         ORDER BY next_attempt_at, ${ordered("owner_did")}, ${ordered("connector_name")}, ${ordered("model")},
           ${ordered("account_key")}, ${ordered("source_id")} LIMIT 1`
@@ -149,13 +149,13 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
     listOperations: (query) =>
       operationRows.healthy(
         "operator.listOperations",
-        sql<RawRow>`SELECT * FROM ${operations} WHERE ${operationWhere(query)}
+        sql<RawRow>`SELECT ${sql.literal(OPERATION_SCHEMA.list)} FROM ${operations} WHERE ${operationWhere(query)}
           ORDER BY created_at DESC, ${ordered("caller_did")} DESC, ${ordered("operation_id")} DESC LIMIT ${query.limit}`
       ),
     listWatches: (query) =>
       watchRows.healthy(
         "operator.listWatches",
-        sql<RawRow>`SELECT * FROM ${watches} WHERE ${watchWhere(query)}
+        sql<RawRow>`SELECT ${sql.literal(WATCH_SCHEMA.list)} FROM ${watches} WHERE ${watchWhere(query)}
           ORDER BY ${ordered("owner_did")}, ${ordered("connector_name")}, ${ordered("model")}, ${ordered("account_key")},
             ${ordered("source_id")} LIMIT ${query.limit}`
       ),
@@ -170,7 +170,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
       }
       return runRows.healthy(
         "operator.listRelistRuns",
-        sql<RawRow>`SELECT * FROM ${runs} WHERE ${sql.and(clauses)}
+        sql<RawRow>`SELECT ${sql.literal(RELIST_RUN_SCHEMA.list)} FROM ${runs} WHERE ${sql.and(clauses)}
           ORDER BY started_at DESC, ${ordered("run_id")} LIMIT ${query.limit}`
       )
     },
@@ -190,7 +190,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
       }
       return syncRows.healthy(
         "operator.listSyncStates",
-        sql<RawRow>`SELECT * FROM ${syncStates} WHERE ${sql.and(clauses)}
+        sql<RawRow>`SELECT ${sql.literal(SYNC_STATE_SCHEMA.list)} FROM ${syncStates} WHERE ${sql.and(clauses)}
           ORDER BY ${ordered("connector_name")}, ${ordered("owner_did")} LIMIT ${query.limit}`
       )
     },

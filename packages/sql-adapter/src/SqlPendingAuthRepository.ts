@@ -2,12 +2,13 @@ import { type PendingAuth, PendingAuthRepository, PersistenceError } from "@conn
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Option, Redacted } from "effect"
 import { epoch, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
+import { columnsOf, rowSchema } from "./internal/rows.js"
 import type { TableNames } from "./Tables.js"
 
-/** Decodes one column of a pending-auth row; a failure names the column, never its value. */
-const column = <A>(row: RawRow, name: string, decode: (value: unknown) => A): A => {
+/** `decode` for one column of a pending-auth row: a failure names the column, never its value. */
+const named = <A>(name: string, decode: (value: unknown) => A) => (value: unknown): A => {
   try {
-    return decode(row[name])
+    return decode(value)
   } catch (cause) {
     throw new TypeError(`pending-auth column ${name}: ${cause instanceof Error ? cause.message : "cannot be read"}`)
   }
@@ -27,27 +28,47 @@ const scopesOf = (value: unknown): ReadonlyArray<string> => {
   return parsed
 }
 
+/** A pending authorization as stored: the wrappable DIDs null when none was kept. */
+interface StoredPendingAuth extends Omit<PendingAuth, "ownerWrappableDID" | "controllerWrappableDID"> {
+  readonly ownerWrappableDID: string | null
+  readonly controllerWrappableDID: string | null
+}
+
+const pendingAuthColumn = columnsOf<StoredPendingAuth>()
+
+/** The pending-authorization table's row (the original store's columns); the verifier is wrapped as it is read. */
+const PENDING_AUTH_SCHEMA = rowSchema<StoredPendingAuth>([
+  pendingAuthColumn("state", "state", named("state", text), "text"),
+  pendingAuthColumn("code_verifier", "codeVerifier", named("code_verifier", (value) => Redacted.make(text(value))), "text", Redacted.value),
+  pendingAuthColumn("provider", "provider", named("provider", text), "text"),
+  pendingAuthColumn("owner_did", "ownerDID", named("owner_did", text), "text"),
+  pendingAuthColumn("owner_wrappable_did", "ownerWrappableDID", named("owner_wrappable_did", textOrNull), "text"),
+  pendingAuthColumn("controller_wrappable_did", "controllerWrappableDID", named("controller_wrappable_did", textOrNull), "text"),
+  pendingAuthColumn("created_at", "createdAt", named("created_at", epoch), "bigint"),
+  pendingAuthColumn("redirect_url", "redirectURL", named("redirect_url", text), "text"),
+  pendingAuthColumn("scopes", "scopes", named("scopes", scopesOf), "text", (scopes) => JSON.stringify(scopes)),
+  pendingAuthColumn("expires_at", "expiresAt", named("expires_at", epoch), "bigint")
+], ["state"])
+
 /**
- * A pending authorization as read from its table (the original store's
- * columns); the verifier is wrapped at once. Throws, naming the column, on a
- * row that is not a record.
+ * A pending authorization as read from its table; the verifier is wrapped
+ * at once. Throws, naming the column, on a row that is not a record.
  */
 export const decodePendingAuth = (row: RawRow): PendingAuth => {
-  const ownerWrappableDID = column(row, "owner_wrappable_did", textOrNull)
-  const controllerWrappableDID = column(row, "controller_wrappable_did", textOrNull)
+  const { controllerWrappableDID, ownerWrappableDID, ...stored } = PENDING_AUTH_SCHEMA.decode(row)
   return {
-    state: column(row, "state", text),
-    codeVerifier: Redacted.make(column(row, "code_verifier", text)),
-    provider: column(row, "provider", text),
-    ownerDID: column(row, "owner_did", text),
+    ...stored,
     ...(ownerWrappableDID === null ? {} : { ownerWrappableDID }),
-    ...(controllerWrappableDID === null ? {} : { controllerWrappableDID }),
-    createdAt: column(row, "created_at", epoch),
-    redirectURL: column(row, "redirect_url", text),
-    scopes: column(row, "scopes", scopesOf),
-    expiresAt: column(row, "expires_at", epoch)
+    ...(controllerWrappableDID === null ? {} : { controllerWrappableDID })
   }
 }
+
+/** The stored form of `record`. */
+const storedOf = (record: PendingAuth): StoredPendingAuth => ({
+  ...record,
+  ownerWrappableDID: record.ownerWrappableDID ?? null,
+  controllerWrappableDID: record.controllerWrappableDID ?? null
+})
 
 const MASK = "<redacted>"
 
@@ -94,17 +115,13 @@ const sealed = (operation: string) =>
 /** The pending-authorization table on a SQL client. */
 export const makeSqlPendingAuthRepository = (sql: SqlClient, tables: TableNames): PendingAuthRepository["Type"] => {
   const table = sql(tables.pendingAuth)
-  const decode = rowDecoder(tables.pendingAuth, ["state"], decodePendingAuth)
+  const decode = rowDecoder(tables.pendingAuth, PENDING_AUTH_SCHEMA.key, decodePendingAuth)
+  const allColumns = PENDING_AUTH_SCHEMA.columns.map((column) => column.name)
+  const columns = sql.literal(PENDING_AUTH_SCHEMA.list)
   return {
     insert: (record) =>
-      sql<RawRow>`INSERT INTO ${table} (
-          state, code_verifier, provider, owner_did, owner_wrappable_did, controller_wrappable_did,
-          created_at, redirect_url, scopes, expires_at
-        ) VALUES (
-          ${record.state}, ${Redacted.value(record.codeVerifier)}, ${record.provider}, ${record.ownerDID},
-          ${record.ownerWrappableDID ?? null}, ${record.controllerWrappableDID ?? null},
-          ${record.createdAt}, ${record.redirectURL}, ${JSON.stringify(record.scopes)}, ${record.expiresAt}
-        ) ON CONFLICT DO NOTHING RETURNING state`.pipe(
+      sql<RawRow>`INSERT INTO ${table} ${sql.insert(PENDING_AUTH_SCHEMA.record(storedOf(record), allColumns))}
+        ON CONFLICT DO NOTHING RETURNING state`.pipe(
         Effect.map((rows) => rows.length > 0),
         sealed("pendingAuth.insert")
       ),
@@ -115,7 +132,7 @@ export const makeSqlPendingAuthRepository = (sql: SqlClient, tables: TableNames)
     // the caller's transaction, whose rollback keeps it (a second take
     // waiting on the lock then finds it again, and fails the same way).
     take: (state) =>
-      sql<RawRow>`DELETE FROM ${table} WHERE state = ${state} RETURNING *`.pipe(
+      sql<RawRow>`DELETE FROM ${table} WHERE state = ${state} RETURNING ${columns}`.pipe(
         sealed("pendingAuth.take"),
         Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), decode))
       ),

@@ -14,16 +14,39 @@ import { byteOrdered } from "./internal/collation.js"
 import { rawThen, returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { affectedRows } from "./internal/versionedUpdate.js"
 import { forUpdate } from "./SqlTransactor.js"
+import { columnsOf, rowSchema } from "./internal/rows.js"
 import type { TableNames } from "./Tables.js"
 
-/** A limits row as read from the provider limits table (account key `''`: the whole connector). */
-export const decodeProviderLimit = (row: RawRow): ProviderLimit => ({
-  scope: scopeOfStored(text(row["connector_name"]), text(row["account_key"])),
-  maxInFlight: epochOrNull(row["max_in_flight"]),
-  pausedUntil: epochOrNull(row["paused_until"]),
-  pauseStatus: epochOrNull(row["pause_status"]),
-  version: epoch(row["version"]),
-  updatedAt: epoch(row["updated_at"])
+/** A limits row as stored: the scope as its two key columns (account key `''`: the whole connector). */
+interface StoredProviderLimit extends Omit<ProviderLimit, "scope"> {
+  readonly connectorName: string
+  readonly accountKey: string
+}
+
+const limitColumn = columnsOf<StoredProviderLimit>()
+
+/** The provider limits table's row. */
+const PROVIDER_LIMIT_SCHEMA = rowSchema<StoredProviderLimit>([
+  limitColumn("connector_name", "connectorName", text, "text"),
+  limitColumn("account_key", "accountKey", text, "text"),
+  limitColumn("max_in_flight", "maxInFlight", epochOrNull, "integer"),
+  limitColumn("paused_until", "pausedUntil", epochOrNull, "bigint"),
+  limitColumn("pause_status", "pauseStatus", epochOrNull, "integer"),
+  limitColumn("version", "version", epoch, "integer"),
+  limitColumn("updated_at", "updatedAt", epoch, "bigint")
+], ["connector_name", "account_key"])
+
+/** A limits row as read from the provider limits table. */
+export const decodeProviderLimit = (row: RawRow): ProviderLimit => {
+  const { accountKey, connectorName, ...limits } = PROVIDER_LIMIT_SCHEMA.decode(row)
+  return { scope: scopeOfStored(connectorName, accountKey), ...limits }
+}
+
+/** The stored form of `limit`. */
+const storedOf = ({ scope, ...limits }: ProviderLimit): StoredProviderLimit => ({
+  connectorName: scope.connectorName,
+  accountKey: storedAccountKey(scope),
+  ...limits
 })
 
 /**
@@ -37,7 +60,9 @@ export const decodeProviderLimit = (row: RawRow): ProviderLimit => ({
 export const makeSqlProviderLimitRepository = (sql: SqlClient, tables: TableNames): ProviderLimitRepository["Type"] => {
   const table = sql(tables.providerLimits)
   const operations = sql(tables.operation)
-  const { healthy, many, one } = rowReaders(rowDecoder(tables.providerLimits, ["connector_name", "account_key"], decodeProviderLimit))
+  const { healthy, many, one } = rowReaders(rowDecoder(tables.providerLimits, PROVIDER_LIMIT_SCHEMA.key, decodeProviderLimit))
+  const columns = sql.literal(PROVIDER_LIMIT_SCHEMA.list)
+  const allColumns = PROVIDER_LIMIT_SCHEMA.columns.map((column) => column.name)
   const byScope = (scope: ProviderScope) => sql`connector_name = ${scope.connectorName} AND account_key = ${storedAccountKey(scope)}`
   const keyOrder = sql`ORDER BY ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "account_key")}`
   // Any number of (connector, account key) pairs in one parameter.
@@ -51,21 +76,19 @@ export const makeSqlProviderLimitRepository = (sql: SqlClient, tables: TableName
 
   return {
     forAccount: (connectorName, accountKey) =>
-      many("providerLimits.forAccount", sql<RawRow>`SELECT * FROM ${table} WHERE ${ofAccount(connectorName, accountKey)} ${keyOrder}`),
+      many("providerLimits.forAccount", sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${ofAccount(connectorName, accountKey)} ${keyOrder}`),
     lockForAccount: (connectorName, accountKey) =>
       many(
         "providerLimits.lockForAccount",
-        sql<RawRow>`SELECT * FROM ${table} WHERE ${ofAccount(connectorName, accountKey)} ${keyOrder} ${forUpdate(sql)}`
+        sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${ofAccount(connectorName, accountKey)} ${keyOrder} ${forUpdate(sql)}`
       ),
-    get: (scope) => one("providerLimits.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byScope(scope)}`),
-    lockRead: (scope) => one("providerLimits.lockRead", sql<RawRow>`SELECT * FROM ${table} WHERE ${byScope(scope)} ${forUpdate(sql)}`),
-    list: () => healthy("providerLimits.list", sql<RawRow>`SELECT * FROM ${table} ${keyOrder}`),
+    get: (scope) => one("providerLimits.get", sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${byScope(scope)}`),
+    lockRead: (scope) => one("providerLimits.lockRead", sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${byScope(scope)} ${forUpdate(sql)}`),
+    list: () => healthy("providerLimits.list", sql<RawRow>`SELECT ${columns} FROM ${table} ${keyOrder}`),
     insert: (row) =>
       returnedAny(
         "providerLimits.insert",
-        sql<RawRow>`INSERT INTO ${table} (connector_name, account_key, max_in_flight, paused_until, pause_status, version, updated_at)
-          VALUES (${row.scope.connectorName}, ${storedAccountKey(row.scope)}, ${row.maxInFlight}, ${row.pausedUntil}, ${row.pauseStatus},
-            ${row.version}, ${row.updatedAt})
+        sql<RawRow>`INSERT INTO ${table} ${sql.insert(PROVIDER_LIMIT_SCHEMA.record(storedOf(row), allColumns))}
           ON CONFLICT DO NOTHING RETURNING version`
       ),
     update: (previous, next) =>
@@ -79,12 +102,12 @@ export const makeSqlProviderLimitRepository = (sql: SqlClient, tables: TableName
     listActive: (now) =>
       many(
         "providerLimits.listActive",
-        sql<RawRow>`SELECT * FROM ${table} WHERE paused_until > ${now} OR max_in_flight IS NOT NULL ${keyOrder}`
+        sql<RawRow>`SELECT ${columns} FROM ${table} WHERE paused_until > ${now} OR max_in_flight IS NOT NULL ${keyOrder}`
       ),
     lockScopes: (scopes) =>
       scopes.length === 0 ? Effect.succeed([]) : many(
         "providerLimits.lockScopes",
-        sql<RawRow>`SELECT * FROM ${table} WHERE (connector_name, account_key) IN (${pairs(scopes.map((scope) => [scope.connectorName, storedAccountKey(scope)]))})
+        sql<RawRow>`SELECT ${columns} FROM ${table} WHERE (connector_name, account_key) IN (${pairs(scopes.map((scope) => [scope.connectorName, storedAccountKey(scope)]))})
           ${keyOrder} ${forUpdate(sql)}`
       ),
     liveLeases: (scopes, now) => {

@@ -20,71 +20,94 @@ import { Effect } from "effect"
 import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
 import { forUpdate, makeSqlTransactor, takeWriteLock } from "./SqlTransactor.js"
 import { decodeAll, decodeFirst, decodeHealthy, returnedAny } from "./internal/queries.js"
+import { columnsOf, rowSchema } from "./internal/rows.js"
 import type { TableNames } from "./Tables.js"
 
+const runColumn = columnsOf<RelistRun>()
+
+/** The relist-run table's row. */
+export const RELIST_RUN_SCHEMA = rowSchema<RelistRun>([
+  runColumn("run_id", "runID", text, "text"),
+  runColumn("owner_did", "ownerDID", text, "text"),
+  runColumn("connector_name", "connectorName", text, "text"),
+  runColumn("model", "model", text, "text"),
+  runColumn("account_key", "accountKey", text, "text"),
+  runColumn("state", "state", (value) => text(value) as RelistRunState, "text"),
+  runColumn("page_cursor", "cursor", textOrNull, "text"),
+  runColumn("pages_committed", "pagesCommitted", epoch, "integer"),
+  runColumn("receipt_count", "receiptCount", epochOrNull, "integer"),
+  runColumn("tracked_count", "trackedCount", epochOrNull, "integer"),
+  runColumn("deletion_count", "deletionCount", epochOrNull, "integer"),
+  runColumn("divergence_count", "divergenceCount", epochOrNull, "integer"),
+  runColumn("version", "version", epoch, "integer"),
+  runColumn("started_at", "startedAt", epoch, "bigint"),
+  runColumn("updated_at", "updatedAt", epoch, "bigint"),
+  runColumn("completed_at", "completedAt", epochOrNull, "bigint"),
+  runColumn("ended_at", "endedAt", epochOrNull, "bigint")
+], ["run_id"])
+
+const receiptColumn = columnsOf<RelistReceipt>()
+
+/** The relist-receipt table's row. */
+const RECEIPT_SCHEMA = rowSchema<RelistReceipt>([
+  receiptColumn("run_id", "runID", text, "text"),
+  receiptColumn("source_id", "sourceID", text, "text"),
+  receiptColumn("digest", "digest", textOrNull, "text"),
+  receiptColumn("seen_at", "seenAt", epoch, "bigint")
+], ["run_id", "source_id"])
+
+const candidateColumn = columnsOf<SweepCandidate>()
+
+/** The relist-candidate table's row. */
+const CANDIDATE_SCHEMA = rowSchema<SweepCandidate>([
+  candidateColumn("owner_did", "ownerDID", text, "text"),
+  candidateColumn("connector_name", "connectorName", text, "text"),
+  candidateColumn("model", "model", text, "text"),
+  candidateColumn("account_key", "accountKey", text, "text"),
+  candidateColumn("source_id", "sourceID", text, "text"),
+  candidateColumn("run_id", "runID", text, "text"),
+  candidateColumn("document_id", "documentID", text, "text"),
+  candidateColumn("kind", "kind", (value) => text(value) as SweepCandidateKind, "text"),
+  candidateColumn("provider_digest", "providerDigest", textOrNull, "text"),
+  candidateColumn("local_digest", "localDigest", textOrNull, "text"),
+  candidateColumn("status", "status", (value) => text(value) as SweepCandidateStatus, "text"),
+  candidateColumn("outcome", "outcome", (value) => textOrNull(value) as SweepOutcome | null, "text"),
+  candidateColumn("apply_attempts", "applyAttempts", epoch, "integer"),
+  candidateColumn("last_error_kind", "lastErrorKind", textOrNull, "text"),
+  candidateColumn("last_error_message", "lastErrorMessage", textOrNull, "text"),
+  candidateColumn("version", "version", epoch, "integer"),
+  candidateColumn("created_at", "createdAt", epoch, "bigint"),
+  candidateColumn("updated_at", "updatedAt", epoch, "bigint")
+], ["owner_did", "connector_name", "model", "account_key", "source_id"])
+
+const baselineColumn = columnsOf<RelistBaselineEntry & { readonly runID: string }>()
+
+/** The relist-baseline table's row (its run id keys it and is not part of an entry). */
+const BASELINE_SCHEMA = rowSchema([
+  baselineColumn("run_id", "runID", text, "text"),
+  baselineColumn("source_id", "sourceID", text, "text"),
+  baselineColumn("document_id", "documentID", text, "text"),
+  baselineColumn("watch_version", "watchVersion", epoch, "integer"),
+  baselineColumn("watch_created_at", "watchCreatedAt", epoch, "bigint")
+], ["run_id", "source_id"])
+
 /** A run as read from the relist-run table. */
-export const decodeRelistRun = (row: RawRow): RelistRun => ({
-  runID: text(row["run_id"]),
-  ownerDID: text(row["owner_did"]),
-  connectorName: text(row["connector_name"]),
-  model: text(row["model"]),
-  accountKey: text(row["account_key"]),
-  state: text(row["state"]) as RelistRunState,
-  cursor: textOrNull(row["page_cursor"]),
-  pagesCommitted: epoch(row["pages_committed"]),
-  receiptCount: epochOrNull(row["receipt_count"]),
-  trackedCount: epochOrNull(row["tracked_count"]),
-  deletionCount: epochOrNull(row["deletion_count"]),
-  divergenceCount: epochOrNull(row["divergence_count"]),
-  version: epoch(row["version"]),
-  startedAt: epoch(row["started_at"]),
-  updatedAt: epoch(row["updated_at"]),
-  completedAt: epochOrNull(row["completed_at"]),
-  endedAt: epochOrNull(row["ended_at"])
-})
+export const decodeRelistRun = RELIST_RUN_SCHEMA.decode
 
 /** A receipt as read from the relist-receipt table. */
-export const decodeRelistReceipt = (row: RawRow): RelistReceipt => ({
-  runID: text(row["run_id"]),
-  sourceID: text(row["source_id"]),
-  digest: textOrNull(row["digest"]),
-  seenAt: epoch(row["seen_at"])
-})
+export const decodeRelistReceipt = RECEIPT_SCHEMA.decode
 
 /** A candidate as read from the relist-candidate table. */
-export const decodeSweepCandidate = (row: RawRow): SweepCandidate => ({
-  ownerDID: text(row["owner_did"]),
-  connectorName: text(row["connector_name"]),
-  model: text(row["model"]),
-  accountKey: text(row["account_key"]),
-  sourceID: text(row["source_id"]),
-  runID: text(row["run_id"]),
-  documentID: text(row["document_id"]),
-  kind: text(row["kind"]) as SweepCandidateKind,
-  providerDigest: textOrNull(row["provider_digest"]),
-  localDigest: textOrNull(row["local_digest"]),
-  status: text(row["status"]) as SweepCandidateStatus,
-  outcome: textOrNull(row["outcome"]) as SweepOutcome | null,
-  applyAttempts: epoch(row["apply_attempts"]),
-  lastErrorKind: textOrNull(row["last_error_kind"]),
-  lastErrorMessage: textOrNull(row["last_error_message"]),
-  version: epoch(row["version"]),
-  createdAt: epoch(row["created_at"]),
-  updatedAt: epoch(row["updated_at"])
-})
+export const decodeSweepCandidate = CANDIDATE_SCHEMA.decode
 
 /** A baseline entry as read from the relist-baseline table. */
-export const decodeBaselineEntry = (row: RawRow): RelistBaselineEntry => ({
-  sourceID: text(row["source_id"]),
-  documentID: text(row["document_id"]),
-  watchVersion: epoch(row["watch_version"]),
-  watchCreatedAt: epoch(row["watch_created_at"])
-})
+export const decodeBaselineEntry = (row: RawRow): RelistBaselineEntry => {
+  const { runID: _, ...entry } = BASELINE_SCHEMA.decode(row)
+  return entry
+}
 
 /** `decodeRelistRun` for the rows of `table`: a row that does not decode throws `CorruptRow` keyed by its run id. */
-export const relistRunDecoder = (table: string) => rowDecoder(table, ["run_id"], decodeRelistRun)
-
-const CANDIDATE_KEY = ["owner_did", "connector_name", "model", "account_key", "source_id"]
+export const relistRunDecoder = RELIST_RUN_SCHEMA.decoder
 
 /** How many source ids go into one IN list (well under every driver's parameter limit). */
 const SOURCE_CHUNK = 1000
@@ -92,42 +115,34 @@ const SOURCE_CHUNK = 1000
 /** How many receipts go into one INSERT (4 parameters each, well under every driver's limit). */
 const RECEIPT_CHUNK = 1000
 
+/** The run's mutable columns. */
+const RUN_CHANGES = [
+  "state", "page_cursor", "pages_committed", "receipt_count", "tracked_count", "deletion_count", "divergence_count",
+  "version", "updated_at", "completed_at", "ended_at"
+]
+
+/** The candidate's mutable columns. */
+const CANDIDATE_CHANGES = [
+  "document_id", "kind", "provider_digest", "local_digest", "status", "outcome", "apply_attempts", "last_error_kind",
+  "last_error_message", "version", "updated_at"
+]
+
 /** The run's mutable columns, as written. */
-const runColumns = (run: RelistRun) => ({
-  state: run.state,
-  page_cursor: run.cursor,
-  pages_committed: run.pagesCommitted,
-  receipt_count: run.receiptCount,
-  tracked_count: run.trackedCount,
-  deletion_count: run.deletionCount,
-  divergence_count: run.divergenceCount,
-  version: run.version,
-  updated_at: run.updatedAt,
-  completed_at: run.completedAt,
-  ended_at: run.endedAt
-})
+const runColumns = (run: RelistRun) => RELIST_RUN_SCHEMA.record(run, RUN_CHANGES)
 
 /** The candidate's mutable columns, as written. */
-const candidateColumns = (row: SweepCandidate) => ({
-  document_id: row.documentID,
-  kind: row.kind,
-  provider_digest: row.providerDigest,
-  local_digest: row.localDigest,
-  status: row.status,
-  outcome: row.outcome,
-  apply_attempts: row.applyAttempts,
-  last_error_kind: row.lastErrorKind,
-  last_error_message: row.lastErrorMessage,
-  version: row.version,
-  updated_at: row.updatedAt
-})
+const candidateColumns = (row: SweepCandidate) => CANDIDATE_SCHEMA.record(row, CANDIDATE_CHANGES)
 
 /** The relist tables on a SQL client. */
 export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): RelistRepository["Type"] => {
   const runRow = relistRunDecoder(tables.relistRun)
-  const receiptRow = rowDecoder(tables.relistReceipt, ["run_id", "source_id"], decodeRelistReceipt)
-  const candidateRow = rowDecoder(tables.relistCandidate, CANDIDATE_KEY, decodeSweepCandidate)
-  const baselineRow = rowDecoder(tables.relistBaseline, ["run_id", "source_id"], decodeBaselineEntry)
+  const receiptRow = RECEIPT_SCHEMA.decoder(tables.relistReceipt)
+  const candidateRow = CANDIDATE_SCHEMA.decoder(tables.relistCandidate)
+  const baselineRow = rowDecoder(tables.relistBaseline, BASELINE_SCHEMA.key, decodeBaselineEntry)
+  const runList = sql.literal(RELIST_RUN_SCHEMA.list)
+  const receiptList = sql.literal(RECEIPT_SCHEMA.list)
+  const candidateList = sql.literal(CANDIDATE_SCHEMA.list)
+  const baselineList = sql.literal(BASELINE_SCHEMA.list)
   const runs = sql(tables.relistRun)
   const receipts = sql(tables.relistReceipt)
   const candidates = sql(tables.relistCandidate)
@@ -166,8 +181,8 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
       operation,
       runRow,
       lock
-        ? Effect.zipRight(lockScope(scope), sql<RawRow>`SELECT * FROM ${runs} WHERE ${inScope(scope)} AND ${isCurrent} ${forUpdate(sql)}`)
-        : sql<RawRow>`SELECT * FROM ${runs} WHERE ${inScope(scope)} AND ${isCurrent}`
+        ? Effect.zipRight(lockScope(scope), sql<RawRow>`SELECT ${runList} FROM ${runs} WHERE ${inScope(scope)} AND ${isCurrent} ${forUpdate(sql)}`)
+        : sql<RawRow>`SELECT ${runList} FROM ${runs} WHERE ${inScope(scope)} AND ${isCurrent}`
     )
 
   // One statement per step, each set-based: the scope's old cases go (given-up
@@ -232,12 +247,12 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
     )
 
   return {
-    getRun: (runID) => decodeFirst("relist.getRun", runRow, sql<RawRow>`SELECT * FROM ${runs} WHERE run_id = ${runID}`),
+    getRun: (runID) => decodeFirst("relist.getRun", runRow, sql<RawRow>`SELECT ${runList} FROM ${runs} WHERE run_id = ${runID}`),
     lockRun: (runID) =>
       decodeFirst(
         "relist.lockRun",
         runRow,
-        locked(tables.relistRun, sql<RawRow>`SELECT * FROM ${runs} WHERE run_id = ${runID} ${forUpdate(sql)}`)
+        locked(tables.relistRun, sql<RawRow>`SELECT ${runList} FROM ${runs} WHERE run_id = ${runID} ${forUpdate(sql)}`)
       ),
     getCurrentRun: (scope) => currentRun("relist.getCurrentRun", scope, false),
     lockCurrentRun: (scope) => currentRun("relist.lockCurrentRun", scope, true),
@@ -245,15 +260,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
       returnedAny(
         "relist.insertRun",
         sql<RawRow>`INSERT INTO ${runs} ${
-          sql.insert({
-            run_id: run.runID,
-            owner_did: run.ownerDID,
-            connector_name: run.connectorName,
-            model: run.model,
-            account_key: run.accountKey,
-            ...runColumns(run),
-            started_at: run.startedAt
-          })
+          sql.insert(RELIST_RUN_SCHEMA.record(run, RELIST_RUN_SCHEMA.columns.map((column) => column.name)))
         } ON CONFLICT DO NOTHING RETURNING run_id`
       ),
     updateRun: (next, expectedVersion) =>
@@ -275,7 +282,7 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
             decodeAll(
               "relist.getBaseline",
               baselineRow,
-              sql<RawRow>`SELECT * FROM ${baseline} WHERE run_id = ${runID} AND source_id IN ${sql.in(chunk)}`
+              sql<RawRow>`SELECT ${baselineList} FROM ${baseline} WHERE run_id = ${runID} AND source_id IN ${sql.in(chunk)}`
             )
         ),
         (pages) => pages.flat()
@@ -294,14 +301,14 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
       decodeHealthy(
         "relist.listReceipts",
         receiptRow,
-        sql<RawRow>`SELECT * FROM ${receipts} WHERE run_id = ${runID} AND ${after(page)} ORDER BY source_id LIMIT ${page.limit}`
+        sql<RawRow>`SELECT ${receiptList} FROM ${receipts} WHERE run_id = ${runID} AND ${after(page)} ORDER BY source_id LIMIT ${page.limit}`
       ),
     deriveCandidates: derive,
     listCandidates: (runID, page) =>
       decodeHealthy(
         "relist.listCandidates",
         candidateRow,
-        sql<RawRow>`SELECT c.* FROM ${candidates} c JOIN ${runs} r ON r.run_id = c.run_id
+        sql<RawRow>`SELECT ${sql.literal(CANDIDATE_SCHEMA.listOf("c"))} FROM ${candidates} c JOIN ${runs} r ON r.run_id = c.run_id
           WHERE c.run_id = ${runID} AND r.state = 'complete' AND c.status IN ('open', 'decided')
             AND ${page.kind === undefined ? sql`1 = 1` : sql`c.kind = ${page.kind}`}
             AND ${after(page, "c.source_id")}
@@ -311,16 +318,16 @@ export const makeSqlRelistRepository = (sql: SqlClient, tables: TableNames): Rel
       decodeHealthy(
         "relist.listGivenUp",
         candidateRow,
-        sql<RawRow>`SELECT * FROM ${candidates} WHERE ${inScope(scope)} AND status = 'given_up' AND ${after(page)}
+        sql<RawRow>`SELECT ${candidateList} FROM ${candidates} WHERE ${inScope(scope)} AND status = 'given_up' AND ${after(page)}
           ORDER BY source_id LIMIT ${page.limit}`
       ),
     getCandidate: (identity) =>
-      decodeFirst("relist.getCandidate", candidateRow, sql<RawRow>`SELECT * FROM ${candidates} WHERE ${byCandidate(identity)}`),
+      decodeFirst("relist.getCandidate", candidateRow, sql<RawRow>`SELECT ${candidateList} FROM ${candidates} WHERE ${byCandidate(identity)}`),
     lockCandidate: (identity) =>
       decodeFirst(
         "relist.lockCandidate",
         candidateRow,
-        locked(tables.relistCandidate, sql<RawRow>`SELECT * FROM ${candidates} WHERE ${byCandidate(identity)} ${forUpdate(sql)}`)
+        locked(tables.relistCandidate, sql<RawRow>`SELECT ${candidateList} FROM ${candidates} WHERE ${byCandidate(identity)} ${forUpdate(sql)}`)
       ),
     updateCandidate: (next, expectedVersion) =>
       returnedAny(

@@ -205,7 +205,8 @@ export const layerClient = (connection: SqlConnection): Layer.Layer<SqlClient, P
       connectTimeoutMs: connection.connectTimeoutMs,
       statementTimeoutMs: connection.statementTimeoutMs,
       lockTimeoutMs: connection.lockTimeoutMs,
-      callTimeoutMs: connection.callTimeoutMs
+      callTimeoutMs: connection.callTimeoutMs,
+      prepareStatements: connection.prepareStatements
     })
     : SqliteConnection.layer({
       filename: target.filename,
@@ -251,6 +252,8 @@ const connectionChecks = (options: unknown) => [
   ["options.lockTimeoutMs", fieldOf(options, "lockTimeoutMs"), optional(Rules.positiveInt)] as const,
   ["options.closeTimeoutMs", fieldOf(options, "closeTimeoutMs"), optional(Rules.nonNegativeInt)] as const,
   ["options.checkIntegrityOnOpen", fieldOf(options, "checkIntegrityOnOpen"),
+    optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const,
+  ["options.prepareStatements", fieldOf(options, "prepareStatements"),
     optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const
 ]
 

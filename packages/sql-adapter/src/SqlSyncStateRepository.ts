@@ -7,30 +7,39 @@ import {
 } from "@connector-store/core"
 import { decodeJsonColumn, encodeJsonColumn } from "@connector-store/core/adapter"
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
+import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
+import { columnsOf, rowSchema } from "./internal/rows.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { byteOrdered } from "./internal/collation.js"
 import { returnedAny, rowReaders } from "./internal/queries.js"
 import type { TableNames } from "./Tables.js"
 
-/** A sync-state row as read from the sync-state table (the seed's rows too: no incarnation, no lease token). */
-export const decodeSyncState = (row: RawRow): SyncStateRow => ({
-  connectorName: text(row["connector_name"]),
-  ownerDID: text(row["owner_did"]),
-  checkpoint: decodeJsonColumn(textOrNull(row["checkpoint"])),
-  lastSyncedAt: text(row["last_synced_at"]),
-  entityCount: epoch(row["entity_count"]),
-  status: text(row["status"]) as SyncStatus,
-  error: textOrNull(row["error"]),
-  leaseToken: textOrNull(row["lease_token"]),
-  leaseExpiresAt: epochOrNull(row["lease_expires_at"]),
-  recovery: decodeJsonColumn(textOrNull(row["recovery"])),
-  version: epoch(row["version"]),
-  incarnation: textOrNull(row["incarnation"])
-})
+const syncStateColumn = columnsOf<SyncStateRow>()
+
+/** A JSON column as the seed's store wrote it (text, or null). */
+const jsonColumn = (value: unknown) => decodeJsonColumn(textOrNull(value))
+
+/** The sync-state table's row (the seed's rows too: no incarnation, no lease token). */
+export const SYNC_STATE_SCHEMA = rowSchema<SyncStateRow>([
+  syncStateColumn("connector_name", "connectorName", text, "text"),
+  syncStateColumn("owner_did", "ownerDID", text, "text"),
+  syncStateColumn("checkpoint", "checkpoint", jsonColumn, "text", encodeJsonColumn),
+  syncStateColumn("last_synced_at", "lastSyncedAt", text, "text"),
+  syncStateColumn("entity_count", "entityCount", epoch, "integer"),
+  syncStateColumn("status", "status", (value) => text(value) as SyncStatus, "text"),
+  syncStateColumn("error", "error", textOrNull, "text"),
+  syncStateColumn("lease_token", "leaseToken", textOrNull, "text"),
+  syncStateColumn("lease_expires_at", "leaseExpiresAt", epochOrNull, "bigint"),
+  syncStateColumn("recovery", "recovery", jsonColumn, "text", encodeJsonColumn),
+  syncStateColumn("version", "version", epoch, "integer"),
+  syncStateColumn("incarnation", "incarnation", textOrNull, "text")
+], ["connector_name", "owner_did"])
+
+/** A sync-state row as read from the sync-state table. */
+export const decodeSyncState = SYNC_STATE_SCHEMA.decode
 
 /** `decodeSyncState` for the rows of `table`: a row that does not decode throws `CorruptRow` keyed `connectorName/ownerDID`. */
-export const syncStateDecoder = (table: string) => rowDecoder(table, ["connector_name", "owner_did"], decodeSyncState)
+export const syncStateDecoder = SYNC_STATE_SCHEMA.decoder
 
 /**
  * The sync-state table on a SQL client. Every write is one statement whose
@@ -39,6 +48,7 @@ export const syncStateDecoder = (table: string) => rowDecoder(table, ["connector
  */
 export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): SyncStateRepository["Type"] => {
   const table = sql(tables.syncState)
+  const columns = sql.literal(SYNC_STATE_SCHEMA.list)
   const byKey = (key: SyncStateKey) => sql`connector_name = ${key.connectorName} AND owner_did = ${key.ownerDID}`
   const { healthy, one } = rowReaders(syncStateDecoder(tables.syncState))
   const changed = returnedAny
@@ -51,21 +61,15 @@ export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): 
 
   return {
     // On SQLite the store's transactions take the write lock first (see makeSqlTransactor).
-    lockRead: (key) => one("syncState.lockRead", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`),
-    get: (key) => one("syncState.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byKey(key)}`),
+    lockRead: (key) => one("syncState.lockRead", sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${byKey(key)} ${forUpdate(sql)}`),
+    get: (key) => one("syncState.get", sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${byKey(key)}`),
     insert: (row) =>
       changed(
         "syncState.insert",
-        sql<RawRow>`INSERT INTO ${table} (
-          connector_name, owner_did, checkpoint, last_synced_at, entity_count, status, error,
-          lease_token, lease_expires_at, recovery, version, incarnation
-        ) VALUES (
-          ${row.connectorName}, ${row.ownerDID}, ${encodeJsonColumn(row.checkpoint)}, ${row.lastSyncedAt},
-          ${row.entityCount}, ${row.status}, ${row.error}, ${row.leaseToken}, ${row.leaseExpiresAt},
-          ${encodeJsonColumn(row.recovery)}, ${row.version}, ${row.incarnation}
-        ) ON CONFLICT DO NOTHING RETURNING version`
+        sql<RawRow>`INSERT INTO ${table} ${sql.insert(SYNC_STATE_SCHEMA.record(row, SYNC_STATE_SCHEMA.columns.map((column) => column.name)))}
+          ON CONFLICT DO NOTHING RETURNING version`
       ),
-    // RETURNING *: the answer is the row as this statement left it, columns
+    // RETURNING the row: the answer is the row as this statement left it, columns
     // another writer changed since the read included.
     updateProgress: (next, expected, reported) =>
       one(
@@ -78,7 +82,7 @@ export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): 
           ${reported.includes("entityCount") ? sql`, entity_count = ${next.entityCount}` : empty}
           ${reported.includes("error") ? sql`, error = ${next.error}` : empty}
         WHERE ${stamped(next, expected)}
-        RETURNING *`
+        RETURNING ${columns}`
       ),
     updateStatus: (next, expected) =>
       changed(
@@ -109,7 +113,7 @@ export const makeSqlSyncStateRepository = (sql: SqlClient, tables: TableNames): 
     listByConnector: (connectorName) =>
       healthy(
         "syncState.listByConnector",
-        sql<RawRow>`SELECT * FROM ${table} WHERE connector_name = ${connectorName} ORDER BY ${byteOrdered(sql, "owner_did")}`
+        sql<RawRow>`SELECT ${columns} FROM ${table} WHERE connector_name = ${connectorName} ORDER BY ${byteOrdered(sql, "owner_did")}`
       )
   }
 }

@@ -14,41 +14,47 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import type { Statement } from "@effect/sql/Statement"
 import { Effect } from "effect"
 import { byteOrdered } from "./internal/collation.js"
-import { epoch, epochOrNull, type RawRow, rowDecoder, text, textOrNull } from "./internal/columns.js"
+import { epoch, epochOrNull, type RawRow, text, textOrNull } from "./internal/columns.js"
+import { columnsOf, rowSchema } from "./internal/rows.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { rawThen, returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
 import { fairWatchPage, readFairWatchPage } from "./internal/fairWatchPage.js"
 import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
+import type { Compiled } from "./internal/directStatements.js"
+
+const watchColumn = columnsOf<ProjectionWatch>()
+
+/** The projection-watch table's row: its identity, then the columns a transition may change, then version and times. */
+export const WATCH_SCHEMA = rowSchema<ProjectionWatch>([
+  watchColumn("owner_did", "ownerDID", text, "text"),
+  watchColumn("connector_name", "connectorName", text, "text"),
+  watchColumn("model", "model", text, "text"),
+  watchColumn("account_key", "accountKey", text, "text"),
+  watchColumn("source_id", "sourceID", text, "text"),
+  watchColumn("document_id", "documentID", text, "text"),
+  watchColumn("verified_state_digest", "verifiedStateDigest", textOrNull, "text"),
+  watchColumn("observed_winner_digest", "observedWinnerDigest", textOrNull, "text"),
+  watchColumn("verification_status", "verificationStatus", (value) => text(value) as VerificationStatus, "text"),
+  watchColumn("verification_attempts", "verificationAttempts", epoch, "integer"),
+  watchColumn("repair_generation", "repairGeneration", epoch, "integer"),
+  watchColumn("next_attempt_at", "nextAttemptAt", epochOrNull, "bigint"),
+  watchColumn("claimed_until", "claimedUntil", epochOrNull, "bigint"),
+  watchColumn("defer_reason", "deferReason", (value) => textOrNull(value) as DeferReason | null, "text"),
+  watchColumn("version", "version", epoch, "integer"),
+  watchColumn("created_at", "createdAt", epoch, "bigint"),
+  watchColumn("updated_at", "updatedAt", epoch, "bigint")
+], ["owner_did", "connector_name", "model", "account_key", "source_id"])
 
 /** A watch row as read from the projection-watch table. */
-export const decodeWatch = (row: RawRow): ProjectionWatch => ({
-  ownerDID: text(row["owner_did"]),
-  connectorName: text(row["connector_name"]),
-  model: text(row["model"]),
-  accountKey: text(row["account_key"]),
-  sourceID: text(row["source_id"]),
-  documentID: text(row["document_id"]),
-  verifiedStateDigest: textOrNull(row["verified_state_digest"]),
-  observedWinnerDigest: textOrNull(row["observed_winner_digest"]),
-  verificationStatus: text(row["verification_status"]) as VerificationStatus,
-  verificationAttempts: epoch(row["verification_attempts"]),
-  repairGeneration: epoch(row["repair_generation"]),
-  nextAttemptAt: epochOrNull(row["next_attempt_at"]),
-  claimedUntil: epochOrNull(row["claimed_until"]),
-  deferReason: textOrNull(row["defer_reason"]) as DeferReason | null,
-  version: epoch(row["version"]),
-  createdAt: epoch(row["created_at"]),
-  updatedAt: epoch(row["updated_at"])
-})
+export const decodeWatch = WATCH_SCHEMA.decode
 
 /**
  * `decodeWatch` for the rows of `table`: a row that does not decode throws
  * `CorruptRow` keyed by its identity (`ownerDID/connectorName/model/accountKey/sourceID`).
  */
-export const watchDecoder = (table: string) =>
-  rowDecoder(table, ["owner_did", "connector_name", "model", "account_key", "source_id"], decodeWatch)
+export const watchDecoder = WATCH_SCHEMA.decoder
 
 /** Where a watch row as read stands in the due order, or `undefined` when its identity or next attempt cannot be read. */
 const duePositionOf = (row: RawRow): DueWatchPosition | undefined => {
@@ -64,48 +70,17 @@ const duePositionOf = (row: RawRow): DueWatchPosition | undefined => {
     : { nextAttemptAt, ownerDID, connectorName, model, accountKey, sourceID }
 }
 
-const column = (name: string, value: (row: ProjectionWatch) => unknown): ColumnOf<ProjectionWatch> => ({ name, value })
-
-const identityColumn = (name: string, value: (id: WatchIdentity) => unknown): ColumnOf<WatchIdentity> => ({ name, value })
-
-/** The identity columns: the key a versioned write finds its row by. */
-export const WATCH_KEY = [
-  identityColumn("owner_did", (w) => w.ownerDID),
-  identityColumn("connector_name", (w) => w.connectorName),
-  identityColumn("model", (w) => w.model),
-  identityColumn("account_key", (w) => w.accountKey),
-  identityColumn("source_id", (w) => w.sourceID)
-]
-
-/** The Postgres types of the columns a batch write binds (the identity, the changeable columns, version and updated_at). */
-const WATCH_COLUMN_TYPES: Readonly<Record<string, string>> = {
-  owner_did: "text", connector_name: "text", model: "text", account_key: "text", source_id: "text", document_id: "text",
-  verified_state_digest: "text", observed_winner_digest: "text", verification_status: "text", verification_attempts: "integer",
-  repair_generation: "integer", next_attempt_at: "bigint", claimed_until: "bigint", defer_reason: "text", version: "integer",
-  updated_at: "bigint"
-}
+/** The identity columns: the key a versioned write finds its row by (they read only a row's identity fields). */
+export const WATCH_KEY = WATCH_SCHEMA.writes(WATCH_SCHEMA.key) as ReadonlyArray<ColumnOf<WatchIdentity>>
 
 /** The columns a transition may change (version and updated_at are always written). */
-export const WATCH_COLUMNS = [
-  column("document_id", (w) => w.documentID),
-  column("verified_state_digest", (w) => w.verifiedStateDigest),
-  column("observed_winner_digest", (w) => w.observedWinnerDigest),
-  column("verification_status", (w) => w.verificationStatus),
-  column("verification_attempts", (w) => w.verificationAttempts),
-  column("repair_generation", (w) => w.repairGeneration),
-  column("next_attempt_at", (w) => w.nextAttemptAt),
-  column("claimed_until", (w) => w.claimedUntil),
-  column("defer_reason", (w) => w.deferReason)
-]
+export const WATCH_COLUMNS = WATCH_SCHEMA.writes([
+  "document_id", "verified_state_digest", "observed_winner_digest", "verification_status", "verification_attempts",
+  "repair_generation", "next_attempt_at", "claimed_until", "defer_reason"
+])
 
 /** Every column of a row, in the order an insert names them. */
-export const WATCH_ROW: ReadonlyArray<ColumnOf<ProjectionWatch>> = [
-  ...WATCH_KEY,
-  ...WATCH_COLUMNS,
-  column("version", (w) => w.version),
-  column("created_at", (w) => w.createdAt),
-  column("updated_at", (w) => w.updatedAt)
-]
+export const WATCH_ROW: ReadonlyArray<ColumnOf<ProjectionWatch>> = WATCH_SCHEMA.writes(WATCH_SCHEMA.columns.map((column) => column.name))
 
 /**
  * The Postgres advisory lock of a document slot (`lockDocument`), held to
@@ -125,12 +100,18 @@ export const slotLock = (sql: SqlClient, tables: TableNames, ownerDID: unknown, 
  */
 export const watchStatements = (sql: SqlClient, tables: TableNames) => {
   const table = sql(tables.projectionWatch)
+  const columns = sql.literal(WATCH_SCHEMA.list)
+  // The insert runs on every arm: its text is built once, from the schema.
+  const parameter = sql.onDialectOrElse({ pg: () => (n: number) => `$${n}`, orElse: () => (_: number) => "?" })
+  const insertText = `INSERT INTO ${tables.projectionWatch} (${WATCH_SCHEMA.list})
+    VALUES (${WATCH_ROW.map((_, i) => parameter(i + 1)).join(", ")}) ON CONFLICT DO NOTHING RETURNING version`
   const byIdentity = (id: WatchIdentity) =>
     sql`owner_did = ${id.ownerDID} AND connector_name = ${id.connectorName} AND model = ${id.model} AND account_key = ${id.accountKey} AND source_id = ${id.sourceID}`
   return {
     table,
+    columns,
     byIdentity,
-    lockRead: (identity: WatchIdentity) => sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)} ${forUpdate(sql)}`,
+    lockRead: (identity: WatchIdentity) => sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${byIdentity(identity)} ${forUpdate(sql)}`,
     update: versionedUpdateStatement(sql, tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY),
     // decideClaim's preconditions as the WHERE, its change as the SET: one
     // statement, no RETURNING (the row count answers).
@@ -146,17 +127,7 @@ export const watchStatements = (sql: SqlClient, tables: TableNames) => {
           claimed_until = NULL, version = version + 1, updated_at = ${now}
         WHERE ${byIdentity(identity)} AND verification_status = 'pending_verification'
           AND repair_generation = ${input.generation} AND claimed_until = ${input.claimedUntil}`,
-    insert: (row: ProjectionWatch) =>
-      sql<RawRow>`INSERT INTO ${table} (
-        owner_did, connector_name, model, account_key, source_id, document_id,
-        verified_state_digest, observed_winner_digest, verification_status, verification_attempts,
-        repair_generation, next_attempt_at, claimed_until, defer_reason, version, created_at, updated_at
-      ) VALUES (
-        ${row.ownerDID}, ${row.connectorName}, ${row.model}, ${row.accountKey}, ${row.sourceID}, ${row.documentID},
-        ${row.verifiedStateDigest}, ${row.observedWinnerDigest}, ${row.verificationStatus}, ${row.verificationAttempts},
-        ${row.repairGeneration}, ${row.nextAttemptAt}, ${row.claimedUntil}, ${row.deferReason}, ${row.version},
-        ${row.createdAt}, ${row.updatedAt}
-      ) ON CONFLICT DO NOTHING RETURNING version`,
+    insert: (row: ProjectionWatch): Compiled => [insertText, WATCH_ROW.map((column) => column.value(row))],
     delete: (identity: WatchIdentity, expectedVersion: number) =>
       sql<RawRow>`DELETE FROM ${table} WHERE ${byIdentity(identity)} AND version = ${expectedVersion} RETURNING version`,
     /** The Postgres advisory lock of a document slot, held to the end of the transaction (see `slotLock`). */
@@ -166,7 +137,7 @@ export const watchStatements = (sql: SqlClient, tables: TableNames) => {
      * on Postgres after the slot's lock, taken in an earlier statement.
      */
     lockArmTargets: (slot: DocumentSlot, identity: WatchIdentity) =>
-      sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${slot.documentID} OR (${byIdentity(identity)})
+      sql<RawRow>`SELECT ${columns} FROM ${table} WHERE document_id = ${slot.documentID} OR (${byIdentity(identity)})
         ORDER BY ${byteOrdered(sql, "owner_did")}, ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "model")},
           ${byteOrdered(sql, "account_key")}, ${byteOrdered(sql, "source_id")}
         ${forUpdate(sql)}`
@@ -176,7 +147,7 @@ export const watchStatements = (sql: SqlClient, tables: TableNames) => {
 /** The projection-watch table on a SQL client. */
 export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): WatchRepository["Type"] => {
   const statements = watchStatements(sql, tables)
-  const { table, byIdentity } = statements
+  const { table, columns, byIdentity } = statements
   const { healthy, many, one } = rowReaders(watchDecoder(tables.projectionWatch))
   const changed = returnedAny
   /** Whether a write without RETURNING touched any row. */
@@ -188,7 +159,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     byteOrdered(sql, "model")
   }, ${byteOrdered(sql, "account_key")}, ${byteOrdered(sql, "source_id")}`
   const scheduleDueOf = (status: string, now: Millis, after: DueWatchPosition | undefined, limit: number) =>
-    sql`SELECT * FROM ${table} WHERE verification_status = ${status} AND next_attempt_at <= ${now}
+    sql`SELECT ${columns} FROM ${table} WHERE verification_status = ${status} AND next_attempt_at <= ${now}
       ${after === undefined ? sql`` : sql`AND (${dueKey}) > (${after.nextAttemptAt}, ${after.ownerDID}, ${after.connectorName}, ${after.model},
         ${after.accountKey}, ${after.sourceID})`}
       ORDER BY ${dueKey} LIMIT ${limit}`
@@ -208,11 +179,11 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
 
   return {
     lockRead: (identity) => one("watch.lockRead", statements.lockRead(identity)),
-    get: (identity) => one("watch.get", sql<RawRow>`SELECT * FROM ${table} WHERE ${byIdentity(identity)}`),
+    get: (identity) => one("watch.get", sql<RawRow>`SELECT ${columns} FROM ${table} WHERE ${byIdentity(identity)}`),
     getByDocument: (documentID) =>
       one(
         "watch.getByDocument",
-        sql<RawRow>`SELECT * FROM ${table} WHERE document_id = ${documentID}
+        sql<RawRow>`SELECT ${columns} FROM ${table} WHERE document_id = ${documentID}
           ORDER BY ${byteOrdered(sql, "owner_did")}, ${byteOrdered(sql, "connector_name")}, ${byteOrdered(sql, "model")},
             ${byteOrdered(sql, "account_key")}, ${byteOrdered(sql, "source_id")}
           LIMIT 1`
@@ -220,13 +191,13 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     listByDocuments: (documentIDs) =>
       documentIDs.length === 0
         ? Effect.succeed([])
-        : healthy("watch.listByDocuments", sql<RawRow>`SELECT * FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
+        : healthy("watch.listByDocuments", sql<RawRow>`SELECT ${columns} FROM ${table} WHERE document_id IN ${sql.in(documentIDs)}`),
     update: versionedUpdate(sql, "watch.update", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY),
     claimAttempt: (identity, input, now, writtenAt) =>
       touchedAny("watch.claimAttempt", statements.claimAttempt(identity, input, now, writtenAt)),
     deferAttempt: (identity, input, now) =>
       touchedAny("watch.deferAttempt", statements.deferAttempt(identity, input, now)),
-    insert: (row) => changed("watch.insert", statements.insert(row)),
+    insert: (row) => changed("watch.insert", sql.unsafe<RawRow>(...statements.insert(row))),
     delete: (identity, expectedVersion) => changed("watch.delete", statements.delete(identity, expectedVersion)),
     lockDocument,
     // Every target locked in identity order, byte-wise, with the slot's lock
@@ -238,7 +209,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
     listScheduleDue: (now) =>
       healthy(
         "watch.listScheduleDue",
-        sql<RawRow>`SELECT * FROM ${table}
+        sql<RawRow>`SELECT ${columns} FROM ${table}
           WHERE verification_status IN ('pending_verification', 'repair_failed')
             AND next_attempt_at IS NOT NULL AND next_attempt_at <= ${now}`
       ),
@@ -246,8 +217,8 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
       readDuePage("watch.listScheduleDuePage", healthy, scheduleDuePage(now, after, limit), duePositionOf),
     // On SQLite the store's transactions hold the write lock: the page is the caller's alone.
     lockClaimablePage: (now, at, limit) =>
-      readFairWatchPage("watch.lockClaimablePage", healthy, fairWatchPage(sql, tables, now, at, limit), at, limit, duePositionOf),
-    updateAll: versionedUpdateAll(sql, "watch.updateAll", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY, WATCH_COLUMN_TYPES),
+      readFairWatchPage("watch.lockClaimablePage", healthy, fairWatchPage(sql, tables, WATCH_SCHEMA, now, at, limit), at, limit, duePositionOf),
+    updateAll: versionedUpdateAll(sql, "watch.updateAll", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY, WATCH_SCHEMA.types),
     // Keyset pages along the primary key, so a page reads `limit` settled
     // rows (and the unsettled ones between them), never the whole table.
     listAuditPage: (after, limit) =>
@@ -255,7 +226,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         "watch.listAuditPage",
         // SQLite (no statistics) would rather search the status index and
         // sort every settled row: `+` leaves it the primary key's order.
-        sql<RawRow>`SELECT * FROM ${table}
+        sql<RawRow>`SELECT ${columns} FROM ${table}
           WHERE ${sql.onDialectOrElse({ pg: () => sql.literal("verification_status"), orElse: () => sql.literal("+verification_status") })}
             IN ('verified', 'repair_failed')
           ${after === undefined ? sql`` : sql`AND (owner_did, connector_name, model, account_key, source_id)
@@ -267,9 +238,9 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
       healthy(
         "watch.lockDeferred",
         scope.reason === "offline"
-          ? sql<RawRow>`SELECT * FROM ${table}
+          ? sql<RawRow>`SELECT ${columns} FROM ${table}
               WHERE verification_status = 'pending_verification' AND defer_reason = 'offline' ${forUpdate(sql)}`
-          : sql<RawRow>`SELECT * FROM ${table}
+          : sql<RawRow>`SELECT ${columns} FROM ${table}
               WHERE verification_status = 'pending_verification' AND defer_reason = 'auth'
                 AND owner_did = ${scope.ownerDID} AND connector_name IN ${sql.in(scope.connectorNames)} ${forUpdate(sql)}`
       )

@@ -62,6 +62,14 @@ export interface SqlConnection {
    * 1 to 63 printable ASCII characters.
    */
   readonly applicationName?: string | undefined
+  /**
+   * Send the store's hot statements on Postgres as named prepared
+   * statements (default true): each connection parses one once, then only
+   * binds and runs it. Set false behind a pooler that does not keep
+   * prepared statements per client (PgBouncer in transaction mode before
+   * 1.21, or without `max_prepared_statements`).
+   */
+  readonly prepareStatements?: boolean | undefined
 }
 
 /**

@@ -16,6 +16,7 @@ export const CONNECTION_OPTIONS = allOptionNames<SqlConnection>()([
   "closeTimeoutMs",
   "checkIntegrityOnOpen",
   "applicationName",
+  "prepareStatements",
   "readOnly"
 ])
 
@@ -32,6 +33,7 @@ export const OPEN_OPTIONS = allOptionNames<OpenConnectorStoreOptions>()([
   "closeTimeoutMs",
   "checkIntegrityOnOpen",
   "applicationName",
+  "prepareStatements",
   "readOnly",
   "clock",
   ...COMMON_OPEN_OPTIONS

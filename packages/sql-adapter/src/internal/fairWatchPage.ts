@@ -16,13 +16,7 @@ import type { RawRow } from "./columns.js"
 import { rawText } from "./duePages.js"
 import { type RowQuery, statementThen } from "./queries.js"
 import type { TableNames } from "../Tables.js"
-
-/** The columns of a watch row, as `decodeWatch` reads them. */
-const WATCH_READ = [
-  "owner_did", "connector_name", "model", "account_key", "source_id", "document_id", "verified_state_digest",
-  "observed_winner_digest", "verification_status", "verification_attempts", "repair_generation", "next_attempt_at",
-  "claimed_until", "defer_reason", "version", "created_at", "updated_at"
-]
+import type { RowSchema } from "./rows.js"
 
 /** The owners a page read to the end, as the statement lists them (a JSON array; null when none). */
 const doneOf = (value: unknown): ReadonlyArray<string> => {
@@ -47,8 +41,17 @@ const doneOf = (value: unknown): ReadonlyArray<string> => {
  *   scan, `limit` kept; the scan's last owner, the page's cap and the owners
  *   read to the end ride on every row (and on one empty row when the page
  *   has none).
+ *
+ * The rows carry `schema`'s columns.
  */
-export const fairWatchPage = (sql: SqlClient, tables: TableNames, now: Millis, at: FairPosition<DueWatchPosition>, limit: number) => {
+export const fairWatchPage = (
+  sql: SqlClient,
+  tables: TableNames,
+  schema: RowSchema<ProjectionWatch>,
+  now: Millis,
+  at: FairPosition<DueWatchPosition>,
+  limit: number
+) => {
   // SQLite is held to the owner index: with no statistics it would rather sort the pending watches of the
   // due index (which covers the owner probes too) than walk a range of the partial one.
   const table = sql.onDialectOrElse({
@@ -125,14 +128,14 @@ export const fairWatchPage = (sql: SqlClient, tables: TableNames, now: Millis, a
     sql`SELECT ${columns} FROM ${table} WHERE ${pending} AND ${ownerKey} = o.owner_did AND ${claimable}
       AND (p.owner_did IS NULL OR (${dueOrder}) > (p.next_at, p.connector_name, p.model, p.account_key, p.source_id))
       ORDER BY ${dueOrder} LIMIT ${cap} ${sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE SKIP LOCKED"), orElse: () => sql`` })}`
-  const read = sql.literal(WATCH_READ.join(", "))
+  const read = sql.literal(schema.list)
   const rows = sql.onDialectOrElse({
     pg: () =>
       sql`SELECT x.*, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
         CROSS JOIN LATERAL (${ownerRows(read)}) AS x`,
     orElse: () =>
       // CROSS JOIN keeps the owners the outer loop (SQLite's planner may not reorder it): each owner's rows by rowid.
-      sql`SELECT ${sql.literal(WATCH_READ.map((column) => `x.${column}`).join(", "))}, o.n AS fair_owner
+      sql`SELECT ${sql.literal(schema.listOf("x"))}, o.n AS fair_owner
         FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
         CROSS JOIN ${sql(tables.projectionWatch)} AS x WHERE x.rowid IN (SELECT rowid FROM (${ownerRows(sql`rowid, ${dueOrder}`)}))`
   })
