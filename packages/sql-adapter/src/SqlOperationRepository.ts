@@ -1,5 +1,4 @@
 import {
-  advanceFairPosition,
   type ConnectorOperation,
   type DueOperationPosition,
   type FairDueRead,
@@ -36,6 +35,7 @@ import { returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { pairedWriteOf, pairedWriteStatement } from "./internal/pairedWrite.js"
 import { slotLock, WATCH_COLUMNS, WATCH_KEY, WATCH_ROW, watchStatements } from "./SqlWatchRepository.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
+import { readFairPage } from "./internal/fairWatchPage.js"
 import { versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import { columnsOf, rowSchema } from "./internal/rows.js"
 import type { TableNames } from "./Tables.js"
@@ -353,35 +353,13 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       LEFT JOIN (SELECT * FROM taken ORDER BY fair_rank, fair_owner LIMIT ${limit}) AS page ON 1 = 1
       ORDER BY page.fair_rank, page.fair_owner`
   }
-  // The owners a page read to the end, as the statement lists them (a JSON array; null when none).
-  const doneOf = (value: unknown): ReadonlyArray<string> => {
-    const list: unknown = typeof value === "string" ? JSON.parse(value) : value
-    return Array.isArray(list) ? list.filter((owner): owner is string => typeof owner === "string") : []
-  }
-  const readFairPage = (
+  const readFairOperationPage = (
     now: Millis,
     at: FairPosition<DueOperationPosition>,
     limit: number,
     excluding?: ReadonlyArray<ProviderScope>
   ): Effect.Effect<FairDueRead<ConnectorOperation, DueOperationPosition>, PersistenceError> =>
-    Effect.flatMap(statementThen("operation.lockDuePage", fairDuePage(now, at, limit, excluding), (raw: ReadonlyArray<RawRow>) => raw), (raw) => {
-      const read = raw.filter((row) => row["fair_owner"] !== null && row["fair_owner"] !== undefined)
-      return Effect.map(healthy("operation.lockDuePage", Effect.succeed(read)), (rows) => {
-        const cap = Number(raw[0]?.["fair_cap"])
-        const scanEnd = raw[0]?.["fair_scan_end"]
-        return {
-          rows,
-          read: read.length,
-          last: advanceFairPosition(at, read.map((row) => {
-            const position = duePositionOf(row)
-            const owner = rawText(row["owner_did"])
-            return position === undefined || owner === undefined ? undefined : [owner, position] as const
-          }), doneOf(raw[0]?.["fair_done"])),
-          scanned: typeof scanEnd === "string" ? scanEnd : undefined,
-          more: read.length === limit || read.some((row) => Number(row["fair_rank"]) === cap)
-        }
-      })
-    })
+    readFairPage("operation.lockDuePage", healthy, fairDuePage(now, at, limit, excluding), at, limit, duePositionOf)
 
   // Any number of document ids in one parameter, so a filtered page stays one
   // ordered query however long the list.
@@ -428,7 +406,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
       ),
     listDuePage: (now, after, limit) => readDuePage("operation.listDuePage", healthy, duePage(now, after, limit), duePositionOf),
     // On SQLite the store's transactions hold the write lock: the page is the caller's alone.
-    lockDuePage: readFairPage,
+    lockDuePage: readFairOperationPage,
     updateAll: versionedUpdateAll(sql, "operation.updateAll", tables.operation, CHANGEABLE_COLUMNS, OPERATION_KEY, OPERATION_SCHEMA.types),
     lockDeferred: (scope) =>
       healthy(

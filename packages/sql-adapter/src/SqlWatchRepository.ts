@@ -19,7 +19,7 @@ import { columnsOf, rowSchema } from "./internal/rows.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { rawThen, returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
-import { fairWatchPage, readFairWatchPage } from "./internal/fairWatchPage.js"
+import { fairWatchPage, readFairPage } from "./internal/fairWatchPage.js"
 import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 import type { Compiled } from "./internal/directStatements.js"
@@ -217,7 +217,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
       readDuePage("watch.listScheduleDuePage", healthy, scheduleDuePage(now, after, limit), duePositionOf),
     // On SQLite the store's transactions hold the write lock: the page is the caller's alone.
     lockClaimablePage: (now, at, limit) =>
-      readFairWatchPage("watch.lockClaimablePage", healthy, fairWatchPage(sql, tables, WATCH_SCHEMA, now, at, limit), at, limit, duePositionOf),
+      readFairPage("watch.lockClaimablePage", healthy, fairWatchPage(sql, tables, WATCH_SCHEMA, now, at, limit), at, limit, duePositionOf),
     updateAll: versionedUpdateAll(sql, "watch.updateAll", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY, WATCH_SCHEMA.types),
     // Keyset pages along the primary key, so a page reads `limit` settled
     // rows (and the unsettled ones between them), never the whole table.

@@ -153,18 +153,19 @@ export const fairWatchPage = (
 }
 
 /**
- * `fairWatchPage` run and read as `WatchRepository.lockClaimablePage`
- * answers: its rows decoded by `healthy` (a row that does not decode is
- * skipped and reported), the position of each owner's last row read.
+ * A fair page statement (`fairWatchPage`, or the operations' due page) run
+ * and read as the ports' `FairDueRead`: its rows decoded by `healthy` (a
+ * row that does not decode is skipped and reported), the position of each
+ * owner's last row read.
  */
-export const readFairWatchPage = (
+export const readFairPage = <A, P>(
   operation: string,
-  healthy: (operation: string, query: RowQuery) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>,
+  healthy: (operation: string, query: RowQuery) => Effect.Effect<ReadonlyArray<A>, PersistenceError>,
   query: RowQuery,
-  at: FairPosition<DueWatchPosition>,
+  at: FairPosition<P>,
   limit: number,
-  positionOf: (row: RawRow) => DueWatchPosition | undefined
-): Effect.Effect<FairDueRead<ProjectionWatch, DueWatchPosition>, PersistenceError> =>
+  positionOf: (row: RawRow) => P | undefined
+): Effect.Effect<FairDueRead<A, P>, PersistenceError> =>
   Effect.flatMap(statementThen(operation, query, (raw: ReadonlyArray<RawRow>) => raw), (raw) => {
     const read = raw.filter((row) => row["fair_owner"] !== null && row["fair_owner"] !== undefined)
     return Effect.map(healthy(operation, Effect.succeed(read)), (rows) => {
