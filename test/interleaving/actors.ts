@@ -8,10 +8,9 @@ import {
   judgeRetention,
   keyOf,
   watchGenerationKey,
-  type WriteAnswer,
   type WriteRequest
 } from "@connector-store/testkit"
-import { allOperations, CALLER, identityOf, observe, SCOPE, START, type World, watchOf } from "./world.js"
+import { allOperations, CALLER, identityOf, type Knowledge, observe, SCOPE, START, type World, watchOf } from "./world.js"
 
 /**
  * Runs one actor to its end: a `Crash` stops it quietly (its lease lapses
@@ -95,6 +94,22 @@ export const drive = async (world: World, actor: string, input: ClaimOperationIn
 }
 
 /**
+ * Runs `send` (a mark and its request) counted in `know.sending` for `k`:
+ * until the provider has the request, no one else can see it coming, so an
+ * operator must not take a lookup's "not applied" for an outcome.
+ */
+const whileSending = async <A>(know: Knowledge, k: string, send: () => Promise<A>): Promise<A> => {
+  know.sending.set(k, (know.sending.get(k) ?? 0) + 1)
+  try {
+    return await send()
+  } finally {
+    const left = know.sending.get(k)! - 1
+    if (left === 0) know.sending.delete(k)
+    else know.sending.set(k, left)
+  }
+}
+
+/**
  * Drives an operation this actor was granted (`claim`, by a claim of its key
  * or a batch claim) from the send marker on. `landedAtGrant`: whether a
  * request of the key may have landed when the store granted it.
@@ -144,10 +159,12 @@ const driveClaimed = async (
     }
     return `finalize:${result.outcome}`
   }
-  const sent = await il.call(actor, `mark sent ${k}`, () => store.markOperationSent(key, { leaseToken }))
-  observe(know, sent.operation)
-  if (sent.outcome !== "sent") return `mark:${sent.outcome}`
-  const answer: WriteAnswer = await provider.write(actor, requestFor(world, input, claim.reissue))
+  const answer = await whileSending(know, k, async () => {
+    const sent = await il.call(actor, `mark sent ${k}`, () => store.markOperationSent(key, { leaseToken }))
+    observe(know, sent.operation)
+    return sent.outcome !== "sent" ? `mark:${sent.outcome}` : await provider.write(actor, requestFor(world, input, claim.reissue))
+  })
+  if (typeof answer === "string") return answer
   switch (answer.status) {
     case 200:
       return finalize(answer.entity.id, answer.entity.etag)
@@ -329,10 +346,14 @@ export const deleter = (world: World, actor: string, documents: ReadonlyArray<st
   }
 }
 
+/** True while a request of `k` may still reach the provider: one in flight, or a runner about to send one. */
+const mayStillLand = ({ provider, know }: World, k: string): boolean => provider.inFlight(k) || know.sending.has(k)
+
 /**
  * An operator: looks each unconfirmed operation up at the provider and
- * settles it (committed when it landed, dead when not; never one with a
- * request still in flight), retries dead ones, re-arms given-up watches.
+ * settles it (committed when it landed, dead when not; never one whose
+ * request may still land, as a person waits out a lapsed lease and the
+ * runners' request timeout first), retries dead ones, re-arms given-up watches.
  */
 export const operator = (world: World, actor: string, rounds: number) => async () => {
   const { store, il, provider, know } = world
@@ -342,10 +363,11 @@ export const operator = (world: World, actor: string, rounds: number) => async (
     for (const row of page.items) {
       observe(know, row)
       const k = keyOf(row)
-      if (provider.inFlight(k)) continue
       await runOne(world, actor, async () => {
         if (row.state === "reconcile_only" || row.inDoubtSince !== null) {
+          if (mayStillLand(world, k)) return
           const found = await provider.lookup(actor, k)
+          if (mayStillLand(world, k)) return
           const settled = await il.call(actor, `settle ${k} ${found === null ? "dead" : "committed"}`, () =>
             store.settleOperation(
               { callerDID: row.callerDID, operationID: row.operationID },

@@ -37,6 +37,8 @@ export interface Knowledge {
   readonly collected: Map<string, string>
   /** Keys claimed again after retention collected their row: new operations, outside their idempotency window. */
   readonly replayedAfterRetention: Set<string>
+  /** Per key, the runners between deciding to send it (before its mark) and the provider's answer: a request they may still send. */
+  readonly sending: Map<string, number>
   /** Verifications in flight (claim granted, not yet recorded), by document. */
   readonly verifying: Set<{ readonly documentID: string }>
   /** Per watch generation (`watchGenerationKey`), the winners current when a verifier's claim was granted. */
@@ -82,6 +84,7 @@ export const emptyKnowledge = (): Knowledge => ({
   latestRow: new Map(),
   collected: new Map(),
   replayedAfterRetention: new Set(),
+  sending: new Map(),
   verifying: new Set(),
   claimedAgainst: new Map(),
   ingressWinners: new Map(),
