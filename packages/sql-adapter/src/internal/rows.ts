@@ -53,11 +53,31 @@ export interface RowSchema<Row> {
 }
 
 /**
- * The schema of a table whose rows have `columns` and are keyed by `key`.
- * The decoder is one object literal built once from the columns, as a
- * hand-written one would be, so a row costs one call per column and nothing
- * more.
+ * A decoder written as one object literal over `columns`, as a hand-written
+ * one would be, so a row costs one call per column and nothing more; null
+ * where code generation from strings is disallowed (Node's
+ * `--disallow-code-generation-from-strings`, a content security policy).
  */
+const generatedDecoder = <Row>(columns: ReadonlyArray<RowColumn<Row>>): ((row: RawRow) => Row) | null => {
+  const body = `return (row) => ({ ${
+    columns.map((column, i) => `${JSON.stringify(column.field)}: decoders[${i}](row[${JSON.stringify(column.name)}])`).join(", ")
+  } })`
+  try {
+    return new Function("decoders", body)(columns.map((column) => column.decode)) as (row: RawRow) => Row
+  } catch (error) {
+    if (error instanceof EvalError) return null
+    throw error
+  }
+}
+
+/** The same decoder as a loop over the columns, for where none can be generated. */
+const loopDecoder = <Row>(columns: ReadonlyArray<RowColumn<Row>>) => (row: RawRow): Row => {
+  const decoded: Record<string, unknown> = {}
+  for (const column of columns) decoded[column.field] = column.decode(row[column.name])
+  return decoded as Row
+}
+
+/** The schema of a table whose rows have `columns` and are keyed by `key`. */
 export const rowSchema = <Row>(columns: ReadonlyArray<RowColumn<Row>>, key: ReadonlyArray<string>): RowSchema<Row> => {
   const byName = new Map(columns.map((column) => [column.name, column]))
   const columnOf = (name: string): RowColumn<Row> => {
@@ -66,13 +86,7 @@ export const rowSchema = <Row>(columns: ReadonlyArray<RowColumn<Row>>, key: Read
     return column
   }
   for (const name of key) columnOf(name)
-  const decoders = columns.map((column) => column.decode)
-  const decode = new Function(
-    "decoders",
-    `return (row) => ({ ${
-      columns.map((column, i) => `${JSON.stringify(column.field)}: decoders[${i}](row[${JSON.stringify(column.name)}])`).join(", ")
-    } })`
-  )(decoders) as (row: RawRow) => Row
+  const decode = generatedDecoder(columns) ?? loopDecoder(columns)
   const names = columns.map((column) => column.name)
   return {
     columns,
