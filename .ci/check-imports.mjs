@@ -24,7 +24,7 @@ const packagesDir = join(root, "packages")
 
 /** The core's floors, lowest first; a module's floor is its folder's (or its own name's, at the top of src). */
 const coreFloors = [
-  ["operation", "watch", "syncstate", "pendingauth", "relist", "operator", "limits", "errors", "validation", "optionNames", "clock", "versioned"],
+  ["operation", "watch", "due", "syncstate", "pendingauth", "relist", "operator", "limits", "errors", "validation", "optionNames", "clock", "versioned"],
   ["ports"],
   ["service"],
   ["promise"],

@@ -1,6 +1,13 @@
 import * as Options from "@effect/cli/Options"
 import * as Config from "effect/Config"
 
+/** What `--no-prepared-statements` says, for every command that opens a store. */
+const NO_PREPARED_STATEMENTS = "Open the store with prepareStatements: false, its Postgres statements sent unnamed " +
+  "(for PgBouncer in transaction mode before 1.21)"
+
+/** `--no-prepared-statements`: the store's Postgres statements are never named prepared statements. */
+export const noPreparedStatements = Options.boolean("no-prepared-statements").pipe(Options.withDescription(NO_PREPARED_STATEMENTS))
+
 /** The environment variable `--database` falls back to. */
 export const DATABASE_ENV = "CONNECTOR_STORE_DATABASE"
 
@@ -27,7 +34,8 @@ export const databaseOptions = {
     Options.withDescription(
       "The longest the command's work on the store may take once connected, lock waits included: 30s, 2m, 500ms"
     )
-  )
+  ),
+  noPreparedStatements
 } as const
 
 /** `--json`: print JSON instead of a table. */

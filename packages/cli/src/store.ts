@@ -15,6 +15,8 @@ export interface DatabaseOptions {
   readonly connectTimeout: number
   /** How long the command's work on the store may take once connected (`30s`; `DEFAULT_TIMEOUT` when absent). */
   readonly timeout?: string | undefined
+  /** Open the store with `prepareStatements: false` (`--no-prepared-statements`). */
+  readonly noPreparedStatements?: boolean | undefined
 }
 
 export { CliError, describeError } from "./errors.js"
@@ -43,7 +45,12 @@ interface Checked {
 
 const lockWaitMs = (timeoutMs: number) => Math.min(LOCK_WAIT_MS, Math.max(1, Math.ceil(timeoutMs / 2)))
 
-const connection = (options: DatabaseOptions, readOnly: boolean, timeoutMs: number): Sql.SqlConnection => ({
+/**
+ * The connection options the CLI opens the store of `options` with:
+ * read-only or not, its work bounded by `timeoutMs`, at most two
+ * connections, lock waits bounded within that.
+ */
+export const storeConnection = (options: DatabaseOptions, readOnly: boolean, timeoutMs: number): Sql.SqlConnection => ({
   url: options.database,
   maxConnections: 2,
   readOnly,
@@ -52,6 +59,7 @@ const connection = (options: DatabaseOptions, readOnly: boolean, timeoutMs: numb
   lockTimeoutMs: lockWaitMs(timeoutMs),
   busyTimeoutMs: lockWaitMs(timeoutMs),
   connectTimeoutMs: options.connectTimeout * 1000,
+  ...(options.noPreparedStatements === true ? { prepareStatements: false } : {}),
   ...Option.match(options.tablePrefix, { onNone: () => ({}), onSome: (tablePrefix) => ({ tablePrefix }) })
 })
 
@@ -171,7 +179,7 @@ const bounded = <A, E>(options: DatabaseOptions, timeoutMs: number, work: Effect
 const storeOn = <A, E>(options: DatabaseOptions, readOnly: boolean, use: (store: ConnectorStore["Type"]) => Effect.Effect<A, E>) =>
   Effect.scoped(Effect.gen(function*() {
     const { timeoutMs } = yield* checkedOptions(options)
-    const context = yield* opened(options, Sql.layer(connection(options, readOnly, timeoutMs)))
+    const context = yield* opened(options, Sql.layer(storeConnection(options, readOnly, timeoutMs)))
     return yield* bounded(options, timeoutMs, Effect.flatMap(Effect.provide(ConnectorStore, context), use))
   }))
 
@@ -197,7 +205,7 @@ export const withStore = <A, E>(options: DatabaseOptions, use: (store: Connector
 export const migrateDatabase = (options: DatabaseOptions) =>
   Effect.scoped(Effect.gen(function*() {
     const { tables, timeoutMs } = yield* checkedOptions(options)
-    const context = yield* opened(options, Sql.layerClient(connection(options, false, timeoutMs)))
+    const context = yield* opened(options, Sql.layerClient(storeConnection(options, false, timeoutMs)))
     const sql = yield* Effect.provide(SqlClient, context)
     return yield* bounded(
       options,

@@ -47,6 +47,7 @@ const start = async (config: ChildConfig) => {
     url: config.database,
     tablePrefix: config.tablePrefix,
     maxConnections: 3,
+    prepareStatements: config.prepareStatements,
     readWinner: (documentID) => world.readWinner(documentID),
     readWinners: (documentIDs) => world.readWinners(documentIDs),
     operationPolicy: SIMULATION_POLICY

@@ -18,6 +18,8 @@ export interface SimulationArgs {
   readonly explain?: boolean | undefined
   readonly json?: boolean | undefined
   readonly blindResend?: boolean | undefined
+  /** Whether the run's stores send named prepared statements on Postgres (default true; see `SqlConnection.prepareStatements`). */
+  readonly prepareStatements?: boolean | undefined
   /** Keep the temporary database of a run given no database (by default it is removed unless an invariant failed). */
   readonly keep?: boolean | undefined
 }
@@ -100,7 +102,7 @@ export const runSimulationCommand = async (args: SimulationArgs, io: SimulationI
   let violated = false
   try {
     if (args.explain === true) {
-      const walkthrough = await explainWriteBack({ database })
+      const walkthrough = await explainWriteBack({ database, prepareStatements: args.prepareStatements })
       io.stdout.write(json ? JSON.stringify(walkthrough, null, 2) + "\n" : walkthrough.text + "\n")
       return 0
     }
@@ -111,6 +113,7 @@ export const runSimulationCommand = async (args: SimulationArgs, io: SimulationI
       runners: args.runners,
       processes: args.processes,
       blindResend: args.blindResend === true,
+      prepareStatements: args.prepareStatements,
       durationMs,
       progress: out.isTTY === true ? "live" : "lines",
       write: (text) => void out.write(text)

@@ -34,7 +34,11 @@ export const relative = (ms: number): string => (ms < 1_000 ? `+${ms} ms` : `+${
  * and is fenced off; the verifier verifies the watch. One line of meaning
  * per step, times relative to the start.
  */
-export const explainWriteBack = async (options: { readonly database: string; readonly tablePrefix?: string | undefined }): Promise<Walkthrough> => {
+export const explainWriteBack = async (options: {
+  readonly database: string
+  readonly tablePrefix?: string | undefined
+  readonly prepareStatements?: boolean | undefined
+}): Promise<Walkthrough> => {
   const plan = makePlan("explain", randomBytes(4).toString("hex"), 1)
   const scripted: ReadonlyArray<FaultPlan> = [
     { fault: "timeout-after-apply", latencyMs: 5, retryAfterMs: 0 },
@@ -48,6 +52,7 @@ export const explainWriteBack = async (options: { readonly database: string; rea
   const store = await openConnectorStore({
     url: options.database,
     tablePrefix: options.tablePrefix,
+    prepareStatements: options.prepareStatements,
     readWinner: (id) => winners.get(id) ?? null,
     operationPolicy: SIMULATION_POLICY
   })

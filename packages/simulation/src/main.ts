@@ -18,6 +18,7 @@ every step, then prints a report and checks the invariants (exit 1 if one fails)
   --processes <n>                   run the runners in n child processes, each with its own store (default 0)
   --duration <time>                 the longest the write-back phase may take: 90s, 2m, 500ms (default 60s)
   --blind-resend                    runners ignore the store's reissue and re-send blindly (to see the check fail)
+  --no-prepared-statements          Postgres statements sent unnamed (for PgBouncer in transaction mode before 1.21)
   --explain                         walk through one write-back step by step instead
   --keep                            keep the temporary SQLite file (its path and how to inspect it are printed)
   --json                            print the report as JSON on stdout, alone (progress and notes go to stderr);
@@ -43,6 +44,7 @@ const main = async (): Promise<number> => {
       duration: { type: "string" },
       explain: { type: "boolean" },
       "blind-resend": { type: "boolean" },
+      "no-prepared-statements": { type: "boolean" },
       json: { type: "boolean" },
       keep: { type: "boolean" },
       help: { type: "boolean" }
@@ -63,6 +65,7 @@ const main = async (): Promise<number> => {
     explain: values.explain === true,
     json: values.json === true,
     blindResend: values["blind-resend"] === true,
+    ...(values["no-prepared-statements"] === true ? { prepareStatements: false } : {}),
     keep: values.keep === true
   }, { stdout: process.stdout, stderr: process.stderr, env: process.env })
 }

@@ -19,6 +19,8 @@ export interface ChildConfig {
   /** Every document's winner when the child starts; changes follow as `winner` messages. */
   readonly winners: Readonly<Record<string, string | null>>
   readonly blindResend?: boolean | undefined
+  /** Whether the child's store sends named prepared statements on Postgres (default true). */
+  readonly prepareStatements?: boolean | undefined
 }
 
 /** The messages between the main process (the world) and a child (runners and their store). */

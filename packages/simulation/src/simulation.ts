@@ -45,6 +45,8 @@ export interface SimulationOptions {
    * may have landed: a deliberately broken runner, to see the invariant check fail.
    */
   readonly blindResend?: boolean | undefined
+  /** Whether the run's stores send named prepared statements on Postgres (default true; see `SqlConnection.prepareStatements`). */
+  readonly prepareStatements?: boolean | undefined
   /** Where progress goes (default stderr). */
   readonly write?: ((text: string) => void) | undefined
 }
@@ -156,6 +158,7 @@ const simulate = async (options: Settled, runTag: string, plan: SimulationPlan, 
     url: options.database,
     tablePrefix: options.tablePrefix,
     maxConnections: 4,
+    prepareStatements: options.prepareStatements,
     now: clock.now,
     observability: seededRandomness(seed, runTag),
     readWinner: (documentID) => world.readWinner(documentID),
@@ -222,6 +225,7 @@ const simulate = async (options: Settled, runTag: string, plan: SimulationPlan, 
         world,
         crashes,
         blindResend: options.blindResend,
+        prepareStatements: options.prepareStatements,
         onError
       })
       : startFleet({

@@ -3,7 +3,6 @@ import {
   type DueOperationPosition,
   type FairDueRead,
   type FairPosition,
-  OWNERS_VISITED_PER_ROW,
   type Millis,
   type DeferReason,
   type OperationKey,
@@ -17,7 +16,6 @@ import {
   type WatchWrite
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
-import type * as Statement from "@effect/sql/Statement"
 import { Effect } from "effect"
 import {
   encodeJson,
@@ -35,7 +33,7 @@ import { returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { pairedWriteOf, pairedWriteStatement } from "./internal/pairedWrite.js"
 import { slotLock, WATCH_COLUMNS, WATCH_KEY, WATCH_ROW, watchStatements } from "./SqlWatchRepository.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
-import { readFairPage } from "./internal/fairWatchPage.js"
+import { type FairPageTable, fairPageStatement, readFairPage } from "./internal/fairPage.js"
 import { versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import { columnsOf, rowSchema } from "./internal/rows.js"
 import type { TableNames } from "./Tables.js"
@@ -202,9 +200,6 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   // operation_id) with ids in byte order: each branch reads `limit` rows of
   // one index range from its position, never the whole backlog.
   const dueOrder = sql`next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")}`
-  // A batch's page (Postgres) passes over the rows other transactions hold:
-  // each branch locks the rows it reads, in index order, until it has its share.
-  const skipLocked = sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE SKIP LOCKED"), orElse: () => sql.literal("") })
   // The scopes a limited batch passes over, in the statement: a paused or
   // full scope's rows never take a place of the page.
   const outside = (excluding: ReadonlyArray<ProviderScope> | undefined) => {
@@ -237,129 +232,36 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
           SELECT * FROM (${scheduledPage(now, undefined, limit)}) AS scheduled
         ) AS due ORDER BY next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")} LIMIT ${limit}`
 
-  // The batch's owner-fair page (`fairPage` is the reference), one statement on the owner index
-  // (owner_did, next_attempt_at, caller_did, operation_id) of attempted rows:
-  // - scan: the distinct owners from after `from`, around to it, one index probe each (a loose index
-  //   scan), each checked for a due row by two more; it stops at `limit` owners with due work or
-  //   OWNERS_VISITED_PER_ROW × limit owners in all, so it never walks the table's owners;
-  // - each owner with due work gives its first `cap` = ceil(limit / owners with due work) rows after
-  //   its position (`at.owners`), an index range in the due order (on Postgres locked as read, passing
-  //   over the rows others hold); at most limit + owners rows in all, never a backlog;
-  // - the rows by their rank in their owner's, then the owner's place in the scan, `limit` kept; the
-  //   scan's last owner rides on every row (and on one empty row when the page has none).
-  const ownerKey = ordered("owner_did")
-  // The due order as the owner index holds it (unscheduled first), so an owner's rows are read in index order.
-  const ownerDueOrder = sql`next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")}`
-  // On Postgres the batch's time and rotation start reach the planner as subqueries, not values: with the
-  // values, binding (planning) the statement probed the indexes' ends and took several times its execution.
-  const opaque = (value: string | number, type: "text" | "bigint") =>
-    sql.onDialectOrElse({ pg: () => sql`(SELECT ${value}::${sql.literal(type)})`, orElse: () => sql`${value}` })
-  const nextOwner = (after: Statement.Fragment, upTo: Statement.Fragment | undefined) =>
-    sql`(SELECT owner_did FROM ${table} WHERE state = 'attempted' AND ${ownerKey} > ${after}
-      ${upTo === undefined ? sql`` : sql`AND ${ownerKey} <= ${upTo}`} ORDER BY ${ownerKey} LIMIT 1)`
-  const firstOwner = (from: string) =>
-    sql`(SELECT owner_did FROM ${table} WHERE state = 'attempted' AND ${ownerKey} <= ${opaque(from, "text")} ORDER BY ${ownerKey} LIMIT 1)`
-  // The owner after `prev` in the rotation that starts after `from`.
-  const stepOwner = (prev: Statement.Fragment, from: string) =>
-    sql`CASE WHEN ${prev} > ${opaque(from, "text")} THEN COALESCE(${nextOwner(prev, undefined)}, ${firstOwner(from)})
-      ELSE ${nextOwner(prev, opaque(from, "text"))} END`
-  // Whether an owner has due work: its first attempted row in the due order (one probe; ORDER BY keeps the
-  // planner on the index) is unscheduled or due by now. An owner an earlier page read to the end has none.
-  const ownerDue = (owner: Statement.Fragment, now: Millis, done: string) =>
-    sql`CASE WHEN ${owner} IN (SELECT value FROM ${jsonValues(done)}) THEN 0 ELSE COALESCE((SELECT CASE WHEN
-        next_attempt_at IS NULL OR next_attempt_at <= ${opaque(now, "bigint")} THEN 1 ELSE 0 END
-      FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = ${owner} ORDER BY next_attempt_at NULLS FIRST LIMIT 1), 0) END`
-  // The text values of a JSON array, as a table of one column, `value`.
-  const jsonValues = (array: string) =>
-    sql.onDialectOrElse({ pg: () => sql`jsonb_array_elements_text(${array}::jsonb)`, orElse: () => sql`json_each(${array})` })
-  const fairDuePage = (
-    now: Millis,
-    at: FairPosition<DueOperationPosition>,
-    limit: number,
-    excluding?: ReadonlyArray<ProviderScope>
-  ) => {
-    const from = at.from
-    const visits = OWNERS_VISITED_PER_ROW * limit
-    const positions = JSON.stringify(at.owners.map(([owner, p]) => [owner, p.nextAttemptAt, p.callerDID, p.operationID]))
-    const done = JSON.stringify(at.done)
-    const first = sql`COALESCE(${nextOwner(opaque(from, "text"), undefined)}, ${firstOwner(from)})`
-    const scan = sql.onDialectOrElse({
-      pg: () =>
-        sql`scan (owner_did, n, due, d) AS (
-          SELECT f.owner_did, 1, f.due, f.due FROM (SELECT ${first} AS owner_did) AS s
-            CROSS JOIN LATERAL (SELECT s.owner_did, ${ownerDue(sql`s.owner_did`, now, done)} AS due) AS f
-            WHERE s.owner_did IS NOT NULL
-          UNION ALL
-          SELECT f.owner_did, scan.n + 1, f.due, scan.d + f.due FROM scan
-            CROSS JOIN LATERAL (SELECT ${stepOwner(sql`scan.owner_did COLLATE "C"`, from)} AS owner_did) AS s
-            CROSS JOIN LATERAL (SELECT s.owner_did, ${ownerDue(sql`s.owner_did`, now, done)} AS due) AS f
-            WHERE scan.n < ${visits} AND scan.d < ${limit} AND s.owner_did IS NOT NULL)`,
-      // SQLite has no LATERAL: the step is written out where it is used.
-      orElse: () => {
-        const step = stepOwner(sql`scan.owner_did`, from)
-        return sql`scan (owner_did, n, due, d) AS (
-          SELECT first_owner, 1, ${ownerDue(sql`first_owner`, now, done)}, ${ownerDue(sql`first_owner`, now, done)}
-            FROM (SELECT ${first} AS first_owner) WHERE first_owner IS NOT NULL
-          UNION ALL
-          SELECT ${step}, n + 1, ${ownerDue(step, now, done)}, d + ${ownerDue(step, now, done)} FROM scan
-            WHERE n < ${visits} AND d < ${limit} AND ${step} IS NOT NULL)`
-      }
+  // The batch's owner-fair page (see `fairPageStatement`), on the owner index (owner_did, next_attempt_at,
+  // caller_did, operation_id) of attempted rows: an owner has due work when its first row in the due order
+  // (unscheduled first) is unscheduled or due by now; its rows are the unscheduled, then the scheduled due
+  // by now, each a range of the index, outside the scopes passed over.
+  const fairTable = (excluding: ReadonlyArray<ProviderScope> | undefined): FairPageTable<ConnectorOperation, DueOperationPosition> => ({
+    name: tables.operation,
+    schema: OPERATION_SCHEMA,
+    held: sql`state = 'attempted'`,
+    keys: ["caller_did", "operation_id"],
+    unscheduledFirst: true,
+    positionValues: (position) => [position.nextAttemptAt, position.callerDID, position.operationID],
+    due: (time, { after, keysAfter }) => ({
+      probe: {
+        value: sql`CASE WHEN next_attempt_at IS NULL OR next_attempt_at <= ${time} THEN 1 ELSE 0 END`,
+        where: sql``,
+        order: sql`next_attempt_at NULLS FIRST`
+      },
+      ranges: [
+        sql`next_attempt_at IS NULL ${outside(excluding)} AND (p.owner_did IS NULL OR (p.next_at IS NULL AND ${keysAfter}))`,
+        sql`next_attempt_at <= ${time} ${outside(excluding)} AND (p.owner_did IS NULL OR p.next_at IS NULL OR ${after})`
+      ]
     })
-    // (The bound parameter cast: better-sqlite3 binds a number as a real, and a fractional LIMIT fails.)
-    const sizing = sql`sizing AS (SELECT CASE WHEN count(*) = 0 THEN ${limit} ELSE (CAST(${limit} AS INTEGER) + count(*) - 1) / count(*) END
-      AS cap FROM scan WHERE due = 1)`
-    const cap = sql`(SELECT cap FROM sizing)`
-    const positionsOf = sql.onDialectOrElse({
-      pg: () =>
-        sql`SELECT e->>0 AS owner_did, (e->>1)::bigint AS next_at, e->>2 AS caller_did, e->>3 AS operation_id
-          FROM jsonb_array_elements(${positions}::jsonb) AS e`,
-      orElse: () =>
-        sql`SELECT json_extract(value, '$[0]') AS owner_did, json_extract(value, '$[1]') AS next_at,
-          json_extract(value, '$[2]') AS caller_did, json_extract(value, '$[3]') AS operation_id FROM json_each(${positions})`
-    })
-    // One owner's rows after its position: the unscheduled, then the scheduled due by now, `cap` of each.
-    const ownerRows = (columns: Statement.Fragment) => {
-      const unscheduled = sql`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = o.owner_did
-        AND next_attempt_at IS NULL ${outside(excluding)}
-        AND (p.owner_did IS NULL OR (p.next_at IS NULL AND (${ordered("caller_did")}, ${ordered("operation_id")}) > (p.caller_did, p.operation_id)))
-        ORDER BY ${ownerDueOrder} LIMIT ${cap} ${skipLocked}`
-      const scheduled = sql`SELECT ${columns} FROM ${table} WHERE state = 'attempted' AND ${ownerKey} = o.owner_did
-        AND next_attempt_at <= ${opaque(now, "bigint")} ${outside(excluding)}
-        AND (p.owner_did IS NULL OR p.next_at IS NULL
-          OR (next_attempt_at, ${ordered("caller_did")}, ${ordered("operation_id")}) > (p.next_at, p.caller_did, p.operation_id))
-        ORDER BY ${ownerDueOrder} LIMIT ${cap} ${skipLocked}`
-      return sql`SELECT * FROM (SELECT * FROM (${unscheduled}) AS u UNION ALL SELECT * FROM (${scheduled}) AS s) AS b
-        ORDER BY next_attempt_at NULLS FIRST, ${ordered("caller_did")}, ${ordered("operation_id")} LIMIT ${cap}`
-    }
-    const rows = sql.onDialectOrElse({
-      pg: () =>
-        sql`SELECT ${sql.literal(OPERATION_SCHEMA.listOf("x"))}, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
-          CROSS JOIN LATERAL (${ownerRows(columns)}) AS x`,
-      orElse: () =>
-        // CROSS JOIN keeps the owners the outer loop (SQLite's planner may not reorder it): each owner's rows by rowid.
-        sql`SELECT ${sql.literal(OPERATION_SCHEMA.listOf("x"))}, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
-          CROSS JOIN ${table} AS x WHERE x.rowid IN (SELECT rowid FROM (${ownerRows(sql`rowid, next_attempt_at, caller_did, operation_id`)}))`
-    })
-    return sql<RawRow>`WITH RECURSIVE ${scan},
-        owners AS (SELECT owner_did, n FROM scan WHERE due = 1),
-        ${sizing},
-        positions AS (${positionsOf}),
-        taken AS (SELECT r.*, row_number() OVER (PARTITION BY r.fair_owner
-          ORDER BY r.next_attempt_at NULLS FIRST, ${ordered("r.caller_did")}, ${ordered("r.operation_id")}) AS fair_rank FROM (${rows}) AS r)
-      SELECT page.*, ${cap} AS fair_cap, e.fair_scan_end, e.fair_done
-      FROM (SELECT (SELECT owner_did FROM scan ORDER BY n DESC LIMIT 1) AS fair_scan_end,
-        (SELECT ${sql.onDialectOrElse({ pg: () => sql`json_agg(o.owner_did)::text`, orElse: () => sql`json_group_array(o.owner_did)` })} FROM owners AS o
-          WHERE (SELECT count(*) FROM taken WHERE taken.fair_owner = o.n) < ${cap}) AS fair_done) AS e
-      LEFT JOIN (SELECT * FROM taken ORDER BY fair_rank, fair_owner LIMIT ${limit}) AS page ON 1 = 1
-      ORDER BY page.fair_rank, page.fair_owner`
-  }
+  })
   const readFairOperationPage = (
     now: Millis,
     at: FairPosition<DueOperationPosition>,
     limit: number,
     excluding?: ReadonlyArray<ProviderScope>
   ): Effect.Effect<FairDueRead<ConnectorOperation, DueOperationPosition>, PersistenceError> =>
-    readFairPage("operation.lockDuePage", healthy, fairDuePage(now, at, limit, excluding), at, limit, duePositionOf)
+    readFairPage("operation.lockDuePage", healthy, fairPageStatement(sql, fairTable(excluding), now, at, limit), at, limit, duePositionOf)
 
   // Any number of document ids in one parameter, so a filtered page stays one
   // ordered query however long the list.

@@ -19,7 +19,7 @@ import { columnsOf, rowSchema } from "./internal/rows.js"
 import { forUpdate } from "./SqlTransactor.js"
 import { rawThen, returnedAny, rowReaders, statementThen } from "./internal/queries.js"
 import { rawText, rawTimeOrNull, readDuePage } from "./internal/duePages.js"
-import { fairWatchPage, readFairPage } from "./internal/fairWatchPage.js"
+import { type FairPageTable, fairPageStatement, readFairPage } from "./internal/fairPage.js"
 import { affectedRows, type ColumnOf, versionedUpdate, versionedUpdateAll, versionedUpdateStatement } from "./internal/versionedUpdate.js"
 import type { TableNames } from "./Tables.js"
 import type { Compiled } from "./internal/directStatements.js"
@@ -169,6 +169,27 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
         UNION ALL
         SELECT * FROM (${scheduleDueOf("repair_failed", now, after, limit)}) AS failed
       ) AS due ORDER BY ${dueKey} LIMIT ${limit}`
+  // The batch claim's owner-fair page (see `fairPageStatement`), on the owner index (owner_did,
+  // next_attempt_at, identity, claimed_until) of pending watches: a watch is due when it is due by now and
+  // under no live claim, so an owner's probe passes over its claimed watches (their end is in the index).
+  const fairTable: FairPageTable<ProjectionWatch, DueWatchPosition> = {
+    name: tables.projectionWatch,
+    schema: WATCH_SCHEMA,
+    // With no statistics SQLite would rather sort the pending watches of the due index (which covers the
+    // owner probes too) than walk a range of the partial one.
+    sqliteIndex: tables.index("idx_connector_watch_owner_due"),
+    held: sql`verification_status = 'pending_verification'`,
+    keys: ["connector_name", "model", "account_key", "source_id"],
+    unscheduledFirst: false,
+    positionValues: (position) => [position.nextAttemptAt, position.connectorName, position.model, position.accountKey, position.sourceID],
+    due: (time, { order, after }) => {
+      const claimable = sql`next_attempt_at <= ${time} AND (claimed_until IS NULL OR claimed_until <= ${time})`
+      return {
+        probe: { value: sql`1`, where: sql`AND ${claimable}`, order },
+        ranges: [sql`${claimable} AND (p.owner_did IS NULL OR ${after})`]
+      }
+    }
+  }
   const lockDocument = (slot: DocumentSlot) =>
     sql.onDialectOrElse({
       pg: () =>
@@ -217,7 +238,7 @@ export const makeSqlWatchRepository = (sql: SqlClient, tables: TableNames): Watc
       readDuePage("watch.listScheduleDuePage", healthy, scheduleDuePage(now, after, limit), duePositionOf),
     // On SQLite the store's transactions hold the write lock: the page is the caller's alone.
     lockClaimablePage: (now, at, limit) =>
-      readFairPage("watch.lockClaimablePage", healthy, fairWatchPage(sql, tables, WATCH_SCHEMA, now, at, limit), at, limit, duePositionOf),
+      readFairPage("watch.lockClaimablePage", healthy, fairPageStatement(sql, fairTable, now, at, limit), at, limit, duePositionOf),
     updateAll: versionedUpdateAll(sql, "watch.updateAll", tables.projectionWatch, WATCH_COLUMNS, WATCH_KEY, WATCH_SCHEMA.types),
     // Keyset pages along the primary key, so a page reads `limit` settled
     // rows (and the unsettled ones between them), never the whole table.

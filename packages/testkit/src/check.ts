@@ -77,11 +77,12 @@ export interface CheckedStore extends PromiseConnectorStore<unknown> {
 export type RunnerLoop = (store: CheckedStore, provider: ProviderClient, edit: CheckEdit) => Promise<unknown>
 
 /**
- * Your verifier loop: one pass over the due watches (list them with
- * `listDueOperations(store.now())`, claim each, fetch the entity, record
- * what was found), calling `repair(documentID, digest)` where the local
- * document is to take the provider's state. Given as `verifier`, the check
- * runs it wherever it would verify due watches itself.
+ * Your verifier loop: one pass over the due watches (claim a batch with
+ * `claimDueWatches`, or list them with `listDueOperations(store.now())` and
+ * claim each; fetch the entity, record what was found), calling
+ * `repair(documentID, digest)` where the local document is to take the
+ * provider's state. Given as `verifier`, the check runs it wherever it would
+ * verify due watches itself.
  */
 export type VerifierLoop = (
   store: CheckedStore,

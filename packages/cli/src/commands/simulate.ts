@@ -3,7 +3,7 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { CliError, describeError } from "../errors.js"
-import { DATABASE_ENV } from "../options.js"
+import { DATABASE_ENV, noPreparedStatements } from "../options.js"
 
 const count = (name: string, description: string) =>
   Options.text(name).pipe(Options.optional, Options.withDescription(description))
@@ -33,7 +33,8 @@ const simulateOptions = {
   ),
   blindResend: Options.boolean("blind-resend").pipe(
     Options.withDescription("Runners ignore the store's reissue and re-send blindly (to see the check fail)")
-  )
+  ),
+  noPreparedStatements
 } as const
 
 /** A count option: a whole number, or a `CliError` naming the flag and what it got. */
@@ -62,7 +63,8 @@ export const simulateCommand = Command.make("simulate", simulateOptions, (option
       explain: options.explain,
       json: options.json,
       keep: options.keep,
-      blindResend: options.blindResend
+      blindResend: options.blindResend,
+      ...(options.noPreparedStatements ? { prepareStatements: false } : {})
     }
     const code = yield* Effect.tryPromise({
       // The simulation (its store, drivers and fault model) is loaded only when it runs.

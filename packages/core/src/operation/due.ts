@@ -1,7 +1,7 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { compareCodePoints } from "./retention.js"
-import type { FairTable } from "./fairDue.js"
+import type { FairTable } from "../due/fair.js"
 
 /**
  * Where a due operation stands in the due order: its next attempt (`null`,

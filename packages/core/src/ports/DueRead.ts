@@ -1,4 +1,4 @@
-import type { FairPosition } from "../operation/fairDue.js"
+import type { FairPosition } from "../due/fair.js"
 
 /**
  * One page of a due read, as the adapter read it (see

@@ -7,7 +7,7 @@ import type { CollectParams } from "../operation/retention.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ResumeScope } from "../watch/transitions.js"
 import type { DueRead, FairDueRead } from "./DueRead.js"
-import type { FairPosition } from "../operation/fairDue.js"
+import type { FairPosition } from "../due/fair.js"
 import type { ProviderScope } from "../limits/ProviderLimit.js"
 
 /**

@@ -3,7 +3,7 @@ import type { PersistenceError } from "../errors.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ClaimInput, DeferInput, ResumeScope } from "../watch/transitions.js"
 import type { DueWatchPosition } from "../watch/due.js"
-import type { FairPosition } from "../operation/fairDue.js"
+import type { FairPosition } from "../due/fair.js"
 import type { DueRead, FairDueRead } from "./DueRead.js"
 
 /** Where the unique ingress index allows one watch: an owner's document of a model. */

@@ -36,7 +36,7 @@ import { type AttemptFailure, type AttemptFailureResult, decideAttemptFailure } 
 import { type ClaimOperationInput, type ClaimResult, decideDueClaim } from "../operation/claim.js"
 import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
 import type { DueOperationPosition } from "../operation/due.js"
-import { fairStart } from "../operation/fairDue.js"
+import { fairStart } from "../due/fair.js"
 import { admitUnderLimits, scopesPassedOver } from "../limits/batch.js"
 import { OperationEntropy } from "../operation/entropy.js"
 import { IdempotencyConflict } from "../operation/IdempotencyConflict.js"

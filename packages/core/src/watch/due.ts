@@ -2,7 +2,7 @@ import { compareWatchIdentities } from "../operator/queries.js"
 import type { Millis, ProjectionWatch, WatchIdentity } from "./ProjectionWatch.js"
 import { hasLiveClaim, isScheduleDue } from "./transitions.js"
 import { keysetPage } from "../operation/due.js"
-import type { FairTable } from "../operation/fairDue.js"
+import type { FairTable } from "../due/fair.js"
 
 /** Where a watch due by schedule stands in the due order: its next attempt and its identity. */
 export interface DueWatchPosition extends WatchIdentity {

@@ -1,4 +1,4 @@
-import { compareCodePoints } from "./retention.js"
+import { compareCodePoints } from "../operation/retention.js"
 
 /**
  * How many owners a batch's page visits at most for each row of its
