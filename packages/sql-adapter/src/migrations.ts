@@ -467,6 +467,19 @@ export const migrations: ReadonlyArray<Migration> = [
           WHERE verification_status = 'pending_verification'`
       ])
     }
+  },
+  {
+    id: 15,
+    name: "drop_operation_document_index",
+    // Project: one index fewer for every operation write to maintain. A
+    // lifecycle's commit changes state and updated_at, so it is never a HOT
+    // update, and each of its writes adds an entry to every index of the
+    // table. The seed's index of document_id alone is covered: migration
+    // 7's (document_id, caller_did, …) and (document_id, owner_did, …) lead
+    // with that column and serve every lookup by document, so the seed's
+    // goes, 2 of a lifecycle's 25 index entries (docs/performance.md). Safe
+    // to run twice.
+    up: (sql, t) => run(sql, [`DROP INDEX IF EXISTS ${t.index("idx_connector_operation_document")}`])
   }
 ]
 
