@@ -15,22 +15,22 @@ const SEED_TABLES = [
   "kubun_connector_operation",
   "kubun_connector_projection_watch"
 ]
-/** The seed's indexes a migrated store keeps (the seed's idx_connector_operation_document: see DROPPED_SEED_INDEXES). */
+/** The seed's indexes a migrated store keeps (and those it drops: DROPPED_SEED_INDEXES). */
 const SEED_INDEXES = [
   "uq_connector_operation_node_key",
   "idx_connector_operation_owner",
   "idx_connector_operation_state_updated",
-  "uq_connector_watch_ingress",
-  "idx_connector_watch_document"
+  "uq_connector_watch_ingress"
 ]
 
 /**
- * The seed's indexes migration 15 drops, because another index leads with the
- * same column and every write would maintain both: the seed's document_id
- * index (migration 7's document/caller and document/owner indexes serve
- * every lookup by document).
+ * The seed's indexes migrations 15 and 16 drop, because another index leads
+ * with the same column and every write would maintain both: the operations'
+ * document_id index (migration 7's document/caller and document/owner
+ * indexes serve every lookup by document), the watches' (the ingress index,
+ * built again document first).
  */
-const DROPPED_SEED_INDEXES = ["idx_connector_operation_document"]
+const DROPPED_SEED_INDEXES = ["idx_connector_operation_document", "idx_connector_watch_document"]
 
 /** Runs the migrations once on a fresh client of `url` and returns the ids applied. */
 const migrateOnce = (url: string, prefix?: string) =>
