@@ -467,6 +467,44 @@ export const migrations: ReadonlyArray<Migration> = [
           WHERE verification_status = 'pending_verification'`
       ])
     }
+  },
+  {
+    id: 15,
+    name: "drop_operation_document_index",
+    // Project: one index fewer for every operation write to maintain. A
+    // lifecycle's commit changes state and updated_at, so it is never a HOT
+    // update, and each of its writes adds an entry to every index of the
+    // table. The seed's index of document_id alone is covered: migration
+    // 7's (document_id, caller_did, …) and (document_id, owner_did, …) lead
+    // with that column and serve every lookup by document, so the seed's
+    // goes, 2 of a lifecycle's 25 index entries (docs/performance.md). Safe
+    // to run twice.
+    up: (sql, t) => run(sql, [`DROP INDEX IF EXISTS ${t.index("idx_connector_operation_document")}`])
+  },
+  {
+    id: 16,
+    name: "watch_ingress_by_document",
+    // Project: the seed's unique ingress index, (owner_did, model,
+    // document_id), is built again with the document first, under its name:
+    // the same constraint (one watch per owner, model and document), and
+    // (document_id) alone then leads it, so the seed's index of document_id
+    // goes, one index entry fewer per watch write. It also keeps every
+    // lookup of a watch by its identity on the primary key. With no
+    // statistics (a table never analyzed: autovacuum off, or not yet run)
+    // Postgres's planner costs a probe of the old index's (owner_did,
+    // model) prefix below the primary key's five columns and took it for
+    // identity lookups, the finalize's arm targets among them: a read of
+    // every watch of the owner's model per lifecycle (docs/performance.md).
+    // No statement reads watches by owner and model without the document
+    // (the primary key, owner first, serves an owner's watches). Under
+    // migrate's lock and in its transaction: the table is locked from the
+    // drop on, so no write goes unchecked. Safe to run twice (built again).
+    up: (sql, t) =>
+      run(sql, [
+        `DROP INDEX IF EXISTS ${t.index("uq_connector_watch_ingress")}`,
+        `CREATE UNIQUE INDEX IF NOT EXISTS ${t.index("uq_connector_watch_ingress")} ON ${t.projectionWatch} (document_id, owner_did, model)`,
+        `DROP INDEX IF EXISTS ${t.index("idx_connector_watch_document")}`
+      ])
   }
 ]
 
