@@ -115,6 +115,19 @@ export const oneOf = (...allowed: ReadonlyArray<string | null>): Rule => (value)
 /** The rule, or `undefined` allowed too. */
 export const optional = (rule: Rule): Rule => (value) => value === undefined ? undefined : rule(value)
 
+/** The rule, or `null` allowed too. */
+export const orNull = (rule: Rule): Rule => (value) => value === null ? undefined : rule(value)
+
+/** A number `rule` accepts, of at most `max` (the reason ends with `unit`). */
+export const atMost = (rule: Rule, max: number, unit = ""): Rule => (value) =>
+  rule(value) ?? ((value as number) > max ? `must be at most ${max}${unit}` : undefined)
+
+/** An HTTP status code (100-599), or null. */
+export const httpStatusOrNull: Rule = (value) =>
+  value === null || (typeof value === "number" && Number.isSafeInteger(value) && value >= 100 && value <= 599)
+    ? undefined
+    : "must be an HTTP status (100-599) or null"
+
 /** One check: the field's name, its value, and its rule. */
 export type Check = readonly [field: string, value: unknown, rule: Rule]
 

@@ -1,6 +1,6 @@
 import { allOptionNames } from "../optionNames.js"
-import type { Check, InputShape, Rule } from "../validation.js"
-import { fieldOf, optional, Rules, shapeOf } from "../validation.js"
+import type { Check, InputShape } from "../validation.js"
+import { atMost, fieldOf, httpStatusOrNull, optional, orNull, Rules, shapeOf } from "../validation.js"
 import type { ProviderScope } from "./ProviderLimit.js"
 
 /** The largest cap a scope may have (the column is a 32-bit integer). */
@@ -20,18 +20,9 @@ export interface ProviderPauseInput extends ProviderScope {
   readonly status?: number | null | undefined
 }
 
-const capOrNull: Rule = (value) =>
-  value === null
-    ? undefined
-    : Rules.positiveInt(value) ?? ((value as number) > MAX_IN_FLIGHT ? `must be at most ${MAX_IN_FLIGHT}, or null` : undefined)
-
-const statusOrNull: Rule = (value) =>
-  value === null || (typeof value === "number" && Number.isSafeInteger(value) && value >= 100 && value <= 599)
-    ? undefined
-    : "must be an HTTP status (100-599) or null"
-
+const capOrNull = orNull(atMost(Rules.positiveInt, MAX_IN_FLIGHT, ", or null"))
 const optionalId = optional(Rules.id)
-const optionalStatus = optional(statusOrNull)
+const optionalStatus = optional(httpStatusOrNull)
 
 /** The checks of a `ProviderScope` under `prefix`. */
 export const scopeChecks = (prefix: string, scope: unknown): Array<Check> => [

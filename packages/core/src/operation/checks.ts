@@ -1,6 +1,6 @@
 import { allOptionNames } from "../optionNames.js"
 import type { Check, InputShape, Rule } from "../validation.js"
-import { fieldOf, oneOf, openShapeOf, optional, PLAIN_JSON, Rules, shapeOf } from "../validation.js"
+import { atMost, fieldOf, httpStatusOrNull, oneOf, openShapeOf, optional, orNull, PLAIN_JSON, Rules, shapeOf } from "../validation.js"
 import type { AttemptFailure } from "./attempt.js"
 import type { ClaimOperationInput } from "./claim.js"
 import type { OperationKey } from "./ConnectorOperation.js"
@@ -14,15 +14,8 @@ export const MAX_TRACKED_PAGE = 500
 /** The page size `listTrackedOperations` uses when none is asked for. */
 export const DEFAULT_TRACKED_PAGE = 50
 
-const idOrNull: Rule = (value) => value === null ? undefined : Rules.id(value)
 /** A string as `Rules.text`, or null. */
-export const textOrNull: Rule = (value) => value === null ? undefined : Rules.text(value)
-
-/** An HTTP status code. */
-const httpStatus: Rule = (value) =>
-  value === null || (typeof value === "number" && Number.isSafeInteger(value) && value >= 100 && value <= 599)
-    ? undefined
-    : "must be an HTTP status (100-599) or null"
+export const textOrNull: Rule = orNull(Rules.text)
 
 /** True or false. */
 export const boolean: Rule = (value) => typeof value === "boolean" ? undefined : "must be true or false"
@@ -30,12 +23,8 @@ export const boolean: Rule = (value) => typeof value === "boolean" ? undefined :
 /** The longest lease a runner may ask for: a day. */
 export const MAX_LEASE_MS = 86_400_000
 
-const leaseDuration: Rule = (value) =>
-  Rules.positiveInt(value) ?? ((value as number) > MAX_LEASE_MS ? `must be at most ${MAX_LEASE_MS} ms` : undefined)
-
 /** A page size from 1 to `MAX_TRACKED_PAGE` (the tracked and operator listings). */
-export const pageSize: Rule = (value) =>
-  Rules.positiveInt(value) ?? ((value as number) > MAX_TRACKED_PAGE ? `must be at most ${MAX_TRACKED_PAGE}` : undefined)
+export const pageSize: Rule = atMost(Rules.positiveInt, MAX_TRACKED_PAGE)
 
 const keyFieldNames = new Map<string, readonly [string, string]>()
 
@@ -56,11 +45,11 @@ export const keyChecks = (prefix: string, key: unknown): Array<Check> => {
 const CLAIM_IDS = ["ownerDID", "connectorName", "model", "accountKey", "target", "deterministicEventID", "payloadHash"] as const
 const CLAIM_ID_NAMES = CLAIM_IDS.map((field) => `input.${field}`)
 const operationKind = oneOf("create", "update", "delete")
-const optionalIdOrNull = optional(idOrNull)
+const optionalIdOrNull = optional(orNull(Rules.id))
 const optionalTextOrNull = optional(textOrNull)
 const optionalBoolean = optional(boolean)
 /** An optional lease length: absent, or 1 ms to `MAX_LEASE_MS`. */
-export const optionalLease = optional(leaseDuration)
+export const optionalLease = optional(atMost(Rules.positiveInt, MAX_LEASE_MS, " ms"))
 
 /** The checks of a `ClaimOperationInput`. */
 export const claimChecks = (input: unknown): ReadonlyArray<Check> => {
@@ -95,7 +84,7 @@ export const renewChecks = (options: unknown): ReadonlyArray<Check> => [
 ]
 
 const failureKind = oneOf("retryable", "permanent", "unknown", "offline", "auth")
-const optionalHttpStatus = optional(httpStatus)
+const optionalHttpStatus = optional(httpStatusOrNull)
 const optionalMillis = optional(Rules.millis)
 
 /** The extra checks of an `AttemptFailure`. */

@@ -35,7 +35,7 @@ import {
   type RelistScope
 } from "../relist/RelistRun.js"
 import { allOptionNames } from "../optionNames.js"
-import { fieldOf, type InputShape, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
+import { fieldOf, type InputShape, optional, orNull, Rules, shapeOf, taking, validate, validated } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
 /** One page as its runner commits it: the page's receipts, and where to list on from. */
@@ -104,8 +104,6 @@ const CHECKPOINT_SHAPE: InputShape = shapeOf(
   { receipts: RECEIPTS_TAKING }
 )
 
-const cursorRule = (value: unknown) => value === null ? undefined : Rules.text(value)
-
 /** A fresh, unguessable run id (from the store's `OperationEntropy`). */
 const newRunID = Effect.map(OperationEntropy, (entropy) => entropy.token())
 
@@ -168,7 +166,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
         ["runID", runID, Rules.id],
         ["checkpoint", checkpoint, Rules.record],
         ["checkpoint.page", fieldOf(checkpoint, "page"), Rules.positiveInt],
-        ["checkpoint.cursor", fieldOf(checkpoint, "cursor"), cursorRule],
+        ["checkpoint.cursor", fieldOf(checkpoint, "cursor"), orNull(Rules.text)],
         ["checkpoint.complete", fieldOf(checkpoint, "complete"), optional(flag)],
         ...receiptChecks("checkpoint.receipts", fieldOf(checkpoint, "receipts"))
       ],

@@ -11,7 +11,7 @@ import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader, type WinnerReaders } from "../ports/WinnerReader.js"
 import { COLLECT_SHAPE } from "../operation/checks.js"
 import { allOptionNames } from "../optionNames.js"
-import { fieldOf, optional, type Rule, Rules, shapeOf, taking, validate } from "../validation.js"
+import { atMost, fieldOf, optional, type Rule, Rules, shapeOf, taking, validate } from "../validation.js"
 import type { DueWatchPosition } from "../watch/due.js"
 import {
   type Millis,
@@ -142,8 +142,7 @@ const READERS_SHAPE = shapeOf(allOptionNames<WinnerReaders>()(["readWinner", "re
 const DUE_WORK_SHAPE = shapeOf(allOptionNames<DueWorkParams>()(["now", "limit", "cursor", "readers"]), { readers: READERS_SHAPE })
 
 /** A page size from 1 to `MAX_DUE_PAGE`. */
-const duePageSize: Rule = (value) =>
-  Rules.positiveInt(value) ?? ((value as number) > MAX_DUE_PAGE ? `must be at most ${MAX_DUE_PAGE}` : undefined)
+const duePageSize: Rule = atMost(Rules.positiveInt, MAX_DUE_PAGE)
 
 /** A kind whose pass has read its last page. */
 const DONE = "done"

@@ -2,7 +2,7 @@ import { Deferred, Effect, Exit, Option } from "effect"
 import { type InvalidInput, StoreClosed } from "../errors.js"
 import { allOptionNames } from "../optionNames.js"
 import { type WorkSignalApi, type WorkWake, WorkNotices, WorkSignal } from "../ports/WorkSignal.js"
-import { fieldOf, Rules, shapeOf, taking, validate } from "../validation.js"
+import { atMost, fieldOf, Rules, shapeOf, taking, validate } from "../validation.js"
 
 /** The longest one `awaitWork` may wait (one hour): a worker's sweep interval, never a forever. */
 export const MAX_WORK_WAIT_MS = 3_600_000
@@ -45,8 +45,7 @@ export interface WorkMethods {
 const AWAIT_WORK_SHAPE = shapeOf(allOptionNames<AwaitWorkParams>()(["since", "timeoutMs"]))
 
 /** Why a wait's timeout is refused, if it is. */
-const waitRule = (value: unknown): string | undefined =>
-  Rules.positiveInt(value) ?? ((value as number) > MAX_WORK_WAIT_MS ? `must be at most ${MAX_WORK_WAIT_MS} ms` : undefined)
+const waitRule = atMost(Rules.positiveInt, MAX_WORK_WAIT_MS, " ms")
 
 /**
  * Builds `awaitWork` over the adapter's `WorkSignal`; an adapter without

@@ -1,5 +1,6 @@
 import { allOptionNames } from "../optionNames.js"
 import {
+  atMost,
   type Check,
   EXACT_JSON,
   fieldOf,
@@ -7,6 +8,7 @@ import {
   oneOf,
   openShapeOf,
   optional,
+  orNull,
   type Rule,
   Rules,
   shapeOf
@@ -24,10 +26,9 @@ import { blankSyncState, SYNC_STATUSES, type SyncStateEntry, type SyncStateKey, 
 export const MAX_ENTITY_COUNT = 2_147_483_647
 
 /** An entity count: a non-negative integer of at most `MAX_ENTITY_COUNT`. */
-export const entityCountRule: Rule = (value) =>
-  Rules.nonNegativeInt(value) ?? ((value as number) > MAX_ENTITY_COUNT ? `must be at most ${MAX_ENTITY_COUNT}` : undefined)
+export const entityCountRule: Rule = atMost(Rules.nonNegativeInt, MAX_ENTITY_COUNT)
 
-const errorRule: Rule = (v) => v === null ? undefined : Rules.text(v)
+const errorRule = orNull(Rules.text)
 
 /** A JSON value the store keeps exactly (see `jsonProblem`); the reason names a path, never a value. */
 export const jsonRule: Rule = (value) => {
@@ -126,12 +127,13 @@ export const progressResultChecks = (result: unknown, row: SyncStateRow | undefi
 /** The longest lease a claim or renewal may ask for: one day. */
 export const MAX_SYNC_LEASE_MS = 24 * 60 * 60 * 1000
 
+const syncLeaseLength = atMost(Rules.positiveInt, MAX_SYNC_LEASE_MS)
+
 /** The checks of the `{ now, leaseMs }` terms of a claim or renewal. */
 export const leaseTermsChecks = (terms: unknown): ReadonlyArray<Check> => [
   ["options", terms, Rules.record],
   ["options.now", fieldOf(terms, "now"), Rules.millis],
-  ["options.leaseMs", fieldOf(terms, "leaseMs"), (v) =>
-    Rules.positiveInt(v) ?? ((v as number) > MAX_SYNC_LEASE_MS ? `must be at most ${MAX_SYNC_LEASE_MS}` : undefined)],
+  ["options.leaseMs", fieldOf(terms, "leaseMs"), syncLeaseLength],
   ["options.leaseMs", fieldOf(terms, "leaseMs"), (v) =>
     Number.isSafeInteger((fieldOf(terms, "now") as number) + (v as number)) ? undefined : "puts the expiry past the largest safe integer"]
 ]

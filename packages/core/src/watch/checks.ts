@@ -1,5 +1,5 @@
 import { allOptionNames } from "../optionNames.js"
-import { type Check, fieldOf, identityChecks, type InputShape, oneOf, openShapeOf, optional, Rules, shapeOf } from "../validation.js"
+import { type Check, fieldOf, identityChecks, type InputShape, oneOf, openShapeOf, optional, orNull, Rules, shapeOf } from "../validation.js"
 import type { WatchIdentity } from "./ProjectionWatch.js"
 import type { DeferInput, VerificationInput } from "./transitions.js"
 
@@ -22,7 +22,7 @@ const generation = Rules.nonNegativeInt
 const armReason = oneOf("ingress", "manual")
 const optionalDigest = optional(Rules.digestOrNull)
 const optionalDeferReason = optional(oneOf("offline", "auth", null))
-const millisOrNull = optional((value) => value === null ? undefined : Rules.millis(value))
+const millisOrNull = optional(orNull(Rules.millis))
 
 /** The checks of `armWatch`'s arguments. */
 export const armWatchChecks = (identity: unknown, reason: unknown, options: unknown): ReadonlyArray<Check> => {
