@@ -37,27 +37,9 @@ export class InvalidInput extends Data.TaggedError("InvalidInput")<{
  *   was opened; the store refuses every call rather than acknowledge writes that would vanish;
  * - `unknown`: anything else (the driver's message says what).
  */
-export type PersistenceReason =
-  | "unreachable"
-  | "authentication"
-  | "database-missing"
-  | "value-too-large"
-  | "invalid-text"
-  | "constraint"
-  | "serialization"
-  | "deadlock"
-  | "lock-timeout"
-  | "disk-full"
-  | "read-only"
-  | "not-a-database"
-  | "timeout"
-  | "too-many-connections"
-  | "corrupt"
-  | "database-replaced"
-  | "unknown"
+export type PersistenceReason = (typeof REASONS)[number]
 
-/** Every `PersistenceReason`, in the order of its documentation. */
-export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = [
+const REASONS = [
   "unreachable",
   "authentication",
   "database-missing",
@@ -75,7 +57,10 @@ export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = [
   "corrupt",
   "database-replaced",
   "unknown"
-]
+] as const
+
+/** Every `PersistenceReason`, in the order of its documentation. */
+export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = REASONS
 
 /**
  * The storage behind a port failed. Adapters turn their driver errors into

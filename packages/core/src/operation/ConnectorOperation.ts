@@ -38,7 +38,7 @@ export interface ConnectorOperation extends OperationKey {
   readonly connectorName: string
   /** The kind of entity at the provider, e.g. `Event`. */
   readonly model: string
-  /** `create` or `update`: the provider call this operation makes. */
+  /** `create`, `update` or `delete`: the provider call this operation makes (a delete is finalized with `finalizeDeleteOperation`). */
   readonly op: OperationOp
   /** The provider account the write goes through (the user's login there, e.g. an email address). */
   readonly accountKey: string

@@ -1,5 +1,5 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
-import type { ConnectorOperation, OperationKey, OperationOp } from "./ConnectorOperation.js"
+import type { ConnectorOperation, OperationKey } from "./ConnectorOperation.js"
 import { changed, type OperationDecision, released, unchanged } from "./decision.js"
 import { foldedDoubt } from "./doubt.js"
 import { holdsLiveLease, type Lease, leaseColumns, leaseOf } from "./lease.js"
@@ -10,29 +10,12 @@ import { bump } from "../versioned.js"
 import type { LimitedBy } from "../limits/ProviderLimit.js"
 
 /** What a runner claims: the operation it is about to drive, keyed by the caller's idempotency key. */
-export interface ClaimOperationInput extends OperationKey {
-  /** The DID of the user whose data this is. */
-  readonly ownerDID: string
-  /** The connector (provider integration) that makes the write, e.g. `gcal`. */
-  readonly connectorName: string
-  /** The kind of entity at the provider, e.g. `Event`. */
-  readonly model: string
-  /** `create`, `update` or `delete`: the provider call this operation makes (a delete is finalized with `finalizeDeleteOperation`). */
-  readonly op: OperationOp
-  /** The provider account the write goes through (the user's login there, e.g. an email address). */
-  readonly accountKey: string
-  /** Where at the provider the write goes: the container of the entity (a calendar, a project, a list, …). */
-  readonly target: string
+export interface ClaimOperationInput extends Pick<
+  ConnectorOperation,
+  keyof OperationKey | "ownerDID" | "connectorName" | "model" | "op" | "accountKey" | "target" | "deterministicEventID" | "payloadHash"
+> {
   /** The provider entity an update targets; a create learns its id on commit. */
   readonly sourceID?: string | null | undefined
-  /**
-   * The id the local side gives this entity, stable across every retry of
-   * the write (a create's client-chosen id, sent to providers that accept
-   * one, so a re-sent create cannot make a second entity).
-   */
-  readonly deterministicEventID: string
-  /** A digest of everything the write sends; a replay of the key must bring the same one (`IdempotencyConflict` otherwise). */
-  readonly payloadHash: string
   /**
    * How the write may be sent again once a request may have landed:
    * `conditional-update` (re-send with `If-Match: ifMatch`), `deterministic-create`

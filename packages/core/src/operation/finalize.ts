@@ -53,14 +53,6 @@ export type FinalizeDeleteResult =
 
 /** What the lease holder reports once the provider applied the write. */
 export interface FinalizeOperationInput extends CommitInput {
-  /** The provider entity the write created or updated: the watch's source. */
-  readonly sourceID: string
-  /** The local document the write projected into. */
-  readonly documentID: string
-  /** The etag the provider returned for the written entity, if any. */
-  readonly providerEtag?: string | null | undefined
-  /** The provider entity as the write returned it (any JSON value). */
-  readonly resultEntity?: unknown
   /** When the watch's first verification falls due, on the store's clock (`store.now() + …`, never `Date.now()`). */
   readonly watchDueAt: Millis
 }

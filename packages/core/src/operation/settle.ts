@@ -1,5 +1,6 @@
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
+import type { FinalizeOperationInput } from "./finalize.js"
 import { released } from "./decision.js"
 import { isInDoubt } from "./doubt.js"
 import { bump } from "../versioned.js"
@@ -14,15 +15,7 @@ import { bump } from "../versioned.js"
  * - `dead`: the provider does not hold it and it will not be sent again.
  */
 export type SettleOperationInput =
-  | {
-    readonly outcome: "committed"
-    readonly sourceID: string
-    readonly documentID: string
-    readonly providerEtag?: string | null | undefined
-    /** The provider entity as the lookup found it (any JSON value). */
-    readonly resultEntity?: unknown
-    readonly watchDueAt: Millis
-  }
+  | ({ readonly outcome: "committed" } & Omit<FinalizeOperationInput, "leaseToken">)
   | { readonly outcome: "dead" }
 
 /** The columns of an operation whose outcome became known: no request of it is in doubt any more. */

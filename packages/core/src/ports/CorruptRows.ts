@@ -6,12 +6,7 @@ import type { CorruptRow } from "../errors.js"
  * as text, the column that failed and why. The row is still stored; the
  * operator guide says how to repair it.
  */
-export interface CorruptRowReport {
-  readonly table: string
-  readonly key: string
-  readonly column: string
-  readonly detail: string
-}
+export interface CorruptRowReport extends Pick<CorruptRow, "table" | "key" | "column" | "detail"> {}
 
 /** The report of a `CorruptRow` (its fields without the method). */
 export const corruptRowReport = (row: CorruptRow): CorruptRowReport => ({

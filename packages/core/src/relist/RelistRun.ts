@@ -1,16 +1,7 @@
-import type { Digest, Millis } from "../watch/ProjectionWatch.js"
+import type { Digest, Millis, WatchIdentity } from "../watch/ProjectionWatch.js"
 
 /** What one relist lists in full: every provider entity of one account's model, for one owner and connector. */
-export interface RelistScope {
-  /** The DID of the owner whose entities are listed. */
-  readonly ownerDID: string
-  /** The connector that lists them. */
-  readonly connectorName: string
-  /** The provider's model (entity type) listed, as the connector names it. */
-  readonly model: string
-  /** The provider account listed, as the connector names it. */
-  readonly accountKey: string
-}
+export interface RelistScope extends Omit<WatchIdentity, "sourceID"> {}
 
 /**
  * Where a relist run stands.

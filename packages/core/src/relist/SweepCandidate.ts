@@ -1,4 +1,4 @@
-import type { Digest, Millis } from "../watch/ProjectionWatch.js"
+import { type Digest, formatWatchIdentity, type Millis, watchKey } from "../watch/ProjectionWatch.js"
 import type { RelistScope } from "./RelistRun.js"
 
 /** Failed applies after which a candidate is given up until a person re-arms it. */
@@ -72,10 +72,8 @@ export interface SweepCandidate extends SweepCandidateIdentity {
 /** The statuses that are still work for the sweep: listed by `listSweepCandidates`. */
 export const ACTIONABLE_SWEEP_STATUSES: ReadonlyArray<SweepCandidateStatus> = ["open", "decided"]
 
-/** An unambiguous map key for a candidate identity. */
-export const candidateKey = (id: SweepCandidateIdentity): string =>
-  JSON.stringify([id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID])
+/** An unambiguous map key for a candidate identity (its watch's `watchKey`). */
+export const candidateKey: (id: SweepCandidateIdentity) => string = watchKey
 
-/** A readable label of a candidate identity, for errors and logs. */
-export const formatCandidateIdentity = (id: SweepCandidateIdentity): string =>
-  [id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID].join("/")
+/** A readable label of a candidate identity, for errors and logs (its watch's `formatWatchIdentity`). */
+export const formatCandidateIdentity: (id: SweepCandidateIdentity) => string = formatWatchIdentity

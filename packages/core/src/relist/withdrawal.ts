@@ -1,6 +1,7 @@
 import type { OperationState } from "../operation/ConnectorOperation.js"
 import type { WatchIdentity } from "../watch/ProjectionWatch.js"
 import { isUnchangedSince, type RelistBaselineEntry, type TrackedDocument } from "./derivation.js"
+import { sameRelistScope } from "./RelistRun.js"
 import type { SweepCandidate } from "./SweepCandidate.js"
 
 /**
@@ -37,9 +38,7 @@ export interface SweepCandidateBasis {
   readonly documentOperations: ReadonlyArray<OperationState>
 }
 
-const sameIdentity = (a: WatchIdentity, b: WatchIdentity): boolean =>
-  a.ownerDID === b.ownerDID && a.connectorName === b.connectorName && a.model === b.model &&
-  a.accountKey === b.accountKey && a.sourceID === b.sourceID
+const sameIdentity = (a: WatchIdentity, b: WatchIdentity): boolean => sameRelistScope(a, b) && a.sourceID === b.sourceID
 
 /**
  * Re-derives a candidate against the current watch and operations:

@@ -27,7 +27,7 @@ import {
   trackedChecks
 } from "../operation/checks.js"
 import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
-import type { ConnectorOperation, OperationKey, OperationState } from "../operation/ConnectorOperation.js"
+import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
 import { OperationEntropy } from "../operation/entropy.js"
 import type { FinalizeDeleteInput, FinalizeDeleteResult, FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
 import type { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
@@ -39,6 +39,7 @@ import {
   encodeCursor,
   isVisibleTo,
   positionOf,
+  type TrackedQuery,
   writeStatesOf
 } from "../operation/reads.js"
 import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
@@ -61,12 +62,7 @@ export interface RenewLeaseOptions {
 }
 
 /** The filter of `listTrackedOperations`. Empty `documentIDs` or `states` lists match nothing. */
-export interface TrackedOperationFilter {
-  /** Only operations this DID called or owns. */
-  readonly visibleTo: string
-  readonly documentIDs?: ReadonlyArray<string> | undefined
-  readonly states?: ReadonlyArray<OperationState> | undefined
-  readonly connectorName?: string | undefined
+export interface TrackedOperationFilter extends Omit<TrackedQuery, "limit" | "after"> {
   /** Page size (default 50, at most 500). */
   readonly limit?: number | undefined
   /** The `nextCursor` of the previous page. */

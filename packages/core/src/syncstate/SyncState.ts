@@ -54,25 +54,11 @@ export interface SyncStateEntry extends SyncStateKey, SyncState {}
  * A sync-state row as the repository stores it: the public state plus the
  * key and the current lease token, which only the lease holder is told.
  */
-export interface SyncStateRow extends SyncStateKey {
-  /** The runner's resume point, any JSON value; `null` until written. */
-  readonly checkpoint: JsonValue
-  /** Caller-defined text from the last report; `""` until one. */
-  readonly lastSyncedAt: string
-  /** How many entities the runner last reported synced; 0 until a report. */
-  readonly entityCount: number
-  /** The status the runner last reported; `idle` on a new row. */
-  readonly status: SyncStatus
+export interface SyncStateRow extends SyncStateKey, Omit<SyncState, "error" | "incarnation"> {
   /** The error text the runner last reported; `null` when none. */
   readonly error: string | null
   /** The secret token of the current sync lease, set by a claim; `null` when no lease was ever taken or it was released. */
   readonly leaseToken: string | null
-  /** When the current lease lapses (ms since the epoch); `null` when nobody holds one. */
-  readonly leaseExpiresAt: Millis | null
-  /** The runner's recovery data, any JSON value; `null` until written. */
-  readonly recovery: JsonValue
-  /** How many progress writes this incarnation has taken; 0 on a new row. */
-  readonly version: number
   /** The random id given when the row was created; `null` on rows from older releases. */
   readonly incarnation: string | null
 }

@@ -51,17 +51,11 @@ export interface SyncProgressCASResult {
 export type SyncProgressRecompute = (current: SyncProgressCASCurrent | null) => SyncProgressCASResult
 
 /** A recompute result that passed its checks: only the fields a progress write takes. */
-export interface ValidProgress {
+export interface ValidProgress extends Omit<SyncProgressCASResult, "checkpoint" | "recovery"> {
   /** The new checkpoint, checked to be JSON. */
   readonly checkpoint: JsonValue
   /** The new recovery data, checked to be JSON. */
   readonly recovery: JsonValue
-  /** The `lastSyncedAt` to write; absent keeps the stored one. */
-  readonly lastSyncedAt?: string | undefined
-  /** The entity count to write; absent keeps the stored one. */
-  readonly entityCount?: number | undefined
-  /** The error to write (`null` clears it); absent keeps the stored one. */
-  readonly error?: string | null | undefined
 }
 
 /** What a recompute is given for a row (or for no row). */
