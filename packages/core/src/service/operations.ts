@@ -2,7 +2,7 @@ import { Effect, Option, Random } from "effect"
 import {
   type ConcurrentUpdateExhausted,
   type CorruptRow,
-  InvalidInput,
+  type InvalidInput,
   type PersistenceError,
   type WinnerReaderMissing,
   type WinnerReadFailed
@@ -12,7 +12,6 @@ import {
   asStoredJson,
   CLAIM_SHAPE,
   claimChecks,
-  DEFAULT_TRACKED_PAGE,
   FAILURE_SHAPE,
   failureChecks,
   FINALIZE_DELETE_SHAPE,
@@ -42,12 +41,13 @@ import {
   type TrackedQuery,
   writeStatesOf
 } from "../operation/reads.js"
-import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
+import type { CorruptRowReport } from "../ports/CorruptRows.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import { allOptionNames } from "../optionNames.js"
-import { type Check, firstProblem, type InputShape, LIST, preparing, Rules, shapeOf, taking, validate, validated } from "../validation.js"
+import { type Check, firstProblem, type InputShape, LIST, preparing, Rules, shapeOf, taking, validated } from "../validation.js"
 import { makeRunners } from "./hot.js"
+import { cursorOf, paged } from "./paging.js"
 import { operationTransitions } from "./programs.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 import { ProviderLimitEnforcement } from "../limits/ProviderLimit.js"
@@ -221,34 +221,20 @@ export const makeOperationMethods = Effect.gen(function*() {
         Effect.map(operations.getByNodeKey(nodeKey), Option.filter((row) => isVisibleTo(row, viewerDID)))),
 
     listTrackedOperations: taking("listTrackedOperations", ["filter"], [TRACKED_SHAPE], (filter: TrackedOperationFilter) =>
-      Effect.gen(function*() {
-        yield* validate("listTrackedOperations", trackedChecks(filter))
-        const after = filter.cursor === undefined ? undefined : decodeCursor(filter.cursor)
-        if (filter.cursor !== undefined && after === undefined) {
-          return yield* new InvalidInput({
-            method: "listTrackedOperations",
-            field: "filter.cursor",
-            reason: "is not a cursor this store returned"
-          })
-        }
-        const limit = filter.limit ?? DEFAULT_TRACKED_PAGE
-        const [rows, corrupt] = yield* collectCorruptRows(operations.listTracked({
-          visibleTo: filter.visibleTo,
-          documentIDs: filter.documentIDs,
-          states: filter.states,
-          connectorName: filter.connectorName,
-          limit: limit + 1,
-          after
-        }))
-        const page = rows.slice(0, limit)
-        const last = page[page.length - 1]
-        return {
-          operations: page,
-          // The rows left out count towards the limit + 1 read: more follow the page's last operation.
-          nextCursor: rows.length + corrupt.length > limit && last !== undefined ? encodeCursor(positionOf(last)) : null,
-          corrupt
-        }
-      })),
+      validated("listTrackedOperations", trackedChecks(filter), () =>
+        Effect.flatMap(cursorOf("listTrackedOperations", filter.cursor, decodeCursor), (after) =>
+          Effect.map(
+            paged(filter.limit, (limit) =>
+              operations.listTracked({
+                visibleTo: filter.visibleTo,
+                documentIDs: filter.documentIDs,
+                states: filter.states,
+                connectorName: filter.connectorName,
+                limit,
+                after
+              }), (last) => encodeCursor(positionOf(last))),
+            ({ items, nextCursor, corrupt }) => ({ operations: items, nextCursor, corrupt })
+          )))),
 
     getDocumentWriteStates: taking("getDocumentWriteStates", ["documentIDs"], [LIST], (documentIDs: ReadonlyArray<string>) =>
       validated("getDocumentWriteStates", [["documentIDs", documentIDs, Rules.ids]], () => {

@@ -1,7 +1,7 @@
 import type { OperatorOperationFields, OperatorWatchFields } from "../operator/queries.js"
 import { Clock, Effect, Option } from "effect"
 import { type ConcurrentUpdateExhausted, InvalidInput, type PersistenceError, type WinnerReadFailed } from "../errors.js"
-import { asStoredJson, DEFAULT_TRACKED_PAGE, KEY_SHAPE, keyChecks } from "../operation/checks.js"
+import { asStoredJson, KEY_SHAPE, keyChecks } from "../operation/checks.js"
 import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
 import { decodeCursor, encodeCursor, positionOf } from "../operation/reads.js"
 import { decideRetry } from "../operation/retry.js"
@@ -37,7 +37,6 @@ import { formatSyncStateKey } from "../syncstate/SyncState.js"
 import { OperatorActionRefused, OperatorTargetNotFound } from "../operator/errors.js"
 import type { StoreStatus } from "../operator/status.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
-import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
 import { OperatorRepository } from "../ports/OperatorRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
@@ -48,6 +47,7 @@ import { IDENTITY_SHAPE } from "../watch/checks.js"
 import { type Digest, formatWatchIdentity, type Millis, type ProjectionWatch, type WatchIdentity } from "../watch/ProjectionWatch.js"
 import { decideArm } from "../watch/transitions.js"
 import { makeRunners } from "./hot.js"
+import { cursorOf, type OperatorPage, paged } from "./paging.js"
 import { settleTransition } from "./programs.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 import { singleWinnerReader } from "./winners.js"
@@ -77,18 +77,7 @@ export type OperatorSyncLeaseReleaseResult =
   | { readonly outcome: "released"; readonly was: "held" | "stale"; readonly state: OperatorSyncState }
   | { readonly outcome: "not-held"; readonly state: OperatorSyncState }
 
-/** One page of an operator list; `nextCursor` is null on the last page. */
-export interface OperatorPage<A> {
-  readonly items: ReadonlyArray<A>
-  readonly nextCursor: string | null
-  /**
-   * The rows of this page left out because they cannot be decoded (each also
-   * logged as a warning and counted in `StoreMetrics.corruptRowsSkipped`);
-   * empty when every row decoded. A corrupt row after the page's last item
-   * is reported again with the next page.
-   */
-  readonly corrupt: ReadonlyArray<CorruptRowReport>
-}
+export type { OperatorPage } from "./paging.js"
 
 type ActionErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted | OperatorTargetNotFound | OperatorActionRefused
 type ReadErrors = InvalidInput | PersistenceError
@@ -147,30 +136,6 @@ export interface OperatorMethods {
 
 const RELEASE_NAMES = ["connectorName", "ownerDID", "options"]
 const RELEASE_TAKINGS = [undefined, undefined, OPERATOR_RELEASE_SHAPE]
-
-const badCursor = (method: string) =>
-  new InvalidInput({ method, field: "filter.cursor", reason: "is not a cursor this store returned" })
-
-/** Decodes the cursor of a filter, or fails naming it. */
-const cursorOf = <P>(method: string, cursor: string | undefined, decode: (c: string) => P | undefined) =>
-  cursor === undefined
-    ? Effect.succeed(undefined)
-    : Effect.flatMap(Effect.sync(() => decode(cursor)), (after) => after === undefined ? Effect.fail(badCursor(method)) : Effect.succeed(after))
-
-/** Reads `limit + 1` rows to learn whether a next page exists. */
-const paged = <A, E>(
-  limit: number | undefined,
-  read: (limit: number) => Effect.Effect<ReadonlyArray<A>, E>,
-  cursorAfter: (last: A) => string
-): Effect.Effect<OperatorPage<A>, E> => {
-  const size = limit ?? DEFAULT_TRACKED_PAGE
-  return Effect.map(collectCorruptRows(read(size + 1)), ([rows, corrupt]) => {
-    const items = rows.slice(0, size)
-    const last = items[items.length - 1]
-    // The rows left out count towards the size + 1 read: more follow the page's last item.
-    return { items, nextCursor: rows.length + corrupt.length > size && last !== undefined ? cursorAfter(last) : null, corrupt }
-  })
-}
 
 /** Builds the operator methods over the ports. */
 export const makeOperatorMethods = Effect.gen(function*() {

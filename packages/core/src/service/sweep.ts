@@ -1,5 +1,5 @@
 import { Clock, Effect, Metric } from "effect"
-import { InvalidInput, type PersistenceError, WinnerReaderMissing } from "../errors.js"
+import { type InvalidInput, type PersistenceError, WinnerReaderMissing } from "../errors.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { DueOperationPosition } from "../operation/due.js"
 import type { CollectParams } from "../operation/retention.js"
@@ -22,6 +22,7 @@ import {
 } from "../watch/ProjectionWatch.js"
 import { isAuditDiverged, isScheduleDue } from "../watch/transitions.js"
 import { StoreMetrics } from "./metrics.js"
+import { badCursor } from "./paging.js"
 import { readableWinners } from "./winners.js"
 
 /**
@@ -284,7 +285,7 @@ export const makeSweepMethods = Effect.gen(function*() {
         const { cursor, limit, now } = params
         const position = cursor === undefined ? FIRST_PAGE : decodeDueCursor(cursor)
         if (position === undefined) {
-          return yield* new InvalidInput({ method: "listDueWork", field: "params.cursor", reason: "is not a cursor this store returned" })
+          return yield* badCursor("listDueWork", "params.cursor")
         }
         const chosen = yield* readersFor("listDueWork", params.readers)
         const [[due, scheduled], dueCorrupt] = yield* collectCorruptRows(Effect.zip(
