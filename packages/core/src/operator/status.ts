@@ -1,10 +1,12 @@
 import { isInDoubt } from "../operation/doubt.js"
+import { isDueOperation } from "../operation/due.js"
 import type { ConnectorOperation, OperationKey, OperationState } from "../operation/ConnectorOperation.js"
 import { holdsLiveLease } from "../operation/lease.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
 import type { SweepCandidate } from "../relist/SweepCandidate.js"
 import type { Millis, ProjectionWatch, VerificationStatus, WatchIdentity } from "../watch/ProjectionWatch.js"
 import { watchIdentityOf } from "../watch/ProjectionWatch.js"
+import { isScheduleDue } from "../watch/transitions.js"
 import { compareCodePoints } from "../operation/retention.js"
 import { compareWatchIdentities } from "./queries.js"
 import { type PendingAuthCounts, pendingAuthCountsOf, type SyncStateCounts, syncStateCountsOf } from "./syncStates.js"
@@ -86,13 +88,13 @@ export const storeStatusOf = (
   now: Millis
 ): StoreStatus => {
   const dueOperations = tables.operations
-    .filter((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now))
+    .filter((row) => isDueOperation(row, now))
     .sort((a, b) =>
       operationDueAt(a) - operationDueAt(b) || compareCodePoints(a.callerDID, b.callerDID) ||
       compareCodePoints(a.operationID, b.operationID)
     )
   const dueWatches = tables.watches
-    .filter((row) => row.verificationStatus !== "verified" && row.nextAttemptAt !== null && row.nextAttemptAt <= now)
+    .filter((row) => isScheduleDue(row, now))
     .sort((a, b) => a.nextAttemptAt! - b.nextAttemptAt! || compareWatchIdentities(a, b))
   const firstOperation = dueOperations[0]
   const firstWatch = dueWatches[0]

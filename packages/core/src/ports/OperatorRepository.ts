@@ -1,6 +1,7 @@
 import { Context, type Effect } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
+import { keysetPage } from "../operation/due.js"
 import type { OperatorOperationQuery, OperatorWatchQuery } from "../operator/queries.js"
 import type { StoreStatus } from "../operator/status.js"
 import type { OperatorSyncStateQuery } from "../operator/syncStates.js"
@@ -37,9 +38,5 @@ export class OperatorRepository extends Context.Tag("@connector-store/core/Opera
 export const relistRunPage = (runs: ReadonlyArray<RelistRun>, query: OperatorRelistQuery): ReadonlyArray<RelistRun> => {
   const newestFirst = (a: { startedAt: Millis; runID: string }, b: { startedAt: Millis; runID: string }) =>
     b.startedAt - a.startedAt || (a.runID < b.runID ? -1 : a.runID > b.runID ? 1 : 0)
-  return runs
-    .filter((run) => query.states === undefined || query.states.includes(run.state))
-    .filter((run) => query.after === undefined || newestFirst(run, query.after) > 0)
-    .sort(newestFirst)
-    .slice(0, query.limit)
+  return keysetPage(runs, (run) => query.states === undefined || query.states.includes(run.state), newestFirst, query.after, query.limit)
 }
