@@ -154,10 +154,8 @@ export const makeOperatorMethods = Effect.gen(function*() {
       : Effect.succeed(fallback)
 
   const lockOperation = (method: string, key: OperationKey) =>
-    Effect.flatMap(operations.lockRead(key), Option.match({
-      onNone: () => Effect.fail(new OperatorTargetNotFound({ method, what: "operation", identity: formatOperationKey(key) })),
-      onSome: Effect.succeed
-    }))
+    Effect.flatMap(operations.lockRead(key), (found) =>
+      Effect.mapError(found, () => new OperatorTargetNotFound({ method, what: "operation", identity: formatOperationKey(key) })))
 
   const { onPorts } = yield* makeRunners
   // With no reader, a settle arms with the watch's last winner.

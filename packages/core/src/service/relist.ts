@@ -113,10 +113,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
   const { withTransaction } = yield* Transactor
 
   const requireRun = (method: string, runID: string, found: Option.Option<RelistRun>) =>
-    Option.match(found, {
-      onNone: () => Effect.fail(new RelistRunNotFound({ method, runID })),
-      onSome: Effect.succeed
-    })
+    Effect.mapError(found, () => new RelistRunNotFound({ method, runID }))
 
   const methods: RelistRunMethods = {
     startRelistRun: taking("startRelistRun", ["scope"], [SCOPE_SHAPE], (scope: RelistScope) =>

@@ -179,10 +179,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
   const { withTransaction } = yield* Transactor
 
   const findRun = (method: string, runID: string) =>
-    Effect.flatMap(relist.getRun(runID), Option.match({
-      onNone: () => Effect.fail(new RelistRunNotFound({ method, runID })),
-      onSome: (run: RelistRun) => Effect.succeed(run)
-    }))
+    Effect.flatMap(relist.getRun(runID), (found) => Effect.mapError(found, () => new RelistRunNotFound({ method, runID })))
 
   /**
    * The bases of a page of candidates, read in a few set-based reads: their
