@@ -175,7 +175,7 @@ export type JsonTaken = { readonly value: JsonValue; readonly problem?: undefine
  * `-0`. A getter or proxy that throws while it is read refuses the value;
  * nothing thrown escapes.
  */
-export const takeJson = (value: unknown, copying: "exact" | "plain", maxBytes: number = MAX_JSON_BYTES): JsonTaken => {
+export const takeJson = (value: unknown, copying: Copying, maxBytes: number = MAX_JSON_BYTES): JsonTaken => {
   try {
     return { value: walkJson(value, maxBytes, copying) as JsonValue }
   } catch (thrown) {
@@ -192,14 +192,7 @@ export const takeJson = (value: unknown, copying: "exact" | "plain", maxBytes: n
  * and text longer than `MAX_JSON_BYTES`. The reason names the path
  * (`$.items[3]`), never the value, so it is safe to show.
  */
-export const jsonProblem = (value: unknown): string | undefined => {
-  try {
-    walkJson(value, MAX_JSON_BYTES, "none")
-    return undefined
-  } catch (thrown) {
-    return thrown instanceof JsonRefusal ? thrown.problem : "$ could not be read (reading it threw)"
-  }
-}
+export const jsonProblem = (value: unknown): string | undefined => takeJson(value, "none").problem
 
 /** True when `value` is a JSON value the store keeps exactly (see `jsonProblem`). */
 export const isJsonValue = (value: unknown): value is JsonValue => jsonProblem(value) === undefined
