@@ -3,7 +3,7 @@ import { type InvalidInput, type PersistenceError, WinnerReaderMissing } from ".
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { DueOperationPosition } from "../operation/due.js"
 import type { CollectParams } from "../operation/retention.js"
-import { decodeCursorParts, encodeCursorParts } from "../operator/cursors.js"
+import { decodeTagged, encodeCursorParts } from "../operator/cursors.js"
 import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
 import type { DueRead } from "../ports/DueRead.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
@@ -182,9 +182,9 @@ const areStrings = (values: ReadonlyArray<unknown>): values is ReadonlyArray<str
 
 /** The position a cursor names, or `undefined` when it is not one `encodeDueCursor` made. */
 const decodeDueCursor = (cursor: string): DuePosition | undefined => {
-  const parts = decodeCursorParts(cursor)
-  if (parts === undefined || parts.length !== 3 || parts[0] !== "due") return undefined
-  const [, ops, due] = parts
+  const parts = decodeTagged(cursor, "due", 3)
+  if (parts === undefined) return undefined
+  const [ops, due] = parts
   let operations: KindPosition<DueOperationPosition>
   if (ops === DONE) operations = DONE
   else if (Array.isArray(ops) && ops.length === 3 && isTimeOrNull(ops[0]) && areStrings(ops.slice(1))) {
