@@ -165,21 +165,30 @@ export const validated = <A, E, R>(
 export const validateRecord = (method: string, field: string, value: unknown): Effect.Effect<void, InvalidInput> =>
   validate(method, [[field, value, Rules.record]])
 
-const IDENTITY_PARTS = ["ownerDID", "connectorName", "model", "accountKey", "sourceID"] as const
-const identityFieldNames = new Map<string, ReadonlyArray<string>>()
+/** The checks of an object under a prefix whose `parts` are ids, then `more`; each prefix's field names are spelled once. */
+export const partChecks = (parts: ReadonlyArray<string>) => {
+  const fieldNames = new Map<string, ReadonlyArray<string>>()
+  return (prefix: string, value: unknown, ...more: ReadonlyArray<Check>): Array<Check> => {
+    let names = fieldNames.get(prefix)
+    if (names === undefined) {
+      names = parts.map((part) => `${prefix}.${part}`)
+      fieldNames.set(prefix, names)
+    }
+    const checks: Array<Check> = [[prefix, value, Rules.record]]
+    for (let i = 0; i < parts.length; i++) checks.push([names[i]!, fieldOf(value, parts[i]!), Rules.id])
+    checks.push(...more)
+    return checks
+  }
+}
 
 /** The checks for a watch identity under `prefix`, then `more`. */
-export const identityChecks = (prefix: string, identity: unknown, ...more: ReadonlyArray<Check>): Array<Check> => {
-  let names = identityFieldNames.get(prefix)
-  if (names === undefined) {
-    names = IDENTITY_PARTS.map((part) => `${prefix}.${part}`)
-    identityFieldNames.set(prefix, names)
-  }
-  const checks: Array<Check> = [[prefix, identity, Rules.record]]
-  for (let i = 0; i < IDENTITY_PARTS.length; i++) checks.push([names[i]!, fieldOf(identity, IDENTITY_PARTS[i]!), Rules.id])
-  checks.push(...more)
-  return checks
-}
+export const identityChecks: (prefix: string, identity: unknown, ...more: ReadonlyArray<Check>) => Array<Check> = partChecks([
+  "ownerDID",
+  "connectorName",
+  "model",
+  "accountKey",
+  "sourceID"
+])
 
 /** Reads `key` of an input that may not be an object (for checks before it is validated). */
 export const fieldOf = (input: unknown, key: string): unknown =>

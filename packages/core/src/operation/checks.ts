@@ -1,6 +1,6 @@
 import { allOptionNames } from "../optionNames.js"
 import type { Check, InputShape, Rule } from "../validation.js"
-import { atMost, fieldOf, httpStatusOrNull, oneOf, openShapeOf, optional, orNull, PLAIN_JSON, Rules, shapeOf } from "../validation.js"
+import { atMost, fieldOf, httpStatusOrNull, oneOf, openShapeOf, optional, orNull, partChecks, PLAIN_JSON, Rules, shapeOf } from "../validation.js"
 import type { AttemptFailure } from "./attempt.js"
 import type { ClaimOperationInput } from "./claim.js"
 import type { OperationKey } from "./ConnectorOperation.js"
@@ -26,21 +26,8 @@ export const MAX_LEASE_MS = 86_400_000
 /** A page size from 1 to `MAX_TRACKED_PAGE` (the tracked and operator listings). */
 export const pageSize: Rule = atMost(Rules.positiveInt, MAX_TRACKED_PAGE)
 
-const keyFieldNames = new Map<string, readonly [string, string]>()
-
 /** The checks of an idempotency key under `prefix`. */
-export const keyChecks = (prefix: string, key: unknown): Array<Check> => {
-  let names = keyFieldNames.get(prefix)
-  if (names === undefined) {
-    names = [`${prefix}.callerDID`, `${prefix}.operationID`]
-    keyFieldNames.set(prefix, names)
-  }
-  return [
-    [prefix, key, Rules.record],
-    [names[0], fieldOf(key, "callerDID"), Rules.id],
-    [names[1], fieldOf(key, "operationID"), Rules.id]
-  ]
-}
+export const keyChecks = partChecks(["callerDID", "operationID"])
 
 const CLAIM_IDS = ["ownerDID", "connectorName", "model", "accountKey", "target", "deterministicEventID", "payloadHash"] as const
 const CLAIM_ID_NAMES = CLAIM_IDS.map((field) => `input.${field}`)

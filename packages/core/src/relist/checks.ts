@@ -10,6 +10,7 @@ import {
   oneOf,
   openShapeOf,
   optional,
+  partChecks,
   type Rule,
   Rules,
   shapeOf
@@ -39,21 +40,10 @@ export const PAGE_SHAPE: InputShape = shapeOf(
 export const APPLY_FAILURE_SHAPE: InputShape = shapeOf(allOptionNames<SweepApplyFailure>()(["kind", "message"]))
 
 /** The checks for a relist scope under `prefix`. */
-export const scopeChecks = (prefix: string, scope: unknown): ReadonlyArray<Check> => [
-  [prefix, scope, Rules.record],
-  ...(["ownerDID", "connectorName", "model", "accountKey"] as const).map((part): Check => [
-    `${prefix}.${part}`,
-    fieldOf(scope, part),
-    Rules.id
-  ])
-]
+export const scopeChecks = partChecks(["ownerDID", "connectorName", "model", "accountKey"])
 
 /** The checks for a candidate reference (`{ runID, sourceID }`) under `prefix`. */
-export const candidateRefChecks = (prefix: string, ref: unknown): ReadonlyArray<Check> => [
-  [prefix, ref, Rules.record],
-  [`${prefix}.runID`, fieldOf(ref, "runID"), Rules.id],
-  [`${prefix}.sourceID`, fieldOf(ref, "sourceID"), Rules.id]
-]
+export const candidateRefChecks = partChecks(["runID", "sourceID"])
 
 /** An array of receipts: objects with a non-empty `sourceID` and a `digest` string or null. */
 const receiptList: Rule = (value) => {

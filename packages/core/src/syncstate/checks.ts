@@ -9,6 +9,7 @@ import {
   openShapeOf,
   optional,
   orNull,
+  partChecks,
   type Rule,
   Rules,
   shapeOf
@@ -138,13 +139,10 @@ export const leaseTermsChecks = (terms: unknown): ReadonlyArray<Check> => [
     Number.isSafeInteger((fieldOf(terms, "now") as number) + (v as number)) ? undefined : "puts the expiry past the largest safe integer"]
 ]
 
+const holderChecks = partChecks(["connectorName", "ownerDID", "token"])
+
 /** The checks of a lease handed back by its holder. */
-export const leaseChecks = (lease: unknown): ReadonlyArray<Check> => [
-  ["lease", lease, Rules.record],
-  ["lease.connectorName", fieldOf(lease, "connectorName"), Rules.id],
-  ["lease.ownerDID", fieldOf(lease, "ownerDID"), Rules.id],
-  ["lease.token", fieldOf(lease, "token"), Rules.id]
-]
+export const leaseChecks = (lease: unknown): ReadonlyArray<Check> => holderChecks("lease", lease)
 
 /** The checks of the fence (`options.leaseToken`) of a sync-state write. */
 export const fenceChecks = (options: unknown): ReadonlyArray<Check> => [
