@@ -112,10 +112,7 @@ export const trackedChecks = (filter: unknown): ReadonlyArray<Check> => [
   ["filter.cursor", fieldOf(filter, "cursor"), optional(Rules.id)]
 ]
 
-/**
- * A result entity as every adapter stores it: absent becomes null. The
- * value is already a plain copy, taken by `PLAIN_JSON` (see `takeJson`).
- */
+/** A result entity as every adapter stores it: absent becomes null (the value is a plain copy already). */
 export const asStoredJson = (value: unknown): unknown => value === undefined ? null : value
 
 /** An idempotency key: both parts are required, so a whole operation row will do (other keys are not read). */

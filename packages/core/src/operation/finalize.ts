@@ -37,11 +37,7 @@ export interface FinalizeDeleteInput {
   readonly documentID: string
 }
 
-/**
- * What `finalizeDeleteOperation` answers. `committed`: the delete is
- * committed and `retired` names the watch it removed (none when the entity
- * had no watch). `already-committed` and `lease-lost` as for a finalize.
- */
+/** What `finalizeDeleteOperation` answers: `committed` with the watch it `retired` (if any), or as a finalize does. */
 export type FinalizeDeleteResult =
   | {
     readonly outcome: "committed"
@@ -58,13 +54,8 @@ export interface FinalizeOperationInput extends CommitInput {
 }
 
 /**
- * What `finalizeOperationAndArmWatch` answers. `committed`: the operation is
- * committed and `watch` is the armed watch (created, or opened for a new
- * generation); `superseded` lists the watches of the same document under
- * another source that were deleted. `already-committed`: this same run
- * committed it before (a replayed finalize); nothing changed.
- * `lease-lost`: another runner holds the operation or it ended otherwise;
- * nothing changed.
+ * What `finalizeOperationAndArmWatch` answers: `committed` with the armed `watch` and the watches it `superseded`,
+ * `already-committed` (a replay), or `lease-lost`.
  */
 export type FinalizeResult =
   | {
@@ -82,20 +73,13 @@ export type FinalizeCommit =
   | { readonly outcome: "already-committed"; readonly operation: ConnectorOperation }
   | LeaseLost
 
-/**
- * True when `token` may commit the row: it holds the lease of the attempted
- * operation, or the row went `reconcile_only` because this very run's
- * request was in doubt (its token is the send marker) and the run now knows
- * the request landed.
- */
+/** True when `token` may commit the row: it holds the lease, or the row went `reconcile_only` on this run's own request. */
 export const mayCommit = (row: ConnectorOperation, token: string): boolean =>
   isLeaseHolder(row, token) || (row.state === "reconcile_only" && row.sendMarker === token)
 
 /**
- * Decides the operation half of a finalize. The committing run becomes the
- * send marker (counting its attempt if it never marked one), so a replay of
- * the same finalize (say, after a lost acknowledgement) is recognised as
- * `already-committed` with the stored result. The commit settles any doubt.
+ * Decides the operation half of a finalize: the committing run becomes the marker (so a replay is `already-committed`),
+ * and the commit settles any doubt.
  */
 export const decideCommit = (
   row: ConnectorOperation | undefined,
@@ -134,11 +118,7 @@ export const watchIdentityOfCommit = (operation: ConnectorOperation, sourceID: s
   sourceID
 })
 
-/**
- * The watch a finalize arms: the existing one opened for a new generation
- * (now on `documentID`), or a new one; either way pending, due at `dueAt`,
- * observed := the current winner, no claim or deferral.
- */
+/** The watch a finalize arms: the existing one opened for a new generation on `documentID`, or a new one, pending and due at `dueAt`. */
 export const armedByFinalize = (
   existing: ProjectionWatch | undefined,
   identity: WatchIdentity,
@@ -172,9 +152,8 @@ export const armedByFinalize = (
     }
 
 /**
- * The watches a finalize of `identity` on `documentID` supersedes: those of
- * the same owner, model and document under any other identity (the store
- * watches a document under one source only).
+ * The watches a finalize of `identity` on `documentID` supersedes: the same owner's and model's on that document under
+ * another identity.
  */
 export const supersededBy = (
   watches: ReadonlyArray<ProjectionWatch>,
