@@ -20,10 +20,7 @@ import type { SyncProgressCASResult } from "./progress.js"
 import type { SyncStateInput } from "./setState.js"
 import { blankSyncState, SYNC_STATUSES, type SyncStateEntry, type SyncStateKey, type SyncStateRow } from "./SyncState.js"
 
-/**
- * The largest `entityCount` the store keeps: 2^31 - 1, the original
- * store's Postgres column (`integer`), on every adapter alike.
- */
+/** The largest `entityCount` the store keeps: 2^31 - 1 on every adapter. */
 export const MAX_ENTITY_COUNT = 2_147_483_647
 
 /** An entity count: a non-negative integer of at most `MAX_ENTITY_COUNT`. */
@@ -37,17 +34,10 @@ export const jsonRule: Rule = (value) => {
   return problem === undefined ? undefined : `must be a JSON value: ${problem}`
 }
 
-/**
- * A JSON value taken already (by `EXACT_JSON`, which checked it in the walk
- * that copied it): only its absence is left to refuse.
- */
+/** A JSON value `EXACT_JSON` took (checked as it was copied): only its absence is left to refuse. */
 const takenJson: Rule = (value) => value === undefined ? "must be a JSON value: $ is a undefined, not a JSON value" : undefined
 
-/**
- * The fields of a `SyncStateInput`. The other fields of a state read back
- * (its key, version, incarnation, lease expiry) are allowed and ignored, so
- * a read state can be written back; any other key is refused.
- */
+/** The fields of a `SyncStateInput`; a state's other fields read back are allowed and ignored, any other key is refused. */
 export const SYNC_STATE_SHAPE: InputShape = shapeOf(
   allOptionNames<SyncStateInput>()(["status", "lastSyncedAt", "entityCount", "error", "checkpoint", "recovery"]),
   { checkpoint: EXACT_JSON, recovery: EXACT_JSON },
@@ -69,11 +59,7 @@ export const recomputeResultRule: Rule = (value) =>
 /** Fields of a row a progress write never changes: a result may carry them only as copies of what is stored. */
 const UNWRITTEN_BY_PROGRESS = ["connectorName", "ownerDID", "version", "incarnation", "status", "leaseExpiresAt", "leaseToken"] as const
 
-/**
- * What a recompute may return: its progress fields (checkpoint and
- * recovery are JSON values read once), and copies of the fields a progress
- * write never changes (checked against the stored ones).
- */
+/** What a recompute may return: its progress fields, and copies of the fields a progress write never changes. */
 export const PROGRESS_RESULT_SHAPE: InputShape = shapeOf(
   [
     ...allOptionNames<SyncProgressCASResult>()(["checkpoint", "recovery", "lastSyncedAt", "entityCount", "error"]),
@@ -99,13 +85,8 @@ export const syncStateInputChecks = (input: unknown): ReadonlyArray<Check> => [
 ]
 
 /**
- * The checks of what a recompute returned, computed from `row` (none: the
- * blank row a progress insert would create under `key`). Checkpoint and
- * recovery must be JSON values; the report fields, when present, obey
- * `setSyncState`'s rules; any field a progress write never writes must be
- * absent or equal to the stored one (a copy of the recompute's argument or
- * of a read), so a forged key, incarnation, version, status or lease is
- * refused loudly rather than written or dropped.
+ * The checks of what a recompute returned against `row` (or the blank row of `key`): JSON checkpoint and recovery, report
+ * fields as `setSyncState` takes them, and any field a progress write never changes absent or equal to the stored one.
  */
 export const progressResultChecks = (result: unknown, row: SyncStateRow | undefined, key: SyncStateKey): ReadonlyArray<Check> => {
   const stored: SyncStateRow = row ?? { ...blankSyncState(key, ""), incarnation: null }
