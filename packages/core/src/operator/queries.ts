@@ -6,10 +6,7 @@ import { compareCodePoints } from "../operation/retention.js"
 import type { Millis, ProjectionWatch, VerificationStatus, WatchIdentity } from "../watch/ProjectionWatch.js"
 import { isScheduleDue } from "../watch/transitions.js"
 
-/**
- * An operator's filter over every operation. Each field present narrows; absent filters match
- * everything. Order: newest first by (createdAt, callerDID, operationID).
- */
+/** An operator's filter over every operation: each field present narrows; newest first by (createdAt, callerDID, operationID). */
 export interface OperatorOperationFields {
   /** Only operations of this owner (DID). */
   readonly ownerDID?: string | undefined
@@ -27,10 +24,7 @@ export interface OperatorOperationFields {
   readonly inDoubt?: boolean | undefined
 }
 
-/**
- * An operator's page request over every operation, as the repository sees it
- * (cursor decoded): the filter, the page size and the position it starts after.
- */
+/** An operator's page request over every operation, as the repository sees it (cursor decoded). */
 export interface OperatorOperationQuery extends OperatorOperationFields {
   /** The page size: at most this many rows. */
   readonly limit: number
@@ -72,11 +66,7 @@ export interface OperatorWatchFields {
   readonly dueBy?: Millis | undefined
 }
 
-/**
- * An operator's page request over every watch (cursor decoded): the filter,
- * the page size and the identity it starts after. Order: by identity (owner,
- * connector, model, account, source) in byte order.
- */
+/** An operator's page request over every watch (cursor decoded), by identity in byte order. */
 export interface OperatorWatchQuery extends OperatorWatchFields {
   /** The page size: at most this many rows. */
   readonly limit: number

@@ -26,10 +26,7 @@ export interface OldestDueWatch {
   readonly dueAt: Millis
 }
 
-/**
- * A store's health at one moment, for an operator: how many rows are in each
- * state, what has waited longest, and what needs a person.
- */
+/** A store's health at one moment: rows in each state, what waited longest, and what needs a person. */
 export interface StoreStatus {
   /** The moment the status describes (ms since the epoch), from the store's clock. */
   readonly at: Millis
@@ -71,10 +68,7 @@ export const RELIST_RUN_STATES: ReadonlyArray<RelistRunState> = ["started", "lis
 /** When a due operation fell due. */
 const operationDueAt = (row: ConnectorOperation): Millis => row.nextAttemptAt ?? row.createdAt
 
-/**
- * The reference status over whole tables, as a repository without a query
- * language computes it. Ties on the oldest due item go to the smaller key.
- */
+/** The reference status over whole tables (ties on the oldest due item go to the smaller key). */
 export const storeStatusOf = (
   tables: {
     readonly operations: ReadonlyArray<ConnectorOperation>

@@ -14,10 +14,7 @@ export interface OperatorSyncStateFields {
   readonly lease?: SyncLeaseState | undefined
 }
 
-/**
- * An operator's page request over every sync state (cursor decoded), read
- * at `at`. Order: by (connectorName, ownerDID) in byte order.
- */
+/** An operator's page request over every sync state (cursor decoded) read at `at`, by (connectorName, ownerDID) in byte order. */
 export interface OperatorSyncStateQuery extends OperatorSyncStateFields {
   /** The moment (ms since the epoch) at which lease states are judged. */
   readonly at: Millis

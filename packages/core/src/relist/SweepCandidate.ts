@@ -5,27 +5,17 @@ import type { RelistScope } from "./RelistRun.js"
 export const MAX_SWEEP_APPLY_ATTEMPTS = 5
 
 /**
- * Why a tracked document is a candidate: the complete run did not see its
- * entity (`deleted` at the provider), or saw it with a digest other than the
- * one last verified locally (`diverged`).
+ * Why a tracked document is a candidate: its entity was not seen (`deleted`) or seen with another digest than the one last
+ * verified (`diverged`).
  */
 export type SweepCandidateKind = "deleted" | "diverged"
 
-/**
- * What the sweep decided to do about a candidate: delete the local document,
- * ingest the provider's entity again, or leave things as they are.
- */
+/** What the sweep decided: delete the local document, ingest the entity again, or keep things as they are. */
 export type SweepOutcome = "delete_local" | "reingest" | "keep"
 
 /**
- * Where a candidate stands.
- *
- * - `open`: derived, nothing decided yet.
- * - `decided`: an outcome to apply was recorded (`delete_local` or `reingest`).
- * - `applied`: the decided outcome was applied.
- * - `kept`: the decision was `keep`; nothing to apply.
- * - `given_up`: `MAX_SWEEP_APPLY_ATTEMPTS` applies failed; the sweep never
- *   offers it again until a person re-arms it.
+ * Where a candidate stands: `open`, `decided` (an outcome to apply), `applied`, `kept`, or `given_up` after
+ * `MAX_SWEEP_APPLY_ATTEMPTS` failed applies (until a person re-arms it).
  */
 export type SweepCandidateStatus = "open" | "decided" | "applied" | "kept" | "given_up"
 
@@ -36,9 +26,8 @@ export interface SweepCandidateIdentity extends RelistScope {
 }
 
 /**
- * The sweep's case about one tracked entity of a scope. There is one per
- * (scope, source id): each complete run re-derives its scope's cases, and a
- * given-up case stays given up across runs. Every write bumps `version`.
+ * The sweep's case about one tracked entity of a scope: each complete run re-derives them, and a given-up case stays given up
+ * across runs.
  */
 export interface SweepCandidate extends SweepCandidateIdentity {
   /** The complete run that derived it last. */
