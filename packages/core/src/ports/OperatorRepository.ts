@@ -17,10 +17,7 @@ export interface OperatorRelistQuery {
   readonly after?: { readonly startedAt: Millis; readonly runID: string } | undefined
 }
 
-/**
- * The operator's reads across every table: no `visibleTo`, no scope. Reads
- * only; every operator write goes through the other ports' transitions.
- */
+/** The operator's reads across every table (no `visibleTo`); operator writes go through the other ports' transitions. */
 export class OperatorRepository extends Context.Tag("@connector-store/core/OperatorRepository")<OperatorRepository, {
   /** A page as `operatorOperationPage` defines it. */
   readonly listOperations: (query: OperatorOperationQuery) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
