@@ -2,11 +2,8 @@ import { Effect, Exit, type Fiber, FiberRef } from "effect"
 import { ReentrantCall } from "../errors.js"
 
 /**
- * The door every public call goes through. While open it admits calls and
- * counts the ones in flight; `shut` refuses every call from then on and
- * completes when the last admitted call has left, so a store closes only
- * once nothing it admitted is still running, and no call is cut off
- * half-way.
+ * The door every public call goes through: it counts the calls in flight, and `shut` refuses new ones and completes when the
+ * last admitted one has left.
  */
 export interface CallGate {
   /** Admits one call: `false` once the gate is shut (the call must not run). */
@@ -47,11 +44,7 @@ export const makeCallGate = (): CallGate => {
 /** `gate.shut()` as an Effect, for a layer's finalizer. */
 export const shutGate = (gate: CallGate): Effect.Effect<void> => Effect.promise(() => gate.shut())
 
-/**
- * The stores whose callbacks (a winner reader, a sweep candidate's apply)
- * are running around the current code, innermost first: each store as its
- * gate, or its Promise store as the token it hands its readers.
- */
+/** The stores whose callbacks (a winner reader, a candidate's apply) run around the current code, innermost first. */
 export interface InsideCallbacks {
   readonly store: object
   readonly outer: InsideCallbacks | undefined
@@ -63,10 +56,7 @@ export const isInsideCallbackOf = (inside: InsideCallbacks | undefined, store: o
   return false
 }
 
-/**
- * Which stores' callbacks the fiber runs inside. A forked fiber inherits
- * it; a joined one leaves its parent's as it was.
- */
+/** Which stores' callbacks the fiber runs inside; a forked fiber inherits it, a joined one leaves its parent's alone. */
 export const insideCallbacks: FiberRef.FiberRef<InsideCallbacks | undefined> = FiberRef.unsafeMake<InsideCallbacks | undefined>(
   undefined,
   { fork: (inside) => inside, join: (parent) => parent }
@@ -79,9 +69,8 @@ export const asCallbackOf = (gate: CallGate) => <A, E, R>(callback: Effect.Effec
     Effect.ensuring(callback, FiberRef.set(insideCallbacks, outer)))
 
 /**
- * A call of `method` on the store behind `gate` from inside one of that
- * store's own callbacks: it would wait for the transaction its caller holds,
- * so it fails at once with `ReentrantCall`. `undefined` for any other call.
+ * A call of `method` made from inside one of the same store's callbacks, refused with `ReentrantCall` (it would wait for its
+ * caller's transaction); `undefined` otherwise.
  */
 export const refusedReentry = (
   fiber: Fiber.RuntimeFiber<unknown, unknown>,

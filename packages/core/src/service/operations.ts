@@ -74,11 +74,8 @@ export interface TrackedOperationsPage {
   readonly operations: ReadonlyArray<ConnectorOperation>
   readonly nextCursor: string | null
   /**
-   * The rows of this page left out because they cannot be decoded (each also
-   * logged as a warning and counted in `StoreMetrics.corruptRowsSkipped`);
-   * empty when every row decoded. A page may then hold fewer operations than
-   * asked for, and a corrupt row after the page's last operation is reported
-   * again with the next page.
+   * The rows of this page left out because they cannot be decoded (logged and counted too); a corrupt row after the page is
+   * reported again with the next.
    */
   readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
@@ -90,42 +87,33 @@ type ReadErrors = InvalidInput | PersistenceError
 /** The write-back operation half of the store's Effect API. */
 export interface OperationMethods {
   /**
-   * Creates or converges on the operation of an idempotency key (see
-   * `decideOperationClaim`). On a store that enforces provider limits, a
-   * claim that would lease an operation of a paused scope, or of one at its
-   * cap, answers `scheduled` with `limitedBy` instead (see `decideLimitedClaim`).
+   * Creates or converges on the operation of an idempotency key (`decideOperationClaim`); under provider limits a claim they
+   * hold is `scheduled` with `limitedBy`.
    */
   readonly claimOperation: (input: ClaimOperationInput) => Effect.Effect<ClaimResult, RunnerErrors | IdempotencyConflict>
   /** Extends the caller's lease (a heartbeat during a long provider call). */
   readonly renewOperationLease: (key: OperationKey, options: RenewLeaseOptions) => Effect.Effect<RenewResult, RunnerErrors>
   /**
-   * Counts the attempt and records the run's send marker before the request leaves: from then on a crash
-   * leaves the operation in doubt instead of sending it again blindly.
+   * Counts the attempt and records the run's marker before the request leaves: a crash then leaves the operation in doubt,
+   * never re-sent blindly.
    */
   readonly markOperationSent: (
     key: OperationKey,
     options: { readonly leaseToken: string }
   ) => Effect.Effect<MarkSentResult, RunnerErrors>
   /**
-   * Records a failed attempt and releases the lease (see `decideAttemptFailure`).
-   * On a store that enforces provider limits, a retryable 429 also pauses
-   * the operation's account for every runner (see `pauseAfterFailure`).
+   * Records a failed attempt and releases the lease (`decideAttemptFailure`); under provider limits a retryable 429 also pauses
+   * the account.
    */
   readonly recordAttemptFailure: (key: OperationKey, options: AttemptFailure) => Effect.Effect<AttemptFailureResult, RunnerErrors>
-  /**
-   * Commits the operation and arms its projection watch in one transaction
-   * (see `FinalizeResult`); a stale lease holder changes nothing.
-   */
+  /** Commits the operation and arms its watch in one transaction (see `FinalizeResult`). */
   readonly finalizeOperationAndArmWatch: (
     key: OperationKey,
     options: FinalizeOperationInput
   ) => Effect.Effect<FinalizeResult, RunnerErrors | WinnerReaderMissing | WinnerReadFailed>
   /**
-   * Commits a delete write-back and retires the deleted entity's watch in
-   * one transaction (see `FinalizeDeleteResult`); a stale lease holder
-   * changes nothing. A key that names a create or an update is refused with
-   * `InvalidInput` (finalize those with `finalizeOperationAndArmWatch`, which
-   * likewise refuses a delete).
+   * Commits a delete and retires its entity's watch in one transaction (see `FinalizeDeleteResult`); a key of a create or
+   * update is refused with `InvalidInput`.
    */
   readonly finalizeDeleteOperation: (
     key: OperationKey,

@@ -83,9 +83,8 @@ type ActionErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted 
 type ReadErrors = InvalidInput | PersistenceError
 
 /**
- * The operator's half of the store's Effect API: reads across every row
- * (no `visibleTo`), and the actions a person takes on a live store, each a
- * pure decision run through the CAS loop like every other transition.
+ * The operator's half of the Effect API: reads across every row, and the actions a person takes, each a decision run through
+ * the CAS loop.
  */
 export interface OperatorMethods {
   /** A page of every operation that passes the filter, newest first. */
@@ -97,10 +96,8 @@ export interface OperatorMethods {
   /** A page of every sync state that passes the filter, by connector and owner; no lease token is shown. */
   readonly listSyncStates: (filter?: OperatorSyncStateFilter) => Effect.Effect<OperatorPage<OperatorSyncState>, ReadErrors>
   /**
-   * Releases the sync lease of a connector and owner whoever holds it, for a
-   * runner that is gone (see `decideOperatorReleaseSyncLease`): a stale
-   * lease is cleared; a live one only with `force`, else
-   * `OperatorActionRefused`. The holder's next renewal reports `lost`.
+   * Releases a sync lease whoever holds it (`decideOperatorReleaseSyncLease`): a live one only with `force`, else
+   * `OperatorActionRefused`.
    */
   readonly releaseSyncLeaseByOperator: (
     connectorName: string,
@@ -112,10 +109,8 @@ export interface OperatorMethods {
   /** The operation of a node key, whoever called or owns it. */
   readonly findOperationByNodeKey: (nodeKey: string) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors>
   /**
-   * Settles an operation whose outcome was unknown (see `decideSettle`).
-   * `committed` arms its watch in the same transaction as a finalize does;
-   * the observed winner is read when the store has a winner reader, and the
-   * watch's own (or none) is kept otherwise.
+   * Settles an operation whose outcome was unknown (`decideSettle`); `committed` arms its watch as a finalize does (with the
+   * watch's last winner without a reader).
    */
   readonly settleOperation: (
     key: OperationKey,
@@ -123,11 +118,7 @@ export interface OperatorMethods {
   ) => Effect.Effect<SettleResult, ActionErrors | WinnerReadFailed>
   /** Makes a dead operation due again when that is safe (see `decideRetry`). */
   readonly retryOperation: (key: OperationKey) => Effect.Effect<ConnectorOperation, ActionErrors>
-  /**
-   * Opens a new generation of a watch by hand (a manual arm), due at
-   * `dueAt`. The observed winner is read when the store has a winner reader;
-   * otherwise the watch's current one is kept.
-   */
+  /** Opens a new generation of a watch by hand, due at `dueAt` (with its last winner without a reader). */
   readonly rearmWatch: (
     identity: WatchIdentity,
     options: { readonly dueAt: Millis }

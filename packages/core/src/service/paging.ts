@@ -8,10 +8,8 @@ export interface OperatorPage<A> {
   readonly items: ReadonlyArray<A>
   readonly nextCursor: string | null
   /**
-   * The rows of this page left out because they cannot be decoded (each also
-   * logged as a warning and counted in `StoreMetrics.corruptRowsSkipped`);
-   * empty when every row decoded. A corrupt row after the page's last item
-   * is reported again with the next page.
+   * The rows of this page left out because they cannot be decoded (logged and counted too); a corrupt row after the page is
+   * reported again with the next.
    */
   readonly corrupt: ReadonlyArray<CorruptRowReport>
 }

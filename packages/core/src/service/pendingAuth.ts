@@ -25,11 +25,8 @@ export interface PendingAuthMethods {
     record: PendingAuthInput
   ) => Effect.Effect<void, InvalidInput | PendingAuthStateTaken | PersistenceError>
   /**
-   * Removes the record of `state` and returns it, atomically single use: of
-   * concurrent consumes of one state, exactly one gets it. A record expired
-   * at `now` is removed too but not returned (`None`, as for an unknown state).
-   * A stored row that cannot be read back as a record is never removed: the
-   * call fails with `PersistenceError` and the row stays.
+   * Removes and returns the record of `state`, once: an expired one is removed but not returned; a row that does not decode
+   * stays, and the call fails.
    */
   readonly consumePendingAuth: (
     state: string,

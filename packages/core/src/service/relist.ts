@@ -45,37 +45,25 @@ export interface SweepCheckpoint extends SweepCheckpointInput {
 
 /** The relist-run half of the relist sweep's Effect API: runs, receipts, checkpoints, retention. */
 export interface RelistRunMethods {
-  /**
-   * Starts a relist run of `scope` and returns it. The scope's previous
-   * current run, listing or complete, is superseded: its runner can commit
-   * nothing more and it yields no candidates from now on.
-   */
+  /** Starts a relist run of `scope`, superseding its current one (which commits nothing more and yields no candidates). */
   readonly startRelistRun: (
     scope: RelistScope
   ) => Effect.Effect<RelistRun, InvalidInput | PersistenceError | ConcurrentUpdateExhausted | CorruptRow>
   /**
-   * The scope's current run: where a crashed runner resumes (`cursor`, and
-   * page `pagesCommitted + 1`) while it is `started` or `listing`; the run
-   * behind the candidates once `complete`. None when no run is current.
+   * The scope's current run: where a crashed runner resumes (`cursor`, page `pagesCommitted + 1`), or the run behind the
+   * candidates once complete.
    */
   readonly getSweepCheckpoint: (scope: RelistScope) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError | CorruptRow>
   /** A run by id, whatever its state. */
   readonly getRelistRun: (runID: string) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError | CorruptRow>
-  /**
-   * Records entities a listing run saw, in one transaction; recording one
-   * twice is harmless (the last digest wins). A run that is no longer
-   * listing takes none (`stale-run`).
-   */
+  /** Records entities a listing run saw (again is harmless: the last digest wins); a run no longer listing takes none (`stale-run`). */
   readonly recordRelistReceipt: (
     runID: string,
     receipts: ReadonlyArray<RelistReceiptInput>
   ) => Effect.Effect<RelistReceiptOutcome, InvalidInput | RelistRunNotFound | PersistenceError | CorruptRow>
   /**
-   * Commits one page: its receipts and the cursor after it, atomically. Only
-   * the run's next page of a listing run is taken; a stale runner (an older
-   * run, or the loser of a race for this page) stores nothing. The page
-   * marked `complete` completes the run and derives its candidates in the
-   * same transaction.
+   * Commits one page (receipts and cursor) atomically: only a listing run's next page is taken; the page marked `complete`
+   * completes the run and derives its candidates.
    */
   readonly commitSweepCheckpoint: (
     runID: string,
@@ -91,9 +79,8 @@ export interface RelistRunMethods {
     page: SourcePage
   ) => Effect.Effect<ReadonlyArray<RelistReceipt>, InvalidInput | RelistRunNotFound | PersistenceError | CorruptRow>
   /**
-   * Deletes up to `limit` runs that ended (abandoned or superseded) before
-   * `before`, oldest first, with their receipts and their candidates that
-   * are not given up; returns how many runs went.
+   * Deletes up to `limit` runs that ended before `before`, oldest first, with their receipts and candidates not given up;
+   * answers how many.
    */
   readonly collectRelistRuns: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
 }

@@ -65,10 +65,8 @@ export interface SweepCandidateRef {
 export interface SweepCandidateListOptions extends SourcePage {
   readonly kind?: SweepCandidateKind | undefined
   /**
-   * Refuse (with `DeletionLimitExceeded`) to list deletions when the run
-   * derived more than this fraction of its tracked set. When absent, the
-   * default limit holds (`deletionLimitFor`: half the tracked set, once a run
-   * tracked two documents or more); `1` lifts it.
+   * Refuse (`DeletionLimitExceeded`) to list deletions past this fraction of the tracked set; absent, `deletionLimitFor`'s
+   * default holds, `1` lifts it.
    */
   readonly maxDeletionFraction?: number | undefined
   /** Lists deletions beyond `maxDeletionFraction` anyway: for a caller (or person) that checked. */
@@ -76,10 +74,8 @@ export interface SweepCandidateListOptions extends SourcePage {
 }
 
 /**
- * An applier's work for one decided candidate (deleting the local document,
- * re-ingesting it), run by `applySweepCandidate` inside the store's
- * transaction while the candidate, its document's slot and its watch are
- * locked. It must not call the store.
+ * An applier's work for one decided candidate, run by `applySweepCandidate` in the store's transaction with the candidate, slot
+ * and watch locked; it must not call the store.
  */
 export type SweepApply = (candidate: SweepCandidate) => Effect.Effect<void, unknown>
 
@@ -102,12 +98,8 @@ const CANDIDATE_LIST_SHAPE: InputShape = shapeOf(
 /** The candidate half of the relist sweep's Effect API. */
 export interface SweepCandidateMethods {
   /**
-   * A page of the open and decided candidates of a complete, current run
-   * that still stand: each is re-derived against the current watch and
-   * operations (`withdrawalOf`), and a withdrawn one is not listed. Any other
-   * run fails with `RelistRunNotComplete`: an incomplete, abandoned or
-   * superseded run yields no candidates, ever. Given-up, applied and kept
-   * candidates are not listed.
+   * A page of a complete, current run's open and decided candidates that still stand (`withdrawalOf`); any other run fails with
+   * `RelistRunNotComplete`.
    */
   readonly listSweepCandidates: (
     runID: string,
@@ -117,37 +109,20 @@ export interface SweepCandidateMethods {
     InvalidInput | RelistRunNotFound | RelistRunNotComplete | DeletionLimitExceeded | PersistenceError | CorruptRow
   >
   /**
-   * Records what to do about a candidate (see `decideSweepOutcome`). An open
-   * or decided candidate is re-derived first, in the same transaction, with
-   * the rows it depends on locked: a withdrawn one fails with
-   * `SweepCandidateWithdrawn` and nothing is recorded.
+   * Records what to do about a candidate (`decideSweepOutcome`), re-deriving it first with its rows locked: a withdrawn one
+   * fails with `SweepCandidateWithdrawn`.
    */
   readonly recordSweepOutcome: (
     ref: SweepCandidateRef,
     outcome: SweepOutcome
   ) => Effect.Effect<"recorded" | "given-up" | "settled" | StaleRelistRun, ActingErrors | SweepOutcomeNotAllowed>
-  /**
-   * Marks a decided candidate applied (see `decideSweepApplied`); never a
-   * given-up one, and never a withdrawn one (re-derived as
-   * `recordSweepOutcome` does: `SweepCandidateWithdrawn`, nothing written).
-   */
+  /** Marks a decided candidate applied (`decideSweepApplied`), re-derived as `recordSweepOutcome` does. */
   readonly markSweepCandidateApplied: (ref: SweepCandidateRef) => Effect.Effect<SweepApplyOutcome | StaleRelistRun, ActingErrors>
   /**
-   * Applies a decided candidate and marks it applied, in one transaction:
-   * the candidate is locked and re-derived as `markSweepCandidateApplied`
-   * does, then `apply` runs while the candidate, its document's slot and its
-   * watch stay locked, then the candidate is marked applied. So no write-back
-   * can arm or supersede the watch between the check and the apply: it lands
-   * wholly before (the call fails with `SweepCandidateWithdrawn` and `apply`
-   * never runs) or wholly after the commit. With the SQL adapters, `apply`
-   * runs on the transaction's connection: a document store in the same
-   * database deletes in the same transaction, and commits with the mark or
-   * not at all. `apply` failing fails the call with `SweepApplyFailed` and
-   * rolls everything back (nothing is marked; report it with
-   * `recordSweepApplyFailure`). `apply` runs only for a decided candidate
-   * (an open, kept, given-up or already applied one answers as
-   * `markSweepCandidateApplied` does), and again if the store retries a lost
-   * race, so work outside the transaction must be idempotent.
+   * Applies a decided candidate and marks it applied in one transaction: re-derived first, then `apply` runs with the
+   * candidate, slot and watch locked (on the SQL adapters, on the transaction's connection), so no write-back lands between
+   * check and apply. `apply` failing fails the call with `SweepApplyFailed` and rolls everything back; it may run again on a
+   * lost race, so work outside the transaction must be idempotent.
    */
   readonly applySweepCandidate: (
     ref: SweepCandidateRef,
@@ -182,10 +157,8 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     Effect.flatMap(relist.getRun(runID), (found) => Effect.mapError(found, () => new RelistRunNotFound({ method, runID })))
 
   /**
-   * The bases of a page of candidates, read in a few set-based reads: their
-   * documents' watches and operations, and the run's baseline entries. A
-   * row of them that cannot be decoded fails the read (`CorruptRow`): a
-   * basis without it could clear a candidate that must be withdrawn.
+   * The bases of a page of candidates in a few set-based reads; an undecodable row fails the read, since a basis without it
+   * could clear a candidate.
    */
   const basesOf = (runID: string, rows: ReadonlyArray<SweepCandidate>) =>
     refuseCorruptRows(Effect.gen(function*() {
@@ -202,12 +175,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       })
     }))
 
-  /**
-   * The basis of one candidate about to be acted on, its rows locked until
-   * the transaction ends: the document's slot (which every finalize arming a
-   * watch on it takes first), then the candidate's watch. A row of it that
-   * cannot be decoded fails the read, as in `basesOf`.
-   */
+  /** The basis of one candidate about to be acted on: its document's slot, then its watch, locked until the transaction ends. */
   const lockedBasisOf = (runID: string, row: SweepCandidate) =>
     refuseCorruptRows(Effect.gen(function*() {
       yield* watches.lockDocument({ ownerDID: row.ownerDID, model: row.model, documentID: row.documentID })
@@ -223,11 +191,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       } satisfies SweepCandidateBasis
     }))
 
-  /**
-   * Re-derives an open or decided candidate against its locked basis: a
-   * withdrawn one fails with `SweepCandidateWithdrawn`. Settled and given-up
-   * candidates keep their own answers.
-   */
+  /** Re-derives an open or decided candidate against its locked basis, failing with `SweepCandidateWithdrawn`. */
   const standing = (method: string) => (runID: string, row: SweepCandidate) =>
     row.status !== "open" && row.status !== "decided" ? Effect.void : Effect.flatMap(lockedBasisOf(runID, row), (basis) => {
       const reason = withdrawalOf(row, basis)
@@ -237,10 +201,8 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     })
 
   /**
-   * One read-decide-write on a run's candidate, retried on a lost race. The
-   * candidate is locked before the run's state is read, so a newer run can
-   * neither start-and-complete unseen in between nor rewrite the row under
-   * the decision. `guard` runs before the decision, in the same transaction.
+   * One read-decide-write on a run's candidate, retried on a lost race: the candidate is locked before the run's state is read;
+   * `guard` runs before the decision.
    */
   const transition = <O extends string, E, G = never>(
     method: string,

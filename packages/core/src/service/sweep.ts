@@ -25,13 +25,7 @@ import { StoreMetrics } from "./metrics.js"
 import { badCursor } from "./paging.js"
 import { readableWinners } from "./winners.js"
 
-/**
- * How many settled watches one `listDueOperations` call audits (a
- * `listDueWork` call audits at most its `limit` of them, and never more
- * than this): a full pass over every settled watch takes
- * ⌈settled / AUDIT_PAGE⌉ calls (docs/performance.md), so one call's time
- * and memory stay bounded.
- */
+/** How many settled watches one `listDueOperations` call audits (a `listDueWork` call at most its `limit`), so a call stays bounded. */
 export const AUDIT_PAGE = 1_000
 
 /** The largest `limit` of `listDueWork`. */
@@ -43,13 +37,7 @@ export interface DueWork {
   readonly operations: ReadonlyArray<ConnectorOperation>
   /** Watches due by schedule, and settled watches of this call's audit page whose winner moved (each once). */
   readonly watches: ReadonlyArray<ProjectionWatch>
-  /**
-   * The rows the sweep read and left out because they cannot be decoded
-   * (each also logged as a warning and counted in
-   * `StoreMetrics.corruptRowsSkipped`): every healthy due row is still in
-   * `operations` and `watches`. Empty when every row decoded. The operator
-   * guide says how to repair one.
-   */
+  /** The rows the sweep left out because they cannot be decoded (logged and counted too); every healthy due row is still listed. */
   readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 
@@ -69,69 +57,35 @@ export interface DueWorkParams {
 export interface DuePage {
   /** At most `limit` attempted operations whose re-drive is due, in the due order (unscheduled first, then by next attempt, then by key). */
   readonly operations: ReadonlyArray<ConnectorOperation>
-  /**
-   * At most `limit` watches due by schedule, in the due order (by next
-   * attempt, then by identity), then the settled watches of this page's
-   * audit whose winner moved; each watch once.
-   */
+  /** At most `limit` watches due by schedule in the due order, then this page's audited watches whose winner moved; each once. */
   readonly watches: ReadonlyArray<ProjectionWatch>
-  /**
-   * The rows this page read and left out because they cannot be decoded
-   * (each also logged as a warning and counted in
-   * `StoreMetrics.corruptRowsSkipped`). The cursor moves past them, so a
-   * page may hold fewer rows than `limit` and the pass still goes on.
-   */
+  /** The rows this page left out because they cannot be decoded; the cursor moves past them. */
   readonly corrupt: ReadonlyArray<CorruptRowReport>
-  /**
-   * An opaque string to pass as the next call's `cursor` for the next page
-   * of this pass, or `null` when the pass has read every due operation and
-   * every watch due by schedule.
-   */
+  /** The next call's `cursor` for this pass, or `null` once it read every due operation and watch. */
   readonly cursor: string | null
 }
 
 /** The due sweep and retention half of the store's Effect API. */
 export interface SweepMethods {
   /**
-   * The boot/periodic sweep, in one answer: every due operation and every
-   * watch due by schedule, however many. Reads winners with `readers` when
-   * given, else with the store's own; a document whose winner cannot be
-   * read is skipped. No transaction is held across the audit. A row that
-   * cannot be decoded is left out and reported in `corrupt`; it never stops
-   * the sweep. For a backlog that may be large (after an outage), page
-   * through it with `listDueWork`, whose time and memory are bounded by its
-   * `limit`.
+   * The boot/periodic sweep in one answer: every due operation and watch due by schedule, and an audit page, winners read with
+   * `readers` (else the store's); an undecodable row is reported in `corrupt`. Page a large backlog with `listDueWork`.
    */
   readonly listDueOperations: (
     now: Millis,
     readers?: WinnerReaders
   ) => Effect.Effect<DueWork, InvalidInput | WinnerReaderMissing | PersistenceError>
   /**
-   * The due sweep a page at a time: at most `limit` due operations and at
-   * most `limit` watches due by schedule, each in the due order, from where
-   * `cursor` left off, and one audit page of at most `limit` settled
-   * watches (`AUDIT_PAGE` at most) as `listDueOperations` audits them.
-   * Each page reads index ranges of `limit` rows, so its time and memory
-   * do not grow with the backlog. Pass the page's `cursor` back until it is
-   * `null`: the pass returns every row due when it reaches it exactly once,
-   * in order. A row that falls due, or is rescheduled, after the position
-   * the pass reached in its kind shows up in a later page; one due before
-   * that position waits for the next pass (a call with no `cursor`). A row
-   * that cannot be decoded is reported in `corrupt` and passed over.
-   * `limit` above `MAX_DUE_PAGE`, or a `cursor` this store did not return,
-   * is refused with `InvalidInput`.
+   * The due sweep a page at a time: at most `limit` due operations and scheduled watches each, in the due order from `cursor`,
+   * and an audit page; pass the `cursor` back until `null`. A pass returns each row due when it reaches it once; a row due
+   * behind its position waits for the next pass.
    */
   readonly listDueWork: (
     params: DueWorkParams
   ) => Effect.Effect<DuePage, InvalidInput | WinnerReaderMissing | PersistenceError>
   /**
-   * Deletes superseded finished operations last updated before `before`
-   * (see `collectableOperations`), at most `limit`; returns how many. Every
-   * condition holds on each row when it is deleted, also against concurrent
-   * retries, settles and other passes. A deleted row's idempotency key is
-   * forgotten: a claim replaying it afterwards is a new operation and sends
-   * again, so `before` is the idempotency window; keep it at least 24 hours
-   * in the past and longer than any caller may replay a key.
+   * Deletes superseded finished operations last updated before `before` (`collectableOperations`), at most `limit`. A deleted
+   * key is forgotten (a replay sends again), so keep `before` at least 24 hours back and past any replay.
    */
   readonly collectFinishedOperations: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
 }
@@ -159,12 +113,7 @@ interface DuePosition {
 
 const FIRST_PAGE: DuePosition = { operations: undefined, watches: undefined }
 
-/**
- * The cursor of a position: base64url of the JSON array `["due", operations,
- * watches]`, each kind `"done"` or its last row's position as an array
- * (`[nextAttemptAt, callerDID, operationID]`, `[nextAttemptAt, ownerDID,
- * connectorName, model, accountKey, sourceID]`).
- */
+/** The cursor of a position: `["due", operations, watches]` encoded, each kind `"done"` or its last row's position. */
 const encodeDueCursor = (position: DuePosition): string => {
   const { operations: ops, watches: due } = position
   return encodeCursorParts([
@@ -234,9 +183,8 @@ export const makeSweepMethods = Effect.gen(function*() {
   }
 
   /**
-   * The next page of the audit, at most `size` settled watches from where
-   * the last page ended: the ones whose current winner is news to both
-   * watermarks, and the rows it left out because they do not decode.
+   * The audit's next page of at most `size` settled watches: those whose winner is news to both watermarks, and the rows that
+   * did not decode.
    */
   const auditPage = (readers: WinnerReaders, size: number) =>
     Effect.gen(function*() {

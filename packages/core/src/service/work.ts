@@ -18,11 +18,8 @@ export interface AwaitWorkParams {
 /** The wake-up half of the store's Effect API. */
 export interface WorkMethods {
   /**
-   * Waits until work may be due: a commit that may have made operations or
-   * watches due (on SQLite and memory, one of this process's stores on the
-   * same database; on Postgres, any process's, by `LISTEN`), or
-   * `timeoutMs`. A worker sweeps after each wait and passes the answer's
-   * `mark` to the next, so no commit between two waits is missed:
+   * Waits until a commit may have made work due (this process's on SQLite and memory, any process's on Postgres), or
+   * `timeoutMs`; a worker sweeps after each wait and passes the answer's `mark` to the next:
    *
    * ```ts
    * let mark = 0
@@ -32,12 +29,7 @@ export interface WorkMethods {
    * }
    * ```
    *
-   * The first wait (from 0) answers at once. A notice only says "sweep
-   * again": one too many costs a sweep, one missed (another process on
-   * SQLite, a dropped listening connection) costs the wait's timeout, which
-   * is why the timeout is the sweep interval. Unlike other calls it holds
-   * no connection and is not bounded by `callTimeoutMs`; the store's close
-   * ends it with `StoreClosed`.
+   * A missed notice costs the timeout, so make it the sweep interval. Not bounded by `callTimeoutMs`; a close ends it.
    */
   readonly awaitWork: (params: AwaitWorkParams) => Effect.Effect<WorkWake, InvalidInput | StoreClosed>
 }
@@ -48,9 +40,8 @@ const AWAIT_WORK_SHAPE = shapeOf(allOptionNames<AwaitWorkParams>()(["since", "ti
 const waitRule = atMost(Rules.positiveInt, MAX_WORK_WAIT_MS, " ms")
 
 /**
- * Builds `awaitWork` over the adapter's `WorkSignal`; an adapter without
- * one gets notices of nothing, so every wait after the first runs to its
- * timeout. `close` ends every wait with `StoreClosed`, and every later one.
+ * Builds `awaitWork` over the adapter's `WorkSignal` (without one, every wait after the first runs to its timeout); `close`
+ * ends every wait.
  */
 export const makeWorkMethods = Effect.gen(function*() {
   const signal: WorkSignalApi = Option.getOrElse(yield* Effect.serviceOption(WorkSignal), () => new WorkNotices())
