@@ -225,6 +225,48 @@ export const openShapeOf = (keys: ReadonlyArray<string>): InputShape => ({ keys,
 /** An array of ids or other plain values, read once. */
 export const LIST: ListTaking = { list: undefined }
 
+/** Each field of an object argument with its rule (`undefined`: checked as it is taken), in the order read and checked. */
+export type FieldRules<T> = { readonly [K in keyof T]-?: Rule | undefined }
+
+/** An object argument's shape and checks, from one table of its fields (see `fieldsOf`). */
+export interface Fields {
+  /** The shape the argument is taken by. */
+  readonly shape: InputShape
+  /** The checks of `value` under the argument's name (the object by its rule, then each field), appended to `into`. */
+  readonly checks: (value: unknown, into?: Array<Check>) => Array<Check>
+}
+
+/**
+ * The `Fields` of an object argument `name` from one table of its fields' rules: its shape (`nested` takings,
+ * `ignored` keys) and its checks, the object itself by `record`.
+ */
+export const fieldsOf = <T extends object>(
+  name: string,
+  rules: FieldRules<T>,
+  { ignored, nested, record = Rules.record }: {
+    readonly nested?: Readonly<Record<string, Taking>>
+    readonly ignored?: ReadonlyArray<string>
+    readonly record?: Rule
+  } = {}
+): Fields => {
+  const keys = Object.keys(rules)
+  const checked = keys.flatMap((key) => {
+    const rule = (rules as Readonly<Record<string, Rule | undefined>>)[key]
+    return rule === undefined ? [] : [[key, `${name}.${key}`, rule] as const]
+  })
+  return {
+    shape: shapeOf(keys, nested, ignored),
+    checks: (value, into = []) => {
+      into.push([name, value, record])
+      for (let i = 0; i < checked.length; i++) {
+        const [key, field, rule] = checked[i]!
+        into.push([field, fieldOf(value, key), rule])
+      }
+      return into
+    }
+  }
+}
+
 /** A JSON value kept exactly (see `JsonTaking`). */
 export const EXACT_JSON: JsonTaking = { json: "exact" }
 

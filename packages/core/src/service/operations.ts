@@ -12,18 +12,14 @@ import {
   asStoredJson,
   CLAIM_SHAPE,
   claimChecks,
-  FAILURE_SHAPE,
-  failureChecks,
-  FINALIZE_DELETE_SHAPE,
-  FINALIZE_SHAPE,
-  finalizeChecks,
-  finalizeDeleteChecks,
+  FAILURE,
+  FINALIZE,
+  FINALIZE_DELETE,
   KEY_SHAPE,
   keyChecks,
-  MARK_SENT_SHAPE,
-  runnerChecks,
-  renewChecks,
-  trackedChecks
+  MARK_SENT,
+  RENEW,
+  TRACKED
 } from "../operation/checks.js"
 import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
 import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
@@ -44,8 +40,7 @@ import {
 import type { CorruptRowReport } from "../ports/CorruptRows.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
-import { allOptionNames } from "../optionNames.js"
-import { type Check, firstProblem, type InputShape, LIST, preparing, Rules, shapeOf, taking, validated } from "../validation.js"
+import { firstProblem, LIST, preparing, Rules, taking, validated } from "../validation.js"
 import { makeRunners } from "./hot.js"
 import { cursorOf, paged } from "./paging.js"
 import { operationTransitions } from "./programs.js"
@@ -134,26 +129,9 @@ export interface OperationMethods {
   ) => Effect.Effect<ReadonlyMap<string, DocumentWriteState>, ReadErrors>
 }
 
-/** The checks of `markOperationSent`'s arguments. */
-const markSentChecks = (key: OperationKey, options: unknown): ReadonlyArray<Check> => [...keyChecks("key", key), ...runnerChecks(options)]
-
-/** The checks of `finalizeOperationAndArmWatch`'s arguments. */
-const finalizeOperationChecks = (key: OperationKey, options: FinalizeOperationInput): ReadonlyArray<Check> => [
-  ...keyChecks("key", key),
-  ...runnerChecks(options, finalizeChecks(options))
-]
-
 /** A finalize's input as stored (a snapshot already: only absence is filled in). */
 const storedFinalize = (options: FinalizeOperationInput): FinalizeOperationInput =>
   options.resultEntity === undefined ? { ...options, resultEntity: asStoredJson(undefined) } : options
-
-/** The options of `renewOperationLease`. */
-const RENEW_SHAPE: InputShape = shapeOf(allOptionNames<RenewLeaseOptions>()(["leaseToken", "leaseMs"]))
-/** The fields of a `TrackedOperationFilter`; its lists are read once. */
-const TRACKED_SHAPE: InputShape = shapeOf(
-  allOptionNames<TrackedOperationFilter>()(["visibleTo", "documentIDs", "states", "connectorName", "limit", "cursor"]),
-  { documentIDs: LIST, states: LIST }
-)
 
 const KEY_NAMES = ["key", "options"]
 const KEY_ONLY = [KEY_SHAPE]
@@ -178,27 +156,28 @@ export const makeOperationMethods = Effect.gen(function*() {
     claimOperation: limited === undefined ? claim : taking("claimOperation", ["input"], [CLAIM_SHAPE], (input: ClaimOperationInput) =>
       validated("claimOperation", claimChecks(input), () => limited.claim(input, claim))),
 
-    renewOperationLease: hot(preparing("renewOperationLease", KEY_NAMES, [KEY_SHAPE, RENEW_SHAPE], (key: OperationKey, options: RenewLeaseOptions) =>
-      firstProblem("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))]) ??
+    renewOperationLease: hot(preparing("renewOperationLease", KEY_NAMES, [KEY_SHAPE, RENEW.shape], (key: OperationKey, options: RenewLeaseOptions) =>
+      firstProblem("renewOperationLease", RENEW.checks(options, keyChecks("key", key))) ??
         transitions.renew(key, options.leaseToken, options.leaseMs ?? policy.leaseMs))),
 
-    markOperationSent: hot(preparing("markOperationSent", KEY_NAMES, [KEY_SHAPE, MARK_SENT_SHAPE], (key: OperationKey, options: { readonly leaseToken: string }) =>
-      firstProblem("markOperationSent", markSentChecks(key, options)) ?? transitions.markSent(key, options.leaseToken))),
+    markOperationSent: hot(preparing("markOperationSent", KEY_NAMES, [KEY_SHAPE, MARK_SENT.shape], (key: OperationKey, options: { readonly leaseToken: string }) =>
+      firstProblem("markOperationSent", MARK_SENT.checks(options, keyChecks("key", key))) ??
+        transitions.markSent(key, options.leaseToken))),
 
-    recordAttemptFailure: taking("recordAttemptFailure", KEY_NAMES, [KEY_SHAPE, FAILURE_SHAPE], (key: OperationKey, options: AttemptFailure) =>
-      validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>
+    recordAttemptFailure: taking("recordAttemptFailure", KEY_NAMES, [KEY_SHAPE, FAILURE.shape], (key: OperationKey, options: AttemptFailure) =>
+      validated("recordAttemptFailure", FAILURE.checks(options, keyChecks("key", key)), () =>
         Effect.flatMap(Random.next, (random) =>
           limited !== undefined && options.kind === "retryable" && options.httpStatus === TOO_MANY_REQUESTS
             ? limited.attemptFailure(key, options, random)
             : onPorts(transitions.attemptFailure(key, options, random))))),
 
-    finalizeOperationAndArmWatch: hot(preparing("finalizeOperationAndArmWatch", KEY_NAMES, [KEY_SHAPE, FINALIZE_SHAPE], (key: OperationKey, options: FinalizeOperationInput) =>
-      firstProblem("finalizeOperationAndArmWatch", finalizeOperationChecks(key, options)) ??
+    finalizeOperationAndArmWatch: hot(preparing("finalizeOperationAndArmWatch", KEY_NAMES, [KEY_SHAPE, FINALIZE.shape], (key: OperationKey, options: FinalizeOperationInput) =>
+      firstProblem("finalizeOperationAndArmWatch", FINALIZE.checks(options, keyChecks("key", key))) ??
         (finalizeReader._tag === "Left" ? finalizeReader.left : transitions.finalize(key, storedFinalize(options)))),
       finalizeReader._tag === "Right" ? finalizeReader.right : undefined),
 
-    finalizeDeleteOperation: hot(preparing("finalizeDeleteOperation", KEY_NAMES, [KEY_SHAPE, FINALIZE_DELETE_SHAPE], (key: OperationKey, options: FinalizeDeleteInput) =>
-      firstProblem("finalizeDeleteOperation", [...keyChecks("key", key), ...runnerChecks(options, finalizeDeleteChecks(options))]) ??
+    finalizeDeleteOperation: hot(preparing("finalizeDeleteOperation", KEY_NAMES, [KEY_SHAPE, FINALIZE_DELETE.shape], (key: OperationKey, options: FinalizeDeleteInput) =>
+      firstProblem("finalizeDeleteOperation", FINALIZE_DELETE.checks(options, keyChecks("key", key))) ??
         transitions.finalizeDelete(key, options))),
 
     getOperation: taking("getOperation", KEY_NAMES, KEY_ONLY, (key: OperationKey) =>
@@ -208,8 +187,8 @@ export const makeOperationMethods = Effect.gen(function*() {
       validated("getOperationByNodeKey", [["nodeKey", nodeKey, Rules.id], ["viewerDID", viewerDID, Rules.id]], () =>
         Effect.map(operations.getByNodeKey(nodeKey), Option.filter((row) => isVisibleTo(row, viewerDID)))),
 
-    listTrackedOperations: taking("listTrackedOperations", ["filter"], [TRACKED_SHAPE], (filter: TrackedOperationFilter) =>
-      validated("listTrackedOperations", trackedChecks(filter), () =>
+    listTrackedOperations: taking("listTrackedOperations", ["filter"], [TRACKED.shape], (filter: TrackedOperationFilter) =>
+      validated("listTrackedOperations", TRACKED.checks(filter), () =>
         Effect.flatMap(cursorOf("listTrackedOperations", filter.cursor, decodeCursor), (after) =>
           Effect.map(
             paged(filter.limit, (limit) =>

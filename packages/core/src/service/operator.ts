@@ -9,10 +9,8 @@ import type { SettleOperationInput, SettleResult } from "../operation/settle.js"
 import {
   OPERATION_FILTER_SHAPE,
   operationFilterChecks,
-  OPERATOR_RELEASE_SHAPE,
-  operatorReleaseChecks,
-  REARM_SHAPE,
-  rearmChecks,
+  OPERATOR_RELEASE,
+  REARM,
   RELIST_FILTER_SHAPE,
   relistFilterChecks,
   SETTLE_SHAPE,
@@ -32,6 +30,7 @@ import {
 } from "../operator/cursors.js"
 import { type OperatorSyncState, type OperatorSyncStateFields, toOperatorSyncState } from "../operator/syncStates.js"
 import { SyncStateRepository } from "../ports/SyncStateRepository.js"
+import { syncStateKeyChecks } from "../syncstate/checks.js"
 import { decideOperatorReleaseSyncLease } from "../syncstate/release.js"
 import { formatSyncStateKey } from "../syncstate/SyncState.js"
 import { OperatorActionRefused, OperatorTargetNotFound } from "../operator/errors.js"
@@ -42,7 +41,7 @@ import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
-import { Rules, taking, validated } from "../validation.js"
+import { identityChecks, Rules, taking, validated } from "../validation.js"
 import { IDENTITY_SHAPE } from "../watch/checks.js"
 import { type Digest, formatWatchIdentity, type Millis, type ProjectionWatch, type WatchIdentity } from "../watch/ProjectionWatch.js"
 import { decideArm } from "../watch/transitions.js"
@@ -126,7 +125,7 @@ export interface OperatorMethods {
 }
 
 const RELEASE_NAMES = ["connectorName", "ownerDID", "options"]
-const RELEASE_TAKINGS = [undefined, undefined, OPERATOR_RELEASE_SHAPE]
+const RELEASE_TAKINGS = [undefined, undefined, OPERATOR_RELEASE.shape]
 
 /** Builds the operator methods over the ports. */
 export const makeOperatorMethods = Effect.gen(function*() {
@@ -210,7 +209,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
       ownerDID: string,
       options?: { readonly force?: boolean | undefined }
     ) =>
-      validated("releaseSyncLeaseByOperator", operatorReleaseChecks(connectorName, ownerDID, options), () => {
+      validated("releaseSyncLeaseByOperator", OPERATOR_RELEASE.checks(options, [...syncStateKeyChecks(connectorName, ownerDID)]), () => {
         const key = { connectorName, ownerDID }
         const identity = formatSyncStateKey(key)
         return retryOnLostRace("releaseSyncLeaseByOperator", identity, withTransaction(Effect.gen(function*() {
@@ -254,8 +253,8 @@ export const makeOperatorMethods = Effect.gen(function*() {
           return decision.next
         }))))),
 
-    rearmWatch: taking("rearmWatch", ["identity", "options"], [IDENTITY_SHAPE, REARM_SHAPE], (identity: WatchIdentity, options: { readonly dueAt: Millis }) =>
-      validated("rearmWatch", rearmChecks(identity, options), () =>
+    rearmWatch: taking("rearmWatch", ["identity", "options"], [IDENTITY_SHAPE, REARM.shape], (identity: WatchIdentity, options: { readonly dueAt: Millis }) =>
+      validated("rearmWatch", REARM.checks(options, identityChecks("identity", identity)), () =>
         retryOnLostRace("rearmWatch", formatWatchIdentity(identity), withTransaction(Effect.gen(function*() {
           const row = Option.getOrUndefined(yield* watches.lockRead(identity))
           if (row === undefined) {

@@ -6,14 +6,13 @@ import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import {
   flag,
-  PAGE_SHAPE,
-  pageChecks,
+  PAGE,
   RECEIPTS_TAKING,
-  receiptChecks,
+  receiptList,
   SCOPE_SHAPE,
   scopeChecks
 } from "../relist/checks.js"
-import { COLLECT_SHAPE } from "../operation/checks.js"
+import { COLLECT } from "../operation/checks.js"
 import { RelistRunNotFound } from "../relist/errors.js"
 import {
   type RelistAbandonOutcome,
@@ -34,8 +33,7 @@ import {
   type RelistRun,
   type RelistScope
 } from "../relist/RelistRun.js"
-import { allOptionNames } from "../optionNames.js"
-import { fieldOf, type InputShape, optional, orNull, Rules, shapeOf, taking, validate, validated } from "../validation.js"
+import { fieldsOf, optional, orNull, Rules, taking, validate, validated } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
 /** One page as its runner commits it: the page's receipts, and where to list on from. */
@@ -86,10 +84,12 @@ export interface RelistRunMethods {
 }
 
 /** The fields of a `SweepCheckpoint`; its receipts are taken as `RECEIPTS_TAKING`. */
-const CHECKPOINT_SHAPE: InputShape = shapeOf(
-  allOptionNames<SweepCheckpoint>()(["page", "cursor", "complete", "receipts"]),
-  { receipts: RECEIPTS_TAKING }
-)
+const CHECKPOINT = fieldsOf<SweepCheckpoint>("checkpoint", {
+  page: Rules.positiveInt,
+  cursor: orNull(Rules.text),
+  complete: optional(flag),
+  receipts: receiptList
+}, { nested: { receipts: RECEIPTS_TAKING } })
 
 /** A fresh, unguessable run id (from the store's `OperationEntropy`). */
 const newRunID = Effect.map(OperationEntropy, (entropy) => entropy.token())
@@ -129,7 +129,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       runID: string,
       receipts: ReadonlyArray<RelistReceiptInput>
     ) =>
-      validated("recordRelistReceipt", [["runID", runID, Rules.id], ...receiptChecks("receipts", receipts)],
+      validated("recordRelistReceipt", [["runID", runID, Rules.id], ["receipts", receipts, receiptList]],
         // The run stays locked while its receipts go in, so a supersession or
         // completion lands wholly before or wholly after them.
         () => withTransaction(Effect.gen(function*() {
@@ -142,18 +142,11 @@ export const makeRelistRunMethods = Effect.gen(function*() {
         }))
       )),
 
-    commitSweepCheckpoint: taking("commitSweepCheckpoint", ["runID", "checkpoint"], [undefined, CHECKPOINT_SHAPE], (
+    commitSweepCheckpoint: taking("commitSweepCheckpoint", ["runID", "checkpoint"], [undefined, CHECKPOINT.shape], (
       runID: string,
       checkpoint: SweepCheckpoint
     ) =>
-      validated("commitSweepCheckpoint", [
-        ["runID", runID, Rules.id],
-        ["checkpoint", checkpoint, Rules.record],
-        ["checkpoint.page", fieldOf(checkpoint, "page"), Rules.positiveInt],
-        ["checkpoint.cursor", fieldOf(checkpoint, "cursor"), orNull(Rules.text)],
-        ["checkpoint.complete", fieldOf(checkpoint, "complete"), optional(flag)],
-        ...receiptChecks("checkpoint.receipts", fieldOf(checkpoint, "receipts"))
-      ],
+      validated("commitSweepCheckpoint", CHECKPOINT.checks(checkpoint, [["runID", runID, Rules.id]]),
         () => retryOnLostRace("commitSweepCheckpoint", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("commitSweepCheckpoint", runID, yield* relist.lockRun(runID))
           const now = yield* Clock.currentTimeMillis
@@ -178,21 +171,15 @@ export const makeRelistRunMethods = Effect.gen(function*() {
         })))
       ),
 
-    listSweepReceipts: taking("listSweepReceipts", ["runID", "page"], [undefined, PAGE_SHAPE], (runID: string, page: SourcePage) =>
+    listSweepReceipts: taking("listSweepReceipts", ["runID", "page"], [undefined, PAGE.shape], (runID: string, page: SourcePage) =>
       Effect.gen(function*() {
-        yield* validate("listSweepReceipts", [["runID", runID, Rules.id], ...pageChecks("page", page)])
+        yield* validate("listSweepReceipts", PAGE.checks(page, [["runID", runID, Rules.id]]))
         yield* requireRun("listSweepReceipts", runID, yield* relist.getRun(runID))
         return yield* relist.listReceipts(runID, { after: page.after, limit: page.limit })
       })),
 
-    collectRelistRuns: taking("collectRelistRuns", ["params"], [COLLECT_SHAPE], (params: CollectParams) =>
-      validated("collectRelistRuns", [
-        ["params", params, Rules.record],
-        ["params.before", fieldOf(params, "before"), Rules.finite],
-        ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
-      ],
-        () => relist.collectRuns({ before: params.before, limit: params.limit })
-      ))
+    collectRelistRuns: taking("collectRelistRuns", ["params"], [COLLECT.shape], (params: CollectParams) =>
+      validated("collectRelistRuns", COLLECT.checks(params), () => relist.collectRuns({ before: params.before, limit: params.limit })))
   }
   return methods
 })

@@ -19,14 +19,13 @@ import {
   type SweepRearmOutcome
 } from "../relist/candidates.js"
 import {
-  APPLY_FAILURE_SHAPE,
+  APPLY_FAILURE,
   CANDIDATE_IDENTITY_SHAPE,
   candidateKind,
   candidateRefChecks,
   flag,
   fraction,
-  PAGE_SHAPE,
-  pageChecks,
+  PAGE,
   SCOPE_SHAPE,
   scopeChecks,
   sweepOutcome
@@ -51,7 +50,7 @@ import {
 } from "../relist/SweepCandidate.js"
 import { type SweepCandidateBasis, withdrawalOf } from "../relist/withdrawal.js"
 import { allOptionNames } from "../optionNames.js"
-import { fieldOf, identityChecks, type InputShape, openShapeOf, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
+import { fieldsOf, identityChecks, type InputShape, openShapeOf, optional, Rules, taking, validate, validated } from "../validation.js"
 import { type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
@@ -91,9 +90,13 @@ type ActingErrors = CandidateErrors | SweepCandidateWithdrawn
 const CANDIDATE_REF_SHAPE: InputShape = openShapeOf(allOptionNames<SweepCandidateRef>()(["runID", "sourceID"]))
 
 /** The options of `listSweepCandidates`. */
-const CANDIDATE_LIST_SHAPE: InputShape = shapeOf(
-  allOptionNames<SweepCandidateListOptions>()(["after", "limit", "kind", "maxDeletionFraction", "acceptDeletionsBeyondLimit"])
-)
+const CANDIDATE_LIST = fieldsOf<SweepCandidateListOptions>("options", {
+  after: optional(Rules.id),
+  limit: Rules.positiveInt,
+  kind: optional(candidateKind),
+  maxDeletionFraction: optional(fraction),
+  acceptDeletionsBeyondLimit: optional(flag)
+})
 
 /** The candidate half of the relist sweep's Effect API. */
 export interface SweepCandidateMethods {
@@ -229,19 +232,13 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     )
 
   const methods: SweepCandidateMethods = {
-    listSweepCandidates: taking("listSweepCandidates", ["runID", "options"], [undefined, CANDIDATE_LIST_SHAPE], (
+    listSweepCandidates: taking("listSweepCandidates", ["runID", "options"], [undefined, CANDIDATE_LIST.shape], (
       runID: string,
       options: SweepCandidateListOptions
     ) =>
       Effect.gen(function*() {
         const method = "listSweepCandidates"
-        yield* validate(method, [
-          ["runID", runID, Rules.id],
-          ...pageChecks("options", options),
-          ["options.kind", fieldOf(options, "kind"), optional(candidateKind)],
-          ["options.maxDeletionFraction", fieldOf(options, "maxDeletionFraction"), optional(fraction)],
-          ["options.acceptDeletionsBeyondLimit", fieldOf(options, "acceptDeletionsBeyondLimit"), optional(flag)]
-        ])
+        yield* validate(method, CANDIDATE_LIST.checks(options, [["runID", runID, Rules.id]]))
         const refuseUnlessComplete = (run: RelistRun) =>
           run.state === "complete" ? Effect.void : Effect.fail(new RelistRunNotComplete({ method, runID, state: run.state }))
         const run = yield* findRun(method, runID)
@@ -311,16 +308,11 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
           }, standing("applySweepCandidate"))
       )),
 
-    recordSweepApplyFailure: taking("recordSweepApplyFailure", ["ref", "failure"], [CANDIDATE_REF_SHAPE, APPLY_FAILURE_SHAPE], (
+    recordSweepApplyFailure: taking("recordSweepApplyFailure", ["ref", "failure"], [CANDIDATE_REF_SHAPE, APPLY_FAILURE.shape], (
       ref: SweepCandidateRef,
       failure: SweepApplyFailure
     ) =>
-      validated("recordSweepApplyFailure", [
-        ...candidateRefChecks("ref", ref),
-        ["failure", failure, Rules.record],
-        ["failure.kind", fieldOf(failure, "kind"), Rules.id],
-        ["failure.message", fieldOf(failure, "message"), Rules.text]
-      ],
+      validated("recordSweepApplyFailure", APPLY_FAILURE.checks(failure, candidateRefChecks("ref", ref)),
         () => transition("recordSweepApplyFailure", ref, (row, now) =>
           Effect.succeed(decideSweepApplyFailure(row, { kind: failure.kind, message: failure.message }, now)))
       )),
@@ -341,8 +333,8 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     getSweepCandidate: taking("getSweepCandidate", ["identity"], [CANDIDATE_IDENTITY_SHAPE], (identity: SweepCandidateIdentity) =>
       validated("getSweepCandidate", identityChecks("identity", identity), () => relist.getCandidate(identity))),
 
-    listGivenUpSweepCandidates: taking("listGivenUpSweepCandidates", ["scope", "page"], [SCOPE_SHAPE, PAGE_SHAPE], (scope: RelistScope, page: SourcePage) =>
-      validated("listGivenUpSweepCandidates", [...scopeChecks("scope", scope), ...pageChecks("page", page)],
+    listGivenUpSweepCandidates: taking("listGivenUpSweepCandidates", ["scope", "page"], [SCOPE_SHAPE, PAGE.shape], (scope: RelistScope, page: SourcePage) =>
+      validated("listGivenUpSweepCandidates", PAGE.checks(page, scopeChecks("scope", scope)),
         () => relist.listGivenUp(relistScopeOf(scope), { after: page.after, limit: page.limit })
       ))
   }

@@ -9,9 +9,9 @@ import type { DueRead } from "../ports/DueRead.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader, type WinnerReaders } from "../ports/WinnerReader.js"
-import { COLLECT_SHAPE } from "../operation/checks.js"
+import { COLLECT } from "../operation/checks.js"
 import { allOptionNames } from "../optionNames.js"
-import { atMost, fieldOf, optional, type Rule, Rules, shapeOf, taking, validate } from "../validation.js"
+import { atMost, fieldsOf, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
 import type { DueWatchPosition } from "../watch/due.js"
 import {
   type Millis,
@@ -94,10 +94,12 @@ export interface SweepMethods {
 const READERS_SHAPE = shapeOf(allOptionNames<WinnerReaders>()(["readWinner", "readWinners"]))
 
 /** The parameters of `listDueWork`; its readers are taken as `listDueOperations` takes them. */
-const DUE_WORK_SHAPE = shapeOf(allOptionNames<DueWorkParams>()(["now", "limit", "cursor", "readers"]), { readers: READERS_SHAPE })
-
-/** A page size from 1 to `MAX_DUE_PAGE`. */
-const duePageSize: Rule = atMost(Rules.positiveInt, MAX_DUE_PAGE)
+const DUE_WORK = fieldsOf<DueWorkParams>("params", {
+  now: Rules.millis,
+  limit: atMost(Rules.positiveInt, MAX_DUE_PAGE),
+  cursor: optional(Rules.text),
+  readers: optional(Rules.record)
+}, { nested: { readers: READERS_SHAPE } })
 
 /** A kind whose pass has read its last page. */
 const DONE = "done"
@@ -221,15 +223,9 @@ export const makeSweepMethods = Effect.gen(function*() {
         return { operations: due, watches: dueWatches, corrupt: [...dueCorrupt, ...audit.corrupt] }
       })),
 
-    listDueWork: taking("listDueWork", ["params"], [DUE_WORK_SHAPE], (params: DueWorkParams) =>
+    listDueWork: taking("listDueWork", ["params"], [DUE_WORK.shape], (params: DueWorkParams) =>
       Effect.gen(function*() {
-        yield* validate("listDueWork", [
-          ["params", params, Rules.record],
-          ["params.now", fieldOf(params, "now"), Rules.millis],
-          ["params.limit", fieldOf(params, "limit"), duePageSize],
-          ["params.cursor", fieldOf(params, "cursor"), optional(Rules.text)],
-          ["params.readers", fieldOf(params, "readers"), optional(Rules.record)]
-        ])
+        yield* validate("listDueWork", DUE_WORK.checks(params))
         const { cursor, limit, now } = params
         const position = cursor === undefined ? FIRST_PAGE : decodeDueCursor(cursor)
         if (position === undefined) {
@@ -250,16 +246,9 @@ export const makeSweepMethods = Effect.gen(function*() {
         }
       })),
 
-    collectFinishedOperations: taking("collectFinishedOperations", ["params"], [COLLECT_SHAPE], (params: CollectParams) =>
-      Effect.gen(function*() {
-        yield* validate("collectFinishedOperations", [
-          ["params", params, Rules.record],
-          ["params.before", fieldOf(params, "before"), Rules.finite],
-          ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
-        ])
-        const now = yield* Clock.currentTimeMillis
-        return yield* operations.collectFinished({ before: params.before, limit: params.limit }, now)
-      }))
+    collectFinishedOperations: taking("collectFinishedOperations", ["params"], [COLLECT.shape], (params: CollectParams) =>
+      validated("collectFinishedOperations", COLLECT.checks(params), () =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => operations.collectFinished({ before: params.before, limit: params.limit }, now))))
   }
   return methods
 })

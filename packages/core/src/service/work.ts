@@ -1,8 +1,7 @@
 import { Deferred, Effect, Exit, Option } from "effect"
 import { type InvalidInput, StoreClosed } from "../errors.js"
-import { allOptionNames } from "../optionNames.js"
 import { type WorkSignalApi, type WorkWake, WorkNotices, WorkSignal } from "../ports/WorkSignal.js"
-import { atMost, fieldOf, Rules, shapeOf, taking, validate } from "../validation.js"
+import { atMost, fieldsOf, Rules, taking, validated } from "../validation.js"
 
 /** The longest one `awaitWork` may wait (one hour): a worker's sweep interval, never a forever. */
 export const MAX_WORK_WAIT_MS = 3_600_000
@@ -34,10 +33,10 @@ export interface WorkMethods {
   readonly awaitWork: (params: AwaitWorkParams) => Effect.Effect<WorkWake, InvalidInput | StoreClosed>
 }
 
-const AWAIT_WORK_SHAPE = shapeOf(allOptionNames<AwaitWorkParams>()(["since", "timeoutMs"]))
-
-/** Why a wait's timeout is refused, if it is. */
-const waitRule = atMost(Rules.positiveInt, MAX_WORK_WAIT_MS, " ms")
+const PARAMS = fieldsOf<AwaitWorkParams>("params", {
+  since: Rules.nonNegativeInt,
+  timeoutMs: atMost(Rules.positiveInt, MAX_WORK_WAIT_MS, " ms")
+})
 
 /**
  * Builds `awaitWork` over the adapter's `WorkSignal` (without one, every wait after the first runs to its timeout); `close`
@@ -48,19 +47,11 @@ export const makeWorkMethods = Effect.gen(function*() {
   const closing = yield* Deferred.make<never, StoreClosed>()
   let closed = false
   const methods: WorkMethods = {
-    awaitWork: taking("awaitWork", ["params"], [AWAIT_WORK_SHAPE], (params: AwaitWorkParams) =>
-      Effect.zipRight(
-        validate("awaitWork", [
-          ["params", params, Rules.record],
-          ["params.since", fieldOf(params, "since"), Rules.nonNegativeInt],
-          ["params.timeoutMs", fieldOf(params, "timeoutMs"), waitRule]
-        ]),
-        Effect.suspend(() =>
-          closed
-            ? Effect.fail(new StoreClosed({ method: "awaitWork" }))
-            : Effect.raceFirst(signal.wait(params.since, params.timeoutMs, "awaitWork"), Deferred.await(closing))
-        )
-      ))
+    awaitWork: taking("awaitWork", ["params"], [PARAMS.shape], (params: AwaitWorkParams) =>
+      validated("awaitWork", PARAMS.checks(params), () =>
+        closed
+          ? Effect.fail(new StoreClosed({ method: "awaitWork" }))
+          : Effect.raceFirst(signal.wait(params.since, params.timeoutMs, "awaitWork"), Deferred.await(closing))))
   }
   const close = () => {
     closed = true

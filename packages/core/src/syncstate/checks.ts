@@ -4,6 +4,7 @@ import {
   type Check,
   EXACT_JSON,
   fieldOf,
+  fieldsOf,
   type InputShape,
   oneOf,
   openShapeOf,
@@ -37,15 +38,21 @@ export const jsonRule: Rule = (value) => {
 /** A JSON value `EXACT_JSON` took (checked as it was copied): only its absence is left to refuse. */
 const takenJson: Rule = (value) => value === undefined ? "must be a JSON value: $ is a undefined, not a JSON value" : undefined
 
-/** The fields of a `SyncStateInput`; a state's other fields read back are allowed and ignored, any other key is refused. */
-export const SYNC_STATE_SHAPE: InputShape = shapeOf(
-  allOptionNames<SyncStateInput>()(["status", "lastSyncedAt", "entityCount", "error", "checkpoint", "recovery"]),
-  { checkpoint: EXACT_JSON, recovery: EXACT_JSON },
-  allOptionNames<Omit<SyncStateEntry, keyof SyncStateInput>>()(["connectorName", "ownerDID", "leaseExpiresAt", "version", "incarnation"])
-)
+/** A `SyncStateInput`'s fields (checkpoint and recovery checked as they are taken); a state's other fields read back are ignored. */
+const STATE = fieldsOf<SyncStateInput>("state", {
+  status: oneOf(...SYNC_STATUSES),
+  lastSyncedAt: Rules.text,
+  entityCount: entityCountRule,
+  error: optional(errorRule),
+  checkpoint: undefined,
+  recovery: undefined
+}, {
+  nested: { checkpoint: EXACT_JSON, recovery: EXACT_JSON },
+  ignored: allOptionNames<Omit<SyncStateEntry, keyof SyncStateInput>>()(["connectorName", "ownerDID", "leaseExpiresAt", "version", "incarnation"])
+})
 
-/** The terms of a sync-lease claim or renewal. */
-export const LEASE_TERMS_SHAPE: InputShape = shapeOf(allOptionNames<SyncLeaseTerms>()(["now", "leaseMs"]))
+/** The fields of a `SyncStateInput`; a state's other fields read back are allowed and ignored, any other key is refused. */
+export const SYNC_STATE_SHAPE: InputShape = STATE.shape
 
 /** A sync lease handed back: every part is required, so a whole `SyncLease` will do (other keys are not read). */
 export const LEASE_HOLDER_SHAPE: InputShape = openShapeOf(
@@ -75,14 +82,7 @@ export const syncStateKeyChecks = (connectorName: unknown, ownerDID: unknown): R
 ]
 
 /** The checks of a `setSyncState` input. */
-export const syncStateInputChecks = (input: unknown): ReadonlyArray<Check> => [
-  ["state", input, Rules.record],
-  ["state.status", fieldOf(input, "status"), oneOf(...SYNC_STATUSES)],
-  ["state.lastSyncedAt", fieldOf(input, "lastSyncedAt"), Rules.text],
-  ["state.entityCount", fieldOf(input, "entityCount"), entityCountRule],
-  ["state.error", fieldOf(input, "error"), optional(errorRule)],
-  // checkpoint and recovery: checked as they were taken (SYNC_STATE_SHAPE).
-]
+export const syncStateInputChecks = (input: unknown): ReadonlyArray<Check> => STATE.checks(input)
 
 /**
  * The checks of what a recompute returned against `row` (or the blank row of `key`): JSON checkpoint and recovery, report
@@ -109,16 +109,15 @@ export const progressResultChecks = (result: unknown, row: SyncStateRow | undefi
 /** The longest lease a claim or renewal may ask for: one day. */
 export const MAX_SYNC_LEASE_MS = 24 * 60 * 60 * 1000
 
-const syncLeaseLength = atMost(Rules.positiveInt, MAX_SYNC_LEASE_MS)
+const TERMS = fieldsOf<SyncLeaseTerms>("options", { now: Rules.millis, leaseMs: atMost(Rules.positiveInt, MAX_SYNC_LEASE_MS) })
+
+/** The terms of a sync-lease claim or renewal. */
+export const LEASE_TERMS_SHAPE: InputShape = TERMS.shape
 
 /** The checks of the `{ now, leaseMs }` terms of a claim or renewal. */
-export const leaseTermsChecks = (terms: unknown): ReadonlyArray<Check> => [
-  ["options", terms, Rules.record],
-  ["options.now", fieldOf(terms, "now"), Rules.millis],
-  ["options.leaseMs", fieldOf(terms, "leaseMs"), syncLeaseLength],
-  ["options.leaseMs", fieldOf(terms, "leaseMs"), (v) =>
-    Number.isSafeInteger((fieldOf(terms, "now") as number) + (v as number)) ? undefined : "puts the expiry past the largest safe integer"]
-]
+export const leaseTermsChecks = (terms: unknown): ReadonlyArray<Check> =>
+  TERMS.checks(terms).concat([["options.leaseMs", fieldOf(terms, "leaseMs"), (v) =>
+    Number.isSafeInteger((fieldOf(terms, "now") as number) + (v as number)) ? undefined : "puts the expiry past the largest safe integer"]])
 
 const holderChecks = partChecks(["connectorName", "ownerDID", "token"])
 
