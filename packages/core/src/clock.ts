@@ -4,19 +4,13 @@ import { isTime } from "./validation.js"
 
 const VALIDATED_READING: unique symbol = Symbol.for("@connector-store/core/clock/validatedReading")
 
-/**
- * The time `clock` says now, read synchronously: an injected clock's reading when it is a time (else undefined: the
- * Effect path refuses it), any other clock's `unsafeCurrentTimeMillis`.
- */
+/** The time `clock` says now, read synchronously; undefined for an injected clock's reading that is no time. */
 export const clockReadingNow = (clock: Clock.Clock): number | undefined => {
   const validated = (clock as unknown as { readonly [VALIDATED_READING]?: () => number | undefined })[VALIDATED_READING]
   return validated === undefined ? clock.unsafeCurrentTimeMillis() : validated()
 }
 
-/**
- * A `Clock` whose time is `now()`: a reading that is no time fails the call that reads it for a decision with
- * `InvalidClockReading`, while the runtime's own readings fall back to the system clock.
- */
+/** A `Clock` reading `now()`: a reading that is no time fails a decision with `InvalidClockReading`. */
 export const clockFrom = (now: () => number): Clock.Clock => {
   const base = Clock.make()
   const millis = (): number => {

@@ -49,10 +49,7 @@ const REASONS = [
 /** Every `PersistenceReason`, in the order of its documentation. */
 export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = REASONS
 
-/**
- * The storage behind a port failed: `reason` classifies it, `driverMessage` and `cause` are the driver's, `operation`
- * names the adapter step and `method` the public method called.
- */
+/** The storage behind a port failed: `reason` classifies the driver's error, `method` names the public method called. */
 export class PersistenceError extends Data.TaggedError("PersistenceError")<{
   readonly operation: string
   readonly cause: unknown
@@ -161,10 +158,7 @@ export class CorruptRow extends Data.TaggedError("CorruptRow")<{
   }
 }
 
-/**
- * A callback the store ran inside a transaction (a winner reader, say) called the same store back, which would
- * deadlock: the inner call is refused at once.
- */
+/** A callback run inside the store's transaction (a winner reader) called the store back: refused at once, not deadlocked. */
 export class ReentrantCall extends Data.TaggedError("ReentrantCall")<{
   readonly method: string
 }> {

@@ -16,10 +16,7 @@ const editDistance = (a: string, b: string): number => {
   return previous[b.length]!
 }
 
-/**
- * The name of `known` nearest to `name` (case aside, fewest edits), or `undefined` when none is within a third of its
- * length (at least 2).
- */
+/** The name of `known` nearest to `name` (case aside), or `undefined` when none is within a third of its length. */
 export const nearestName = (name: string, known: ReadonlyArray<string>): string | undefined => {
   let best: string | undefined
   let bestDistance = Infinity

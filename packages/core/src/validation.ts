@@ -176,10 +176,7 @@ export const identityChecks: (prefix: string, identity: unknown, ...more: Readon
 export const fieldOf = (input: unknown, key: string): unknown =>
   typeof input === "object" && input !== null ? (input as Record<string, unknown>)[key] : undefined
 
-/**
- * How a method takes an argument: as it is (`undefined`), as an object (`InputShape`), a list (`{ list }`) or a JSON
- * value (`{ json }`).
- */
+/** How a method takes an argument: as it is, as an object (`InputShape`), a list (`{ list }`) or a JSON value (`{ json }`). */
 export type Taking = InputShape | ListTaking | JsonTaking | undefined
 
 /** An array argument: its items read once, each taken by `list`. */
@@ -187,10 +184,7 @@ export interface ListTaking {
   readonly list: Taking
 }
 
-/**
- * A JSON value the store keeps, copied in the walk that checks it: `plain` as `JSON.stringify` writes it (`-0` as `0`),
- * `exact` keeping `-0`.
- */
+/** A JSON value, copied in the walk that checks it: `plain` as `JSON.stringify` writes it, `exact` keeping `-0`. */
 export interface JsonTaking {
   readonly json: "exact" | "plain"
 }

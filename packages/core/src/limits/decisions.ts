@@ -77,10 +77,7 @@ export interface ClaimLimit extends LimitedBy {
   readonly until: Millis
 }
 
-/**
- * The limit that keeps a claim from leasing at `now`, or `undefined`: a pause in force first (the latest end), then a full cap
- * (until its earliest lease ends).
- */
+/** The limit that keeps a claim from leasing at `now`: a pause in force first, then a full cap; `undefined` for none. */
 export const decideClaimLimit = (
   limits: ReadonlyArray<ProviderLimit>,
   loadOf: (limit: ProviderLimit) => ScopeLoad | undefined,

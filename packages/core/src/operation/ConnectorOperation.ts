@@ -35,10 +35,7 @@ export interface ConnectorOperation extends OperationKey {
   readonly target: string
   /** The provider entity's id: the one an update targets, or the one a create made (null until it commits). */
   readonly sourceID: string | null
-  /**
-   * The local id of this entity, stable across every retry (a create's client-chosen id, so a re-sent create cannot
-   * make a second entity).
-   */
+  /** The local id of this entity, stable across retries, so a re-sent create cannot make a second entity. */
   readonly deterministicEventID: string
   /** A digest of everything the write sends; a replay of the key must bring the same one (`IdempotencyConflict` otherwise). */
   readonly payloadHash: string

@@ -6,10 +6,7 @@ import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
 import { backoffDelay, type OperationPolicySettings } from "./policy.js"
 import { bump } from "../versioned.js"
 
-/**
- * What `markOperationSent` answers: `sent` (counted; the request may leave), `already-sent` (by this lease) or
- * `exhausted` (now `dead`; it must not leave).
- */
+/** What `markOperationSent` answers: `sent`, `already-sent` (by this lease), or `exhausted` (now `dead`: do not send). */
 export type MarkSentResult =
   | { readonly outcome: "sent" | "already-sent" | "exhausted"; readonly operation: ConnectorOperation }
   | LeaseLost
@@ -47,10 +44,7 @@ export const decideMarkSent = (
   )
 }
 
-/**
- * How an attempt failed: `retryable`, `permanent`, `unknown` (it may have applied; never re-send), or `offline` /
- * `auth` (it did not leave).
- */
+/** How an attempt failed: `retryable`, `permanent`, `unknown` (it may have applied), or `offline` / `auth` (it did not leave). */
 export type FailureKind = "retryable" | "permanent" | "unknown" | DeferReason
 
 /** A failed attempt, reported by its lease holder. */

@@ -34,10 +34,7 @@ export const compareDueOperations = (a: DueOperationPosition, b: DueOperationPos
   return compareCodePoints(a.callerDID, b.callerDID) || compareCodePoints(a.operationID, b.operationID)
 }
 
-/**
- * One keyset page of `rows` (the reference for repositories): those `isDue`, in `compare`'s order, strictly after
- * `after`, at most `limit`.
- */
+/** The reference keyset page of `rows`: those `isDue`, in `compare`'s order, strictly after `after`, at most `limit`. */
 export const keysetPage = <A extends P, P>(
   rows: Iterable<A>,
   isDue: (row: A) => boolean,

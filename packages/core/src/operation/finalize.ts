@@ -151,10 +151,7 @@ export const armedByFinalize = (
       updatedAt: now
     }
 
-/**
- * The watches a finalize of `identity` on `documentID` supersedes: the same owner's and model's on that document under
- * another identity.
- */
+/** The watches a finalize supersedes: the same owner's and model's on `documentID` under another identity. */
 export const supersededBy = (
   watches: ReadonlyArray<ProjectionWatch>,
   identity: WatchIdentity,

@@ -8,10 +8,7 @@ import type { DocumentSlot, WatchRepository } from "./WatchRepository.js"
 /** What a row call answers: at once, or (`Later`: Postgres through `pg`) possibly a Promise of it. */
 export type DirectAnswer<A, Later extends boolean> = Later extends true ? A | Promise<A> : A
 
-/**
- * `WatchRepository`'s hot methods, answered directly (or, `Later`, by a Promise); each throws (rejects with) a
- * `PersistenceError` when the driver fails.
- */
+/** `WatchRepository`'s hot methods, answered directly (or by a Promise); each throws a `PersistenceError` on a driver failure. */
 export interface DirectWatchRowsOf<Later extends boolean> {
   readonly lockRead: (identity: WatchIdentity) => DirectAnswer<ProjectionWatch | undefined, Later>
   readonly update: (previous: ProjectionWatch, next: ProjectionWatch) => DirectAnswer<boolean, Later>
@@ -81,10 +78,7 @@ export type DirectTransaction = DirectTransactionOf<false>
 export interface DirectDatabaseOf<Later extends boolean> extends DirectRowsOf<Later> {
   /** True when a single-statement write may run now, outside any transaction (the one connection is not in one). */
   readonly free: () => boolean
-  /**
-   * Opens a write transaction, or answers undefined when one is open already on the one connection; throws `PersistenceError`
-   * when refused.
-   */
+  /** Opens a write transaction (undefined when the one connection has one open); throws `PersistenceError` when refused. */
   readonly begin: () => DirectAnswer<DirectTransactionOf<Later> | undefined, Later>
   /** The ports these rows are a view of: a port replaced or decorated (a test injecting faults) turns the direct path off. */
   readonly repositories: {

@@ -35,15 +35,9 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
   readonly getByNodeKey: (nodeKey: string) => Effect.Effect<Option.Option<ConnectorOperation>, PersistenceError>
   /** Inserts a new row; `false` when its key or node key is taken (in a transaction, after waiting for a concurrent insert of it). */
   readonly insert: (row: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
-  /**
-   * Writes `next` only while the stored version is `previous.version` (`false`: the race was lost); only the differing columns
-   * need writing.
-   */
+  /** Writes `next` only at `previous.version` (`false`: the race was lost); only the differing columns need writing. */
   readonly update: (previous: ConnectorOperation, next: ConnectorOperation) => Effect.Effect<boolean, PersistenceError>
-  /**
-   * `update(previous, next)` and, only when it landed, `watch`'s guarded write, in one statement where the adapter can; answers
-   * which guard lost.
-   */
+  /** `update(previous, next)` and, when it landed, `watch`'s guarded write, in one statement where it can; which guard lost. */
   readonly updateWithWatch: (
     previous: ConnectorOperation,
     next: ConnectorOperation,
@@ -84,10 +78,7 @@ export class OperationRepository extends Context.Tag("@connector-store/core/Oper
   ) => Effect.Effect<ReadonlyArray<boolean>, PersistenceError>
   /** Locks and returns the attempted operations deferred within `scope`. */
   readonly lockDeferred: (scope: ResumeScope) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
-  /**
-   * Deletes what `collectableOperations` allows, at most `limit` rows, oldest first, deciding and deleting over the same rows;
-   * answers how many went.
-   */
+  /** Deletes what `collectableOperations` allows (at most `limit`, oldest first) over the rows it decided on; how many went. */
   readonly collectFinished: (params: CollectParams, now: Millis) => Effect.Effect<number, PersistenceError>
   /** One page of a `TrackedQuery` (`trackedPage` is the reference), any number of document ids. */
   readonly listTracked: (query: TrackedQuery) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>

@@ -3,10 +3,7 @@ import type { PersistenceError } from "../errors.js"
 import type { ProviderLimit, ProviderScope, ScopeLoad } from "../limits/ProviderLimit.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
-/**
- * The provider limits table, and the operation table's live-lease counts caps are checked against; `lock*` reads lock until the
- * transaction ends.
- */
+/** The provider limits table and the live-lease counts caps are checked against; `lock*` reads lock their rows. */
 export class ProviderLimitRepository extends Context.Tag("@connector-store/core/ProviderLimitRepository")<ProviderLimitRepository, {
   /** The limits of the scopes an operation of this account falls under (its account's, its connector's): at most two rows. */
   readonly forAccount: (connectorName: string, accountKey: string) => Effect.Effect<ReadonlyArray<ProviderLimit>, PersistenceError>

@@ -16,10 +16,7 @@ export class SyncStateRepository extends Context.Tag("@connector-store/core/Sync
   readonly get: (key: SyncStateKey) => Effect.Effect<Option.Option<SyncStateRow>, PersistenceError>
   /** Inserts a new row; `false` when its key is taken (another writer inserted first). */
   readonly insert: (row: SyncStateRow) => Effect.Effect<boolean, PersistenceError>
-  /**
-   * Writes `next`'s checkpoint, recovery, version and `reported` fields while the row has the stamp `expected`; answers the row
-   * as stored after, or `None`.
-   */
+  /** Writes `next`'s progress fields while the row has the stamp `expected`; answers the row as stored after, or `None`. */
   readonly updateProgress: (
     next: SyncStateRow,
     expected: SyncStateStamp,

@@ -17,10 +17,7 @@ export interface DocumentSlot {
 export class WatchRepository extends Context.Tag("@connector-store/core/WatchRepository")<WatchRepository, {
   /** Reads a watch and locks it until the transaction ends. */
   readonly lockRead: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
-  /**
-   * Writes `next` only while the stored version is `previous.version` (`false`: the race was lost); only the differing columns
-   * need writing; no transaction needed.
-   */
+  /** Writes `next` only at `previous.version` (`false`: the race was lost); only the differing columns need writing. */
   readonly update: (previous: ProjectionWatch, next: ProjectionWatch) => Effect.Effect<boolean, PersistenceError>
   /**
    * `decideClaim(row, input, now, writtenAt)` as one guarded write with no read or lock: `true` when it claimed
@@ -40,15 +37,9 @@ export class WatchRepository extends Context.Tag("@connector-store/core/WatchRep
   readonly delete: (identity: WatchIdentity, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
   readonly get: (identity: WatchIdentity) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
   readonly getByDocument: (documentID: string) => Effect.Effect<Option.Option<ProjectionWatch>, PersistenceError>
-  /**
-   * Holds the (owner, model, document) slot until the transaction ends, so finalizes arming one document queue instead of
-   * racing for its unique index.
-   */
+  /** Holds the (owner, model, document) slot until the transaction ends, so finalizes arming one document queue. */
   readonly lockDocument: (slot: DocumentSlot) => Effect.Effect<void, PersistenceError>
-  /**
-   * What a finalize arms against, with the slot locked already: the watch at `identity` and every watch of the document, locked
-   * in identity order.
-   */
+  /** What a finalize arms against (slot locked): the watch at `identity` and the document's watches, locked in identity order. */
   readonly lockArmTargets: (
     slot: DocumentSlot,
     identity: WatchIdentity

@@ -16,8 +16,5 @@ export interface WinnerReaders {
   readonly readWinners?: ReadWinners | undefined
 }
 
-/**
- * The document store's converged state: a transition reads its row's winner inside its transaction after locking the row, one
- * call per read.
- */
+/** The document store's converged state, read inside a transition's transaction after its row is locked. */
 export class WinnerReader extends Context.Tag("@connector-store/core/WinnerReader")<WinnerReader, WinnerReaders>() {}

@@ -13,10 +13,7 @@ export interface WorkWake {
 
 /** Notices of commits that may have made work due (its own process's, or a database's notifications): a notice only says "sweep again". */
 export interface WorkSignalApi {
-  /**
-   * Answers once a notice later than `since` was seen, or at `timeoutMs` with `timeout`; fails with `StoreClosed` once the
-   * store closes.
-   */
+  /** Answers once a notice after `since` was seen, or at `timeoutMs`; fails with `StoreClosed` once the store closes. */
   readonly wait: (since: number, timeoutMs: number, method: string) => Effect.Effect<WorkWake, StoreClosed>
 }
 

@@ -89,10 +89,7 @@ const redacted = (record: PendingAuthRecordInput): PendingAuthInput | InvalidInp
     : snapshot as never
 }
 
-/**
- * The adapted methods over `call`, `handle` yielding the adapter's transaction handle; arguments are taken as the Effect API
- * takes them.
- */
+/** The adapted methods over `call`, `handle` yielding the transaction's handle; arguments taken as the Effect API takes them. */
 export const promiseAdaptedMethods = <H>(call: PromiseCall, handle: Effect.Effect<H>): PromiseAdaptedMethods<H> => ({
   listDueOperations: (now, readers) =>
     call((s) => {

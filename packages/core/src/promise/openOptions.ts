@@ -28,10 +28,7 @@ export const commonOpenChecks = (options: unknown): ReadonlyArray<Check> => [
 /** The option names every adapter's Promise store takes besides its own. */
 export const COMMON_OPEN_OPTIONS = ["now", "readWinner", "readWinners", "operationPolicy", "observability", "providerLimits"] as const
 
-/**
- * The first problem of a store's open options as an `InvalidInput` naming the option, or `undefined`; an unknown key is refused
- * first, naming the nearest.
- */
+/** The first problem of a store's open options as an `InvalidInput` (an unknown key first, naming the nearest), or `undefined`. */
 export const openOptionsProblem = (
   method: string,
   options: unknown,

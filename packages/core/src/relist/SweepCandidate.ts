@@ -4,10 +4,7 @@ import type { RelistScope } from "./RelistRun.js"
 /** Failed applies after which a candidate is given up until a person re-arms it. */
 export const MAX_SWEEP_APPLY_ATTEMPTS = 5
 
-/**
- * Why a tracked document is a candidate: its entity was not seen (`deleted`) or seen with another digest than the one last
- * verified (`diverged`).
- */
+/** Why a tracked document is a candidate: its entity was not seen (`deleted`) or seen with another digest (`diverged`). */
 export type SweepCandidateKind = "deleted" | "diverged"
 
 /** What the sweep decided: delete the local document, ingest the entity again, or keep things as they are. */
@@ -25,10 +22,7 @@ export interface SweepCandidateIdentity extends RelistScope {
   readonly sourceID: string
 }
 
-/**
- * The sweep's case about one tracked entity of a scope: each complete run re-derives them, and a given-up case stays given up
- * across runs.
- */
+/** The sweep's case about one tracked entity of a scope, re-derived by each complete run (a given-up case stays given up). */
 export interface SweepCandidate extends SweepCandidateIdentity {
   /** The complete run that derived it last. */
   readonly runID: string

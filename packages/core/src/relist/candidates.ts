@@ -31,10 +31,7 @@ export type SweepOutcomeResult =
 
 const settledStatuses: ReadonlyArray<SweepCandidateStatus> = ["applied", "kept"]
 
-/**
- * Records the decision about an open or decided candidate (which may change its mind): `keep` settles it, `delete_local` is for
- * deletions only.
- */
+/** Records the decision about an open or decided candidate: `keep` settles it, `delete_local` is for deletions only. */
 export const decideSweepOutcome = (
   row: SweepCandidate,
   outcome: SweepOutcome,

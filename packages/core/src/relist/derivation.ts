@@ -133,17 +133,11 @@ export const deriveSweepCandidates = (
   }
 }
 
-/**
- * The most deletions a run may yield under `maxDeletionFraction` of its tracked set (rounded down, with a hair of slack for
- * floating point).
- */
+/** The most deletions a run may yield under `maxDeletionFraction` of its tracked set (rounded down). */
 export const deletionAllowance = (tracked: number, maxDeletionFraction: number): number =>
   Math.floor(maxDeletionFraction * tracked + 1e-9)
 
-/**
- * The deletion limit a listing applies when its caller names none: half the tracked set, so an empty listing that reads
- * complete deletes nothing.
- */
+/** The deletion limit when the caller names none: half the tracked set (an empty listing that reads complete deletes nothing). */
 export const DEFAULT_MAX_DELETION_FRACTION = 0.5
 
 /** The default limit holds runs that tracked at least this many documents (one deletion of one is no mass deletion). */

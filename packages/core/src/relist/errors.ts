@@ -13,10 +13,7 @@ export class RelistRunNotFound extends Data.TaggedError("RelistRunNotFound")<{
   }
 }
 
-/**
- * Candidates were asked of a run that is not complete and current: it yields none, ever (an error, so it cannot pass for
- * nothing to do).
- */
+/** Candidates were asked of a run that is not complete and current: it yields none, ever (an error, never an empty list). */
 export class RelistRunNotComplete extends Data.TaggedError("RelistRunNotComplete")<{
   readonly method: string
   readonly runID: string
@@ -27,10 +24,7 @@ export class RelistRunNotComplete extends Data.TaggedError("RelistRunNotComplete
   }
 }
 
-/**
- * The run found more deletions than `maxDeletionFraction` of its tracked set; nothing was listed (`acceptDeletionsBeyondLimit`
- * lists anyway).
- */
+/** The run found more deletions than `maxDeletionFraction` of its tracked set allows; nothing was listed. */
 export class DeletionLimitExceeded extends Data.TaggedError("DeletionLimitExceeded")<{
   readonly runID: string
   readonly deletions: number

@@ -63,10 +63,7 @@ export interface SweepCheckpointInput {
   readonly complete?: boolean | undefined
 }
 
-/**
- * Decides a page commit: only a listing run takes pages, only its next one (else stale); the page that ends the listing
- * completes the run.
- */
+/** Decides a page commit: a listing run takes only its next page; the page that ends the listing completes the run. */
 export const decideSweepCheckpoint = (
   run: RelistRun,
   input: SweepCheckpointInput,

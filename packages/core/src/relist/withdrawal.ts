@@ -31,10 +31,7 @@ export interface SweepCandidateBasis {
 
 const sameIdentity = (a: WatchIdentity, b: WatchIdentity): boolean => sameRelistScope(a, b) && a.sourceID === b.sourceID
 
-/**
- * Re-derives a candidate against the current watch and operations: `undefined` while it stands, else why it is withdrawn (in
- * that order).
- */
+/** Re-derives a candidate against the current watch and operations: why it is withdrawn, or `undefined` while it stands. */
 export const withdrawalOf = (
   candidate: SweepCandidate,
   basis: SweepCandidateBasis

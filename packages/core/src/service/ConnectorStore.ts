@@ -33,10 +33,7 @@ export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncState
 export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader | SyncStateRepository | PendingAuthRepository
   | RelistRepository | OperatorRepository | ProviderLimitRepository
 
-/**
- * The connector store's Effect API, over any adapter's ports: each read-decide-write runs in one transaction and is retried
- * whole on a lost race.
- */
+/** The connector store's Effect API over any adapter's ports: each read-decide-write is one transaction, retried on a lost race. */
 export class ConnectorStore extends Context.Tag("@connector-store/core/ConnectorStore")<ConnectorStore, ConnectorStoreApi>() {
   /**
    * The store over the adapter's ports, every method instrumented (`instrumentApi`); once the scope closes, calls fail with

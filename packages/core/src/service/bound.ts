@@ -39,10 +39,7 @@ export interface CallBoundOptions {
   readonly closeTimeoutMs?: number | undefined
 }
 
-/**
- * The running calls and their deadlines under one timer for the earliest (not a timer per call), which holds the process open
- * only while a call runs.
- */
+/** The running calls and their deadlines under one timer for the earliest, holding the process open only while a call runs. */
 class Boundary implements CallBoundary {
   private readonly running = new Map<BoundedCall, number>()
   private timer: ReturnType<typeof setTimeout> | undefined
@@ -272,10 +269,7 @@ export const onBehalfOf = <A>(call: LaneCall | undefined, send: () => A): A => {
   }
 }
 
-/**
- * The lane call on whose behalf a statement is sent now outside a transaction, read synchronously: an adapter gives its
- * connection up when that call ends.
- */
+/** The lane call a statement is sent for now, outside a transaction: an adapter gives its connection up when that call ends. */
 export const laneCallNow = (): LaneCall | undefined => sending
 
 /** `effect`, the part of a lane call handed to the ports, interrupted when `call` ends and never started once it has. */

@@ -20,10 +20,7 @@ export interface DirectContext {
   readonly tried: (attempts: number) => void
   /** `effect`, the rest of the call on the ports (a hand-over), under the call's bound (as it is without one). */
   readonly bounded: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E | PersistenceError>
-  /**
-   * The deadline of a winner read the call waits on in its transaction (`giveUp` rolls that back; see `PendingWait`), or
-   * undefined without a bound.
-   */
+  /** The deadline of a winner read the call waits on (`giveUp` rolls its transaction back), or undefined without a bound. */
   readonly pendingWait: (giveUp: () => void) => PendingWait | undefined
 }
 

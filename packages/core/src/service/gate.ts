@@ -1,10 +1,7 @@
 import { Effect, Exit, type Fiber, FiberRef } from "effect"
 import { ReentrantCall } from "../errors.js"
 
-/**
- * The door every public call goes through: it counts the calls in flight, and `shut` refuses new ones and completes when the
- * last admitted one has left.
- */
+/** The door every public call goes through: `shut` refuses new calls and completes when the admitted ones have left. */
 export interface CallGate {
   /** Admits one call: `false` once the gate is shut (the call must not run). */
   readonly enter: () => boolean
@@ -68,10 +65,7 @@ export const asCallbackOf = (gate: CallGate) => <A, E, R>(callback: Effect.Effec
   Effect.flatMap(FiberRef.getAndUpdate(insideCallbacks, (outer) => ({ store: gate, outer })), (outer) =>
     Effect.ensuring(callback, FiberRef.set(insideCallbacks, outer)))
 
-/**
- * A call of `method` made from inside one of the same store's callbacks, refused with `ReentrantCall` (it would wait for its
- * caller's transaction); `undefined` otherwise.
- */
+/** A call of `method` made from inside the same store's callback, refused with `ReentrantCall`; `undefined` otherwise. */
 export const refusedReentry = (
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
   gate: CallGate,

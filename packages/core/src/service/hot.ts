@@ -39,10 +39,7 @@ export const withHotSpec = <F extends object>(method: F, spec: HotSpec<ReadonlyA
 /** A prepared call's failure, told from its transition. */
 export const isPrepareFailure = <A, F, E>(prepared: Transition<A, F> | E): prepared is E => isTypedFailure(prepared)
 
-/**
- * The runners of a store's transitions, built once from its ports: `hot` makes a hot method of a `prepare`, `onPorts` runs a
- * transition on the ports.
- */
+/** The runners of a store's transitions, built once: `hot` makes a hot method of a `prepare`, `onPorts` runs on the ports. */
 export const makeRunners = Effect.gen(function*() {
   const watches = yield* WatchRepository
   const operations = yield* OperationRepository
@@ -54,10 +51,7 @@ export const makeRunners = Effect.gen(function*() {
   const onPorts = <A, F, W = never>(transition: Transition<A, F>, readWinner?: ReadWinnerOf<W>, at: Position = START) =>
     runOnPorts(ports, transition, readWinner, at)
 
-  /**
-   * A hot method: `prepare` checks the arguments and builds the transition, run on the direct database when there is one (the
-   * ports once it is busy), else on the ports.
-   */
+  /** A hot method: `prepare` builds the transition, run on the direct database when there is one (the ports once it is busy). */
   const hot = <Args extends ReadonlyArray<unknown>, A, F, E, W = never>(
     prepare: (...args: Args) => Transition<A, F> | E,
     readWinner?: ReadWinnerOf<W>

@@ -135,10 +135,7 @@ export const makeLimitMethods = Effect.gen(function*() {
   return methods
 })
 
-/**
- * The operation transitions provider limits touch, for a store that enforces them: each on the ports, the operation's row
- * locked before any limits row.
- */
+/** The operation transitions provider limits touch, on the ports, the operation's row locked before any limits row. */
 export const makeLimitedOperations = Effect.gen(function*() {
   const limits = yield* ProviderLimitRepository
   const operations = yield* OperationRepository
@@ -180,10 +177,7 @@ export const makeLimitedOperations = Effect.gen(function*() {
       return decision.result
     })))
 
-  /**
-   * `claimOperation` under limits: while none of the account's limits can hold a claim (read unlocked), the plain claim;
-   * otherwise the locked claim.
-   */
+  /** `claimOperation` under limits: the plain claim while none of the account's limits can hold it, else the locked claim. */
   const claim = <E>(
     input: ClaimOperationInput,
     plain: (input: ClaimOperationInput) => Effect.Effect<ClaimResult, E>
@@ -194,10 +188,7 @@ export const makeLimitedOperations = Effect.gen(function*() {
           ? claimLocked(input) as Effect.Effect<ClaimResult, E | PersistenceError | IdempotencyConflict | ConcurrentUpdateExhausted>
           : plain(input)))
 
-  /**
-   * `recordAttemptFailure` of a retryable 429: the failure decided and its account paused (`pauseAfterFailure`, `decidePause`)
-   * in one transaction.
-   */
+  /** `recordAttemptFailure` of a retryable 429: the failure decided and its account paused in one transaction. */
   const attemptFailure = (
     key: OperationKey,
     failure: AttemptFailure,

@@ -32,10 +32,7 @@ export const StoreMetrics = {
   corruptRowsSkipped
 } as const
 
-/**
- * One series of a `StoreMetrics` metric with its tags fixed, built once from its full key (`Metric.tagged` would compose and
- * look it up on every update).
- */
+/** One series of a `StoreMetrics` metric with its tags fixed, built once from its full key (cheaper than `Metric.tagged`). */
 export const storeSeries = <K extends keyof typeof keys>(
   metric: K,
   tags: ReadonlyArray<readonly [string, string]>

@@ -68,10 +68,7 @@ export interface TrackedOperationFilter extends Omit<TrackedQuery, "limit" | "af
 export interface TrackedOperationsPage {
   readonly operations: ReadonlyArray<ConnectorOperation>
   readonly nextCursor: string | null
-  /**
-   * The rows of this page left out because they cannot be decoded (logged and counted too); a corrupt row after the page is
-   * reported again with the next.
-   */
+  /** The rows of this page left out because they cannot be decoded (reported again with the next page if after it). */
   readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 
@@ -88,18 +85,12 @@ export interface OperationMethods {
   readonly claimOperation: (input: ClaimOperationInput) => Effect.Effect<ClaimResult, RunnerErrors | IdempotencyConflict>
   /** Extends the caller's lease (a heartbeat during a long provider call). */
   readonly renewOperationLease: (key: OperationKey, options: RenewLeaseOptions) => Effect.Effect<RenewResult, RunnerErrors>
-  /**
-   * Counts the attempt and records the run's marker before the request leaves: a crash then leaves the operation in doubt,
-   * never re-sent blindly.
-   */
+  /** Counts the attempt before the request leaves: a crash then leaves the operation in doubt, never re-sent blindly. */
   readonly markOperationSent: (
     key: OperationKey,
     options: { readonly leaseToken: string }
   ) => Effect.Effect<MarkSentResult, RunnerErrors>
-  /**
-   * Records a failed attempt and releases the lease (`decideAttemptFailure`); under provider limits a retryable 429 also pauses
-   * the account.
-   */
+  /** Records a failed attempt and releases the lease (`decideAttemptFailure`); under limits a 429 pauses the account. */
   readonly recordAttemptFailure: (key: OperationKey, options: AttemptFailure) => Effect.Effect<AttemptFailureResult, RunnerErrors>
   /** Commits the operation and arms its watch in one transaction (see `FinalizeResult`). */
   readonly finalizeOperationAndArmWatch: (

@@ -81,10 +81,7 @@ export type { OperatorPage } from "./paging.js"
 type ActionErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted | OperatorTargetNotFound | OperatorActionRefused
 type ReadErrors = InvalidInput | PersistenceError
 
-/**
- * The operator's half of the Effect API: reads across every row, and the actions a person takes, each a decision run through
- * the CAS loop.
- */
+/** The operator's half of the Effect API: reads across every row, and a person's actions through the CAS loop. */
 export interface OperatorMethods {
   /** A page of every operation that passes the filter, newest first. */
   readonly listOperations: (filter?: OperatorOperationFilter) => Effect.Effect<OperatorPage<ConnectorOperation>, ReadErrors>
@@ -94,10 +91,7 @@ export interface OperatorMethods {
   readonly listRelistRuns: (filter?: OperatorRelistFilter) => Effect.Effect<OperatorPage<RelistRun>, ReadErrors>
   /** A page of every sync state that passes the filter, by connector and owner; no lease token is shown. */
   readonly listSyncStates: (filter?: OperatorSyncStateFilter) => Effect.Effect<OperatorPage<OperatorSyncState>, ReadErrors>
-  /**
-   * Releases a sync lease whoever holds it (`decideOperatorReleaseSyncLease`): a live one only with `force`, else
-   * `OperatorActionRefused`.
-   */
+  /** Releases a sync lease whoever holds it: a live one only with `force`, else `OperatorActionRefused`. */
   readonly releaseSyncLeaseByOperator: (
     connectorName: string,
     ownerDID: string,

@@ -7,10 +7,7 @@ import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.
 export interface OperatorPage<A> {
   readonly items: ReadonlyArray<A>
   readonly nextCursor: string | null
-  /**
-   * The rows of this page left out because they cannot be decoded (logged and counted too); a corrupt row after the page is
-   * reported again with the next.
-   */
+  /** The rows of this page left out because they cannot be decoded (reported again with the next page if after it). */
   readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 

@@ -17,10 +17,7 @@ export interface ProgramRows {
   readonly operations: Answering<DirectOperationRows>
 }
 
-/**
- * Where a transition's program stands: done, waiting for a document's winner, or waiting for a row call's answer; any runner
- * drives the steps.
- */
+/** Where a transition's program stands: done, or waiting for a document's winner or for a row call's answer. */
 export type Step<A> =
   | { readonly done: true; readonly value: A }
   | {

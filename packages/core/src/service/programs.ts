@@ -234,10 +234,7 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
     attemptFailure: (key: OperationKey, failure: AttemptFailure, random: number): Transition<AttemptFailureResult> =>
       operationWrite("recordAttemptFailure", key, (row, now) => decideAttemptFailure(row, failure, policy, random, now)),
 
-    /**
-     * `finalizeDeleteOperation`: the delete committed and its entity's watch retired in one transaction, under the document's
-     * slot lock.
-     */
+    /** `finalizeDeleteOperation`: the commit and its watch's retirement in one transaction, under the slot lock. */
     finalizeDelete: (key: OperationKey, input: FinalizeDeleteInput): Transition<FinalizeDeleteResult, InvalidInput> => ({
       method: "finalizeDeleteOperation",
       identity: formatOperationKey(key),

@@ -76,10 +76,7 @@ export interface RelistRunMethods {
     runID: string,
     page: SourcePage
   ) => Effect.Effect<ReadonlyArray<RelistReceipt>, InvalidInput | RelistRunNotFound | PersistenceError | CorruptRow>
-  /**
-   * Deletes up to `limit` runs that ended before `before`, oldest first, with their receipts and candidates not given up;
-   * answers how many.
-   */
+  /** Deletes up to `limit` runs ended before `before`, oldest first, with receipts and candidates not given up; how many. */
   readonly collectRelistRuns: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
 }
 

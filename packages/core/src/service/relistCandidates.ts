@@ -159,10 +159,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
   const findRun = (method: string, runID: string) =>
     Effect.flatMap(relist.getRun(runID), (found) => Effect.mapError(found, () => new RelistRunNotFound({ method, runID })))
 
-  /**
-   * The bases of a page of candidates in a few set-based reads; an undecodable row fails the read, since a basis without it
-   * could clear a candidate.
-   */
+  /** The bases of a page of candidates in a few set-based reads; an undecodable row fails the read. */
   const basesOf = (runID: string, rows: ReadonlyArray<SweepCandidate>) =>
     refuseCorruptRows(Effect.gen(function*() {
       const documentIDs = Array.from(new Set(rows.map((row) => row.documentID)))

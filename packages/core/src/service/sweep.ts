@@ -184,10 +184,7 @@ export const makeSweepMethods = Effect.gen(function*() {
       : Effect.succeed(chosen)
   }
 
-  /**
-   * The audit's next page of at most `size` settled watches: those whose winner is news to both watermarks, and the rows that
-   * did not decode.
-   */
+  /** The audit's next page of at most `size` settled watches: those whose winner moved, and the rows that did not decode. */
   const auditPage = (readers: WinnerReaders, size: number) =>
     Effect.gen(function*() {
       const [candidates, corrupt] = yield* collectCorruptRows(watches.listAuditPage(auditAfter, size))

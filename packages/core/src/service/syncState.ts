@@ -73,10 +73,7 @@ export interface SyncStateMethods {
     connectorName: string,
     ownerDID: string
   ) => Effect.Effect<Option.Option<SyncState>, InvalidInput | PersistenceError | CorruptRow>
-  /**
-   * Writes the runner's report (`SyncStateInput`); a new row gets version 0 and an incarnation, an existing one keeps them and
-   * its lease.
-   */
+  /** Writes the runner's report (`SyncStateInput`); an existing row keeps its version, incarnation and lease. */
   readonly setSyncState: (
     connectorName: string,
     ownerDID: string,

@@ -6,10 +6,7 @@ export const nativeTracer = Effect.runSync(Effect.tracer)
 /** Whether `fiber` runs with a tracer installed: it decides only whether spans are made, never which code runs. */
 export const isTraced = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean => fiber.currentTracer !== nativeTracer
 
-/**
- * Sets `attributes` on the fiber's span when a tracer is installed (without building the error `annotateCurrentSpan` builds
- * with no span).
- */
+/** Sets `attributes` on the fiber's span when a tracer is installed (and builds nothing when there is none). */
 export const annotateSpanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>, attributes: Record<string, unknown>): void => {
   if (!isTraced(fiber)) return
   const span = fiber.currentSpan

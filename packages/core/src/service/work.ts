@@ -38,10 +38,7 @@ const PARAMS = fieldsOf<AwaitWorkParams>("params", {
   timeoutMs: atMost(Rules.positiveInt, MAX_WORK_WAIT_MS, " ms")
 })
 
-/**
- * Builds `awaitWork` over the adapter's `WorkSignal` (without one, every wait after the first runs to its timeout); `close`
- * ends every wait.
- */
+/** Builds `awaitWork` over the adapter's `WorkSignal` (or notices of nothing); `close` ends every wait. */
 export const makeWorkMethods = Effect.gen(function*() {
   const signal: WorkSignalApi = Option.getOrElse(yield* Effect.serviceOption(WorkSignal), () => new WorkNotices())
   const closing = yield* Deferred.make<never, StoreClosed>()

@@ -23,10 +23,7 @@ export class SyncProgressRecomputeFailed extends Data.TaggedError("SyncProgressR
   }
 }
 
-/**
- * A write fenced by the sync lease (`options.leaseToken`) found it no longer the caller's; nothing was written: stop syncing
- * and claim again.
- */
+/** A write fenced by the sync lease found it no longer the caller's; nothing was written: stop and claim again. */
 export class SyncLeaseLost extends Data.TaggedError("SyncLeaseLost")<{
   readonly method: string
   readonly connectorName: string

@@ -1,10 +1,7 @@
 import type { JsonValue } from "./json.js"
 import { blankSyncState, stampOf, type SyncStateKey, type SyncStateRow, type SyncStateWrite, type SyncStatus } from "./SyncState.js"
 
-/**
- * What `setSyncState` writes: the runner's report; `error` omitted or null clears one, an omitted checkpoint or recovery keeps
- * what is stored.
- */
+/** What `setSyncState` writes; `error` omitted or null clears one, an omitted checkpoint or recovery keeps the stored one. */
 export interface SyncStateInput {
   /** The status to report: `idle`, `syncing` or `error`. */
   readonly status: SyncStatus

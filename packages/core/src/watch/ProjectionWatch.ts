@@ -24,10 +24,7 @@ export interface WatchIdentity {
   readonly sourceID: string
 }
 
-/**
- * One projection watch: after a write-back commits, the store verifies that `documentID`'s converged state matches the
- * provider, and repairs it if not.
- */
+/** One projection watch: after a write-back commits, the store verifies `documentID` against the provider and repairs it. */
 export interface ProjectionWatch extends WatchIdentity {
   /** The local document the provider entity projects into. */
   readonly documentID: string

@@ -74,10 +74,7 @@ export interface ClaimInput {
 export const hasLiveClaim = (row: ProjectionWatch, now: Millis): boolean =>
   row.claimedUntil !== null && row.claimedUntil > now
 
-/**
- * Decides a claim: a pending row of that generation, due at `now` and under no live claim, is claimed until `until`
- * (stamped `writtenAt`).
- */
+/** Decides a claim: a pending row of that generation, due and under no live claim, is claimed until `until`. */
 export const decideClaim = (
   row: ProjectionWatch | undefined,
   input: ClaimInput,
@@ -108,10 +105,7 @@ export interface DeferInput {
   readonly reason?: DeferReason | null | undefined
 }
 
-/**
- * Decides a deferral: only the holder of the current claim of a pending row of that generation pushes the attempt out,
- * releasing the claim.
- */
+/** Decides a deferral: only the current claim's holder pushes the attempt out, releasing the claim. */
 export const decideDefer = (
   row: ProjectionWatch | undefined,
   input: DeferInput,
