@@ -1,44 +1,30 @@
 import { Context, type Effect, Option } from "effect"
-import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
-import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
-import type { ClaimInput, DeferInput } from "../watch/transitions.js"
-import type { OperationRepository, PairedWrite, WatchWrite } from "./OperationRepository.js"
-import type { DocumentSlot, WatchRepository } from "./WatchRepository.js"
+import type { OperationRepository } from "./OperationRepository.js"
+import type { WatchRepository } from "./WatchRepository.js"
 
 /** What a row call answers: at once, or (`Later`: Postgres through `pg`) possibly a Promise of it. */
 export type DirectAnswer<A, Later extends boolean> = Later extends true ? A | Promise<A> : A
 
-/** `WatchRepository`'s hot methods, answered directly (or by a Promise); each throws a `PersistenceError` on a driver failure. */
-export interface DirectWatchRowsOf<Later extends boolean> {
-  readonly lockRead: (identity: WatchIdentity) => DirectAnswer<ProjectionWatch | undefined, Later>
-  readonly update: (previous: ProjectionWatch, next: ProjectionWatch) => DirectAnswer<boolean, Later>
-  readonly insert: (row: ProjectionWatch) => DirectAnswer<boolean, Later>
-  readonly delete: (identity: WatchIdentity, expectedVersion: number) => DirectAnswer<boolean, Later>
-  readonly claimAttempt: (identity: WatchIdentity, input: ClaimInput, now: Millis, writtenAt: Millis) => DirectAnswer<boolean, Later>
-  readonly deferAttempt: (identity: WatchIdentity, input: DeferInput, now: Millis) => DirectAnswer<boolean, Later>
-  /** With the slot's lock held already, as `WatchRepository.lockArmTargets`. */
-  readonly lockArmTargets: (slot: DocumentSlot, identity: WatchIdentity) => DirectAnswer<ReadonlyArray<ProjectionWatch>, Later>
+/** The methods `K` of a port, each answering its effect's value directly (an `Option` as its value or `undefined`). */
+type DirectMethods<Port, K extends keyof Port, Later extends boolean> = {
+  readonly [M in K]: Port[M] extends (...args: infer P) => Effect.Effect<infer A, infer _E>
+    ? (...args: P) => DirectAnswer<A extends Option.Option<infer V> ? V | undefined : A, Later>
+    : never
 }
 
-/** The operation rows of a direct database (see `OperationRepository`). */
-export interface DirectOperationRowsOf<Later extends boolean> {
-  readonly get: (key: OperationKey) => DirectAnswer<ConnectorOperation | undefined, Later>
-  readonly lockRead: (key: OperationKey) => DirectAnswer<ConnectorOperation | undefined, Later>
-  readonly lockReadWithSlot: (key: OperationKey, documentID: string) => DirectAnswer<ConnectorOperation | undefined, Later>
-  readonly insert: (row: ConnectorOperation) => DirectAnswer<boolean, Later>
-  readonly update: (previous: ConnectorOperation, next: ConnectorOperation) => DirectAnswer<boolean, Later>
-  readonly updateWithWatch: (
-    previous: ConnectorOperation,
-    next: ConnectorOperation,
-    watch: WatchWrite
-  ) => DirectAnswer<PairedWrite, Later>
-  readonly markSent: (
-    key: OperationKey,
-    leaseToken: string,
-    maxAttempts: number,
-    now: Millis
-  ) => DirectAnswer<ConnectorOperation | undefined, Later>
-}
+/** `WatchRepository`'s hot methods, answered directly (or by a Promise); each throws a `PersistenceError` on a driver failure. */
+export interface DirectWatchRowsOf<Later extends boolean> extends DirectMethods<
+  WatchRepository["Type"],
+  "lockRead" | "update" | "insert" | "delete" | "claimAttempt" | "deferAttempt" | "lockArmTargets",
+  Later
+> {}
+
+/** `OperationRepository`'s hot methods, answered as `DirectWatchRowsOf` answers. */
+export interface DirectOperationRowsOf<Later extends boolean> extends DirectMethods<
+  OperationRepository["Type"],
+  "get" | "lockRead" | "lockReadWithSlot" | "insert" | "update" | "updateWithWatch" | "markSent",
+  Later
+> {}
 
 /** The rows a direct transition reads and writes: a database's own, or a transaction's. */
 export interface DirectRowsOf<Later extends boolean> {
