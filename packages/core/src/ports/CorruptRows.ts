@@ -4,14 +4,6 @@ import type { CorruptRow } from "../errors.js"
 /** A row a list read skipped because it does not decode (it is still stored; the operator guide says how to repair it). */
 export interface CorruptRowReport extends Pick<CorruptRow, "table" | "key" | "column" | "detail"> {}
 
-/** The report of a `CorruptRow` (its fields without the method). */
-export const corruptRowReport = (row: CorruptRow): CorruptRowReport => ({
-  table: row.table,
-  key: row.key,
-  column: row.column,
-  detail: row.detail
-})
-
 /** Rows skipped by list reads because they do not decode, tagged `table`. */
 export const corruptRowsSkipped = Metric.counter("connector_store_corrupt_rows_skipped", {
   description: "rows a list read or sweep skipped because they do not decode, by table",
@@ -33,7 +25,7 @@ const REFUSE: unique symbol = Symbol("connector-store/RefuseCorruptRows")
 export const reportCorruptRows = (read: string, rows: ReadonlyArray<CorruptRow>): Effect.Effect<void> =>
   Effect.flatMap(FiberRef.get(handling), (mode) => {
     if (mode === REFUSE) return Effect.die(rows[0])
-    const reports = rows.map(corruptRowReport)
+    const reports = rows.map(({ table, key, column, detail }): CorruptRowReport => ({ table, key, column, detail }))
     return Effect.zipRight(
       Effect.forEach(reports, (report) =>
         Effect.zipRight(
