@@ -1,9 +1,6 @@
 /**
- * What an adapter builds a store with, beside the ports of the main entry:
- * the synchronous and Promise row lanes (`DirectDatabase`, `LaneDatabase`,
- * `TurnQueue`), the lost-race loop, the instrumentation, the Promise
- * store's assembly (`makePromiseStore`) and the checks of open options. An
- * app that uses a store needs none of it.
+ * What an adapter builds a store with besides the main entry's ports: the row lanes (`DirectDatabase`,
+ * `LaneDatabase`, `TurnQueue`), the lost-race loop, instrumentation, `makePromiseStore` and the open-option checks.
  *
  * @module @connector-store/core/adapter
  */

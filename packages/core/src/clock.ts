@@ -4,29 +4,13 @@ import { isTime } from "./validation.js"
 
 const VALIDATED_READING: unique symbol = Symbol.for("@connector-store/core/clock/validatedReading")
 
-/**
- * The time `clock` says now, read synchronously for a decision: an injected
- * clock's (`clockFrom`) reading when it is a time, undefined when it is not
- * (the caller then takes the Effect path, which refuses it with
- * `InvalidClockReading`); any other clock's `unsafeCurrentTimeMillis`, which
- * for Effect's clocks (the default one, `TestClock`) is what
- * `currentTimeMillis` reads.
- */
+/** The time `clock` says now, read synchronously; undefined for an injected clock's reading that is no time. */
 export const clockReadingNow = (clock: Clock.Clock): number | undefined => {
   const validated = (clock as unknown as { readonly [VALIDATED_READING]?: () => number | undefined })[VALIDATED_READING]
   return validated === undefined ? clock.unsafeCurrentTimeMillis() : validated()
 }
 
-/**
- * A `Clock` whose time is `now()`, for stores opened with an injected clock.
- * A reading that is not a non-negative safe integer of milliseconds (NaN, a
- * fraction, a negative or huge number, a non-number) stops the call that
- * reads it for a decision (`Clock.currentTimeMillis`) with
- * `InvalidClockReading`, before anything is written. The runtime's own
- * readings (span timestamps, caches: the `unsafe*` and nanosecond readings)
- * fall back to the system clock on such a reading, so that machinery keeps
- * working while the call is refused.
- */
+/** A `Clock` reading `now()`: a reading that is no time fails a decision with `InvalidClockReading`. */
 export const clockFrom = (now: () => number): Clock.Clock => {
   const base = Clock.make()
   const millis = (): number => {

@@ -1,10 +1,6 @@
 import { Data, Effect } from "effect"
 
-/**
- * A public input was rejected at the boundary. Nothing was read or written.
- * `field` names the argument (dotted for nested fields) and `reason` says what
- * was wrong with it.
- */
+/** A public input was rejected at the boundary (`field` names it, `reason` says why); nothing was read or written. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{
   readonly method: string
   readonly field: string
@@ -16,48 +12,21 @@ export class InvalidInput extends Data.TaggedError("InvalidInput")<{
 }
 
 /**
- * Why the storage failed, classified from the driver's error by the adapter:
+ * Why the storage failed, as the adapter classifies the driver's error:
  *
- * - `unreachable`: no connection (refused, reset, timed out, the file cannot be opened);
- * - `authentication`: the server refused the credentials;
- * - `database-missing`: the database (or the SQLite file's directory) does not exist;
- * - `value-too-large`: a value exceeds a storage limit (an index row, a column, SQLite's maximum);
- * - `invalid-text`: a string the database cannot store (Postgres refuses NUL and invalid UTF-8);
- * - `constraint`: a constraint refused the write;
- * - `serialization`, `deadlock`: the database aborted the transaction; a retry may succeed;
- * - `lock-timeout`: a lock was not granted in time (Postgres `lock_timeout`, SQLite busy);
- * - `disk-full`: no space left;
- * - `read-only`: the database refuses writes (a SQLite file opened read-only or not writable, a read-only Postgres transaction or standby);
- * - `not-a-database`: the SQLite file is something else (not a database, or encrypted);
- * - `timeout`: the call, a statement or the connection attempt ran past its time limit (the
- *   store's `callTimeoutMs`, Postgres `statement_timeout`, the connect timeout); nothing of the call was committed;
- * - `too-many-connections`: the server refused a new connection for lack of slots (Postgres 53300);
- * - `corrupt`: the database file is damaged (SQLite `SQLITE_CORRUPT`, a truncated file);
- * - `database-replaced`: the SQLite file under the store was deleted, replaced or truncated since it
- *   was opened; the store refuses every call rather than acknowledge writes that would vanish;
- * - `unknown`: anything else (the driver's message says what).
+ * - `unreachable`: no connection; `authentication`: credentials refused; `database-missing`: no such database (or SQLite directory);
+ * - `value-too-large`: past a storage limit; `invalid-text`: a string the database cannot store (NUL, invalid UTF-8);
+ * - `constraint`: a constraint refused the write; `serialization`, `deadlock`: the transaction was aborted (a retry may succeed);
+ * - `lock-timeout`: a lock not granted in time; `disk-full`; `read-only`: the database refuses writes;
+ * - `not-a-database`: the SQLite file is something else; `corrupt`: the file is damaged;
+ * - `timeout`: the call, a statement or the connect ran past its limit (`callTimeoutMs` included); nothing was committed;
+ * - `too-many-connections`: no connection slot (Postgres 53300);
+ * - `database-replaced`: the SQLite file was deleted, replaced or truncated since it was opened; every call is refused;
+ * - `unknown`: anything else (see the driver's message).
  */
-export type PersistenceReason =
-  | "unreachable"
-  | "authentication"
-  | "database-missing"
-  | "value-too-large"
-  | "invalid-text"
-  | "constraint"
-  | "serialization"
-  | "deadlock"
-  | "lock-timeout"
-  | "disk-full"
-  | "read-only"
-  | "not-a-database"
-  | "timeout"
-  | "too-many-connections"
-  | "corrupt"
-  | "database-replaced"
-  | "unknown"
+export type PersistenceReason = (typeof REASONS)[number]
 
-/** Every `PersistenceReason`, in the order of its documentation. */
-export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = [
+const REASONS = [
   "unreachable",
   "authentication",
   "database-missing",
@@ -75,15 +44,12 @@ export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = [
   "corrupt",
   "database-replaced",
   "unknown"
-]
+] as const
 
-/**
- * The storage behind a port failed. Adapters turn their driver errors into
- * this once, so no driver error type leaks through a port. `reason` is the
- * classified kind, `driverMessage` the driver's own words, `cause` the raw
- * driver error; `operation` names the adapter step and `method` the public
- * method the caller called (set at the store's boundary).
- */
+/** Every `PersistenceReason`, in the order of its documentation. */
+export const PERSISTENCE_REASONS: ReadonlyArray<PersistenceReason> = REASONS
+
+/** The storage behind a port failed: `reason` classifies the driver's error, `method` names the public method called. */
 export class PersistenceError extends Data.TaggedError("PersistenceError")<{
   readonly operation: string
   readonly cause: unknown
@@ -114,10 +80,7 @@ export const deepestMessage = (cause: unknown): string => {
   return current instanceof Error ? current.message : String(current)
 }
 
-/**
- * A call reached a store after `close()` (or after the scope of its layer
- * closed). Nothing was read or written.
- */
+/** A call reached a store after `close()` (or after its layer's scope closed); nothing was read or written. */
 export class StoreClosed extends Data.TaggedError("StoreClosed")<{
   readonly method: string
 }> {
@@ -126,10 +89,7 @@ export class StoreClosed extends Data.TaggedError("StoreClosed")<{
   }
 }
 
-/**
- * A read-decide-write lost its optimistic-concurrency race on every attempt.
- * Nothing from the lost attempts was applied. `identity` names the row.
- */
+/** A read-decide-write lost its optimistic-concurrency race on every attempt; nothing of them was applied. */
 export class ConcurrentUpdateExhausted extends Data.TaggedError("ConcurrentUpdateExhausted")<{
   readonly method: string
   readonly identity: string
@@ -171,11 +131,7 @@ export class WinnerReadFailed extends Data.TaggedError("WinnerReadFailed")<{
   }
 }
 
-/**
- * The store's injected clock (`now` option) returned something that is not a
- * time: not a non-negative safe integer of epoch milliseconds. The call
- * stopped before writing anything.
- */
+/** The store's injected clock (`now`) returned no time (a non-negative safe integer of epoch ms); nothing was written. */
 export class InvalidClockReading extends Data.TaggedError("InvalidClockReading")<{
   readonly reading: string
   readonly method?: string | undefined
@@ -186,12 +142,8 @@ export class InvalidClockReading extends Data.TaggedError("InvalidClockReading")
 }
 
 /**
- * A stored row could not be decoded (a JSON column holding text that is not
- * JSON, a number column holding text, an unknown state). A call that
- * addresses the row fails with this; list calls and sweeps skip the row and
- * report it, so every healthy row stays reachable. Nothing was written.
- * `table` is the table's name, `key` the row's identity as text, `column`
- * the column that failed to decode and `detail` why.
+ * A stored row could not be decoded (`column` of row `key` in `table`, and why): a call that addresses it fails with
+ * this, list calls and sweeps skip and report it; nothing was written.
  */
 export class CorruptRow extends Data.TaggedError("CorruptRow")<{
   readonly table: string
@@ -206,13 +158,7 @@ export class CorruptRow extends Data.TaggedError("CorruptRow")<{
   }
 }
 
-/**
- * A callback the store called while it held a transaction (a winner reader,
- * say) called the same store back. Waiting would deadlock the store (its
- * transaction waits for the callback, the callback for the store), so the
- * inner call is refused at once. Nothing of the inner call was read or
- * written; the outer call goes on with the callback's failure.
- */
+/** A callback run inside the store's transaction (a winner reader) called the store back: refused at once, not deadlocked. */
 export class ReentrantCall extends Data.TaggedError("ReentrantCall")<{
   readonly method: string
 }> {

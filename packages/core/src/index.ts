@@ -1,7 +1,6 @@
 /**
- * Pure transitions, ports and the CAS-driven service of connector-store:
- * what an app that uses a store imports. What an adapter builds a store
- * with is in `@connector-store/core/adapter`.
+ * Pure transitions, ports and the CAS-driven service of connector-store: what an app that uses a store imports
+ * (an adapter builds one with `@connector-store/core/adapter`).
  *
  * @module @connector-store/core
  */

@@ -1,8 +1,4 @@
-/**
- * Every key of `T`, as a list of names: a list that leaves one out does not
- * compile (the error names it as `missingOption`), so a new option cannot be
- * forgotten by the unknown-key check.
- */
+/** Every key of `T` as a list of names: a list that leaves one out does not compile (the error names it `missingOption`). */
 export const allOptionNames = <T extends object>() =>
 <const K extends ReadonlyArray<keyof T & string>>(
   names: K & ([Exclude<keyof T, K[number]>] extends [never] ? unknown : { readonly missingOption: Exclude<keyof T, K[number]> })
@@ -20,10 +16,7 @@ const editDistance = (a: string, b: string): number => {
   return previous[b.length]!
 }
 
-/**
- * The name of `known` nearest to `name` (case aside, fewest edits), or
- * `undefined` when none is within a third of its length (at least 2 edits).
- */
+/** The name of `known` nearest to `name` (case aside), or `undefined` when none is within a third of its length. */
 export const nearestName = (name: string, known: ReadonlyArray<string>): string | undefined => {
   let best: string | undefined
   let bestDistance = Infinity
@@ -38,10 +31,8 @@ export const nearestName = (name: string, known: ReadonlyArray<string>): string 
 }
 
 /**
- * The first own key of `value` that is not in `known`, as the reason it is
- * refused (naming the nearest known one, or all of them) and the key, or
- * `undefined` when every key is known. Only a key's name counts: a typo set
- * to `undefined` is refused too.
+ * The first own key of `value` not in `known` (even one set to `undefined`), with the reason it is refused naming the
+ * nearest known one, or `undefined`.
  */
 export const unknownKeyOf = (
   value: object,

@@ -8,12 +8,7 @@ export type Rule = (value: unknown) => string | undefined
 
 const isString = (value: unknown): value is string => typeof value === "string"
 
-/**
- * The longest identifier, in UTF-8 bytes. Five of them (a watch's or a sweep
- * candidate's key) must fit one Postgres btree index row, at most 2704
- * bytes: five ids of 530 bytes do, five of 540 do not (measured on
- * Postgres 16), so 512 leaves room for the row header.
- */
+/** The longest identifier, in UTF-8 bytes: five of them (a watch's key) fit one Postgres btree index row (2704 bytes). */
 export const MAX_ID_BYTES = 512
 
 /** The longest free text (a digest, a message, a sync time), in UTF-8 bytes. */
@@ -37,13 +32,7 @@ export const utf8Length = (value: string): number => {
 const HAS_NUL = "must not contain NUL (\\u0000)"
 const HAS_LONE_SURROGATE = "must be well-formed Unicode (no lone surrogates)"
 
-/**
- * What keeps a string from being stored alike on every adapter, or
- * `undefined`: Postgres text refuses NUL, and the SQL drivers replace a lone
- * surrogate with U+FFFD where memory keeps it. One pass over the string
- * (every hot call checks a dozen of them); a NUL is named before a lone
- * surrogate, wherever each is.
- */
+/** Why a string cannot be stored alike on every adapter (NUL, a lone surrogate, too long), or `undefined`, in one pass. */
 const storableText = (value: string, maxBytes: number): string | undefined => {
   let bytes = 0
   let lone = false
@@ -115,6 +104,19 @@ export const oneOf = (...allowed: ReadonlyArray<string | null>): Rule => (value)
 /** The rule, or `undefined` allowed too. */
 export const optional = (rule: Rule): Rule => (value) => value === undefined ? undefined : rule(value)
 
+/** The rule, or `null` allowed too. */
+export const orNull = (rule: Rule): Rule => (value) => value === null ? undefined : rule(value)
+
+/** A number `rule` accepts, of at most `max` (the reason ends with `unit`). */
+export const atMost = (rule: Rule, max: number, unit = ""): Rule => (value) =>
+  rule(value) ?? ((value as number) > max ? `must be at most ${max}${unit}` : undefined)
+
+/** An HTTP status code (100-599), or null. */
+export const httpStatusOrNull: Rule = (value) =>
+  value === null || (typeof value === "number" && Number.isSafeInteger(value) && value >= 100 && value <= 599)
+    ? undefined
+    : "must be an HTTP status (100-599) or null"
+
 /** One check: the field's name, its value, and its rule. */
 export type Check = readonly [field: string, value: unknown, rule: Rule]
 
@@ -127,21 +129,14 @@ export const firstProblem = (method: string, checks: ReadonlyArray<Check>): Inva
   return undefined
 }
 
-/**
- * Runs the checks in order and fails with an `InvalidInput` naming the first
- * field that breaks its rule.
- */
+/** Fails with the `InvalidInput` of the first check that fails. */
 export const validate = (method: string, checks: ReadonlyArray<Check>): Effect.Effect<void, InvalidInput> =>
   Effect.suspend(() => {
     const problem = firstProblem(method, checks)
     return problem === undefined ? Effect.void : Effect.fail(problem)
   })
 
-/**
- * Runs `body` only once every check passed: the body is not even built
- * before, so a malformed argument fails as `InvalidInput`, never as a
- * defect thrown while reading it.
- */
+/** Runs `body` only once every check passed, so a malformed argument fails as `InvalidInput`, never as a defect. */
 export const validated = <A, E, R>(
   method: string,
   checks: ReadonlyArray<Check>,
@@ -152,32 +147,36 @@ export const validated = <A, E, R>(
 export const validateRecord = (method: string, field: string, value: unknown): Effect.Effect<void, InvalidInput> =>
   validate(method, [[field, value, Rules.record]])
 
-const IDENTITY_PARTS = ["ownerDID", "connectorName", "model", "accountKey", "sourceID"] as const
-const identityFieldNames = new Map<string, ReadonlyArray<string>>()
+/** The checks of an object under a prefix whose `parts` are ids, then `more`; each prefix's field names are spelled once. */
+export const partChecks = (parts: ReadonlyArray<string>) => {
+  const fieldNames = new Map<string, ReadonlyArray<string>>()
+  return (prefix: string, value: unknown, ...more: ReadonlyArray<Check>): Array<Check> => {
+    let names = fieldNames.get(prefix)
+    if (names === undefined) {
+      names = parts.map((part) => `${prefix}.${part}`)
+      fieldNames.set(prefix, names)
+    }
+    const checks: Array<Check> = [[prefix, value, Rules.record]]
+    for (let i = 0; i < parts.length; i++) checks.push([names[i]!, fieldOf(value, parts[i]!), Rules.id])
+    checks.push(...more)
+    return checks
+  }
+}
 
 /** The checks for a watch identity under `prefix`, then `more`. */
-export const identityChecks = (prefix: string, identity: unknown, ...more: ReadonlyArray<Check>): Array<Check> => {
-  let names = identityFieldNames.get(prefix)
-  if (names === undefined) {
-    names = IDENTITY_PARTS.map((part) => `${prefix}.${part}`)
-    identityFieldNames.set(prefix, names)
-  }
-  const checks: Array<Check> = [[prefix, identity, Rules.record]]
-  for (let i = 0; i < IDENTITY_PARTS.length; i++) checks.push([names[i]!, fieldOf(identity, IDENTITY_PARTS[i]!), Rules.id])
-  checks.push(...more)
-  return checks
-}
+export const identityChecks: (prefix: string, identity: unknown, ...more: ReadonlyArray<Check>) => Array<Check> = partChecks([
+  "ownerDID",
+  "connectorName",
+  "model",
+  "accountKey",
+  "sourceID"
+])
 
 /** Reads `key` of an input that may not be an object (for checks before it is validated). */
 export const fieldOf = (input: unknown, key: string): unknown =>
   typeof input === "object" && input !== null ? (input as Record<string, unknown>)[key] : undefined
 
-/**
- * How a method takes one argument before it checks it: `undefined` as it is
- * (a string, a number, a callback), an `InputShape` for an object, a
- * `{ list }` for an array whose items are taken alike, or a `{ json }` for a
- * JSON value the store keeps.
- */
+/** How a method takes an argument: as it is, as an object (`InputShape`), a list (`{ list }`) or a JSON value (`{ json }`). */
 export type Taking = InputShape | ListTaking | JsonTaking | undefined
 
 /** An array argument: its items read once, each taken by `list`. */
@@ -185,11 +184,7 @@ export interface ListTaking {
   readonly list: Taking
 }
 
-/**
- * A JSON value the store keeps: copied in the walk that checks it, and
- * bounded by `MAX_JSON_BYTES`; `plain` for the columns written with
- * `JSON.stringify` (`-0` becomes `0`), `exact` for the ones that keep `-0`.
- */
+/** A JSON value, copied in the walk that checks it: `plain` as `JSON.stringify` writes it, `exact` keeping `-0`. */
 export interface JsonTaking {
   readonly json: "exact" | "plain"
 }
@@ -198,11 +193,7 @@ export interface JsonTaking {
 export interface InputShape {
   /** The keys the method reads, each once. */
   readonly keys: ReadonlyArray<string>
-  /**
-   * When set, other keys are allowed and never read: for an identity whose
-   * every part is required (a misspelled part is missing, and refused as
-   * such), so a whole row will do for it.
-   */
+  /** Other keys are allowed and never read (an identity whose parts are all required, so a whole row will do). */
   readonly open?: true
   /** How a key holding a nested object, list or JSON value is taken. */
   readonly nested?: Readonly<Record<string, Taking>>
@@ -212,11 +203,7 @@ export interface InputShape {
   readonly accepts: ReadonlySet<string>
 }
 
-/**
- * A shape closed to other keys: `keys` are read; `ignored` are allowed and
- * never read (the fields of a row read back, when a whole row will do as
- * the input and its extra fields are documented as ignored).
- */
+/** A shape closed to other keys: `keys` are read, `ignored` are allowed and never read (fields of a row read back). */
 export const shapeOf = (
   keys: ReadonlyArray<string>,
   nested?: Readonly<Record<string, Taking>>,
@@ -231,6 +218,48 @@ export const openShapeOf = (keys: ReadonlyArray<string>): InputShape => ({ keys,
 
 /** An array of ids or other plain values, read once. */
 export const LIST: ListTaking = { list: undefined }
+
+/** Each field of an object argument with its rule (`undefined`: checked as it is taken), in the order read and checked. */
+export type FieldRules<T> = { readonly [K in keyof T]-?: Rule | undefined }
+
+/** An object argument's shape and checks, from one table of its fields (see `fieldsOf`). */
+export interface Fields {
+  /** The shape the argument is taken by. */
+  readonly shape: InputShape
+  /** The checks of `value` under the argument's name (the object by its rule, then each field), appended to `into`. */
+  readonly checks: (value: unknown, into?: Array<Check>) => Array<Check>
+}
+
+/**
+ * The `Fields` of an object argument `name` from one table of its fields' rules: its shape (`nested` takings,
+ * `ignored` keys) and its checks, the object itself by `record`.
+ */
+export const fieldsOf = <T extends object>(
+  name: string,
+  rules: FieldRules<T>,
+  { ignored, nested, record = Rules.record }: {
+    readonly nested?: Readonly<Record<string, Taking>>
+    readonly ignored?: ReadonlyArray<string>
+    readonly record?: Rule
+  } = {}
+): Fields => {
+  const keys = Object.keys(rules)
+  const checked = keys.flatMap((key) => {
+    const rule = (rules as Readonly<Record<string, Rule | undefined>>)[key]
+    return rule === undefined ? [] : [[key, `${name}.${key}`, rule] as const]
+  })
+  return {
+    shape: shapeOf(keys, nested, ignored),
+    checks: (value, into = []) => {
+      into.push([name, value, record])
+      for (let i = 0; i < checked.length; i++) {
+        const [key, field, rule] = checked[i]!
+        into.push([field, fieldOf(value, key), rule])
+      }
+      return into
+    }
+  }
+}
 
 /** A JSON value kept exactly (see `JsonTaking`). */
 export const EXACT_JSON: JsonTaking = { json: "exact" }
@@ -316,14 +345,8 @@ const take = (method: string, field: string, value: unknown, taking: Taking): un
 }
 
 /**
- * The arguments of a call as the method uses them, or the `InvalidInput`
- * they meet: each argument taken by its `Taking` (by position; `names` are
- * the fields its errors use). An object argument is refused when it has a
- * key the method does not know (naming it and the nearest known one),
- * before any of its fields is read; then each known field is read exactly
- * once into a plain snapshot, so what is checked is what is written. A
- * field whose reading throws is refused naming it. Values that are not
- * objects are handed on as they are, for the checks to refuse.
+ * The arguments of a call as the method uses them (each taken by its `Taking`), or the `InvalidInput` they meet: an
+ * unknown key is refused before any field is read, then each known field is read once into a plain snapshot.
  */
 export const takeArguments = (
   method: string,
@@ -342,11 +365,7 @@ export const takeArguments = (
   return taken
 }
 
-/**
- * `prepare` (a hot method's: it answers a transition or a typed failure)
- * given the arguments as `takeArguments` takes them; a refused argument is
- * its answer.
- */
+/** `prepare` (a hot method's) given its arguments as `takeArguments` takes them; a refused argument is its answer. */
 export const preparing = <Args extends ReadonlyArray<unknown>, R>(
   method: string,
   names: ReadonlyArray<string>,
@@ -358,10 +377,7 @@ export const preparing = <Args extends ReadonlyArray<unknown>, R>(
   return taken instanceof InvalidInput ? taken : prepare(...(taken as unknown as Args))
 }
 
-/**
- * An Effect method given the arguments as `takeArguments` takes them (at
- * the call); a refused argument fails the call with its `InvalidInput`.
- */
+/** An Effect method given its arguments as `takeArguments` takes them; a refused argument fails the call. */
 export const taking = <Args extends ReadonlyArray<unknown>, A, E, R>(
   method: string,
   names: ReadonlyArray<string>,

@@ -4,11 +4,7 @@ export interface Versioned {
   readonly updatedAt: number
 }
 
-/**
- * `row` with `patch` applied, its version bumped and `updatedAt` set to
- * `now`: the next row a decision writes, to land only if the stored version
- * is still the one it read.
- */
+/** `row` with `patch` applied, its version bumped and `updatedAt` set to `now`: the next row a decision writes. */
 export const bump = <R extends Versioned>(row: R, now: number, patch: Partial<R>): R => ({
   ...row,
   ...patch,
@@ -16,12 +12,7 @@ export const bump = <R extends Versioned>(row: R, now: number, patch: Partial<R>
   updatedAt: now
 })
 
-/**
- * What a transition decided about one row: the outcome the caller is told,
- * and the row to write when the row changes. `next` is the read row
- * `bump`ed (`version + 1`, `updatedAt = now`), written only if the stored
- * version is still the one read.
- */
+/** What a transition decided about one row: the outcome, and the row to write (written only at the version read). */
 export interface Decided<Row, O> {
   /** What the caller is told happened. */
   readonly outcome: O

@@ -2,12 +2,7 @@ import { Context, Layer } from "effect"
 import { compareCodePoints } from "../operation/retention.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
-/**
- * Where a provider limit applies: one provider account (`connectorName` and
- * `accountKey`, as operations name them) or, without `accountKey`, the whole
- * connector. An operation falls under its account's scope and its
- * connector's scope.
- */
+/** Where a provider limit applies: one account (`connectorName` and `accountKey`) or, without `accountKey`, the whole connector. */
 export interface ProviderScope {
   /** The connector (provider integration), e.g. `gcal`. */
   readonly connectorName: string
@@ -15,11 +10,7 @@ export interface ProviderScope {
   readonly accountKey?: string | undefined
 }
 
-/**
- * The limits kept for one scope, shared by every runner of every process
- * on the database: a concurrency cap and a pause. A row with neither limits
- * nothing.
- */
+/** The limits of one scope shared by every runner on the database: a concurrency cap and a pause. */
 export interface ProviderLimit {
   /** The scope the limits apply to. */
   readonly scope: ProviderScope
@@ -74,11 +65,7 @@ export const scopeOfStored = (connectorName: string, accountKey: string): Provid
 /** An unambiguous map key for a scope. */
 export const scopeKey = (scope: ProviderScope): string => JSON.stringify([scope.connectorName, storedAccountKey(scope)])
 
-/**
- * The key order of scopes: connector, then stored account key (the
- * connector's own `''` first), in code-point order, as the SQL adapters
- * order and lock limits rows.
- */
+/** The key order of scopes (connector, then stored account key, in code-point order), as the SQL adapters lock them. */
 export const compareScopes = (a: ProviderScope, b: ProviderScope): number =>
   compareCodePoints(a.connectorName, b.connectorName) || compareCodePoints(storedAccountKey(a), storedAccountKey(b))
 
@@ -86,13 +73,7 @@ export const compareScopes = (a: ProviderScope, b: ProviderScope): number =>
 export const formatProviderScope = (scope: ProviderScope): string =>
   scope.accountKey === undefined ? scope.connectorName : `${scope.connectorName}/${scope.accountKey}`
 
-/**
- * Whether the store's `claimOperation` honours provider limits (pauses and
- * caps). Off by default: a claim then reads nothing but its operation, as
- * before limits existed. The limits themselves are kept either way; every
- * runner of a fleet should open its store with the same setting. The 429
- * pause of `recordAttemptFailure` is written only when it is on.
- */
+/** Whether `claimOperation` honours provider limits (off by default); every runner of a fleet should share the setting. */
 export class ProviderLimitEnforcement extends Context.Reference<ProviderLimitEnforcement>()(
   "@connector-store/core/ProviderLimitEnforcement",
   { defaultValue: (): { readonly enforce: boolean } => ({ enforce: false }) }

@@ -2,12 +2,7 @@ import type { Millis } from "../watch/ProjectionWatch.js"
 import { isPaused, roomUnder } from "./decisions.js"
 import { type ProviderLimit, type ProviderScope, type ScopeLoad, scopeKey, scopesOfAccount } from "./ProviderLimit.js"
 
-/**
- * The scopes a batch claim passes over when it reads due rows: those
- * paused at `now`, and those whose live leases (`loadOf`) fill their cap.
- * Their rows would only be read to be left out, so they are kept out of
- * the read, and a paused or full scope's backlog cannot fill a batch.
- */
+/** The scopes a batch claim keeps out of its read of due rows: those paused at `now` and those whose cap is full. */
 export const scopesPassedOver = (
   limits: ReadonlyArray<ProviderLimit>,
   loadOf: (limit: ProviderLimit) => ScopeLoad | undefined,
@@ -26,12 +21,8 @@ export interface BatchCandidate {
 }
 
 /**
- * Which of a batch's would-be leases its scopes admit, in order: one leases
- * while none of its scopes is paused and each capped scope of it has room
- * (`room`, by scope key: the cap less the live leases, counted under the
- * scope's lock), taking one place of each; the others are left out. A
- * scope without a row in `limits` limits nothing. Answers the admitted
- * ones and the room left.
+ * Which of a batch's would-be leases their scopes admit, in order (none paused, each cap with `room` left, one place taken
+ * each), and the room left.
  */
 export const admitUnderLimits = <C extends BatchCandidate>(
   candidates: ReadonlyArray<C>,

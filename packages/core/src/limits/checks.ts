@@ -1,6 +1,6 @@
 import { allOptionNames } from "../optionNames.js"
-import type { Check, InputShape, Rule } from "../validation.js"
-import { fieldOf, optional, Rules, shapeOf } from "../validation.js"
+import type { Check, InputShape } from "../validation.js"
+import { atMost, fieldOf, fieldsOf, httpStatusOrNull, optional, orNull, Rules, shapeOf } from "../validation.js"
 import type { ProviderScope } from "./ProviderLimit.js"
 
 /** The largest cap a scope may have (the column is a 32-bit integer). */
@@ -20,18 +20,18 @@ export interface ProviderPauseInput extends ProviderScope {
   readonly status?: number | null | undefined
 }
 
-const capOrNull: Rule = (value) =>
-  value === null
-    ? undefined
-    : Rules.positiveInt(value) ?? ((value as number) > MAX_IN_FLIGHT ? `must be at most ${MAX_IN_FLIGHT}, or null` : undefined)
-
-const statusOrNull: Rule = (value) =>
-  value === null || (typeof value === "number" && Number.isSafeInteger(value) && value >= 100 && value <= 599)
-    ? undefined
-    : "must be an HTTP status (100-599) or null"
-
 const optionalId = optional(Rules.id)
-const optionalStatus = optional(statusOrNull)
+const LIMIT = fieldsOf<ProviderLimitInput>("limit", {
+  connectorName: Rules.id,
+  accountKey: optionalId,
+  maxInFlight: orNull(atMost(Rules.positiveInt, MAX_IN_FLIGHT, ", or null"))
+})
+const PAUSE = fieldsOf<ProviderPauseInput>("pause", {
+  connectorName: Rules.id,
+  accountKey: optionalId,
+  until: Rules.millis,
+  status: optional(httpStatusOrNull)
+})
 
 /** The checks of a `ProviderScope` under `prefix`. */
 export const scopeChecks = (prefix: string, scope: unknown): Array<Check> => [
@@ -41,27 +41,16 @@ export const scopeChecks = (prefix: string, scope: unknown): Array<Check> => [
 ]
 
 /** The checks of a `ProviderLimitInput`. */
-export const limitInputChecks = (input: unknown): ReadonlyArray<Check> => [
-  ...scopeChecks("limit", input),
-  ["limit.maxInFlight", fieldOf(input, "maxInFlight"), capOrNull]
-]
+export const limitInputChecks = (input: unknown): ReadonlyArray<Check> => LIMIT.checks(input)
 
 /** The checks of a `ProviderPauseInput`. */
-export const pauseInputChecks = (input: unknown): ReadonlyArray<Check> => [
-  ...scopeChecks("pause", input),
-  ["pause.until", fieldOf(input, "until"), Rules.millis],
-  ["pause.status", fieldOf(input, "status"), optionalStatus]
-]
+export const pauseInputChecks = (input: unknown): ReadonlyArray<Check> => PAUSE.checks(input)
 
 /** The fields of a `ProviderScope`. */
 export const SCOPE_SHAPE: InputShape = shapeOf(allOptionNames<ProviderScope>()(["connectorName", "accountKey"]))
 
 /** The fields of a `ProviderLimitInput`. */
-export const LIMIT_INPUT_SHAPE: InputShape = shapeOf(
-  allOptionNames<ProviderLimitInput>()(["connectorName", "accountKey", "maxInFlight"])
-)
+export const LIMIT_INPUT_SHAPE: InputShape = LIMIT.shape
 
 /** The fields of a `ProviderPauseInput`. */
-export const PAUSE_INPUT_SHAPE: InputShape = shapeOf(
-  allOptionNames<ProviderPauseInput>()(["connectorName", "accountKey", "until", "status"])
-)
+export const PAUSE_INPUT_SHAPE: InputShape = PAUSE.shape

@@ -7,12 +7,8 @@ import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ClaimLimit, PauseRequest } from "./decisions.js"
 
 /**
- * A claim under provider limits: `decideOperationClaim`, except that a
- * claim that would lease while `limit` holds does not. A stored row is left
- * as it is and answered `scheduled` at the limit's end; a new key's row is
- * still inserted, unleased and due at that time, so the write is not lost
- * and the due sweep finds it (and not marked sent: no request leaves).
- * Every other outcome is the plain claim's.
+ * A claim under provider limits: `decideOperationClaim`, except that one that would lease while `limit` holds is `scheduled` at
+ * its end instead (a new key's row inserted unleased).
  */
 export const decideLimitedClaim = (
   row: ConnectorOperation | undefined,
@@ -35,12 +31,7 @@ export const decideLimitedClaim = (
 /** The HTTP status that pauses a provider account for every runner. */
 export const TOO_MANY_REQUESTS = 429
 
-/**
- * The pause a failed attempt puts on its operation's account, if any: a
- * `retryable` 429 pauses the account until the provider's `retryAt` when
- * given, else until the operation's own next attempt as decided. Nothing
- * for a lost lease, another failure, or an end not after `now`.
- */
+/** The pause a retryable 429 puts on its operation's account: until `retryAt`, else the operation's next attempt; nothing otherwise. */
 export const pauseAfterFailure = (failure: AttemptFailure, result: AttemptFailureResult, now: Millis): PauseRequest | undefined => {
   if (failure.kind !== "retryable" || failure.httpStatus !== TOO_MANY_REQUESTS || result.outcome === "lease-lost") return undefined
   const until = failure.retryAt ?? result.operation?.nextAttemptAt ?? undefined

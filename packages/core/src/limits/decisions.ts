@@ -22,11 +22,7 @@ export const blankProviderLimit = (scope: ProviderScope, now: Millis): ProviderL
   updatedAt: now
 })
 
-/**
- * What a limit write decided: the row as it stands afterwards, and what to
- * write (`insert` a new row, `update` the read one at its version), if
- * anything.
- */
+/** What a limit write decided: the row as it stands afterwards, and the write (`insert` or `update`), if any. */
 export interface LimitDecision {
   /** The scope's limits after the call. */
   readonly limit: ProviderLimit
@@ -56,11 +52,7 @@ export interface PauseRequest {
   readonly status?: number | null | undefined
 }
 
-/**
- * Combines a pause with the scope's current one: the later end wins, with
- * its status. A pause never shortens one already in place (a second 429
- * with an earlier Retry-After leaves the first standing).
- */
+/** Combines a pause with the scope's current one: the later end wins with its status, so a pause never shortens another. */
 export const decidePause = (
   row: ProviderLimit | undefined,
   scope: ProviderScope,
@@ -85,13 +77,7 @@ export interface ClaimLimit extends LimitedBy {
   readonly until: Millis
 }
 
-/**
- * Whether the limits of an operation's scopes let a claim lease at `now`:
- * `undefined` when they do. A pause in force limits first (the latest end
- * among the scopes' pauses); then a scope whose live leases (`loadOf`)
- * fill its cap, until the earliest of them ends (the latest such time when
- * several scopes are full).
- */
+/** The limit that keeps a claim from leasing at `now`: a pause in force first, then a full cap; `undefined` for none. */
 export const decideClaimLimit = (
   limits: ReadonlyArray<ProviderLimit>,
   loadOf: (limit: ProviderLimit) => ScopeLoad | undefined,

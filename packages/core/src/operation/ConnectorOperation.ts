@@ -1,20 +1,12 @@
 import type { DeferReason, Millis } from "../watch/ProjectionWatch.js"
 
 /**
- * Where a write-back operation stands. `attempted` is the only state a
- * runner drives; the others are final: `committed` (the provider applied
- * it), `dead` (it failed for good) and `reconcile_only` (the outcome is
- * unknown; it needs a lookup or a person, never a blind re-send).
+ * Where a write-back operation stands: `attempted` (a runner drives it), or final: `committed`, `dead` or
+ * `reconcile_only` (outcome unknown: a lookup or a person, never a blind re-send).
  */
 export type OperationState = "attempted" | "committed" | "dead" | "reconcile_only"
 
-/**
- * The provider call an operation makes: `create` (a new provider entity;
- * its id is learnt at commit, unless a deterministic-create reissue names
- * it), `update` (an existing entity, named by `sourceID`) or `delete` (the
- * entity named by `sourceID` removed at the provider; finalized with
- * `finalizeDeleteOperation`, which retires its watch).
- */
+/** The provider call an operation makes: `create` (its id learnt at commit), `update` or `delete` (of the entity named by `sourceID`). */
 export type OperationOp = "create" | "update" | "delete"
 
 /** The caller's idempotency key of an operation: its primary key. */
@@ -25,10 +17,7 @@ export interface OperationKey {
   readonly operationID: string
 }
 
-/**
- * One row of the operation table: the durable envelope of one provider
- * create, update or delete, keyed by the caller's idempotency key.
- */
+/** One operation row: the durable envelope of one provider create, update or delete, keyed by the caller's idempotency key. */
 export interface ConnectorOperation extends OperationKey {
   /** An opaque random public id, given when the key is first claimed. */
   readonly nodeKey: string
@@ -38,7 +27,7 @@ export interface ConnectorOperation extends OperationKey {
   readonly connectorName: string
   /** The kind of entity at the provider, e.g. `Event`. */
   readonly model: string
-  /** `create` or `update`: the provider call this operation makes. */
+  /** `create`, `update` or `delete`: the provider call this operation makes (a delete is finalized with `finalizeDeleteOperation`). */
   readonly op: OperationOp
   /** The provider account the write goes through (the user's login there, e.g. an email address). */
   readonly accountKey: string
@@ -46,11 +35,7 @@ export interface ConnectorOperation extends OperationKey {
   readonly target: string
   /** The provider entity's id: the one an update targets, or the one a create made (null until it commits). */
   readonly sourceID: string | null
-  /**
-   * The id the local side gives this entity, stable across every retry of
-   * the write (a create's client-chosen id, sent to providers that accept
-   * one, so a re-sent create cannot make a second entity).
-   */
+  /** The local id of this entity, stable across retries, so a re-sent create cannot make a second entity. */
   readonly deterministicEventID: string
   /** A digest of everything the write sends; a replay of the key must bring the same one (`IdempotencyConflict` otherwise). */
   readonly payloadHash: string
@@ -74,18 +59,9 @@ export interface ConnectorOperation extends OperationKey {
   readonly lastHTTPStatus: number | null
   /** Why the next attempt was pushed out without spending one (`offline`, `auth`), if it was. */
   readonly deferReason: DeferReason | null
-  /**
-   * The current run's marker: the lease token of the run whose counted
-   * request may be in flight (set by `markOperationSent`). Once committed,
-   * the run that committed; once `reconcile_only`, the run that may settle it.
-   */
+  /** The lease token of the run whose counted request may be in flight (`markOperationSent`); once committed, the run that committed. */
   readonly sendMarker: string | null
-  /**
-   * When an earlier request was first recorded as possibly landed (a run's
-   * marker folded in at a takeover, or a failure without proof that the
-   * request did not apply); null when no earlier request is in doubt.
-   * Cleared only by a commit or a settle. See `isInDoubt`.
-   */
+  /** When an earlier request was first recorded as possibly landed; cleared only by a commit or a settle (see `isInDoubt`). */
   readonly inDoubtSince: Millis | null
   /** The row's optimistic-concurrency version, bumped by every write. */
   readonly version: number

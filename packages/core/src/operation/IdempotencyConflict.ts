@@ -1,10 +1,6 @@
 import { Data } from "effect"
 
-/**
- * A claim reused an idempotency key `(callerDID, operationID)` for a
- * different payload (its payload hash differs from the stored one). Nothing
- * was written; the stored operation is untouched.
- */
+/** A claim reused an idempotency key for a different payload; nothing was written. */
 export class IdempotencyConflict extends Data.TaggedError("IdempotencyConflict")<{
   readonly callerDID: string
   readonly operationID: string

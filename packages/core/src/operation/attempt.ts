@@ -6,21 +6,12 @@ import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
 import { backoffDelay, type OperationPolicySettings } from "./policy.js"
 import { bump } from "../versioned.js"
 
-/**
- * What `markOperationSent` answers. `sent`: the attempt is counted and the
- * request may leave. `already-sent`: this lease already marked its request
- * (nothing changed). `exhausted`: no attempt is left; the operation is now
- * `dead` and the request must not leave.
- */
+/** What `markOperationSent` answers: `sent`, `already-sent` (by this lease), or `exhausted` (now `dead`: do not send). */
 export type MarkSentResult =
   | { readonly outcome: "sent" | "already-sent" | "exhausted"; readonly operation: ConnectorOperation }
   | LeaseLost
 
-/**
- * The attempts after counting one more, never past the limit: a request a
- * runner sent without marking it (or under a lower limit) is recorded as the
- * last allowed one, never as one beyond it.
- */
+/** The attempts after counting one more, never past the limit. */
 export const countAttempt = (attempts: number, policy: OperationPolicySettings): number =>
   Math.max(attempts, Math.min(attempts + 1, policy.maxAttempts))
 
@@ -28,12 +19,8 @@ export const countAttempt = (attempts: number, policy: OperationPolicySettings):
 const countedBy = (row: ConnectorOperation, token: string): boolean => row.sendMarker === token
 
 /**
- * Decides a send marker: the lease holder records its token as the run's
- * marker and counts the attempt, before the provider request leaves. A
- * re-drive that finds the marker set knows a request may have landed. A
- * replay by the same holder (say, after a lost acknowledgement) is
- * `already-sent`. Out of attempts, the request must not leave: the
- * operation becomes `dead`, or `reconcile_only` when it is in doubt.
+ * Decides a send marker: the holder records its token and counts the attempt before the request leaves; out of attempts
+ * the operation goes `dead` (`reconcile_only` in doubt).
  */
 export const decideMarkSent = (
   row: ConnectorOperation | undefined,
@@ -57,13 +44,7 @@ export const decideMarkSent = (
   )
 }
 
-/**
- * How an attempt failed, as the runner classifies it:
- * `retryable` (try again later), `permanent` (it never will), `unknown` (it
- * may have applied; never re-send), `offline` / `auth` (the device is
- * offline or the grant lapsed; the request did not leave). Whether a
- * `retryable` or `permanent` request may have landed is `notApplied`'s.
- */
+/** How an attempt failed: `retryable`, `permanent`, `unknown` (it may have applied), or `offline` / `auth` (it did not leave). */
 export type FailureKind = "retryable" | "permanent" | "unknown" | DeferReason
 
 /** A failed attempt, reported by its lease holder. */
@@ -74,18 +55,9 @@ export interface AttemptFailure {
   readonly kind: FailureKind
   /** The provider's HTTP status, if it answered. */
   readonly httpStatus?: number | null | undefined
-  /**
-   * `retryable` / `permanent`: whether the answer proves the provider did
-   * not apply this request. Absent, a 4xx `httpStatus` proves it (a 429, a
-   * validation error, a 412); a 5xx or no status does not (fail-closed): the
-   * request may have landed and the operation is in doubt from then on.
-   */
+  /** Whether the answer proves the provider did not apply the request; absent, a 4xx `httpStatus` proves it, anything else does not. */
   readonly notApplied?: boolean | undefined
-  /**
-   * `retryable`: the earliest next attempt the provider asked for (a
-   * Retry-After), on top of the backoff. `offline` / `auth`: when to try
-   * again if no resume comes first (the policy's `deferMs` when absent).
-   */
+  /** `retryable`: the earliest next attempt (a Retry-After); `offline` / `auth`: when to try again (the policy's `deferMs` when absent). */
   readonly retryAt?: Millis | undefined
 }
 
@@ -109,21 +81,9 @@ export const failureAddsDoubt = (failure: AttemptFailure): boolean => {
 }
 
 /**
- * Decides a failed attempt reported by the lease holder; the lease is
- * released on every outcome and `lastKind` / `lastHTTPStatus` record it.
- * An attempt not yet counted by a send marker is counted now, except for
- * `offline` and `auth`, which spend no attempt (one counted by the marker is
- * given back, since the request did not leave).
- *
- * No earlier doubt is cleared here, whatever this answer says. The run's
- * own marker is folded into `inDoubtSince` when its request may have landed
- * (`failureAddsDoubt`), and dropped when `offline` / `auth` or a proof of
- * non-application says it did not. `retryable` with attempts left stays attempted, due after the
- * backoff (`random` ∈ [0, 1) draws the jitter); out of attempts → `dead`,
- * or `reconcile_only` when in doubt (only a lookup can tell);
- * `permanent` → `dead` (read as unconfirmed when in doubt); `unknown` →
- * `reconcile_only`. A failure that ends in `reconcile_only` keeps the run's
- * token as the marker: that run may still settle it by finalizing.
+ * Decides a failed attempt of the lease holder; the lease is released. `offline` / `auth` defer without spending an
+ * attempt; `retryable` backs off, or ends `dead` (`reconcile_only` in doubt) when out of attempts; `permanent` is
+ * `dead`; `unknown` is `reconcile_only` (the run's marker kept, so it may still finalize). No earlier doubt is cleared.
  */
 export const decideAttemptFailure = (
   row: ConnectorOperation | undefined,

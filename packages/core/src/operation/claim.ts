@@ -1,5 +1,5 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
-import type { ConnectorOperation, OperationKey, OperationOp } from "./ConnectorOperation.js"
+import type { ConnectorOperation, OperationKey } from "./ConnectorOperation.js"
 import { changed, type OperationDecision, released, unchanged } from "./decision.js"
 import { foldedDoubt } from "./doubt.js"
 import { holdsLiveLease, type Lease, leaseColumns, leaseOf } from "./lease.js"
@@ -10,35 +10,13 @@ import { bump } from "../versioned.js"
 import type { LimitedBy } from "../limits/ProviderLimit.js"
 
 /** What a runner claims: the operation it is about to drive, keyed by the caller's idempotency key. */
-export interface ClaimOperationInput extends OperationKey {
-  /** The DID of the user whose data this is. */
-  readonly ownerDID: string
-  /** The connector (provider integration) that makes the write, e.g. `gcal`. */
-  readonly connectorName: string
-  /** The kind of entity at the provider, e.g. `Event`. */
-  readonly model: string
-  /** `create`, `update` or `delete`: the provider call this operation makes (a delete is finalized with `finalizeDeleteOperation`). */
-  readonly op: OperationOp
-  /** The provider account the write goes through (the user's login there, e.g. an email address). */
-  readonly accountKey: string
-  /** Where at the provider the write goes: the container of the entity (a calendar, a project, a list, …). */
-  readonly target: string
+export interface ClaimOperationInput extends Pick<
+  ConnectorOperation,
+  keyof OperationKey | "ownerDID" | "connectorName" | "model" | "op" | "accountKey" | "target" | "deterministicEventID" | "payloadHash"
+> {
   /** The provider entity an update targets; a create learns its id on commit. */
   readonly sourceID?: string | null | undefined
-  /**
-   * The id the local side gives this entity, stable across every retry of
-   * the write (a create's client-chosen id, sent to providers that accept
-   * one, so a re-sent create cannot make a second entity).
-   */
-  readonly deterministicEventID: string
-  /** A digest of everything the write sends; a replay of the key must bring the same one (`IdempotencyConflict` otherwise). */
-  readonly payloadHash: string
-  /**
-   * How the write may be sent again once a request may have landed:
-   * `conditional-update` (re-send with `If-Match: ifMatch`), `deterministic-create`
-   * (re-send the create under the provider id `providerID`) or `reconcile`
-   * (never re-send: look the entity up). Handed back as `claim.reissue`.
-   */
+  /** How the write may be re-sent once a request may have landed (see `ReissueIntent`); handed back as `claim.reissue`. */
   readonly reissueIntent: ReissueIntent
   /** The provider etag the edit is based on, if any. */
   readonly providerEtag?: string | null | undefined
@@ -47,13 +25,9 @@ export interface ClaimOperationInput extends OperationKey {
   /** How long the lease lasts; the policy's `leaseMs` when absent. */
   readonly leaseMs?: number | undefined
   /**
-   * `true` when the runner sends the request right after a claim: a claim
-   * that leases also marks the request sent (as `markOperationSent` would,
-   * the lease's token as the marker and the attempt counted) in the same
-   * write, one statement fewer per attempt. From then on the operation is
-   * in doubt, so a runner that dies before its request leaves hands the
-   * next one a `reissue` (or `reconcile_only`), never a blind re-send. Leave
-   * it unset when work that may fail comes between the claim and the send.
+   * `true` when the request leaves right after the claim: a claim that leases also marks it sent (as
+   * `markOperationSent`) in the same write. Leave it unset when work that may fail comes between the claim and the
+   * send.
    */
   readonly markSent?: boolean | undefined
 }
@@ -69,22 +43,13 @@ export interface FreshClaimValues {
 }
 
 /**
- * What `claimOperation` answers (a different payload for the key is the
- * `IdempotencyConflict` error instead):
+ * What `claimOperation` answers (a different payload for the key fails with `IdempotencyConflict`):
  *
- * - `claimed`: this runner now holds the lease and drives the next attempt.
- *   `created` tells a new key from a replay. `reissue` is non-null whenever
- *   the operation is in doubt (any earlier request may have landed, however
- *   many takeovers, deferrals or failures came since): re-send only as it
- *   says.
- * - `busy`: another runner holds a live lease until `leaseExpiresAt`.
- * - `scheduled`: the next attempt is not due before `nextAttemptAt`
- *   (backoff, or a deferral for `operation.deferReason`), or, on a store
- *   that enforces provider limits, a limit of the operation's scopes kept
- *   it from leasing (`limitedBy` says which and why; the row is not leased).
- * - `finished`: the operation is terminal; `operation` carries the stored
- *   result. A claim may be what made it terminal (attempts exhausted, or a
- *   request in doubt with no safe way to re-send → `reconcile_only`).
+ * - `claimed`: this runner holds the lease; `created` tells a new key from a replay; `reissue` is set whenever a request may have
+ *   landed: re-send only as it says.
+ * - `busy`: another runner's lease is live until `leaseExpiresAt`.
+ * - `scheduled`: not due before `nextAttemptAt` (backoff, deferral), or a provider limit (`limitedBy`) kept it from leasing.
+ * - `finished`: the operation is final (perhaps made so by this claim: out of attempts, or in doubt with no safe re-send).
  */
 export type ClaimResult =
   | {
@@ -154,11 +119,7 @@ const finishes = (row: ConnectorOperation, state: "dead" | "reconcile_only", now
     (next) => ({ outcome: "finished", operation: next })
   ))
 
-/**
- * Decides a claim of `input`'s key against the stored row (if any), and,
- * when `input.markSent` asks for it, marks a leased attempt sent in the
- * same write (`markedAtClaim`).
- */
+/** Decides a claim of `input`'s key against the stored row (if any), marking it sent in the same write when `input.markSent` asks. */
 export const decideOperationClaim = (
   row: ConnectorOperation | undefined,
   input: ClaimOperationInput,
@@ -167,12 +128,7 @@ export const decideOperationClaim = (
   now: Millis
 ): ClaimDecision => markedAtClaim(decideClaimLease(row, input, fresh, policy, now), input, policy, now)
 
-/**
- * `decision` with its leased attempt marked sent when `input.markSent`
- * asks for it: `decideMarkSent` applied to the claimed row, folded into the
- * claim's one write (the row stays one version past the stored one). Any
- * other decision is left as it is.
- */
+/** `decision` with its leased attempt marked sent (`decideMarkSent` folded into the claim's one write) when `input.markSent` asks. */
 export const markedAtClaim = (
   decision: ClaimDecision,
   input: ClaimOperationInput,
@@ -189,19 +145,10 @@ export const markedAtClaim = (
 }
 
 /**
- * Decides the lease of a claim of `input`'s key against the stored row (if
- * any), without its `markSent`.
- *
- * A new key inserts the operation leased to the claimer. A replay with the
- * same payload hash converges on the stored row: terminal → `finished`; a
- * live lease → `busy`; not yet due → `scheduled`; otherwise the lease is
- * taken for a new attempt. The previous run's marker (its request may have
- * landed, no outcome was recorded) is folded into `inDoubtSince` before it
- * is cleared, so the doubt outlives every takeover. When the operation is in
- * doubt, the stored reissue intent decides: a safe one is handed to the
- * runner, anything else makes the operation `reconcile_only` (marker kept:
- * that run may still settle it). An operation out of attempts is never
- * leased again: it becomes `dead`, or `reconcile_only` when in doubt.
+ * Decides the lease of a claim (without its `markSent`): a new key inserts its row leased; a replay converges on the
+ * stored row (`finished`, `busy`, `scheduled`, or a new lease). The previous run's marker is folded into
+ * `inDoubtSince`; in doubt, a safe reissue intent is handed to the runner and anything else goes `reconcile_only`; out
+ * of attempts it goes `dead` (or `reconcile_only` in doubt).
  */
 export const decideClaimLease = (
   row: ConnectorOperation | undefined,
@@ -239,13 +186,7 @@ export const decideClaimLease = (
   ))
 }
 
-/**
- * Decides a worker's claim of a due operation it found, as a replay of the
- * operation's own key would decide it (`decideOperationClaim` with the
- * stored payload), under a lease of `leaseMs` with token `leaseToken`:
- * a takeover (`claimed`, never `created`), or `finished` when the claim
- * ends it (out of attempts, or in doubt with no safe way to re-send).
- */
+/** Decides a worker's claim of a due operation as a replay of its own key would (`decideOperationClaim` with the stored payload). */
 export const decideDueClaim = (
   row: ConnectorOperation,
   leaseToken: string,

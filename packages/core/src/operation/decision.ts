@@ -1,11 +1,6 @@
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 
-/**
- * What an operation transition decided: the result the caller gets, and the
- * row to write when the row changes. `next` always carries `version + 1`
- * (0 for a new row) and `updatedAt = now`; the caller writes it only if the
- * stored version is still the one it read.
- */
+/** What an operation transition decided: the caller's result, and the row to write at the version read. */
 export interface OperationDecision<R> {
   /** What the method answers. */
   readonly result: R

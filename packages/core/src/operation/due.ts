@@ -3,10 +3,7 @@ import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { compareCodePoints } from "./retention.js"
 import type { FairTable } from "../due/fair.js"
 
-/**
- * Where a due operation stands in the due order: its next attempt (`null`,
- * unscheduled, comes before every time) and its key.
- */
+/** Where a due operation stands in the due order: its next attempt (`null` first) and its key. */
 export interface DueOperationPosition {
   /** When the operation's next attempt is due (epoch ms), or null when it is unscheduled. */
   readonly nextAttemptAt: Millis | null
@@ -27,11 +24,7 @@ export const dueOperationPositionOf = (row: DueOperationPosition): DueOperationP
   operationID: row.operationID
 })
 
-/**
- * The due order of operations: unscheduled first, then by next attempt,
- * then by caller and operation id in code-point (byte) order, as every
- * adapter reads them.
- */
+/** The due order of operations: unscheduled first, then by next attempt, then by key in code-point order. */
 export const compareDueOperations = (a: DueOperationPosition, b: DueOperationPosition): number => {
   if (a.nextAttemptAt !== b.nextAttemptAt) {
     if (a.nextAttemptAt === null) return -1
@@ -41,11 +34,7 @@ export const compareDueOperations = (a: DueOperationPosition, b: DueOperationPos
   return compareCodePoints(a.callerDID, b.callerDID) || compareCodePoints(a.operationID, b.operationID)
 }
 
-/**
- * One keyset page of `rows` as a repository without a query language reads
- * it: the rows `isDue`, in `compare`'s order, strictly after `after` (from
- * the first when absent), at most `limit`. A row is its own position.
- */
+/** The reference keyset page of `rows`: those `isDue`, in `compare`'s order, strictly after `after`, at most `limit`. */
 export const keysetPage = <A extends P, P>(
   rows: Iterable<A>,
   isDue: (row: A) => boolean,
@@ -60,11 +49,7 @@ export const keysetPage = <A extends P, P>(
   return due.sort(compare).slice(0, limit)
 }
 
-/**
- * One page of the operations due at `now`, as a repository without a query
- * language reads it: in the due order, strictly after `after` (from the
- * first when absent), at most `limit`.
- */
+/** The reference page of the operations due at `now`: in the due order, strictly after `after`, at most `limit`. */
 export const dueOperationsPage = (
   rows: Iterable<ConnectorOperation>,
   now: Millis,
@@ -73,11 +58,7 @@ export const dueOperationsPage = (
 ): ReadonlyArray<ConnectorOperation> =>
   keysetPage(rows, (row) => isDueOperation(row, now), compareDueOperations, after, limit)
 
-/**
- * The operation table as `fairPage` reads it for a batch at `now`: the
- * attempted operations (the owner index's rows), an owner with due work
- * one with a due row, a row taken when due and `taken` allows it.
- */
+/** The operation table as `fairPage` reads it at `now`: attempted rows by owner, a row taken when due and `taken` allows it. */
 export const fairOperationTable = (
   rows: Iterable<ConnectorOperation>,
   now: Millis,

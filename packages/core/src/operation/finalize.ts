@@ -37,11 +37,7 @@ export interface FinalizeDeleteInput {
   readonly documentID: string
 }
 
-/**
- * What `finalizeDeleteOperation` answers. `committed`: the delete is
- * committed and `retired` names the watch it removed (none when the entity
- * had no watch). `already-committed` and `lease-lost` as for a finalize.
- */
+/** What `finalizeDeleteOperation` answers: `committed` with the watch it `retired` (if any), or as a finalize does. */
 export type FinalizeDeleteResult =
   | {
     readonly outcome: "committed"
@@ -53,26 +49,13 @@ export type FinalizeDeleteResult =
 
 /** What the lease holder reports once the provider applied the write. */
 export interface FinalizeOperationInput extends CommitInput {
-  /** The provider entity the write created or updated: the watch's source. */
-  readonly sourceID: string
-  /** The local document the write projected into. */
-  readonly documentID: string
-  /** The etag the provider returned for the written entity, if any. */
-  readonly providerEtag?: string | null | undefined
-  /** The provider entity as the write returned it (any JSON value). */
-  readonly resultEntity?: unknown
   /** When the watch's first verification falls due, on the store's clock (`store.now() + …`, never `Date.now()`). */
   readonly watchDueAt: Millis
 }
 
 /**
- * What `finalizeOperationAndArmWatch` answers. `committed`: the operation is
- * committed and `watch` is the armed watch (created, or opened for a new
- * generation); `superseded` lists the watches of the same document under
- * another source that were deleted. `already-committed`: this same run
- * committed it before (a replayed finalize); nothing changed.
- * `lease-lost`: another runner holds the operation or it ended otherwise;
- * nothing changed.
+ * What `finalizeOperationAndArmWatch` answers: `committed` with the armed `watch` and the watches it `superseded`,
+ * `already-committed` (a replay), or `lease-lost`.
  */
 export type FinalizeResult =
   | {
@@ -90,20 +73,13 @@ export type FinalizeCommit =
   | { readonly outcome: "already-committed"; readonly operation: ConnectorOperation }
   | LeaseLost
 
-/**
- * True when `token` may commit the row: it holds the lease of the attempted
- * operation, or the row went `reconcile_only` because this very run's
- * request was in doubt (its token is the send marker) and the run now knows
- * the request landed.
- */
+/** True when `token` may commit the row: it holds the lease, or the row went `reconcile_only` on this run's own request. */
 export const mayCommit = (row: ConnectorOperation, token: string): boolean =>
   isLeaseHolder(row, token) || (row.state === "reconcile_only" && row.sendMarker === token)
 
 /**
- * Decides the operation half of a finalize. The committing run becomes the
- * send marker (counting its attempt if it never marked one), so a replay of
- * the same finalize (say, after a lost acknowledgement) is recognised as
- * `already-committed` with the stored result. The commit settles any doubt.
+ * Decides the operation half of a finalize: the committing run becomes the marker (so a replay is `already-committed`),
+ * and the commit settles any doubt.
  */
 export const decideCommit = (
   row: ConnectorOperation | undefined,
@@ -142,11 +118,7 @@ export const watchIdentityOfCommit = (operation: ConnectorOperation, sourceID: s
   sourceID
 })
 
-/**
- * The watch a finalize arms: the existing one opened for a new generation
- * (now on `documentID`), or a new one; either way pending, due at `dueAt`,
- * observed := the current winner, no claim or deferral.
- */
+/** The watch a finalize arms: the existing one opened for a new generation on `documentID`, or a new one, pending and due at `dueAt`. */
 export const armedByFinalize = (
   existing: ProjectionWatch | undefined,
   identity: WatchIdentity,
@@ -179,11 +151,7 @@ export const armedByFinalize = (
       updatedAt: now
     }
 
-/**
- * The watches a finalize of `identity` on `documentID` supersedes: those of
- * the same owner, model and document under any other identity (the store
- * watches a document under one source only).
- */
+/** The watches a finalize supersedes: the same owner's and model's on `documentID` under another identity. */
 export const supersededBy = (
   watches: ReadonlyArray<ProjectionWatch>,
   identity: WatchIdentity,

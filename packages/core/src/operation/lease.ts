@@ -11,12 +11,7 @@ export interface Lease {
   readonly expiresAt: Millis
 }
 
-/**
- * The answer to a runner write that no longer holds the lease: its token is
- * not the row's (another runner took the lease after it expired, or an
- * outcome was recorded). Nothing was written. `operation` is the stored row,
- * or null when it is gone.
- */
+/** The answer to a runner write whose lease is no longer the row's; nothing was written. */
 export interface LeaseLost {
   /** Another runner holds the operation, or it ended otherwise: stop driving it. */
   readonly outcome: "lease-lost"
@@ -30,31 +25,18 @@ export const leaseLost = (row: ConnectorOperation | undefined): LeaseLost => ({
   operation: row ?? null
 })
 
-/**
- * True while a runner's lease on an attempted operation has not lapsed: a
- * lease expiring at `t` is live strictly before `t`. From `t` on, the
- * operation is due (its `nextAttemptAt` is the expiry) and any runner may
- * take it over.
- */
+/** True while a runner's lease on an attempted operation is live (strictly before its expiry, when the operation falls due). */
 export const holdsLiveLease = (row: ConnectorOperation, now: Millis): boolean =>
   row.state === "attempted" && row.leaseToken !== null && row.leaseExpiresAt !== null && row.leaseExpiresAt > now
 
-/**
- * True when `token` is the lease of an attempted operation. This, not the
- * clock, fences a runner's writes: a runner whose lease lapsed may still
- * write until another runner takes the lease (then the token differs).
- */
+/** True when `token` is the lease of an attempted operation: this, not the clock, fences a runner's writes. */
 export const isLeaseHolder = (row: ConnectorOperation, token: string): boolean =>
   row.state === "attempted" && row.leaseToken === token
 
 /** The lease of a row a runner was just granted. */
 export const leaseOf = (row: ConnectorOperation): Lease => ({ token: row.leaseToken!, expiresAt: row.leaseExpiresAt! })
 
-/**
- * The lease columns of a lease taken at `now` for `durationMs`. The
- * operation's next attempt falls due when the lease lapses, so the due sweep
- * finds a crashed runner's operations without looking at leases.
- */
+/** The columns of a lease taken at `now` for `durationMs`; the next attempt falls due when it lapses. */
 export const leaseColumns = (token: string, now: Millis, durationMs: number) => ({
   leaseToken: token,
   leaseExpiresAt: now + durationMs,

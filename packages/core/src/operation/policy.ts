@@ -3,11 +3,7 @@ import { InvalidInput } from "../errors.js"
 import { allOptionNames, unknownKeyOf } from "../optionNames.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
-/**
- * How a retry delay is randomized. `full`: anywhere in [0, ceiling);
- * `equal`: in [ceiling/2, ceiling), so a retry never comes back at once;
- * `none`: exactly the ceiling.
- */
+/** How a retry delay is drawn: `full` in [0, ceiling), `equal` in [ceiling/2, ceiling), `none` the ceiling. */
 export type Jitter = "full" | "equal" | "none"
 
 /** Exponential backoff: the ceiling doubles per spent attempt, from `baseDelayMs` up to `maxDelayMs`. */
@@ -41,18 +37,13 @@ export const DEFAULT_OPERATION_POLICY: OperationPolicySettings = {
 }
 
 /**
- * The operation policy of a store. Every store has one (the defaults unless
- * a layer provides another); all runners of one database should share it,
- * since the attempt limit is not stored on the row.
+ * A store's operation policy (the defaults unless a layer provides another); a database's runners should share it,
+ * since the attempt limit is not stored.
  */
 export class OperationPolicy extends Context.Reference<OperationPolicy>()("@connector-store/core/OperationPolicy", {
   defaultValue: (): OperationPolicySettings => DEFAULT_OPERATION_POLICY
 }) {
-  /**
-   * The policy `overrides` make over the defaults, for providing to a store
-   * layer; a setting out of range fails the layer with `InvalidInput`
-   * naming it, so a store never opens with a policy it cannot keep.
-   */
+  /** The policy `overrides` make over the defaults, as a layer; a setting out of range fails it with `InvalidInput`. */
   static readonly layer = (overrides: OperationPolicyOverrides = {}): Layer.Layer<OperationPolicy, InvalidInput> =>
     Layer.effect(
       OperationPolicy,
@@ -65,10 +56,7 @@ export class OperationPolicy extends Context.Reference<OperationPolicy>()("@conn
     )
 }
 
-/**
- * A partial policy over the defaults (for options objects), e.g.
- * `{ maxAttempts: 5, backoff: { baseDelayMs: 500, maxDelayMs: 60_000 } }`.
- */
+/** A partial policy over the defaults, e.g. `{ maxAttempts: 5, backoff: { baseDelayMs: 500, maxDelayMs: 60_000 } }`. */
 export interface OperationPolicyOverrides {
   /** How long a claim's lease lasts, in ms (default 30 s). */
   readonly leaseMs?: number | undefined
@@ -98,11 +86,7 @@ const DAY = 86_400_000
 const POLICY_SETTINGS = allOptionNames<OperationPolicyOverrides>()(["leaseMs", "maxAttempts", "backoff", "deferMs"])
 const BACKOFF_SETTINGS = allOptionNames<BackoffPolicy>()(["baseDelayMs", "maxDelayMs", "jitter"])
 
-/**
- * The first setting of `overrides` (over the defaults) a store cannot keep,
- * or `undefined`; a name that is no setting (`leaseMS`, `backoff.baseDelay`)
- * is refused first, naming the nearest one.
- */
+/** The first setting of `overrides` a store cannot keep, or `undefined`; an unknown name is refused first, naming the nearest. */
 export const operationPolicyProblem = (
   overrides: OperationPolicyOverrides
 ): { readonly field: string; readonly reason: string } | undefined => {
@@ -132,22 +116,14 @@ export const operationPolicyProblem = (
   return undefined
 }
 
-/**
- * The full policy from `overrides` over the defaults. Throws a `RangeError`
- * naming the setting `operationPolicyProblem` finds, if any.
- */
+/** The full policy from `overrides` over the defaults; throws a `RangeError` naming a setting it cannot keep. */
 export const operationPolicyFrom = (overrides: OperationPolicyOverrides = {}): OperationPolicySettings => {
   const problem = operationPolicyProblem(overrides)
   if (problem !== undefined) throw new RangeError(`operation policy: ${problem.field} ${problem.reason}`)
   return merged(overrides)
 }
 
-/**
- * The delay before the next attempt once `attempts` attempts are spent:
- * ceiling = min(max, base · 2^(attempts−1)), randomized by the jitter with
- * `random` ∈ [0, 1) (an input, so the function stays pure). Always an
- * integer in [0, maxDelayMs].
- */
+/** The delay after `attempts` spent attempts: ceiling = min(max, base · 2^(attempts−1)), drawn by the jitter from `random` ∈ [0, 1). */
 export const backoffDelay = (attempts: number, policy: BackoffPolicy, random: number): Millis => {
   const exponent = Math.min(Math.max(attempts - 1, 0), 52)
   const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** exponent)

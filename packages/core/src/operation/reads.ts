@@ -55,11 +55,7 @@ export const positionOf = (row: ConnectorOperation): TrackedPosition => ({
 export const isAfter = (row: ConnectorOperation, position: TrackedPosition): boolean =>
   compareByAge(row, { ...row, ...position }) < 0
 
-/**
- * A page over every row, as a repository without a query language answers a
- * `TrackedQuery`: filtered, newest first, after the position, at most
- * `limit` rows.
- */
+/** The reference page of a `TrackedQuery` over every row: filtered, newest first, after the position, at most `limit`. */
 export const trackedPage = (rows: ReadonlyArray<ConnectorOperation>, query: TrackedQuery): ReadonlyArray<ConnectorOperation> =>
   rows
     .filter((row) => matchesTracked(row, query) && (query.after === undefined || isAfter(row, query.after)))
@@ -81,11 +77,9 @@ export const decodeCursor = (cursor: string): TrackedPosition | undefined => {
 }
 
 /**
- * A document's write state, derived from its operations: `pending` while
- * any operation on it is attempted; otherwise its newest operation that
- * ended decides — `committed`, `failed` (dead, no request in doubt) or
- * `unconfirmed` (reconcile_only, or dead while in doubt: a request may or
- * may not have landed and needs a look); `none` when it has no operations.
+ * A document's write state from its operations: `pending` while any is attempted, else its newest ended one's:
+ * `committed`, `failed` (dead, none in doubt) or `unconfirmed` (reconcile_only, or dead in doubt); `none` without
+ * operations.
  */
 export type DocumentWriteState = "none" | "pending" | "committed" | "failed" | "unconfirmed"
 

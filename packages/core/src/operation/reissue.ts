@@ -1,19 +1,10 @@
 /**
- * How a re-drive may re-send after a previous attempt's request may have
- * landed (its send marker is set and no outcome was recorded):
+ * How a re-drive may re-send after a request may have landed:
  *
- * - `conditional-update`: re-send as an update conditional on `ifMatch` (the
- *   provider etag the edit was based on). If the first request landed, the
- *   provider refuses the second, so it cannot apply twice.
- * - `deterministic-create`: re-send as a create with the deterministic
- *   provider id `providerID`. If the first request landed, the provider
- *   reports the id as taken, so the entity cannot be created twice.
- * - `idempotent-delete` (a `delete` only): re-send the delete. If the first
- *   request landed, the provider answers that the entity is gone (404 Not
- *   Found or 410 Gone): that answer means applied, and the runner finalizes
- *   the delete as committed. A delete cannot apply twice.
- * - `reconcile`: never re-send; the operation becomes `reconcile_only` and
- *   needs a lookup or a person.
+ * - `conditional-update`: as an update conditional on `ifMatch`; a landed first request makes the provider refuse it.
+ * - `deterministic-create`: as a create with the provider id `providerID`; a landed first request makes the id taken.
+ * - `idempotent-delete` (a delete only): the delete again; "gone" (404, 410) means applied.
+ * - `reconcile`: never; the operation becomes `reconcile_only`.
  */
 export type ReissueIntent =
   | { readonly kind: "conditional-update"; readonly ifMatch: string }
@@ -45,12 +36,7 @@ export const reissueIntentProblem = (value: unknown): string | undefined => {
   }
 }
 
-/**
- * The safe way to re-send under a stored intent, or `undefined` when there is
- * none. Fails closed: a stored value that is not a well-formed safe intent
- * (including anything a different writer left in the column) never allows a
- * re-send.
- */
+/** The safe way to re-send under a stored intent, or `undefined` (fail-closed: anything malformed allows none). */
 export const safeReissue = (stored: unknown): SafeReissue | undefined => {
   if (reissueIntentProblem(stored) !== undefined) return undefined
   const intent = stored as ReissueIntent
@@ -65,11 +51,7 @@ const FITS: Readonly<Record<ReissueIntent["kind"], ReadonlyArray<string>>> = {
   reconcile: ["create", "update", "delete"]
 }
 
-/**
- * What is wrong with re-sending an `op` under `intent` (both well-formed),
- * or `undefined` when the intent fits the kind: a delete re-sends only as a
- * delete, and a create or an update never as one.
- */
+/** What is wrong with re-sending an `op` under `intent`, or `undefined`: a delete re-sends only as a delete, and nothing else as one. */
 export const reissueFitProblem = (op: string, intent: ReissueIntent): string | undefined =>
   FITS[intent.kind].includes(op) || (intent.kind !== "idempotent-delete" && op !== "delete")
     ? undefined

@@ -3,10 +3,7 @@ import { resumeReaches, type ResumeScope } from "../watch/transitions.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { bump } from "../versioned.js"
 
-/**
- * Makes an attempted operation deferred within `scope` due now, reason
- * cleared; any other row is left alone (`undefined`). No attempt is spent.
- */
+/** Makes an attempted operation deferred within `scope` due now, reason cleared, no attempt spent; any other row is `undefined`. */
 export const resumeDeferredOperation = (
   row: ConnectorOperation,
   scope: ResumeScope,

@@ -9,10 +9,7 @@ export interface CollectParams {
   readonly limit: number
 }
 
-/**
- * Orders strings by Unicode code point, which is the byte order of their
- * UTF-8 form: the order SQLite's BINARY and Postgres's "C" collation use.
- */
+/** Orders strings by code point: their UTF-8 byte order, as SQLite's BINARY and Postgres's "C" collation do. */
 export const compareCodePoints = (a: string, b: string): number => {
   if (a === b) return 0
   const left = a[Symbol.iterator]()
@@ -39,14 +36,9 @@ export const isUnderLiveLease = (row: ConnectorOperation, now: Millis): boolean 
 const finished: ReadonlyArray<OperationState> = ["committed", "dead"]
 
 /**
- * The retention keep rule, over every operation row. A finished (committed
- * or dead) row older than `before` and under no live lease may go when it is
- * linked to no document, or when it is superseded: not the newest committed
- * row of its caller nor of its owner for its document, and not the newest
- * finished row of its caller nor of its owner for its document. Those newest
- * rows decide a document's derived write state, so they always stay.
- *
- * Returns at most `limit` keys, oldest `updatedAt` first (ties by key).
+ * The retention rule over every operation row: a finished row older than `before` under no live lease may go when it
+ * has no document, or is not the newest committed nor the newest finished row of its caller or owner for its document
+ * (those decide the write state). At most `limit` keys, oldest `updatedAt` first.
  */
 export const collectableOperations = (
   rows: ReadonlyArray<ConnectorOperation>,

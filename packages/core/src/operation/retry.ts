@@ -11,19 +11,8 @@ export type RetryDecision =
   | { readonly retried: false; readonly reason: string }
 
 /**
- * Decides an operator's retry of a `dead` operation. A retry is safe, and
- * taken, when no request of it can be applied twice by it:
- *
- * - no request of it is in doubt: it becomes attempted, due now, with a
- *   fresh attempt budget;
- * - a request is in doubt but its stored reissue intent is a safe one
- *   (conditional update, deterministic create): the same, and it stays in
- *   doubt (the old run's marker folded into `inDoubtSince`), so the next
- *   claim hands the runner that intent instead of a blind send.
- *
- * Anything else is refused with the reason and nothing changes: a state
- * other than `dead`, or a request in doubt without a safe intent (look it up
- * at the provider and settle it instead).
+ * Decides an operator's retry of a `dead` operation: attempted again, due now, with a fresh budget, when no request of
+ * it is in doubt or its reissue intent is safe (it then stays in doubt); anything else is refused with the reason.
  */
 export const decideRetry = (row: ConnectorOperation, now: Millis): RetryDecision => {
   if (row.state !== "dead") {

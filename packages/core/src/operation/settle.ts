@@ -1,28 +1,16 @@
 import type { Millis, ProjectionWatch, WatchIdentity } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
+import type { FinalizeOperationInput } from "./finalize.js"
 import { released } from "./decision.js"
 import { isInDoubt } from "./doubt.js"
 import { bump } from "../versioned.js"
 
 /**
- * What a person (or a lookup at the provider) found out about an operation
- * whose outcome was unknown:
- *
- * - `committed`: the provider holds the write; `sourceID` is its entity,
- *   `documentID` the local document it projects into. The watch is armed as
- *   a finalize arms it, first verification due at `watchDueAt`.
- * - `dead`: the provider does not hold it and it will not be sent again.
+ * What a person or a lookup found out about an operation whose outcome was unknown: `committed` (the provider holds it;
+ * its watch is armed as a finalize arms it) or `dead` (it will not be sent again).
  */
 export type SettleOperationInput =
-  | {
-    readonly outcome: "committed"
-    readonly sourceID: string
-    readonly documentID: string
-    readonly providerEtag?: string | null | undefined
-    /** The provider entity as the lookup found it (any JSON value). */
-    readonly resultEntity?: unknown
-    readonly watchDueAt: Millis
-  }
+  | ({ readonly outcome: "committed" } & Omit<FinalizeOperationInput, "leaseToken">)
   | { readonly outcome: "dead" }
 
 /** The columns of an operation whose outcome became known: no request of it is in doubt any more. */
@@ -33,21 +21,13 @@ export type SettleDecision =
   | { readonly settled: true; readonly next: ConnectorOperation }
   | { readonly settled: false; readonly reason: string }
 
-/**
- * True when an operation's outcome is for a person to settle: it is
- * `reconcile_only`, or it went `dead` while a request of it was in doubt
- * (such an operation reads as unconfirmed, never as failed).
- */
+/** True when an operation's outcome is for a person to settle: `reconcile_only`, or `dead` while in doubt. */
 export const awaitsSettlement = (row: ConnectorOperation): boolean =>
   row.state === "reconcile_only" || (row.state === "dead" && isInDoubt(row))
 
 /**
- * Decides a settle. Only an operation awaiting settlement (see
- * `awaitsSettlement`) is settled; its in-doubt fact is cleared, since the
- * outcome is now known. `committed` records the provider entity as a
- * finalize does (the watch is armed by the caller in the same
- * transaction); `dead` ends it for good. Anything else is refused with the
- * reason, and nothing changes.
+ * Decides a settle of an operation awaiting it (clearing its doubt): `committed` records the entity as a finalize does,
+ * `dead` ends it; anything else is refused with the reason.
  */
 export const decideSettle = (row: ConnectorOperation, input: SettleOperationInput, now: Millis): SettleDecision => {
   if (!awaitsSettlement(row)) {
@@ -73,11 +53,7 @@ export const decideSettle = (row: ConnectorOperation, input: SettleOperationInpu
   }
 }
 
-/**
- * What a settle did: the settled operation, and for `committed` the armed
- * watch and the watches it superseded (for a delete: no watch, and the
- * deleted entity's watch it retired in `superseded`).
- */
+/** What a settle did: the operation, and for `committed` the armed watch and the watches superseded (a delete's retired one). */
 export interface SettleResult {
   /** The operation as settled. */
   readonly operation: ConnectorOperation

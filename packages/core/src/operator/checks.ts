@@ -5,7 +5,7 @@ import type { RelistRunState } from "../relist/RelistRun.js"
 import type { OperatorOperationFields, OperatorWatchFields } from "./queries.js"
 import type { OperatorSyncStateFields } from "./syncStates.js"
 import type { Check, InputShape, Rule } from "../validation.js"
-import { fieldOf, identityChecks, LIST, oneOf, optional, PLAIN_JSON, Rules, shapeOf } from "../validation.js"
+import { fieldOf, fieldsOf, LIST, oneOf, optional, PLAIN_JSON, Rules, shapeOf } from "../validation.js"
 
 /** The paging fields every operator filter has (`OperatorPaging`). */
 interface Paging {
@@ -47,7 +47,9 @@ export const SYNC_STATE_FILTER_SHAPE: InputShape = shapeOf(
 )
 
 /** The options of `releaseSyncLeaseByOperator`. */
-export const OPERATOR_RELEASE_SHAPE: InputShape = shapeOf(allOptionNames<{ readonly force?: boolean | undefined }>()(["force"]))
+export const OPERATOR_RELEASE = fieldsOf<{ readonly force?: boolean }>("options", { force: optional(boolean) }, {
+  record: optional(Rules.record)
+})
 
 type CommittedSettle = Extract<SettleOperationInput, { readonly outcome: "committed" }>
 
@@ -58,7 +60,7 @@ export const SETTLE_SHAPE: InputShape = shapeOf(
 )
 
 /** The options of `rearmWatch`. */
-export const REARM_SHAPE: InputShape = shapeOf(allOptionNames<{ readonly dueAt: number }>()(["dueAt"]))
+export const REARM = fieldsOf<{ readonly dueAt: number }>("options", { dueAt: Rules.millis })
 
 const listOf = (what: string, ...allowed: ReadonlyArray<string>): Rule => (value) =>
   Array.isArray(value) && value.every((item) => oneOf(...allowed)(item) === undefined)
@@ -105,14 +107,6 @@ export const syncStateFilterChecks = (filter: unknown): ReadonlyArray<Check> => 
   ["filter.lease", fieldOf(filter, "lease"), optional(oneOf("none", "held", "stale"))]
 ]
 
-/** The checks of an operator's sync-lease release: the key and its options. */
-export const operatorReleaseChecks = (connectorName: unknown, ownerDID: unknown, options: unknown): ReadonlyArray<Check> => [
-  ["connectorName", connectorName, Rules.id],
-  ["ownerDID", ownerDID, Rules.id],
-  ["options", options, optional(Rules.record)],
-  ["options.force", fieldOf(options, "force"), optional(boolean)]
-]
-
 /** The checks of a `SettleOperationInput`. */
 export const settleChecks = (input: unknown): ReadonlyArray<Check> => {
   const outcome = fieldOf(input, "outcome")
@@ -130,10 +124,3 @@ export const settleChecks = (input: unknown): ReadonlyArray<Check> => {
     ["input.watchDueAt", fieldOf(input, "watchDueAt"), Rules.millis]
   ]
 }
-
-/** The checks of `rearmWatch`'s arguments. */
-export const rearmChecks = (identity: unknown, options: unknown): ReadonlyArray<Check> => [
-  ...identityChecks("identity", identity),
-  ["options", options, Rules.record],
-  ["options.dueAt", fieldOf(options, "dueAt"), Rules.millis]
-]

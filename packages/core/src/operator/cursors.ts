@@ -15,16 +15,21 @@ export const decodeCursorParts = (cursor: string): ReadonlyArray<unknown> | unde
   }
 }
 
+/** The parts after the tag of a cursor `encodeCursorParts` made of `[tag, …]` with `length` parts in all, or `undefined`. */
+export const decodeTagged = (cursor: string, tag: string, length: number): ReadonlyArray<unknown> | undefined => {
+  const parts = decodeCursorParts(cursor)
+  return parts !== undefined && parts.length === length && parts[0] === tag ? parts.slice(1) : undefined
+}
+
 /** The opaque cursor after a watch, in the operator's watch order. */
 export const encodeWatchCursor = (id: WatchIdentity): string =>
   encodeCursorParts(["w", id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID])
 
 /** The identity a watch cursor names, or `undefined` when it is not one this store made. */
 export const decodeWatchCursor = (cursor: string): WatchIdentity | undefined => {
-  const parts = decodeCursorParts(cursor)
-  if (parts === undefined || parts.length !== 6 || parts[0] !== "w") return undefined
-  if (!parts.every((part) => typeof part === "string")) return undefined
-  const [, ownerDID, connectorName, model, accountKey, sourceID] = parts as ReadonlyArray<string>
+  const parts = decodeTagged(cursor, "w", 6)
+  if (parts === undefined || !parts.every((part) => typeof part === "string")) return undefined
+  const [ownerDID, connectorName, model, accountKey, sourceID] = parts as ReadonlyArray<string>
   return { ownerDID: ownerDID!, connectorName: connectorName!, model: model!, accountKey: accountKey!, sourceID: sourceID! }
 }
 
@@ -34,9 +39,7 @@ export const encodeRunCursor = (run: { readonly startedAt: Millis; readonly runI
 
 /** The position a run cursor names, or `undefined` when it is not one this store made. */
 export const decodeRunCursor = (cursor: string): { startedAt: Millis; runID: string } | undefined => {
-  const parts = decodeCursorParts(cursor)
-  if (parts === undefined || parts.length !== 3 || parts[0] !== "r") return undefined
-  const [, startedAt, runID] = parts
+  const [startedAt, runID] = decodeTagged(cursor, "r", 3) ?? []
   return typeof startedAt === "number" && Number.isSafeInteger(startedAt) && typeof runID === "string"
     ? { startedAt, runID }
     : undefined
@@ -47,8 +50,6 @@ export const encodeSyncStateCursor = (key: SyncStateKey): string => encodeCursor
 
 /** The key a sync-state cursor names, or `undefined` when it is not one this store made. */
 export const decodeSyncStateCursor = (cursor: string): SyncStateKey | undefined => {
-  const parts = decodeCursorParts(cursor)
-  if (parts === undefined || parts.length !== 3 || parts[0] !== "s") return undefined
-  const [, connectorName, ownerDID] = parts
+  const [connectorName, ownerDID] = decodeTagged(cursor, "s", 3) ?? []
   return typeof connectorName === "string" && typeof ownerDID === "string" ? { connectorName, ownerDID } : undefined
 }

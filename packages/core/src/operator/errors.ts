@@ -1,9 +1,6 @@
 import { Data } from "effect"
 
-/**
- * An operator action named a row the store does not hold. Nothing was
- * written. `what` says which kind of row, `identity` which one.
- */
+/** An operator action named a row the store does not hold (`what` kind, `identity`); nothing was written. */
 export class OperatorTargetNotFound extends Data.TaggedError("OperatorTargetNotFound")<{
   readonly method: string
   readonly what: "operation" | "watch" | "relist run" | "sync state"
@@ -14,12 +11,7 @@ export class OperatorTargetNotFound extends Data.TaggedError("OperatorTargetNotF
   }
 }
 
-/**
- * An operator action was refused because the row is not in a state it may
- * apply to (a settle of an operation whose outcome is known, a retry that
- * could send a request twice, …). Nothing was written. `reason` says why
- * and what to do instead.
- */
+/** An operator action was refused in the row's state (`reason` says why and what to do instead); nothing was written. */
 export class OperatorActionRefused extends Data.TaggedError("OperatorActionRefused")<{
   readonly method: string
   readonly identity: string

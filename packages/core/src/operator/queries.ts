@@ -1,13 +1,12 @@
 import { isInDoubt } from "../operation/doubt.js"
+import { isDueOperation, keysetPage } from "../operation/due.js"
 import type { ConnectorOperation, OperationState } from "../operation/ConnectorOperation.js"
 import { isAfter, newestFirst, type TrackedPosition } from "../operation/reads.js"
 import { compareCodePoints } from "../operation/retention.js"
 import type { Millis, ProjectionWatch, VerificationStatus, WatchIdentity } from "../watch/ProjectionWatch.js"
+import { isScheduleDue } from "../watch/transitions.js"
 
-/**
- * An operator's filter over every operation. Each field present narrows; absent filters match
- * everything. Order: newest first by (createdAt, callerDID, operationID).
- */
+/** An operator's filter over every operation: each field present narrows; newest first by (createdAt, callerDID, operationID). */
 export interface OperatorOperationFields {
   /** Only operations of this owner (DID). */
   readonly ownerDID?: string | undefined
@@ -25,10 +24,7 @@ export interface OperatorOperationFields {
   readonly inDoubt?: boolean | undefined
 }
 
-/**
- * An operator's page request over every operation, as the repository sees it
- * (cursor decoded): the filter, the page size and the position it starts after.
- */
+/** An operator's page request over every operation, as the repository sees it (cursor decoded). */
 export interface OperatorOperationQuery extends OperatorOperationFields {
   /** The page size: at most this many rows. */
   readonly limit: number
@@ -43,8 +39,7 @@ export const matchesOperatorOperation = (row: ConnectorOperation, query: Operato
   (query.callerDID === undefined || row.callerDID === query.callerDID) &&
   (query.states === undefined || query.states.includes(row.state)) &&
   (query.documentID === undefined || row.documentID === query.documentID) &&
-  (query.dueBy === undefined ||
-    (row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= query.dueBy))) &&
+  (query.dueBy === undefined || isDueOperation(row, query.dueBy)) &&
   (query.inDoubt === undefined || isInDoubt(row) === query.inDoubt)
 
 /** The reference answer to an `OperatorOperationQuery` over every row: filtered, newest first, after the position. */
@@ -71,11 +66,7 @@ export interface OperatorWatchFields {
   readonly dueBy?: Millis | undefined
 }
 
-/**
- * An operator's page request over every watch (cursor decoded): the filter,
- * the page size and the identity it starts after. Order: by identity (owner,
- * connector, model, account, source) in byte order.
- */
+/** An operator's page request over every watch (cursor decoded), by identity in byte order. */
 export interface OperatorWatchQuery extends OperatorWatchFields {
   /** The page size: at most this many rows. */
   readonly limit: number
@@ -102,17 +93,11 @@ export const matchesOperatorWatch = (row: ProjectionWatch, query: OperatorWatchQ
   (query.connectorName === undefined || row.connectorName === query.connectorName) &&
   (query.statuses === undefined || query.statuses.includes(row.verificationStatus)) &&
   (query.documentID === undefined || row.documentID === query.documentID) &&
-  (query.dueBy === undefined ||
-    (row.verificationStatus !== "verified" && row.nextAttemptAt !== null && row.nextAttemptAt <= query.dueBy))
+  (query.dueBy === undefined || isScheduleDue(row, query.dueBy))
 
 /** The reference answer to an `OperatorWatchQuery` over every row. */
 export const operatorWatchPage = (
   rows: ReadonlyArray<ProjectionWatch>,
   query: OperatorWatchQuery
 ): ReadonlyArray<ProjectionWatch> =>
-  rows
-    .filter((row) =>
-      matchesOperatorWatch(row, query) && (query.after === undefined || compareWatchIdentities(row, query.after) > 0)
-    )
-    .sort(compareWatchIdentities)
-    .slice(0, query.limit)
+  keysetPage(rows, (row) => matchesOperatorWatch(row, query), compareWatchIdentities, query.after, query.limit)

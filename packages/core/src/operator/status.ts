@@ -1,10 +1,12 @@
 import { isInDoubt } from "../operation/doubt.js"
+import { isDueOperation } from "../operation/due.js"
 import type { ConnectorOperation, OperationKey, OperationState } from "../operation/ConnectorOperation.js"
 import { holdsLiveLease } from "../operation/lease.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
 import type { SweepCandidate } from "../relist/SweepCandidate.js"
 import type { Millis, ProjectionWatch, VerificationStatus, WatchIdentity } from "../watch/ProjectionWatch.js"
 import { watchIdentityOf } from "../watch/ProjectionWatch.js"
+import { isScheduleDue } from "../watch/transitions.js"
 import { compareCodePoints } from "../operation/retention.js"
 import { compareWatchIdentities } from "./queries.js"
 import { type PendingAuthCounts, pendingAuthCountsOf, type SyncStateCounts, syncStateCountsOf } from "./syncStates.js"
@@ -24,10 +26,7 @@ export interface OldestDueWatch {
   readonly dueAt: Millis
 }
 
-/**
- * A store's health at one moment, for an operator: how many rows are in each
- * state, what has waited longest, and what needs a person.
- */
+/** A store's health at one moment: rows in each state, what waited longest, and what needs a person. */
 export interface StoreStatus {
   /** The moment the status describes (ms since the epoch), from the store's clock. */
   readonly at: Millis
@@ -69,10 +68,7 @@ export const RELIST_RUN_STATES: ReadonlyArray<RelistRunState> = ["started", "lis
 /** When a due operation fell due. */
 const operationDueAt = (row: ConnectorOperation): Millis => row.nextAttemptAt ?? row.createdAt
 
-/**
- * The reference status over whole tables, as a repository without a query
- * language computes it. Ties on the oldest due item go to the smaller key.
- */
+/** The reference status over whole tables (ties on the oldest due item go to the smaller key). */
 export const storeStatusOf = (
   tables: {
     readonly operations: ReadonlyArray<ConnectorOperation>
@@ -86,13 +82,13 @@ export const storeStatusOf = (
   now: Millis
 ): StoreStatus => {
   const dueOperations = tables.operations
-    .filter((row) => row.state === "attempted" && (row.nextAttemptAt === null || row.nextAttemptAt <= now))
+    .filter((row) => isDueOperation(row, now))
     .sort((a, b) =>
       operationDueAt(a) - operationDueAt(b) || compareCodePoints(a.callerDID, b.callerDID) ||
       compareCodePoints(a.operationID, b.operationID)
     )
   const dueWatches = tables.watches
-    .filter((row) => row.verificationStatus !== "verified" && row.nextAttemptAt !== null && row.nextAttemptAt <= now)
+    .filter((row) => isScheduleDue(row, now))
     .sort((a, b) => a.nextAttemptAt! - b.nextAttemptAt! || compareWatchIdentities(a, b))
   const firstOperation = dueOperations[0]
   const firstWatch = dueWatches[0]

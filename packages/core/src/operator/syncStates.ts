@@ -1,3 +1,4 @@
+import { keysetPage } from "../operation/due.js"
 import { compareCodePoints } from "../operation/retention.js"
 import { type SyncLeaseState, syncLeaseStateOf } from "../syncstate/release.js"
 import { type SyncStateEntry, type SyncStateKey, type SyncStateRow, toSyncStateEntry } from "../syncstate/SyncState.js"
@@ -13,10 +14,7 @@ export interface OperatorSyncStateFields {
   readonly lease?: SyncLeaseState | undefined
 }
 
-/**
- * An operator's page request over every sync state (cursor decoded), read
- * at `at`. Order: by (connectorName, ownerDID) in byte order.
- */
+/** An operator's page request over every sync state (cursor decoded) read at `at`, by (connectorName, ownerDID) in byte order. */
 export interface OperatorSyncStateQuery extends OperatorSyncStateFields {
   /** The moment (ms since the epoch) at which lease states are judged. */
   readonly at: Millis
@@ -44,10 +42,7 @@ export const matchesOperatorSyncState = (row: SyncStateRow, query: OperatorSyncS
 
 /** The reference answer to an `OperatorSyncStateQuery` over every row. */
 export const operatorSyncStatePage = (rows: ReadonlyArray<SyncStateRow>, query: OperatorSyncStateQuery): ReadonlyArray<SyncStateRow> =>
-  rows
-    .filter((row) => matchesOperatorSyncState(row, query) && (query.after === undefined || compareSyncStateKeys(row, query.after) > 0))
-    .sort(compareSyncStateKeys)
-    .slice(0, query.limit)
+  keysetPage(rows, (row) => matchesOperatorSyncState(row, query), compareSyncStateKeys, query.after, query.limit)
 
 /** The operator's view of `row` at `now`. */
 export const toOperatorSyncState = (row: SyncStateRow, now: Millis): OperatorSyncState => ({

@@ -2,11 +2,8 @@ import { Option, Redacted } from "effect"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
 /**
- * The PKCE state of one OAuth authorization between the authorize redirect
- * and its callback, keyed by the OAuth `state`: the original store's record,
- * field for field. Single use: consuming it removes it. The code verifier
- * is a secret; it stays `Redacted` everywhere in the store, so printing,
- * logging or tracing a record never shows it.
+ * The PKCE state of one OAuth authorization until its callback, keyed by its `state`: single use, its code verifier `Redacted`
+ * everywhere in the store.
  */
 export interface PendingAuth {
   /** The OAuth `state` parameter of the authorize redirect: the record's key, unique among pending authorizations. */
@@ -31,10 +28,7 @@ export interface PendingAuth {
   readonly expiresAt: Millis
 }
 
-/**
- * What `createPendingAuth` takes: a record, with `createdAt` defaulting to
- * the store's clock, and the wrappable DIDs absent or `null` for none.
- */
+/** What `createPendingAuth` takes: a record whose `createdAt` defaults to the store's clock and whose wrappable DIDs may be `null`. */
 export interface PendingAuthInput extends Omit<PendingAuth, "createdAt" | "ownerWrappableDID" | "controllerWrappableDID"> {
   /** When the authorization was started (ms since the epoch); omitted: the store's clock at creation. */
   readonly createdAt?: Millis | undefined
@@ -44,10 +38,7 @@ export interface PendingAuthInput extends Omit<PendingAuth, "createdAt" | "owner
   readonly controllerWrappableDID?: string | null | undefined
 }
 
-/**
- * The verifiers RFC 7636 allows: 43 to 128 characters from
- * `A-Z a-z 0-9 - . _ ~`. Anything else would fail at the token endpoint later.
- */
+/** The code verifiers RFC 7636 allows: 43 to 128 characters of `A-Z a-z 0-9 - . _ ~`. */
 export const PKCE_VERIFIER_PATTERN = /^[A-Za-z0-9\-._~]{43,128}$/
 
 /** True when `value` is a Redacted string holding an RFC 7636 code verifier. */
@@ -57,17 +48,10 @@ export const isRedactedVerifier = (value: unknown): value is Redacted.Redacted<s
   return typeof inner === "string" && PKCE_VERIFIER_PATTERN.test(inner)
 }
 
-/**
- * True once the authorization can no longer be completed at `now`: its
- * expiry is strictly before `now`. A record expiring exactly at `now` is
- * still good, and `deleteExpiredPendingAuth(now)` keeps it, for the same reason.
- */
+/** True once the authorization expired strictly before `now` (one expiring at `now` is still good). */
 export const isPendingAuthExpired = (record: Pick<PendingAuth, "expiresAt">, now: Millis): boolean =>
   record.expiresAt < now
 
-/**
- * What a consume hands back: the record it removed, unless that record had
- * expired at `now` (removed all the same, but not to be used).
- */
+/** What a consume hands back: the record it removed, unless it had expired at `now`. */
 export const decideConsume = (taken: Option.Option<PendingAuth>, now: Millis): Option.Option<PendingAuth> =>
   Option.filter(taken, (record) => !isPendingAuthExpired(record, now))

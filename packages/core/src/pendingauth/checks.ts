@@ -1,5 +1,5 @@
 import { allOptionNames } from "../optionNames.js"
-import { type Check, fieldOf, type InputShape, LIST, optional, Rules, shapeOf } from "../validation.js"
+import { type Check, fieldOf, type InputShape, LIST, optional, orNull, Rules, shapeOf } from "../validation.js"
 import { isRedactedVerifier, type PendingAuthInput } from "./PendingAuth.js"
 
 /** The fields of a `createPendingAuth` record; its scopes are read once. */
@@ -19,6 +19,8 @@ export const PENDING_AUTH_SHAPE: InputShape = shapeOf(
   { scopes: LIST }
 )
 
+const optionalIdOrNull = optional(orNull(Rules.id))
+
 /** The checks of a `createPendingAuth` record. No reason ever quotes a value (the verifier is secret). */
 export const pendingAuthChecks = (record: unknown): ReadonlyArray<Check> => {
   const createdAt = fieldOf(record, "createdAt")
@@ -28,8 +30,8 @@ export const pendingAuthChecks = (record: unknown): ReadonlyArray<Check> => {
     ["record.state", fieldOf(record, "state"), Rules.id],
     ["record.provider", fieldOf(record, "provider"), Rules.id],
     ["record.ownerDID", fieldOf(record, "ownerDID"), Rules.id],
-    ["record.ownerWrappableDID", fieldOf(record, "ownerWrappableDID"), optional((v) => v === null ? undefined : Rules.id(v))],
-    ["record.controllerWrappableDID", fieldOf(record, "controllerWrappableDID"), optional((v) => v === null ? undefined : Rules.id(v))],
+    ["record.ownerWrappableDID", fieldOf(record, "ownerWrappableDID"), optionalIdOrNull],
+    ["record.controllerWrappableDID", fieldOf(record, "controllerWrappableDID"), optionalIdOrNull],
     ["record.codeVerifier", fieldOf(record, "codeVerifier"), (v) =>
       isRedactedVerifier(v)
         ? undefined

@@ -1,9 +1,6 @@
 import { Data } from "effect"
 
-/**
- * `createPendingAuth` was given a `state` that a pending authorization
- * already uses. Nothing was written; the stored record is untouched.
- */
+/** `createPendingAuth` was given a `state` already in use; nothing was written. */
 export class PendingAuthStateTaken extends Data.TaggedError("PendingAuthStateTaken")<{
   readonly state: string
 }> {

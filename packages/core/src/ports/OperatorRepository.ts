@@ -1,6 +1,7 @@
 import { Context, type Effect } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
+import { keysetPage } from "../operation/due.js"
 import type { OperatorOperationQuery, OperatorWatchQuery } from "../operator/queries.js"
 import type { StoreStatus } from "../operator/status.js"
 import type { OperatorSyncStateQuery } from "../operator/syncStates.js"
@@ -16,10 +17,7 @@ export interface OperatorRelistQuery {
   readonly after?: { readonly startedAt: Millis; readonly runID: string } | undefined
 }
 
-/**
- * The operator's reads across every table: no `visibleTo`, no scope. Reads
- * only; every operator write goes through the other ports' transitions.
- */
+/** The operator's reads across every table (no `visibleTo`); operator writes go through the other ports' transitions. */
 export class OperatorRepository extends Context.Tag("@connector-store/core/OperatorRepository")<OperatorRepository, {
   /** A page as `operatorOperationPage` defines it. */
   readonly listOperations: (query: OperatorOperationQuery) => Effect.Effect<ReadonlyArray<ConnectorOperation>, PersistenceError>
@@ -37,9 +35,5 @@ export class OperatorRepository extends Context.Tag("@connector-store/core/Opera
 export const relistRunPage = (runs: ReadonlyArray<RelistRun>, query: OperatorRelistQuery): ReadonlyArray<RelistRun> => {
   const newestFirst = (a: { startedAt: Millis; runID: string }, b: { startedAt: Millis; runID: string }) =>
     b.startedAt - a.startedAt || (a.runID < b.runID ? -1 : a.runID > b.runID ? 1 : 0)
-  return runs
-    .filter((run) => query.states === undefined || query.states.includes(run.state))
-    .filter((run) => query.after === undefined || newestFirst(run, query.after) > 0)
-    .sort(newestFirst)
-    .slice(0, query.limit)
+  return keysetPage(runs, (run) => query.states === undefined || query.states.includes(run.state), newestFirst, query.after, query.limit)
 }

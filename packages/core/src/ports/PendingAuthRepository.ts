@@ -3,20 +3,13 @@ import type { PersistenceError } from "../errors.js"
 import type { PendingAuth } from "../pendingauth/PendingAuth.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
-/**
- * The pending-authorization table, as records. The code verifier crosses
- * this port only `Redacted`; an adapter's failures never carry it (a driver
- * error that quotes the failing row is scrubbed before it is wrapped).
- */
+/** The pending-authorization table; the code verifier crosses it only `Redacted` and no failure carries it. */
 export class PendingAuthRepository extends Context.Tag("@connector-store/core/PendingAuthRepository")<PendingAuthRepository, {
   /** Inserts a record; `false` when its state is taken. */
   readonly insert: (record: PendingAuth) => Effect.Effect<boolean, PersistenceError>
   /**
-   * Removes the record of `state` and returns it, atomically: of any number
-   * of concurrent takes of one state, exactly one gets the record. Decodes
-   * what it removed before it succeeds: a row that is not a record fails
-   * the take (a `PersistenceError` naming the column, never its value), so
-   * the caller's transaction rolls back and the row stays.
+   * Removes and returns the record of `state`, atomically (one of concurrent takes gets it); a row that does not decode fails
+   * the take, so its rollback keeps it.
    */
   readonly take: (state: string) => Effect.Effect<Option.Option<PendingAuth>, PersistenceError>
   /** Removes every record that expired strictly before `cutoff`; returns how many. */

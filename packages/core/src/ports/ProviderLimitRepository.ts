@@ -3,12 +3,7 @@ import type { PersistenceError } from "../errors.js"
 import type { ProviderLimit, ProviderScope, ScopeLoad } from "../limits/ProviderLimit.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
-/**
- * The provider limits table, as rows, and the live-lease counts of the
- * operation table that caps are checked against. `lock*` reads lock the
- * rows they return for the rest of the surrounding transaction (on SQLite
- * the transaction's write lock already does).
- */
+/** The provider limits table and the live-lease counts caps are checked against; `lock*` reads lock their rows. */
 export class ProviderLimitRepository extends Context.Tag("@connector-store/core/ProviderLimitRepository")<ProviderLimitRepository, {
   /** The limits of the scopes an operation of this account falls under (its account's, its connector's): at most two rows. */
   readonly forAccount: (connectorName: string, accountKey: string) => Effect.Effect<ReadonlyArray<ProviderLimit>, PersistenceError>
@@ -29,12 +24,6 @@ export class ProviderLimitRepository extends Context.Tag("@connector-store/core/
   readonly listActive: (now: Millis) => Effect.Effect<ReadonlyArray<ProviderLimit>, PersistenceError>
   /** The rows of `scopes` (those that have one), locked, in key order. */
   readonly lockScopes: (scopes: ReadonlyArray<ProviderScope>) => Effect.Effect<ReadonlyArray<ProviderLimit>, PersistenceError>
-  /**
-   * For each of `scopes`, in order, the attempted operations under it whose
-   * lease is live at `now` (expiry after `now`): how many, and the earliest
-   * expiry. Reads index ranges of the scopes' leased rows, never their
-   * unleased backlog; at most one statement for the accounts and one for
-   * the connectors.
-   */
+  /** For each of `scopes`, in order, the attempted operations under it whose lease is live at `now`: how many, and the earliest expiry. */
   readonly liveLeases: (scopes: ReadonlyArray<ProviderScope>, now: Millis) => Effect.Effect<ReadonlyArray<ScopeLoad>, PersistenceError>
 }>() {}

@@ -7,10 +7,7 @@ import type { RelistReceiptInput, RelistReceipt, RelistRun, RelistScope } from "
 import type { SweepCandidate, SweepCandidateIdentity, SweepCandidateKind } from "../relist/SweepCandidate.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
-/**
- * One page of a keyset listing: rows whose source id sorts strictly after
- * `after` (by Unicode code point), at most `limit` of them, in that order.
- */
+/** One keyset page: rows whose source id sorts (by code point) strictly after `after`, at most `limit`. */
 export interface SourcePage {
   readonly after?: string | undefined
   readonly limit: number
@@ -21,14 +18,7 @@ export interface SweepCandidatePage extends SourcePage {
   readonly kind?: SweepCandidateKind | undefined
 }
 
-/**
- * The relist tables (runs, receipts, candidates), as rows. Adapters
- * implement only this; every decision about what to write is made in core.
- *
- * `lock*` reads take the row's write lock for the rest of the surrounding
- * transaction (FOR UPDATE on Postgres, the write lock on SQLite), so they
- * are meant to run inside `Transactor.withTransaction`.
- */
+/** The relist tables (runs, receipts, candidates), as rows; `lock*` reads lock until the transaction ends. */
 export class RelistRepository extends Context.Tag("@connector-store/core/RelistRepository")<RelistRepository, {
   readonly getRun: (runID: string) => Effect.Effect<Option.Option<RelistRun>, PersistenceError>
   /** Reads a run and locks it until the transaction ends. */
@@ -37,28 +27,18 @@ export class RelistRepository extends Context.Tag("@connector-store/core/RelistR
   readonly getCurrentRun: (scope: RelistScope) => Effect.Effect<Option.Option<RelistRun>, PersistenceError>
   /** The scope's current run, locked until the transaction ends. */
   readonly lockCurrentRun: (scope: RelistScope) => Effect.Effect<Option.Option<RelistRun>, PersistenceError>
-  /**
-   * Inserts a new run; `false` when its id is taken or its scope already has
-   * a current run (at most one per scope, enforced by the store itself).
-   */
+  /** Inserts a new run; `false` when its id is taken or its scope has a current run already. */
   readonly insertRun: (run: RelistRun) => Effect.Effect<boolean, PersistenceError>
   /** Writes `next` only if the stored version is still `expectedVersion`; `false` when the race was lost. */
   readonly updateRun: (next: RelistRun, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
-  /**
-   * Records the run's baseline: every watch of the run's scope as it is now
-   * (`baselineEntryOf`), in one set-based statement. Runs inside the
-   * transaction that inserts the run.
-   */
+  /** Records the run's baseline (`baselineEntryOf` each watch of its scope now), in the transaction that inserts the run. */
   readonly putBaseline: (run: RelistRun) => Effect.Effect<void, PersistenceError>
   /** The run's baseline entries for these source ids (those it has). */
   readonly getBaseline: (
     runID: string,
     sourceIDs: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyArray<RelistBaselineEntry>, PersistenceError>
-  /**
-   * Records receipts of a run (distinct source ids), seen at `seenAt`. A
-   * source id already receipted in the run takes the new digest and time.
-   */
+  /** Records receipts of a run seen at `seenAt`; a source receipted already takes the new digest and time. */
   readonly putReceipts: (
     runID: string,
     receipts: ReadonlyArray<RelistReceiptInput>,
@@ -67,34 +47,19 @@ export class RelistRepository extends Context.Tag("@connector-store/core/RelistR
   /** A page of a run's receipts by source id. */
   readonly listReceipts: (runID: string, page: SourcePage) => Effect.Effect<ReadonlyArray<RelistReceipt>, PersistenceError>
   /**
-   * Replaces the run's scope's candidates with what `run` derives, as
-   * `deriveSweepCandidates` defines it over the scope's watches, the run's
-   * baseline and its receipts, and returns its counts; then keeps only the
-   * baseline entries of the sources it derived a candidate for (what later
-   * re-derivations read). Set-based: no per-document query. Runs inside the
-   * transaction that completes `run`.
+   * Replaces the scope's candidates as `deriveSweepCandidates` does and answers its counts, keeping only the baseline entries
+   * of the derived sources; in the transaction that completes `run`.
    */
   readonly deriveCandidates: (run: RelistRun, now: Millis) => Effect.Effect<SweepCandidateCounts, PersistenceError>
-  /**
-   * A page of the run's open and decided candidates, read together with the
-   * run's state: rows come back only while the run is complete (current).
-   * One statement per page.
-   */
+  /** A page of the run's open and decided candidates, read with the run's state: rows only while it is complete. */
   readonly listCandidates: (runID: string, page: SweepCandidatePage) => Effect.Effect<ReadonlyArray<SweepCandidate>, PersistenceError>
   /** A page of the scope's given-up candidates, whatever run derived them. */
   readonly listGivenUp: (scope: RelistScope, page: SourcePage) => Effect.Effect<ReadonlyArray<SweepCandidate>, PersistenceError>
   readonly getCandidate: (identity: SweepCandidateIdentity) => Effect.Effect<Option.Option<SweepCandidate>, PersistenceError>
   /** Reads a candidate and locks it until the transaction ends. */
   readonly lockCandidate: (identity: SweepCandidateIdentity) => Effect.Effect<Option.Option<SweepCandidate>, PersistenceError>
-  /**
-   * Writes `next` only if the stored row still belongs to `next.runID` and
-   * its version is still `expectedVersion`; `false` when the race was lost.
-   */
+  /** Writes `next` only while the stored row belongs to `next.runID` at `expectedVersion`; `false` when the race was lost. */
   readonly updateCandidate: (next: SweepCandidate, expectedVersion: number) => Effect.Effect<boolean, PersistenceError>
-  /**
-   * Deletes what the relist retention rule (`collectableRelistRuns`) allows:
-   * at most `limit` ended runs, with their receipts, their baselines and
-   * their candidates that are not given up. Returns how many runs went.
-   */
+  /** Deletes what `collectableRelistRuns` allows, with receipts, baselines and candidates not given up; answers how many runs went. */
   readonly collectRuns: (params: CollectParams) => Effect.Effect<number, PersistenceError>
 }>() {}

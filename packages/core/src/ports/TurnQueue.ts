@@ -1,13 +1,8 @@
 import { Effect } from "effect"
 
 /**
- * One holder at a time, for an adapter whose database takes one
- * transaction at a time (the SQLite connection, the memory database). The
- * holder sets `held`; anyone else waits on `released` (asynchronously,
- * interruptibly) and checks again when woken. Checking and taking are one
- * synchronous step of the caller, outside any interruptible region, so an
- * interruption can never leave the turn taken. A release wakes every
- * waiter, so a waiter interrupted after its wake-up strands no one.
+ * One holder at a time, for a database that takes one transaction at a time: the check-and-take is one synchronous step, and a
+ * release wakes every waiter to check again.
  */
 export class TurnQueue {
   held = false
@@ -36,11 +31,7 @@ export class TurnQueue {
     )
   })
 
-  /**
-   * True while the turn is held or anyone waits for it, woken or not: a
-   * caller that does not wait in the queue (the direct path) stays out, so
-   * it never takes the turn ahead of fibers already waiting.
-   */
+  /** True while the turn is held or anyone waits for it, so the direct path never takes it ahead of waiting fibers. */
   get busy(): boolean {
     return this.held || this.waiters.size > 0 || this.woken > 0
   }

@@ -5,10 +5,7 @@ import type { Digest } from "../watch/ProjectionWatch.js"
 /** Reads one document's current winner digest (`null`: the document has none). */
 export type ReadWinner = (documentID: string) => Effect.Effect<Digest | null, WinnerReadFailed>
 
-/**
- * Reads many documents' winners at once. A document missing from the map,
- * or mapped to `null`, has no readable winner.
- */
+/** Reads many documents' winners at once; a document missing or `null` has no readable winner. */
 export type ReadWinners = (
   documentIDs: ReadonlyArray<string>
 ) => Effect.Effect<ReadonlyMap<string, Digest | null>, WinnerReadFailed>
@@ -19,12 +16,5 @@ export interface WinnerReaders {
   readonly readWinners?: ReadWinners | undefined
 }
 
-/**
- * The document store's converged state, which lives outside this store. A
- * transition reads the winner of its row's document inside its own
- * transaction, after locking the row, so an adapter whose documents share the
- * database sees them consistently. A reader is called once for each read a
- * try makes (a try lost to a concurrent write reads again on the next), and
- * the effect it returns is run once.
- */
+/** The document store's converged state, read inside a transition's transaction after its row is locked. */
 export class WinnerReader extends Context.Tag("@connector-store/core/WinnerReader")<WinnerReader, WinnerReaders>() {}

@@ -1,12 +1,7 @@
 import { Context, Effect } from "effect"
 import { StoreClosed } from "../errors.js"
 
-/**
- * How a wait for work ended: `notified` when a commit that may have made
- * operations or watches due was seen since the caller's mark (or the
- * adapter started listening again, having possibly missed some), `timeout`
- * when none was seen in time.
- */
+/** How a wait for work ended: `notified` (a commit that may have made work due was seen since the mark) or `timeout`. */
 export type WorkWoken = "notified" | "timeout"
 
 /** What a wait for work answers: how it ended, and the mark to wait from next. */
@@ -16,30 +11,16 @@ export interface WorkWake {
   readonly mark: number
 }
 
-/**
- * Notices of commits that may have made work due, as an adapter sees them:
- * its own process's commits (SQLite, memory), or a database's
- * notifications (Postgres). A notice only says "sweep again"; the due sweep
- * decides what is due, so a notice too many costs a sweep and a notice
- * missed costs the wait's timeout, never work.
- */
+/** Notices of commits that may have made work due (its own process's, or a database's notifications): a notice only says "sweep again". */
 export interface WorkSignalApi {
-  /**
-   * Answers once a notice later than `since` was seen (at once when one
-   * already was), or after `timeoutMs` with `timeout`. Fails with
-   * `StoreClosed` (naming `method`) once the store closes, waiting or not.
-   */
+  /** Answers once a notice after `since` was seen, or at `timeoutMs`; fails with `StoreClosed` once the store closes. */
   readonly wait: (since: number, timeoutMs: number, method: string) => Effect.Effect<WorkWake, StoreClosed>
 }
 
 /** The adapter's notices of work; optional, read with `serviceOption` (see `awaitWork`). */
 export class WorkSignal extends Context.Tag("@connector-store/core/WorkSignal")<WorkSignal, WorkSignalApi>() {}
 
-/**
- * A counter of notices and the waits on it, in one process. The count
- * starts at 1, so a first wait from 0 answers at once: a worker sweeps
- * before it first waits. `notify` costs an increment when nobody waits.
- */
+/** A counter of notices and the waits on it in one process, starting at 1 so a first wait from 0 answers at once. */
 export class WorkNotices implements WorkSignalApi {
   private count = 1
   private closed = false

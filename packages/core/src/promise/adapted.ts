@@ -20,54 +20,32 @@ export interface PromiseDueWorkParams<H> extends Omit<DueWorkParams, "readers"> 
 }
 
 /**
- * An applier's work for one decided candidate, run inside the store's
- * transaction (see `applySweepCandidate`); `tx` is the adapter's handle on
- * that transaction, as winner readers get it. A throw or a rejection fails
- * the call with `SweepApplyFailed` and rolls the transaction back.
+ * An applier's work for one decided candidate in the store's transaction (`tx` is the adapter's handle on it); a throw or
+ * rejection fails with `SweepApplyFailed`.
  */
 export type PromiseSweepApply<H> = (candidate: SweepCandidate, tx: H) => Promise<void> | void
 
-/**
- * A pending authorization as the Promise API takes and gives it: the
- * original store's record, `{ state, codeVerifier, provider, ownerDID,
- * ownerWrappableDID?, controllerWrappableDID?, createdAt, redirectURL,
- * scopes, expiresAt }`, with the code verifier as a plain string (the caller
- * needs it for the token request). Inside the store it is `Redacted` all the same.
- */
+/** A pending authorization as the Promise API gives it: the original store's record, with the code verifier as a plain string. */
 export interface PendingAuthRecord extends Omit<PendingAuth, "codeVerifier" | "createdAt"> {
   readonly codeVerifier: string
   readonly createdAt: Millis
 }
 
-/**
- * What the Promise `createPendingAuth` takes: the original's record;
- * `createdAt` defaults to the store's clock, a wrappable DID may be `null`.
- */
+/** What the Promise `createPendingAuth` takes: the record, its `createdAt` defaulting to the store's clock. */
 export interface PendingAuthRecordInput extends Omit<PendingAuthInput, "codeVerifier"> {
   readonly codeVerifier: string
 }
 
 /**
- * The methods whose Promise form is not their Effect form run as a Promise:
- * they take Promise-style callbacks, or a pending authorization's code
- * verifier as a plain string. `H` is the adapter's transaction handle the
- * callbacks get.
+ * The methods whose Promise form differs from their Effect form: Promise-style callbacks (handed the adapter's handle `H`) or a
+ * plain-string code verifier.
  */
 export interface PromiseAdaptedMethods<H> {
-  /**
-   * The due sweep in one answer (see the Effect API's `listDueOperations`),
-   * winners read with `readers` when given, else with the readers the store
-   * was opened with.
-   */
+  /** The due sweep in one answer (the Effect API's `listDueOperations`), winners read with `readers` or the store's own. */
   listDueOperations(now: Millis, readers?: PromiseWinnerReaders<H>): Promise<DueWork>
   /** The due sweep a page at a time (see the Effect API's `listDueWork`); pass the page's `cursor` back until it is `null`. */
   listDueWork(params: PromiseDueWorkParams<H>): Promise<DuePage>
-  /**
-   * Applies a decided candidate with `apply` inside the store's transaction
-   * and marks it applied in the same transaction (see the Effect API's
-   * `applySweepCandidate`); `apply` throwing or rejecting fails the call with
-   * `SweepApplyFailed`, whose `cause` says why.
-   */
+  /** Applies a decided candidate with `apply` in the store's transaction and marks it applied (the Effect API's `applySweepCandidate`). */
   applySweepCandidate(ref: SweepCandidateRef, apply: PromiseSweepApply<H>): Promise<SweepApplyOutcome | StaleRelistRun>
   /** Stores a pending OAuth authorization under its `state` until its callback consumes it or it expires. */
   createPendingAuth(record: PendingAuthRecordInput): Promise<void>
@@ -100,10 +78,7 @@ const applyOf = <H>(apply: PromiseSweepApply<H>, handle: Effect.Effect<H>): Swee
 
 const revealed = (record: PendingAuth): PendingAuthRecord => ({ ...record, codeVerifier: Redacted.value(record.codeVerifier) })
 
-/**
- * Wraps the verifier before it enters the store; anything that is not a
- * string passes through for validation to refuse.
- */
+/** Wraps the verifier before it enters the store (read once, as the Effect API reads it); a non-string is left for validation to refuse. */
 const redacted = (record: PendingAuthRecordInput): PendingAuthInput | InvalidInput => {
   // Read once, as the Effect API reads it: the verifier wrapped is the one checked.
   const taken = takeArguments("createPendingAuth", ["record"], [PENDING_AUTH_SHAPE], [record])
@@ -114,11 +89,7 @@ const redacted = (record: PendingAuthRecordInput): PendingAuthInput | InvalidInp
     : snapshot as never
 }
 
-/**
- * The adapted methods over `call`; `handle` yields the adapter's handle on
- * the current transaction, for the callbacks. Arguments are read and
- * key-checked as the Effect API takes them before the callbacks are adapted.
- */
+/** The adapted methods over `call`, `handle` yielding the transaction's handle; arguments taken as the Effect API takes them. */
 export const promiseAdaptedMethods = <H>(call: PromiseCall, handle: Effect.Effect<H>): PromiseAdaptedMethods<H> => ({
   listDueOperations: (now, readers) =>
     call((s) => {

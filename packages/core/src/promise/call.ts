@@ -8,8 +8,5 @@ export type PromiseAnswer<A> = A extends Option.Option<infer V> ? V | null : A
 export const promiseAnswer = <A>(answer: A): PromiseAnswer<A> =>
   (Option.isOption(answer) ? Option.getOrNull(answer) : answer) as PromiseAnswer<A>
 
-/**
- * Runs one call of the Effect API as a Promise of its answer as the Promise
- * API gives it (see `promiseAnswer`), rejecting with the tagged error.
- */
+/** Runs one call of the Effect API as a Promise of its answer (see `promiseAnswer`), rejecting with the tagged error. */
 export type PromiseCall = <A, E>(use: (store: ConnectorStore["Type"]) => Effect.Effect<A, E>) => Promise<PromiseAnswer<A>>

@@ -19,36 +19,19 @@ import { type PromiseMethods, promiseMethods } from "./methods.js"
 import { promiseCallbacksNow, promiseReadersOf, type PromiseWinnerReaders } from "./readers.js"
 
 /**
- * The store as Promises, with the seed's method names, argument shapes and
- * outcome strings, for callers that do not use Effect: each method takes
- * and answers what the Effect API's does, an `Option` answer as its value
- * or `null`. Every rejection is one of the store's tagged errors, as the
- * Effect method's error type names them: `_tag` tells which and `method`
- * names the method called. Any call may also reject with `StoreClosed` (the
- * store was closed) or `ReentrantCall` (it was made from inside one of this
- * store's own callbacks, a winner reader or a sweep candidate's apply, and
- * would wait for the transaction its caller holds).
- *
- * `H` is the adapter's transaction handle handed to winner readers.
+ * The store as Promises, for callers that do not use Effect: each method takes and answers what the Effect method does (an
+ * `Option` as its value or `null`) and rejects with its tagged errors, or with `StoreClosed` or `ReentrantCall`. `H` is the
+ * adapter's transaction handle winner readers get.
  */
 export interface PromiseConnectorStore<H>
   extends Omit<PromiseMethods<ConnectorStoreApi>, keyof PromiseAdaptedMethods<H>>, PromiseAdaptedMethods<H>
 {
-  /**
-   * Runs an Effect against the store's own runtime (for mixing the two APIs):
-   * the `ConnectorStore` service and the adapter's ports are in its context.
-   */
+  /** Runs an Effect on the store's own runtime, with the `ConnectorStore` service and the ports in its context. */
   runEffect<A, E>(effect: Effect.Effect<A, E, StoreContext>): Promise<A>
   /**
-   * Closes the store: every call from now on rejects with `StoreClosed`
-   * naming the method; the calls already running go on to their own end
-   * for up to `closeTimeoutMs` (default 5 s), then the ones still running
-   * reject with `StoreClosed` and their transactions are given up (nothing
-   * of them is committed). The store's connections are then released (the
-   * ones still held destroyed) and the Promise resolves: within
-   * `closeTimeoutMs` plus a second, whatever the network does. Closing
-   * again waits for the same. A pending `awaitWork` is not waited for: it
-   * rejects with `StoreClosed`.
+   * Closes the store: new calls reject with `StoreClosed`, running ones get up to `closeTimeoutMs` (default 5 s) and are then
+   * ended, and the connections are released; resolves within `closeTimeoutMs` plus a second. A pending `awaitWork` rejects at
+   * once.
    */
   close(): Promise<void>
 }
@@ -60,11 +43,7 @@ export interface PromiseStoreParts<H> {
   readonly handle: Effect.Effect<H>
   /** An injected clock; the system clock when absent. */
   readonly now?: (() => number) | undefined
-  /**
-   * The user's winner readers as given. With them, and a `DirectDatabase`
-   * or a `LaneDatabase` in the runtime, the hot methods run on the direct lane (see
-   * `makeDirectLane`).
-   */
+  /** The user's winner readers as given; with them and a `DirectDatabase` or `LaneDatabase`, the hot methods run on the direct lane. */
   readonly readers?: PromiseWinnerReaders<H> | undefined
   /** The handle readers get inside a direct transaction; by default `handle` run joined to it. */
   readonly directHandle?: ((transaction: DirectTransactionOf<boolean>) => H) | undefined
@@ -77,22 +56,15 @@ export type StoreContext = ConnectorStore | StorePorts | StoreSnapshot
 interface Ready {
   readonly runtime: Runtime.Runtime<StoreContext>
   readonly store: ConnectorStore["Type"]
-  /**
-   * The hot methods on the direct lane, by name, built once with the runtime:
-   * empty unless the adapter offers a `DirectDatabase` or a `LaneDatabase`
-   * and the store has readers.
-   */
+  /** The hot methods on the direct lane by name (empty without a direct database and readers). */
   readonly onLane: ReadonlyMap<string, (args: ReadonlyArray<never>) => Promise<unknown>>
   /** What the store's callbacks run inside of (its gate): a call from inside one is refused. */
   readonly callbacksOf: object
 }
 
 /**
- * Runs `effect` on `runtime` as a Promise of its value as `answer` gives it.
- * The fiber starts at once, on the caller's stack; when it finishes there (a
- * synchronous database client and winner reader), the Promise is settled
- * without waiting on the fiber, else it settles when the fiber exits.
- * Rejects with the failure (`Cause.squash`).
+ * Runs `effect` on `runtime` as a Promise of `answer(value)`, settled at once when the fiber finishes on the caller's stack;
+ * rejects with `Cause.squash`.
  */
 const runOn = <A, E, R, B = A>(
   runtime: Runtime.Runtime<R>,
@@ -110,12 +82,7 @@ const runOn = <A, E, R, B = A>(
 const settled = <A, E, B = A>(exit: Exit.Exit<A, E>, answer: (value: A) => B = identity as (value: A) => B): Promise<B> =>
   Exit.isSuccess(exit) ? Promise.resolve(answer(exit.value)) : Promise.reject(Cause.squash(exit.cause))
 
-/**
- * Builds the Promise facade over a store runtime. The runtime is built once
- * (on the first call, unless the adapter built it already) and the
- * `ConnectorStore` service taken from it then; the injected clock, if any,
- * is set in the runtime itself, so a call is one fiber and nothing more.
- */
+/** Builds the Promise facade over a store runtime, built once (on the first call unless already) with the injected clock set in it. */
 export const makePromiseStore = <H>(parts: PromiseStoreParts<H>): PromiseConnectorStore<H> => {
   const clock: Clock.Clock | undefined = parts.now === undefined ? undefined : clockFrom(parts.now)
   let ready: Ready | Exit.Exit<never, unknown> | undefined
@@ -223,12 +190,8 @@ const insideCallbacksNow = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Eff
 }
 
 /**
- * Shuts `gate` and waits for the calls in flight, at most the boundary's
- * `closeTimeoutMs`; the calls still running then end with `StoreClosed`
- * (their work interrupted, their transactions given up). The runtime is
- * disposed last (the connections closed, the ones still held destroyed),
- * and `close` resolves within `closeTimeoutMs` plus `CLOSE_MARGIN_MS`
- * however long that takes.
+ * Shuts `gate`, waits `closeTimeoutMs` at most for the calls in flight (ending the rest with `StoreClosed`), then disposes of
+ * the runtime, all within `closeTimeoutMs` plus `CLOSE_MARGIN_MS`.
  */
 const closeWithin = async (
   gate: CallGate,
@@ -255,12 +218,7 @@ const settledWithin = (promise: Promise<unknown>, ms: number): Promise<boolean> 
     promise.then(settled, settled)
   })
 
-/**
- * `store` with every method but `close` going through `gate`: refused with
- * `StoreClosed` once it is shut, and leaving it when its Promise settles. A
- * call `reentrant` refuses (one made from inside the store's own callback)
- * rejects at once and never enters.
- */
+/** `store` with every method but `close` going through `gate`; a reentrant call rejects at once and never enters. */
 const gated = <S extends object>(store: S, gate: CallGate, reentrant: (method: string) => ReentrantCall | undefined): S => {
   const out: Record<string, unknown> = {}
   const leave = <A>(value: A): A => {

@@ -29,12 +29,7 @@ export interface DirectLaneParts<H> {
 
 /** The Promise API's runner of hot methods (see `makeDirectLane`). */
 export interface DirectLane {
-  /**
-   * The hot method `method` (its `HotSpec`) as the lane runs it, built once:
-   * each call runs on the lane, and `handOver` runs its prepared transition
-   * on the ports from where the lane stopped, stopping it when `call` ends
-   * (see `endedWith`).
-   */
+  /** The hot method `method` as the lane runs it, built once; `handOver` runs its transition on the ports from where the lane stopped. */
   readonly method: (
     method: string,
     hot: HotSpec<ReadonlyArray<never>, unknown, unknown>,
@@ -43,15 +38,9 @@ export interface DirectLane {
 }
 
 /**
- * The Promise API's hot methods (the watch cycle, claim, mark sent,
- * finalize) run straight on the adapter's `DirectDatabase` or
- * `LaneDatabase` with no fiber (see `runOnLane`): the same prepared
- * transitions the Effect API runs, with the same answers, errors (named for
- * the method), metrics and one lost-race budget. A call the lane cannot go
- * on with (a database busy with another transaction, a clock reading that
- * is not a time) is handed to the ports with the tries it spent, and counted
- * here once. A call that does not answer at once is bounded by the store's
- * `callTimeoutMs` (see `boundedPromise`), hand-over included.
+ * The Promise API's hot methods run straight on the adapter's direct or lane database with no fiber (`runOnLane`), with the
+ * Effect API's answers, errors, metrics and budget; a call the lane cannot go on with is handed to the ports, and a call that
+ * does not answer at once is bounded by `callTimeoutMs`.
  */
 export const makeDirectLane = <H>(parts: DirectLaneParts<H>): DirectLane => {
   /** The winner of `documentID` as the Effect path reads it (`fromPromiseReaders`, `singleWinnerReader`): a value, or a Promise of one. */

@@ -14,11 +14,7 @@ import type { WatchMethods } from "../service/watches.js"
 import type { PromiseAdaptedMethods } from "./adapted.js"
 import type { PromiseAnswer, PromiseCall } from "./call.js"
 
-/**
- * An Effect API as Promises: each method takes its Effect method's
- * arguments, resolves with its answer (see `PromiseAnswer`) and rejects with
- * its failure. Each keeps its Effect method's documentation.
- */
+/** An Effect API as Promises: the same arguments, resolving with the answer (`PromiseAnswer`), rejecting with the failure. */
 export type PromiseMethods<Api> = {
   readonly [Method in keyof Api]: Api[Method] extends (...args: infer Args) => Effect.Effect<infer A, infer _E, infer _R>
     ? (...args: Args) => Promise<PromiseAnswer<A>>

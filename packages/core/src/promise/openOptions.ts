@@ -9,11 +9,7 @@ export { allOptionNames, nearestName, unknownKeyOf } from "../optionNames.js"
 
 /** What every adapter's Promise store accepts besides where it lives. */
 export interface StoreObservability {
-  /**
-   * A layer provided to the store's runtime: a tracer (`Layer.setTracer`,
-   * `@effect/opentelemetry`'s `NodeSdk.layer`), a logger, a metric exporter.
-   * The store's spans and metrics go wherever it sends them.
-   */
+  /** A layer provided to the store's runtime (a tracer, a logger, a metric exporter), where its spans and metrics go. */
   readonly observability?: Layer.Layer<never, unknown, never> | undefined
 }
 
@@ -32,13 +28,7 @@ export const commonOpenChecks = (options: unknown): ReadonlyArray<Check> => [
 /** The option names every adapter's Promise store takes besides its own. */
 export const COMMON_OPEN_OPTIONS = ["now", "readWinner", "readWinners", "operationPolicy", "observability", "providerLimits"] as const
 
-/**
- * The first problem of a store's open options as an `InvalidInput` naming the
- * option (`options.tablePrefix`, `options.operationPolicy.leaseMs`), or
- * `undefined` when they are all acceptable. A key not in `known` (the
- * method's option names) is refused first, naming the nearest known one.
- * Runs before anything opens.
- */
+/** The first problem of a store's open options as an `InvalidInput` (an unknown key first, naming the nearest), or `undefined`. */
 export const openOptionsProblem = (
   method: string,
   options: unknown,
@@ -66,11 +56,7 @@ export const openOptionsProblem = (
 
 const READERS = allOptionNames<WinnerReaders>()(["readWinner", "readWinners"])
 
-/**
- * The problem of an Effect layer's `readers` argument: not an object, or a
- * key that names no reader (`readers.readWiner`, naming the nearest), as the
- * `InvalidInput` that `method` fails with; `undefined` when it is fine.
- */
+/** The problem of an Effect layer's `readers` argument (not an object, or an unknown key) as `method`'s `InvalidInput`, or `undefined`. */
 export const winnerReadersProblem = (method: string, readers: unknown): InvalidInput | undefined => {
   if (typeof readers !== "object" || readers === null || Array.isArray(readers)) {
     return new InvalidInput({ method, field: "readers", reason: "must be an object" })

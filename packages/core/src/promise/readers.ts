@@ -5,11 +5,7 @@ import type { WinnerReaders } from "../ports/WinnerReader.js"
 import { pendingWaitOf, type WaitExpiry } from "../service/bound.js"
 import { type InsideCallbacks, insideCallbacks } from "../service/gate.js"
 
-/**
- * Reads one document's current winner digest. `tx` is the adapter's handle
- * on the transaction the call runs in (see the adapter), so a document store
- * in the same database reads under the same lock.
- */
+/** Reads one document's current winner digest; `tx` is the adapter's handle on the call's transaction. */
 export type PromiseReadWinner<H> = (documentID: string, tx: H) => Promise<string | null> | string | null
 
 /** Reads many documents' winners; a document absent from the result has no readable winner. */
@@ -44,11 +40,8 @@ export const isThenable = (value: unknown): value is PromiseLike<unknown> =>
   typeof (value as { readonly then?: unknown }).then === "function"
 
 /**
- * What a user's reader answered, as an Effect: `read()` is called at once;
- * a plain value is checked (`check`) and answered without leaving the fiber,
- * a thenable is awaited and then checked. A throw, a rejection or a failed
- * check fails with `failed(cause)`. Under `expiry` (the call's deadline)
- * the thenable stops being waited for when the deadline passes.
+ * What a user's reader answered, as an Effect: a plain value is checked without leaving the fiber, a thenable awaited (no
+ * longer past `expiry`); a throw, rejection or failed check fails with `failed(cause)`.
  */
 const answerOf = <A>(
   read: () => unknown,
@@ -90,29 +83,16 @@ const answerOf = <A>(
 
 const promiseCallbacks = new AsyncLocalStorage<InsideCallbacks>()
 
-/**
- * The stores whose Promise callbacks (a winner reader, a sweep candidate's
- * apply) the current async context runs inside: whatever they await and call
- * is still inside them. `undefined` outside every callback.
- */
+/** The stores whose Promise callbacks the current async context runs inside, or `undefined`. */
 export const promiseCallbacksNow = (): InsideCallbacks | undefined => promiseCallbacks.getStore()
 
-/**
- * Calls `callback` (a user's Promise callback) inside the stores whose
- * callbacks `fiber` runs inside, so a store call it makes, now or after an
- * await, can tell it is one (see `promiseCallbacksNow`).
- */
+/** Calls a user's Promise `callback` inside the stores whose callbacks `fiber` runs inside, so a store call it makes can tell. */
 export const callBackFrom = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, callback: () => A): A => {
   const inside = fiber.getFiberRef(insideCallbacks)
   return inside === undefined ? callback() : promiseCallbacks.run(inside, callback)
 }
 
-/**
- * `readers` as the callbacks of the store `store` stands for: each read runs
- * inside it (see `promiseCallbacksNow`), so the store can refuse a call the
- * read makes back to it with `ReentrantCall` instead of waiting for the
- * transaction the read is made in.
- */
+/** `readers` as callbacks of `store`, so the store refuses a read's call back to it with `ReentrantCall`. */
 export const promiseReadersOf = <H>(readers: PromiseWinnerReaders<H>, store: object): PromiseWinnerReaders<H> => {
   const { readWinner, readWinners } = readers
   const inside = (): InsideCallbacks => ({ store, outer: promiseCallbacks.getStore() })
@@ -123,12 +103,8 @@ export const promiseReadersOf = <H>(readers: PromiseWinnerReaders<H>, store: obj
 }
 
 /**
- * Adapts Promise-style readers to the `WinnerReader` port. `handle` yields
- * the adapter's handle on the transaction the read runs in. A reader that
- * throws, rejects or returns something other than a digest or null fails
- * with `WinnerReadFailed`. A reader that answers synchronously (a value,
- * not a Promise) is read synchronously: with a synchronous database client
- * the whole transition then completes without leaving its fiber.
+ * Adapts Promise-style readers to the `WinnerReader` port (`handle` yields the transaction's handle): a bad answer fails with
+ * `WinnerReadFailed`, and a synchronous one is read synchronously.
  */
 export const fromPromiseReaders = <H>(
   readers: PromiseWinnerReaders<H> | undefined,

@@ -1,29 +1,12 @@
-import type { Digest, Millis } from "../watch/ProjectionWatch.js"
+import type { Digest, Millis, WatchIdentity } from "../watch/ProjectionWatch.js"
 
 /** What one relist lists in full: every provider entity of one account's model, for one owner and connector. */
-export interface RelistScope {
-  /** The DID of the owner whose entities are listed. */
-  readonly ownerDID: string
-  /** The connector that lists them. */
-  readonly connectorName: string
-  /** The provider's model (entity type) listed, as the connector names it. */
-  readonly model: string
-  /** The provider account listed, as the connector names it. */
-  readonly accountKey: string
-}
+export interface RelistScope extends Omit<WatchIdentity, "sourceID"> {}
 
 /**
- * Where a relist run stands.
- *
- * - `started`: created, no page committed yet.
- * - `listing`: at least one page committed; resumable from its cursor.
- * - `complete`: its runner committed the last page; it is the scope's
- *   current run and the only kind that yields candidates.
- * - `abandoned`: ended on purpose before or after completing.
- * - `superseded`: a newer run of the scope started.
- *
- * `started`, `listing` and `complete` are current states: a scope has at
- * most one run in them. `abandoned` and `superseded` are final.
+ * Where a relist run stands: `started` (no page yet), `listing` (resumable from its cursor), `complete` (its last page
+ * committed: the only state that yields candidates), or the final `abandoned` and `superseded`. A scope has at most one run in
+ * the current states (the first three).
  */
 export type RelistRunState = "started" | "listing" | "complete" | "abandoned" | "superseded"
 
@@ -107,11 +90,7 @@ export const formatRelistScope = (scope: RelistScope): string =>
 export const relistScopeKey = (scope: RelistScope): string =>
   JSON.stringify([scope.ownerDID, scope.connectorName, scope.model, scope.accountKey])
 
-/**
- * The receipts of one page as they will be stored: one per source id, the
- * last one listed winning (a provider may list an entity twice while it
- * changes under the listing).
- */
+/** The receipts of one page as stored: one per source id, the last listed winning. */
 export const distinctReceipts = (receipts: ReadonlyArray<RelistReceiptInput>): ReadonlyArray<RelistReceiptInput> => {
   const bySource = new Map<string, RelistReceiptInput>()
   for (const receipt of receipts) {

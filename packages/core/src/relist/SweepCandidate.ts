@@ -1,31 +1,18 @@
-import type { Digest, Millis } from "../watch/ProjectionWatch.js"
+import { type Digest, formatWatchIdentity, type Millis, watchKey } from "../watch/ProjectionWatch.js"
 import type { RelistScope } from "./RelistRun.js"
 
 /** Failed applies after which a candidate is given up until a person re-arms it. */
 export const MAX_SWEEP_APPLY_ATTEMPTS = 5
 
-/**
- * Why a tracked document is a candidate: the complete run did not see its
- * entity (`deleted` at the provider), or saw it with a digest other than the
- * one last verified locally (`diverged`).
- */
+/** Why a tracked document is a candidate: its entity was not seen (`deleted`) or seen with another digest (`diverged`). */
 export type SweepCandidateKind = "deleted" | "diverged"
 
-/**
- * What the sweep decided to do about a candidate: delete the local document,
- * ingest the provider's entity again, or leave things as they are.
- */
+/** What the sweep decided: delete the local document, ingest the entity again, or keep things as they are. */
 export type SweepOutcome = "delete_local" | "reingest" | "keep"
 
 /**
- * Where a candidate stands.
- *
- * - `open`: derived, nothing decided yet.
- * - `decided`: an outcome to apply was recorded (`delete_local` or `reingest`).
- * - `applied`: the decided outcome was applied.
- * - `kept`: the decision was `keep`; nothing to apply.
- * - `given_up`: `MAX_SWEEP_APPLY_ATTEMPTS` applies failed; the sweep never
- *   offers it again until a person re-arms it.
+ * Where a candidate stands: `open`, `decided` (an outcome to apply), `applied`, `kept`, or `given_up` after
+ * `MAX_SWEEP_APPLY_ATTEMPTS` failed applies (until a person re-arms it).
  */
 export type SweepCandidateStatus = "open" | "decided" | "applied" | "kept" | "given_up"
 
@@ -35,11 +22,7 @@ export interface SweepCandidateIdentity extends RelistScope {
   readonly sourceID: string
 }
 
-/**
- * The sweep's case about one tracked entity of a scope. There is one per
- * (scope, source id): each complete run re-derives its scope's cases, and a
- * given-up case stays given up across runs. Every write bumps `version`.
- */
+/** The sweep's case about one tracked entity of a scope, re-derived by each complete run (a given-up case stays given up). */
 export interface SweepCandidate extends SweepCandidateIdentity {
   /** The complete run that derived it last. */
   readonly runID: string
@@ -72,10 +55,8 @@ export interface SweepCandidate extends SweepCandidateIdentity {
 /** The statuses that are still work for the sweep: listed by `listSweepCandidates`. */
 export const ACTIONABLE_SWEEP_STATUSES: ReadonlyArray<SweepCandidateStatus> = ["open", "decided"]
 
-/** An unambiguous map key for a candidate identity. */
-export const candidateKey = (id: SweepCandidateIdentity): string =>
-  JSON.stringify([id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID])
+/** An unambiguous map key for a candidate identity (its watch's `watchKey`). */
+export const candidateKey: (id: SweepCandidateIdentity) => string = watchKey
 
-/** A readable label of a candidate identity, for errors and logs. */
-export const formatCandidateIdentity = (id: SweepCandidateIdentity): string =>
-  [id.ownerDID, id.connectorName, id.model, id.accountKey, id.sourceID].join("/")
+/** A readable label of a candidate identity, for errors and logs (its watch's `formatWatchIdentity`). */
+export const formatCandidateIdentity: (id: SweepCandidateIdentity) => string = formatWatchIdentity

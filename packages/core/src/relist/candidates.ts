@@ -8,17 +8,10 @@ import {
 } from "./SweepCandidate.js"
 import { bump, changed, type Decided, unchanged } from "../versioned.js"
 
-/**
- * What a candidate transition decided: an outcome, and the row to write when
- * it changes. `next` carries `version + 1` and `updatedAt = now`.
- */
+/** What a candidate transition decided: an outcome, and the row to write at the version read. */
 export type SweepCandidateDecision<O extends string> = Decided<SweepCandidate, O>
 
-/**
- * Whether a run still stands behind its candidates: `current` while it is
- * complete (and therefore its scope's current run), `stale-run` once it was
- * superseded or abandoned (or never completed). Checked before the candidate.
- */
+/** Whether a run still stands behind its candidates: `current` while complete, else `stale-run`. */
 export const candidateRunStanding = (run: RelistRun): "current" | "stale-run" =>
   run.state === "complete" ? "current" : "stale-run"
 
@@ -38,11 +31,7 @@ export type SweepOutcomeResult =
 
 const settledStatuses: ReadonlyArray<SweepCandidateStatus> = ["applied", "kept"]
 
-/**
- * Records the decision about an open or decided candidate (a decided one may
- * change its mind; attempts already spent stay spent). `keep` settles it at
- * once; `delete_local` is only for deletion candidates.
- */
+/** Records the decision about an open or decided candidate: `keep` settles it, `delete_local` is for deletions only. */
 export const decideSweepOutcome = (
   row: SweepCandidate,
   outcome: SweepOutcome,
@@ -66,12 +55,7 @@ const NOT_DECIDED = {
   applied: "applied"
 } as const satisfies Record<Exclude<SweepCandidateStatus, "decided">, SweepApplyOutcome & SweepApplyFailureOutcome>
 
-/**
- * Marks a decided candidate applied. Applying twice is harmless. A given-up
- * candidate is never marked applied, an open one has nothing to apply yet,
- * and a kept one never had anything to apply. The applier's work runs
- * exactly when this writes (`next` defined): for a decided candidate only.
- */
+/** Marks a decided candidate applied (the applier's work runs exactly when this writes); any other status answers without a write. */
 export const decideSweepApplied = (row: SweepCandidate, now: Millis): SweepCandidateDecision<SweepApplyOutcome> =>
   row.status === "decided" ? changed("applied", bump(row, now, { status: "applied" })) : unchanged(NOT_DECIDED[row.status])
 
@@ -93,12 +77,7 @@ export type SweepApplyFailureOutcome =
   | "kept"
   | "undecided"
 
-/**
- * Counts a failed apply of a decided candidate and keeps its kind and
- * message. The failure that reaches `MAX_SWEEP_APPLY_ATTEMPTS` gives the
- * candidate up; attempts never go past it. A failure reported for a
- * candidate that is not decided changes nothing.
- */
+/** Counts a failed apply of a decided candidate with its kind and message; the one that reaches `MAX_SWEEP_APPLY_ATTEMPTS` gives it up. */
 export const decideSweepApplyFailure = (
   row: SweepCandidate,
   failure: SweepApplyFailure,
@@ -121,11 +100,7 @@ export const decideSweepApplyFailure = (
 /** What `rearmSweepCandidate` did. */
 export type SweepRearmOutcome = "rearmed" | "not-given-up"
 
-/**
- * A person re-arms a given-up candidate: open again, attempts back to zero,
- * decision cleared (it is made afresh); the last error stays for reference.
- * Any other candidate is left alone.
- */
+/** A person re-arms a given-up candidate: open, no attempts, no decision (the last error kept); any other is left alone. */
 export const decideSweepRearm = (row: SweepCandidate, now: Millis): SweepCandidateDecision<SweepRearmOutcome> =>
   row.status === "given_up"
     ? changed("rearmed", bump(row, now, { status: "open", outcome: null, applyAttempts: 0 }))

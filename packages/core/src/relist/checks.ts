@@ -3,13 +3,14 @@ import type { RelistReceiptInput, RelistScope } from "./RelistRun.js"
 import type { SweepApplyFailure } from "./candidates.js"
 import type { SweepCandidateIdentity } from "./SweepCandidate.js"
 import {
-  type Check,
   fieldOf,
+  fieldsOf,
   type InputShape,
   type ListTaking,
   oneOf,
   openShapeOf,
   optional,
+  partChecks,
   type Rule,
   Rules,
   shapeOf
@@ -31,32 +32,22 @@ export const RECEIPTS_TAKING: ListTaking = {
 }
 
 /** A keyset page (`{ after?, limit }`). */
-export const PAGE_SHAPE: InputShape = shapeOf(
-  allOptionNames<{ readonly after?: string | undefined; readonly limit: number }>()(["after", "limit"])
-)
+export const PAGE = fieldsOf<{ readonly after?: string; readonly limit: number }>("page", {
+  after: optional(Rules.id),
+  limit: Rules.positiveInt
+})
 
 /** The fields of a `SweepApplyFailure`. */
-export const APPLY_FAILURE_SHAPE: InputShape = shapeOf(allOptionNames<SweepApplyFailure>()(["kind", "message"]))
+export const APPLY_FAILURE = fieldsOf<SweepApplyFailure>("failure", { kind: Rules.id, message: Rules.text })
 
 /** The checks for a relist scope under `prefix`. */
-export const scopeChecks = (prefix: string, scope: unknown): ReadonlyArray<Check> => [
-  [prefix, scope, Rules.record],
-  ...(["ownerDID", "connectorName", "model", "accountKey"] as const).map((part): Check => [
-    `${prefix}.${part}`,
-    fieldOf(scope, part),
-    Rules.id
-  ])
-]
+export const scopeChecks = partChecks(["ownerDID", "connectorName", "model", "accountKey"])
 
 /** The checks for a candidate reference (`{ runID, sourceID }`) under `prefix`. */
-export const candidateRefChecks = (prefix: string, ref: unknown): ReadonlyArray<Check> => [
-  [prefix, ref, Rules.record],
-  [`${prefix}.runID`, fieldOf(ref, "runID"), Rules.id],
-  [`${prefix}.sourceID`, fieldOf(ref, "sourceID"), Rules.id]
-]
+export const candidateRefChecks = partChecks(["runID", "sourceID"])
 
 /** An array of receipts: objects with a non-empty `sourceID` and a `digest` string or null. */
-const receiptList: Rule = (value) => {
+export const receiptList: Rule = (value) => {
   if (!Array.isArray(value)) return "must be an array of receipts"
   for (let i = 0; i < value.length; i++) {
     const item: unknown = value[i]
@@ -69,9 +60,6 @@ const receiptList: Rule = (value) => {
   return undefined
 }
 
-/** The checks for a list of receipts under `field`. */
-export const receiptChecks = (field: string, receipts: unknown): ReadonlyArray<Check> => [[field, receipts, receiptList]]
-
 /** A fraction of a whole: a finite number from 0 to 1. */
 export const fraction: Rule = (value) =>
   typeof value === "number" && Number.isFinite(value) && value >= 0 && value <= 1
@@ -81,12 +69,6 @@ export const fraction: Rule = (value) =>
 /** A boolean. */
 export const flag: Rule = (value) => typeof value === "boolean" ? undefined : "must be a boolean"
 
-/** The checks for a keyset page (`{ after?, limit }`) under `prefix`. */
-export const pageChecks = (prefix: string, page: unknown): ReadonlyArray<Check> => [
-  [prefix, page, Rules.record],
-  [`${prefix}.after`, fieldOf(page, "after"), optional(Rules.id)],
-  [`${prefix}.limit`, fieldOf(page, "limit"), Rules.positiveInt]
-]
 
 /** A candidate kind filter. */
 export const candidateKind: Rule = oneOf("deleted", "diverged")

@@ -5,21 +5,15 @@ import type { SweepCandidate, SweepCandidateKind } from "./SweepCandidate.js"
 import { bump } from "../versioned.js"
 
 /**
- * The part of a watch the derivation reads: what is tracked, what was last
- * agreed with the provider, and the row's own write counter (`version`, bumped
- * by every write) with its creation time, which together say whether the row
- * was written since a run began.
+ * The part of a watch the derivation reads: what is tracked, its verified digest, and its `version` and `createdAt` (written
+ * since a run began?).
  */
 export type TrackedDocument = Pick<
   ProjectionWatch,
   "ownerDID" | "connectorName" | "model" | "accountKey" | "sourceID" | "documentID" | "verifiedStateDigest" | "version" | "createdAt"
 >
 
-/**
- * One tracked watch as a run found it when it started: its source, document
- * and the row's version and creation time at that moment. A run's baseline is
- * the scope's watches at its start, recorded in the starting transaction.
- */
+/** One tracked watch as a run found it at its start: the run's baseline is its scope's watches then. */
 export interface RelistBaselineEntry {
   /** The watched entity's source id. */
   readonly sourceID: string
@@ -39,12 +33,7 @@ export const baselineEntryOf = (watch: TrackedDocument): RelistBaselineEntry => 
   watchCreatedAt: watch.createdAt
 })
 
-/**
- * True when `watch` is, row for row, the one the run's baseline recorded:
- * same document, same version, same creation. Versions only grow and every
- * write bumps one, so no clock is involved: a watch created, re-created or
- * written in any way after the run started is never unchanged.
- */
+/** True when `watch` is the very row the baseline recorded (same document, version and creation): any write since makes it another. */
 export const isUnchangedSince = (entry: RelistBaselineEntry | undefined, watch: TrackedDocument): boolean =>
   entry !== undefined && entry.sourceID === watch.sourceID && entry.documentID === watch.documentID &&
   entry.watchVersion === watch.version && entry.watchCreatedAt === watch.createdAt
@@ -59,28 +48,13 @@ export interface DerivedSweepCandidate {
   readonly localDigest: Digest | null
 }
 
-/**
- * True when the run may judge the watch at all: the watch belongs to the
- * run's scope and is unchanged since the run started (`isUnchangedSince` its
- * baseline entry). A watch created or changed while the run was listing (a
- * write-back landed, a verifier settled it) may concern an entity the listing
- * had already passed, or moved within the listing's order, so this run says
- * nothing about it; the next run will. Wall-clock times play no part.
- */
+/** True when the run may judge the watch: it is in the run's scope and unchanged since the run started (no clock involved). */
 export const isJudgedBy = (run: RelistRun, watch: TrackedDocument, entry: RelistBaselineEntry | undefined): boolean =>
   sameRelistScope(run, watch) && isUnchangedSince(entry, watch)
 
 /**
- * The candidate rule for one tracked document of a complete run, given the
- * run's baseline entry and receipt for its source id (if any):
- *
- * - no receipt → `deleted`: the full listing did not see the entity;
- * - a receipt whose digest differs from the watch's verified digest →
- *   `diverged`: the provider changed it since both sides last agreed. The
- *   verified digest, not the current winner, is the local state compared:
- *   a local edit still on its way to the provider moves the winner but not
- *   the verified digest, and must not read as a provider-side change.
- *   Either digest unknown (`null`) → no judgement.
+ * The candidate rule for one judged document: no receipt is `deleted`; a receipt whose digest differs from the watch's verified
+ * one (not its winner: a local edit on its way moves that) is `diverged`; an unknown digest says nothing.
  */
 export const deriveCandidate = (
   run: RelistRun,
@@ -104,14 +78,8 @@ export interface SweepDerivation {
 }
 
 /**
- * Replaces a scope's candidates with what the completed `run` derives from
- * the scope's watches, its baseline (the watches as they were when it
- * started) and its receipts.
- *
- * Every previous row of the scope goes, except given-up ones: a given-up
- * case stays given up (attempts and last error kept) and, when the run
- * derives it again, follows the new run. Every other derived case starts
- * afresh: open, no attempts.
+ * Replaces a scope's candidates with what the completed `run` derives from its watches, baseline and receipts: given-up rows
+ * stay (following the new run when derived again), every other derived case starts open.
  */
 export const deriveSweepCandidates = (
   run: RelistRun,
@@ -165,34 +133,17 @@ export const deriveSweepCandidates = (
   }
 }
 
-/**
- * The most deletion candidates a run may yield under a safety limit of
- * `maxDeletionFraction` of its tracked set (rounded down; a hair of slack
- * absorbs floating-point error, so 0.29 of 100 allows 29).
- */
+/** The most deletions a run may yield under `maxDeletionFraction` of its tracked set (rounded down). */
 export const deletionAllowance = (tracked: number, maxDeletionFraction: number): number =>
   Math.floor(maxDeletionFraction * tracked + 1e-9)
 
-/**
- * The deletion safety limit a listing applies when its caller names none:
- * a complete run may not yield deletions of more than half its tracked set.
- * An empty or truncated listing that still reads "complete" would otherwise
- * turn every tracked document into a deletion candidate.
- */
+/** The deletion limit when the caller names none: half the tracked set (an empty listing that reads complete deletes nothing). */
 export const DEFAULT_MAX_DELETION_FRACTION = 0.5
 
-/**
- * The default limit holds runs that tracked at least this many documents; a
- * scope of one document may lose it without a refusal (one deletion is not
- * a mass deletion, and no fraction of one is meaningful).
- */
+/** The default limit holds runs that tracked at least this many documents (one deletion of one is no mass deletion). */
 export const DEFAULT_DELETION_LIMIT_MIN_TRACKED = 2
 
-/**
- * The fraction a listing of `run` is held to: the caller's, or by default
- * `DEFAULT_MAX_DELETION_FRACTION` once the run tracked at least
- * `DEFAULT_DELETION_LIMIT_MIN_TRACKED` documents; `undefined` for no limit.
- */
+/** The fraction a listing of `run` is held to: the caller's, or the default once it tracked enough documents; `undefined` for none. */
 export const deletionLimitFor = (run: RelistRun, maxDeletionFraction: number | undefined): number | undefined =>
   maxDeletionFraction ??
     ((run.trackedCount ?? 0) >= DEFAULT_DELETION_LIMIT_MIN_TRACKED ? DEFAULT_MAX_DELETION_FRACTION : undefined)

@@ -13,11 +13,7 @@ export class RelistRunNotFound extends Data.TaggedError("RelistRunNotFound")<{
   }
 }
 
-/**
- * Candidates were asked of a run that is not complete and current: still
- * listing, abandoned or superseded. Such a run yields no candidates, ever;
- * this is an error, never an empty list, so it cannot pass for "nothing to do".
- */
+/** Candidates were asked of a run that is not complete and current: it yields none, ever (an error, never an empty list). */
 export class RelistRunNotComplete extends Data.TaggedError("RelistRunNotComplete")<{
   readonly method: string
   readonly runID: string
@@ -28,11 +24,7 @@ export class RelistRunNotComplete extends Data.TaggedError("RelistRunNotComplete
   }
 }
 
-/**
- * The run found more deletions than the caller's safety limit allows
- * (`maxDeletionFraction` of the tracked set). Nothing was listed; a caller
- * that has checked may list anyway with `acceptDeletionsBeyondLimit`.
- */
+/** The run found more deletions than `maxDeletionFraction` of its tracked set allows; nothing was listed. */
 export class DeletionLimitExceeded extends Data.TaggedError("DeletionLimitExceeded")<{
   readonly runID: string
   readonly deletions: number
@@ -67,11 +59,7 @@ export class SweepOutcomeNotAllowed extends Data.TaggedError("SweepOutcomeNotAll
   }
 }
 
-/**
- * The candidate no longer stands: re-derived against the current watch and
- * operations, its reason is gone (`reason`, see `SweepCandidateWithdrawal`).
- * Nothing was recorded; do not act on it.
- */
+/** The candidate no longer stands (`reason`: see `SweepCandidateWithdrawal`); nothing was recorded: do not act on it. */
 export class SweepCandidateWithdrawn extends Data.TaggedError("SweepCandidateWithdrawn")<{
   readonly method: string
   readonly runID: string
@@ -85,12 +73,7 @@ export class SweepCandidateWithdrawn extends Data.TaggedError("SweepCandidateWit
   }
 }
 
-/**
- * The applier's own work (the `apply` callback of `applySweepCandidate`)
- * failed or threw. Its transaction rolled back: the candidate was not marked
- * applied and anything the callback wrote in that transaction is undone.
- * `cause` is what the callback failed with.
- */
+/** The `apply` callback of `applySweepCandidate` failed (`cause`): its transaction rolled back, nothing marked or written. */
 export class SweepApplyFailed extends Data.TaggedError("SweepApplyFailed")<{
   readonly method: string
   readonly runID: string

@@ -2,11 +2,7 @@ import type { Millis } from "../watch/ProjectionWatch.js"
 import { isCurrentRelistRun, isRelistRunListing, type RelistRun, type RelistScope, relistScopeOf } from "./RelistRun.js"
 import { bump, changed, type Decided, unchanged } from "../versioned.js"
 
-/**
- * What a run transition decided: an outcome, and the run to write when it
- * changes. `next` always carries `version + 1` and `updatedAt = now`; it is
- * written only if the stored version is still the one read.
- */
+/** What a run transition decided: an outcome, and the run to write at the version read. */
 export type RelistRunDecision<O extends string> = Decided<RelistRun, O>
 
 
@@ -18,11 +14,7 @@ export interface RelistStartDecision {
   readonly superseded: RelistRun | undefined
 }
 
-/**
- * Starts a run of `scope` with id `runID`. Whatever run was current (still
- * listing, or complete) is superseded: its runner can commit nothing more
- * and it yields no candidates from now on.
- */
+/** Starts a run of `scope` with id `runID`, superseding the current one (its runner commits nothing more, it yields no candidates). */
 export const decideRelistStart = (
   current: RelistRun | undefined,
   scope: RelistScope,
@@ -71,12 +63,7 @@ export interface SweepCheckpointInput {
   readonly complete?: boolean | undefined
 }
 
-/**
- * Decides a page commit. Only a listing run takes pages, and only its next
- * one: a runner of an older run, or one that lost the race for this page to
- * another runner of the same run, is stale and stores nothing. The page
- * that ends the listing completes the run (its cursor is cleared).
- */
+/** Decides a page commit: a listing run takes only its next page; the page that ends the listing completes the run. */
 export const decideSweepCheckpoint = (
   run: RelistRun,
   input: SweepCheckpointInput,
@@ -119,10 +106,7 @@ export const withCandidateCounts = (run: RelistRun, counts: SweepCandidateCounts
 /** What `abandonRelistRun` did. */
 export type RelistAbandonOutcome = "abandoned" | "already-ended"
 
-/**
- * Abandons a current run (listing or complete): it takes no more pages and
- * yields no candidates. An ended run stays as it is.
- */
+/** Abandons a current run: no more pages, no candidates; an ended run stays as it is. */
 export const decideRelistAbandon = (run: RelistRun, now: Millis): RelistRunDecision<RelistAbandonOutcome> =>
   isCurrentRelistRun(run)
     ? changed("abandoned", bump(run, now, { state: "abandoned", endedAt: now }))

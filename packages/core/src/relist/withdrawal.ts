@@ -1,24 +1,16 @@
 import type { OperationState } from "../operation/ConnectorOperation.js"
 import type { WatchIdentity } from "../watch/ProjectionWatch.js"
 import { isUnchangedSince, type RelistBaselineEntry, type TrackedDocument } from "./derivation.js"
+import { sameRelistScope } from "./RelistRun.js"
 import type { SweepCandidate } from "./SweepCandidate.js"
 
 /**
- * Why a candidate a complete run derived no longer stands:
+ * Why a derived candidate no longer stands (deletions and divergences alike):
  *
- * - `watch-gone`: no watch tracks the candidate's source any more (a finalize
- *   for another source on the same document superseded it, or it was removed);
- * - `watch-changed`: the watch was written after the run started (a committed
- *   write-back armed it, a verification settled it, a person re-armed it, it
- *   moved to another document), so what the run saw says nothing about it;
- * - `document-reused`: another watch now tracks the candidate's document (a
- *   new source): acting on the old source would act on the new one's document;
- * - `write-in-flight`: an operation naming the document is still attempted or
- *   reconcile-only: a write to it may be landing at the provider.
- *
- * The same reasons withdraw deletion and divergence candidates alike: a
- * divergence is judged against the verified digest the run saw, and any write
- * to the watch (above all a verification) replaces that basis.
+ * - `watch-gone`: no watch tracks its source any more;
+ * - `watch-changed`: the watch was written since the run started (armed, verified, re-armed, moved), so the run says nothing about it;
+ * - `document-reused`: another watch now tracks its document;
+ * - `write-in-flight`: an operation on the document is attempted or reconcile-only.
  */
 export type SweepCandidateWithdrawal = "watch-gone" | "watch-changed" | "document-reused" | "write-in-flight"
 
@@ -37,16 +29,9 @@ export interface SweepCandidateBasis {
   readonly documentOperations: ReadonlyArray<OperationState>
 }
 
-const sameIdentity = (a: WatchIdentity, b: WatchIdentity): boolean =>
-  a.ownerDID === b.ownerDID && a.connectorName === b.connectorName && a.model === b.model &&
-  a.accountKey === b.accountKey && a.sourceID === b.sourceID
+const sameIdentity = (a: WatchIdentity, b: WatchIdentity): boolean => sameRelistScope(a, b) && a.sourceID === b.sourceID
 
-/**
- * Re-derives a candidate against the current watch and operations:
- * `undefined` while it still stands, else why it is withdrawn (see
- * `SweepCandidateWithdrawal`, checked in that order). A withdrawn candidate is
- * not listed, and deciding or applying it is refused.
- */
+/** Re-derives a candidate against the current watch and operations: why it is withdrawn, or `undefined` while it stands. */
 export const withdrawalOf = (
   candidate: SweepCandidate,
   basis: SweepCandidateBasis

@@ -33,20 +33,11 @@ export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncState
 export type StorePorts = Transactor | WatchRepository | OperationRepository | WinnerReader | SyncStateRepository | PendingAuthRepository
   | RelistRepository | OperatorRepository | ProviderLimitRepository
 
-/**
- * The connector store's Effect API. Every read-decide-write runs in one
- * transaction (row locked, winner read under the lock, pure decision,
- * versioned write) and is retried whole on a lost race. Written once, over
- * the ports, for every adapter.
- */
+/** The connector store's Effect API over any adapter's ports: each read-decide-write is one transaction, retried on a lost race. */
 export class ConnectorStore extends Context.Tag("@connector-store/core/ConnectorStore")<ConnectorStore, ConnectorStoreApi>() {
   /**
-   * The store over whatever adapter provides the ports. Every method is
-   * instrumented once (see `instrumentApi`): its errors name it, it runs in a
-   * span `connector-store.<method>`. When the layer's scope closes, every
-   * call from then on fails with `StoreClosed`, and the scope's release
-   * waits for the calls already running to end before the adapter's
-   * connections go.
+   * The store over the adapter's ports, every method instrumented (`instrumentApi`); once the scope closes, calls fail with
+   * `StoreClosed` and the release waits for the running ones.
    */
   static readonly layer: Layer.Layer<ConnectorStore, never, StorePorts> = Layer.scoped(
     ConnectorStore,

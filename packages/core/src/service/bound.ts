@@ -7,17 +7,10 @@ export const DEFAULT_CALL_TIMEOUT_MS = 30_000
 /** How long `close()` waits for calls in flight when its options name no bound (5 s). */
 export const DEFAULT_CLOSE_TIMEOUT_MS = 5_000
 
-/**
- * What `close()` may take beyond its bound: forcing the calls still in
- * flight to end and releasing the connections under them.
- */
+/** What `close()` may take beyond its bound, ending the calls still in flight and releasing their connections. */
 export const CLOSE_MARGIN_MS = 1_000
 
-/**
- * How long a call that ran out waits, at most, for what it left running to
- * stop (a statement cancelled on the server, a connection closed) before
- * it answers: then nothing of it can apply after its answer.
- */
+/** How long a call that ran out waits at most for what it left running to stop, so nothing of it applies after its answer. */
 export const STOP_GRACE_MS = 250
 
 /** A call in flight under its bound: what ends it now, with `error`, when the store closes under it. */
@@ -26,21 +19,13 @@ export interface BoundedCall {
 }
 
 /**
- * A store's time bounds and the calls running under them. Every public
- * call (Effect API, Promise API, the lane) is bounded by `callTimeoutMs`
- * (on the Effect API, a winner reader written as an Effect is the caller's
- * own: its transaction is given up at the deadline, and the call fails once
- * it ends; see `PendingWait`); `endAll` ends those still running (a
- * `close()` past `closeTimeoutMs`).
+ * A store's time bounds and the calls running under them: every public call is bounded by `callTimeoutMs`, and `endAll` ends
+ * those still running (a late `close()`).
  */
 export interface CallBoundary {
   readonly callTimeoutMs: number
   readonly closeTimeoutMs: number
-  /**
-   * Runs `call` under the bound: it is ended with `callTimedOut` at
-   * `started + callTimeoutMs` (`performance.now()`; now by default) unless
-   * it leaves first.
-   */
+  /** Runs `call` under the bound: ended with `callTimedOut` at `started + callTimeoutMs` (`performance.now()`) unless it leaves first. */
   readonly enter: (call: BoundedCall, started?: number) => void
   /** `call` ended (answered or was ended); nothing of the bound is left for it. */
   readonly leave: (call: BoundedCall) => void
@@ -54,12 +39,7 @@ export interface CallBoundOptions {
   readonly closeTimeoutMs?: number | undefined
 }
 
-/**
- * The running calls and their deadlines, under one timer set for the
- * earliest: a call costs a map entry, not a timer of its own (a timer per
- * call cost a sixth of an asynchronous SQLite watch cycle). The timer holds
- * the process open only while a call runs.
- */
+/** The running calls and their deadlines under one timer for the earliest, holding the process open only while a call runs. */
 class Boundary implements CallBoundary {
   private readonly running = new Map<BoundedCall, number>()
   private timer: ReturnType<typeof setTimeout> | undefined
@@ -106,11 +86,7 @@ class Boundary implements CallBoundary {
 export const makeCallBoundary = (options: CallBoundOptions = {}): CallBoundary =>
   new Boundary(options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS, options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS)
 
-/**
- * The store's call boundary, read by the store's service and its Promise
- * facade: one per opened store. A store built without it bounds its calls
- * by the defaults.
- */
+/** The store's call boundary, one per opened store, read by its service and its Promise facade (the defaults without it). */
 export class CallBounds extends Context.Tag("@connector-store/core/CallBounds")<CallBounds, CallBoundary>() {
   /** A boundary of its own for each store built with it. */
   static readonly layer = (options: CallBoundOptions = {}): Layer.Layer<CallBounds> =>
@@ -121,11 +97,7 @@ export class CallBounds extends Context.Tag("@connector-store/core/CallBounds")<
 export const callBoundaryIn = (context: Context.Context<never>): CallBoundary | undefined =>
   Context.getOption(context as Context.Context<CallBounds>, CallBounds).pipe((found) => found._tag === "Some" ? found.value : undefined)
 
-/**
- * The failure of a call of `method` that ran past `ms`: a `PersistenceError`
- * of reason `timeout`. Nothing of the call was committed: its transaction
- * was rolled back, or its connection closed under it.
- */
+/** The failure of a call of `method` that ran past `ms`: a `PersistenceError` of reason `timeout`; nothing of it was committed. */
 export const callTimedOut = (method: string, ms: number): PersistenceError =>
   new PersistenceError({
     operation: method,
@@ -136,16 +108,9 @@ export const callTimedOut = (method: string, ms: number): PersistenceError =>
   })
 
 /**
- * `effect`, a call of `method`, ended within the boundary's `callTimeoutMs`.
- * It runs at once on a fiber of its own (the caller's context, fiber refs
- * and interruptibility): one that ends in that first step answers with no
- * timer at all. Otherwise a timer bounds it: at the deadline its fiber is
- * interrupted and the call fails with `callTimedOut` once that fiber has
- * stopped, or `STOP_GRACE_MS` later at most (a fiber stuck where it cannot
- * be interrupted, a commit on a dead network, ends in the background when
- * the adapter closes its connection). A `close()` past its own bound ends it with
- * `StoreClosed` the same way. Interrupting the caller interrupts the call
- * and waits for it, but never past its deadline.
+ * `effect`, a call of `method`, ended within the boundary's `callTimeoutMs`: it runs at once on a fiber of its own (no timer
+ * when that ends it); at the deadline the fiber is interrupted and the call fails once it stopped, `STOP_GRACE_MS` later at
+ * most. A late `close()` ends it likewise with `StoreClosed`.
  */
 export const bounded = <A, E, R>(
   boundary: CallBoundary,
@@ -204,13 +169,8 @@ export const bounded = <A, E, R>(
 const timedOutAfter = (ms: number) => (method: string): PersistenceError => callTimedOut(method, ms)
 
 /**
- * A call's deadline while it waits, inside its transaction, on a winner read
- * run on the caller's own fiber (the Effect API's direct path: no fiber of
- * its own to interrupt). A read of the store's own making (a Promise
- * reader) registers with `onExpire` and is woken at the deadline; a user's
- * Effect reader is not interrupted, but its transaction is given up then,
- * so the connection and its lock go on to the next call, and the call fails
- * with `error` once its read ends.
+ * A call's deadline while it waits in its transaction on a winner read run on the caller's fiber: a read of the store's own
+ * making is woken at the deadline; a user's Effect reader is not interrupted, but the transaction is given up then.
  */
 export interface WaitExpiry {
   /** The call's failure once its deadline passed (or the store closed under it); undefined before. */
@@ -226,10 +186,8 @@ const waitsByFiber = new WeakMap<Fiber.RuntimeFiber<unknown, unknown>, PendingWa
 export const pendingWaitOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): WaitExpiry | undefined => waitsByFiber.get(fiber)
 
 /**
- * The deadline of a wait of a call of `method` that started at `started`
- * (`performance.now()`), under `boundary`: at `started + callTimeoutMs`, or
- * when the store closes under it, `giveUp` runs (the transaction rolled
- * back) and the registered reads are woken. `leave` once the wait ended.
+ * The deadline of a wait of a call of `method` started at `started`: at `started + callTimeoutMs`, or a close, `giveUp` runs
+ * and the registered reads are woken.
  */
 export class PendingWait implements WaitExpiry, BoundedCall {
   error: unknown = undefined
@@ -292,11 +250,7 @@ const withinGrace = (awaitEnd: (done: () => void) => void, then: () => void): vo
   awaitEnd(once)
 }
 
-/**
- * A call of the lane (no fiber): `expired` once its deadline passed or the
- * store closed under it; `onEnd` is what stops the work it handed to a
- * fiber (the ports) when that happens.
- */
+/** A lane call (no fiber): `expired` once its deadline passed or the store closed; `onEnd` stops what it handed to the ports. */
 export interface LaneCall {
   expired: boolean
   onEnd: (() => void | Promise<unknown>) | undefined
@@ -304,11 +258,7 @@ export interface LaneCall {
 
 let sending: LaneCall | undefined
 
-/**
- * Runs `send` (a step of a lane call that sends statements outside any
- * transaction) with `call` as the call the adapter sends them for (see
- * `laneCallNow`).
- */
+/** Runs `send`, a step of a lane call sending statements outside a transaction, on `call`'s behalf (see `laneCallNow`). */
 export const onBehalfOf = <A>(call: LaneCall | undefined, send: () => A): A => {
   const outer = sending
   sending = call
@@ -319,18 +269,10 @@ export const onBehalfOf = <A>(call: LaneCall | undefined, send: () => A): A => {
   }
 }
 
-/**
- * The lane call on whose behalf a statement is being sent now, outside a
- * transaction: an adapter whose statement could outlive the call gives its
- * connection up when the call ends (`LaneCall.onEnd`). Read synchronously,
- * when the statement is sent; undefined outside such a step.
- */
+/** The lane call a statement is sent for now, outside a transaction: an adapter gives its connection up when that call ends. */
 export const laneCallNow = (): LaneCall | undefined => sending
 
-/**
- * `effect`, the part of a lane call handed to the ports, interrupted when
- * `call` ends (its deadline, a close), and never started once it has.
- */
+/** `effect`, the part of a lane call handed to the ports, interrupted when `call` ends and never started once it has. */
 export const endedWith = <A, E, R>(call: LaneCall | undefined, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   call === undefined ? effect : Effect.withFiberRuntime<A, E, R>((fiber) => {
     if (call.expired) return Effect.interrupt
@@ -339,12 +281,8 @@ export const endedWith = <A, E, R>(call: LaneCall | undefined, effect: Effect.Ef
   })
 
 /**
- * `answer`, the Promise of a lane call of `method`, bounded like `bounded`:
- * at the deadline (or when the store closes under it) `call` is marked
- * expired, so that the call commits nothing after, and ended
- * (`call.onEnd`: its transaction or statement given up, what it handed to
- * the ports interrupted); it rejects with `callTimedOut` (or
- * `StoreClosed`) once that is done, `STOP_GRACE_MS` later at most.
+ * `answer`, the Promise of a lane call of `method`, bounded like `bounded`: at the deadline or a close, `call` is marked
+ * expired and ended (`onEnd`), and it rejects once that is done, `STOP_GRACE_MS` later at most.
  */
 export const boundedPromise = <A>(boundary: CallBoundary, method: string, call: LaneCall, answer: Promise<A>): Promise<A> =>
   new Promise<A>((resolve, reject) => {

@@ -9,10 +9,8 @@ import { annotateSpanOf } from "./tracing.js"
 export type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
 
 /**
- * What a direct runner needs from the fiber it runs on: the time (the
- * fiber's clock, read synchronously; undefined for a reading the ports
- * must refuse), the metric labels, `restore` (the runner is called in an
- * uninterruptible region), and the span to tell the tries.
+ * What a direct runner needs from its fiber: the time (undefined for a reading the ports must refuse), the metric labels,
+ * `restore`, and the span.
  */
 export interface DirectContext {
   readonly now: () => Millis | undefined
@@ -22,11 +20,7 @@ export interface DirectContext {
   readonly tried: (attempts: number) => void
   /** `effect`, the rest of the call on the ports (a hand-over), under the call's bound (as it is without one). */
   readonly bounded: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E | PersistenceError>
-  /**
-   * The deadline of a winner read the call waits on inside its transaction
-   * (`giveUp` rolls that back; see `PendingWait`), or undefined for a call
-   * without a bound.
-   */
+  /** The deadline of a winner read the call waits on (`giveUp` rolls its transaction back), or undefined without a bound. */
   readonly pendingWait: (giveUp: () => void) => PendingWait | undefined
 }
 
@@ -59,11 +53,7 @@ class FiberDirectContext implements DirectContext {
   }
 }
 
-/**
- * The direct context of `fiber`, inside the uninterruptible region `restore`
- * belongs to (`labels`: the fiber's metric labels, when the caller has read
- * them), for a call under `call`'s bound (none when undefined).
- */
+/** The direct context of `fiber` in the uninterruptible region `restore` belongs to, for a call under `call`'s bound. */
 export const directContextOf = (
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
   restore: Restore,

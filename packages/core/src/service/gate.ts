@@ -1,13 +1,7 @@
 import { Effect, Exit, type Fiber, FiberRef } from "effect"
 import { ReentrantCall } from "../errors.js"
 
-/**
- * The door every public call goes through. While open it admits calls and
- * counts the ones in flight; `shut` refuses every call from then on and
- * completes when the last admitted call has left, so a store closes only
- * once nothing it admitted is still running, and no call is cut off
- * half-way.
- */
+/** The door every public call goes through: `shut` refuses new calls and completes when the admitted ones have left. */
 export interface CallGate {
   /** Admits one call: `false` once the gate is shut (the call must not run). */
   readonly enter: () => boolean
@@ -47,11 +41,7 @@ export const makeCallGate = (): CallGate => {
 /** `gate.shut()` as an Effect, for a layer's finalizer. */
 export const shutGate = (gate: CallGate): Effect.Effect<void> => Effect.promise(() => gate.shut())
 
-/**
- * The stores whose callbacks (a winner reader, a sweep candidate's apply)
- * are running around the current code, innermost first: each store as its
- * gate, or its Promise store as the token it hands its readers.
- */
+/** The stores whose callbacks (a winner reader, a candidate's apply) run around the current code, innermost first. */
 export interface InsideCallbacks {
   readonly store: object
   readonly outer: InsideCallbacks | undefined
@@ -63,10 +53,7 @@ export const isInsideCallbackOf = (inside: InsideCallbacks | undefined, store: o
   return false
 }
 
-/**
- * Which stores' callbacks the fiber runs inside. A forked fiber inherits
- * it; a joined one leaves its parent's as it was.
- */
+/** Which stores' callbacks the fiber runs inside; a forked fiber inherits it, a joined one leaves its parent's alone. */
 export const insideCallbacks: FiberRef.FiberRef<InsideCallbacks | undefined> = FiberRef.unsafeMake<InsideCallbacks | undefined>(
   undefined,
   { fork: (inside) => inside, join: (parent) => parent }
@@ -78,11 +65,7 @@ export const asCallbackOf = (gate: CallGate) => <A, E, R>(callback: Effect.Effec
   Effect.flatMap(FiberRef.getAndUpdate(insideCallbacks, (outer) => ({ store: gate, outer })), (outer) =>
     Effect.ensuring(callback, FiberRef.set(insideCallbacks, outer)))
 
-/**
- * A call of `method` on the store behind `gate` from inside one of that
- * store's own callbacks: it would wait for the transaction its caller holds,
- * so it fails at once with `ReentrantCall`. `undefined` for any other call.
- */
+/** A call of `method` made from inside the same store's callback, refused with `ReentrantCall`; `undefined` otherwise. */
 export const refusedReentry = (
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
   gate: CallGate,

@@ -11,11 +11,8 @@ import { type PortRunner, portRows, type Position, type ReadWinnerOf, runNow, ru
 const HOT: unique symbol = Symbol.for("@connector-store/core/hot")
 
 /**
- * A method that runs one transition (see `programs.ts`): how a call's
- * arguments become its transition, and how the Effect API runs one.
- * `instrumentApi` calls `prepare` once per call and then `run` inside the
- * call's own fiber step; the Promise facade runs the same transition on its
- * lane, handing it to `ports` when the lane cannot go on.
+ * A method that runs one transition: how its arguments become the transition (`prepare`, once per call), how the Effect API
+ * runs it, and how it goes on on the ports after a hand-over.
  */
 export interface HotSpec<Args extends ReadonlyArray<unknown>, A, E> {
   /** The call's transition, or the typed failure its arguments meet: the one place a call's input is checked. */
@@ -42,11 +39,7 @@ export const withHotSpec = <F extends object>(method: F, spec: HotSpec<ReadonlyA
 /** A prepared call's failure, told from its transition. */
 export const isPrepareFailure = <A, F, E>(prepared: Transition<A, F> | E): prepared is E => isTypedFailure(prepared)
 
-/**
- * The runners of a store's transitions, built once from its ports: `hot`
- * makes a hot method of a `prepare`, `onPorts` runs a transition on the
- * ports (for the methods that have no direct form).
- */
+/** The runners of a store's transitions, built once: `hot` makes a hot method of a `prepare`, `onPorts` runs on the ports. */
 export const makeRunners = Effect.gen(function*() {
   const watches = yield* WatchRepository
   const operations = yield* OperationRepository
@@ -58,12 +51,7 @@ export const makeRunners = Effect.gen(function*() {
   const onPorts = <A, F, W = never>(transition: Transition<A, F>, readWinner?: ReadWinnerOf<W>, at: Position = START) =>
     runOnPorts(ports, transition, readWinner, at)
 
-  /**
-   * A hot method: `prepare` checks the arguments and builds the transition;
-   * the transition runs on the direct database when the store has one (the
-   * ports once it is busy), else on the ports. `readWinner` reads the
-   * winners its programs ask for.
-   */
+  /** A hot method: `prepare` builds the transition, run on the direct database when there is one (the ports once it is busy). */
   const hot = <Args extends ReadonlyArray<unknown>, A, F, E, W = never>(
     prepare: (...args: Args) => Transition<A, F> | E,
     readWinner?: ReadWinnerOf<W>

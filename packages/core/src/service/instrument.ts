@@ -10,11 +10,7 @@ import { annotateSpanOf, isTraced } from "./tracing.js"
 /** The span of a public method is named `connector-store.<method>`. */
 export const SPAN_PREFIX = "connector-store."
 
-/**
- * The argument fields that identify what a call is about and may be put on
- * its span. Only these are read: secrets (a PKCE verifier, a payload, a
- * checkpoint) never reach a span, whatever the argument holds.
- */
+/** The argument fields a call's span may show: only these are read, so secrets never reach a span. */
 export const IDENTITY_FIELDS = [
   "ownerDID",
   "connectorName",
@@ -31,10 +27,7 @@ export const IDENTITY_FIELDS = [
 
 const plainArgs = Symbol.for("effect/Data/Error/plainArgs")
 
-/**
- * The error with `method` set to the public method called, unless it already
- * names one. A tagged error is rebuilt (same class, same fields), never mutated.
- */
+/** The error with `method` set to the public method called (unless it names one), rebuilt, never mutated. */
 export const nameMethod = (method: string) => (error: unknown): unknown => {
   if (typeof error !== "object" || error === null || !(plainArgs in error)) return error
   if ((error as { readonly method?: unknown }).method !== undefined) return error
@@ -55,10 +48,7 @@ export const identityAttributes = (args: ReadonlyArray<unknown>): Record<string,
   return attributes
 }
 
-/**
- * The outcome word of a successful call's value: its outcome string, or
- * `ok` (a read's answer, found or not: an `Option` is not an outcome).
- */
+/** The outcome word of a successful call's value: its outcome string, or `ok`. */
 const successOutcome = (value: unknown): string => {
   if (typeof value === "string") return value
   if (Option.isOption(value)) return "ok"
@@ -113,12 +103,8 @@ const methodSpec = (method: string): MethodSpec => {
 }
 
 /**
- * One call of a public method. Everything per call happens in one fiber
- * step and one exit handler (no chain of combinators): the gate (a call
- * of a closed store fails with `StoreClosed`; an admitted one leaves the
- * gate when it ends, however it ends), the call, and on exit the error's
- * refinement (see `refine`), the metric updates and the span's outcome. The
- * span itself is only made when a tracer is installed.
+ * One call of a public method, in one fiber step and one exit handler: the gate, the call, and on exit the refined error,
+ * metrics and the span's outcome (a span only with a tracer).
  */
 const instrumentCall = (
   spec: MethodSpec,
@@ -150,11 +136,7 @@ const UNBOUNDED: ReadonlySet<string> = new Set(["awaitWork"])
 /** What a call the gate refused does when it ends: nothing (it never entered). */
 const stayedOut = (): void => {}
 
-/**
- * How a call of `spec` started at `started` on `fiber` ends: `leave` (the
- * gate, for an admitted call), its error refined, metrics and the span's
- * outcome recorded.
- */
+/** How a call ends: `leave` (the gate), its error refined, metrics and the span's outcome recorded. */
 const outcomesOf = (spec: MethodSpec, fiber: Fiber.RuntimeFiber<unknown, unknown>, started: number, leave: () => void) => ({
   onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<never, unknown> => {
     leave()
@@ -212,12 +194,8 @@ const countCall = (spec: MethodSpec, labels: ReadonlyArray<MetricLabel.MetricLab
 }
 
 /**
- * An instrumented call of a hot method (see `HotSpec`): its arguments
- * prepared once, then its transition run in this same fiber step (plus a
- * continuation when a winner read suspends or the database is busy), with
- * the gate, refinement and metrics of `instrumentCall`. A call that
- * finished at once is settled here without building the continuation's
- * handlers. With a tracer installed, the same runs inside the method's span.
+ * An instrumented call of a hot method: its arguments prepared once and its transition run in this fiber step, with
+ * `instrumentCall`'s gate, refinement and metrics; a call that finished at once is settled without a continuation.
  */
 const instrumentHot = (
   spec: MethodSpec,
@@ -256,14 +234,7 @@ const instrumentHot = (
     )
   })
 
-/**
- * Counts calls of `method` made outside a fiber (the Promise facade's
- * direct lane) in the same `StoreMetrics` series as instrumented calls:
- * `succeeded` and `failed` take the call's start (`performance.now()`) and
- * the runtime's metric labels, and answer the outcome they counted. A
- * failure that is not a tagged error counts as a defect, as it does on the
- * Effect path.
- */
+/** Counts calls of `method` made outside a fiber (the lane) in the same series as instrumented calls; answers the outcome counted. */
 export const callMetrics = (method: string) => {
   const spec = methodSpec(method)
   return {
@@ -278,12 +249,8 @@ const OUTCOME = `${SPAN_PREFIX}outcome`
 const NOT_A_FAILURE: unique symbol = Symbol("not a failure")
 
 /**
- * The error a failed call fails with: a bad reading of an injected clock
- * (it dies inside the clock) becomes the caller's typed `InvalidClockReading`,
- * and a row an adapter could not decode (it dies inside the port's read) its `CorruptRow`;
- * the first failure of the cause is kept (as `Effect.mapError` would) with
- * `method` naming the public method. `NOT_A_FAILURE` when the cause holds
- * neither (a defect, an interruption): it is passed on as it is.
+ * The error a failed call fails with, naming the method: an injected clock's bad reading and an undecodable row (defects inside
+ * the ports) become `InvalidClockReading` and `CorruptRow`; `NOT_A_FAILURE` for a cause with neither.
  */
 const refine = (spec: MethodSpec, cause: Cause.Cause<unknown>): unknown => {
   const defect = Cause.dieOption(cause)
@@ -295,13 +262,8 @@ const refine = (spec: MethodSpec, cause: Cause.Cause<unknown>): unknown => {
 }
 
 /**
- * The API with every method wrapped once, generically: every call goes
- * through `gate`, so a call once it is shut fails with `StoreClosed` and
- * shutting it waits for the calls admitted before; a bad reading of an injected clock
- * fails with `InvalidClockReading`; every error names the public method
- * (`method`); each call runs in a span `connector-store.<method>` with its
- * identity and outcome (when a tracer is installed: with Effect's default,
- * which exports nowhere, no span is made), and counts in `StoreMetrics`.
+ * The API with every method wrapped once: calls go through `gate` (`StoreClosed` once shut), errors name their method, and each
+ * call is counted in `StoreMetrics` and spanned `connector-store.<method>` when a tracer is installed.
  */
 export const instrumentApi = <Api extends object>(api: Api, gate: CallGate, boundary: CallBoundary = makeCallBoundary()): Api => {
   const out: Record<string, unknown> = {}

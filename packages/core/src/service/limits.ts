@@ -52,17 +52,9 @@ type WriteErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted |
 
 /** The provider limits half of the store's Effect API: per-scope pauses and concurrency caps, shared through the database. */
 export interface LimitMethods {
-  /**
-   * Sets the scope's cap on live operation leases (`maxInFlight`), or clears
-   * it with null; answers the scope's limits as they now stand. Claims honour
-   * it on a store that enforces provider limits.
-   */
+  /** Sets (or with null clears) the scope's cap on live operation leases; answers its limits as they now stand. */
   readonly setProviderLimit: (limit: ProviderLimitInput) => Effect.Effect<ProviderLimit, WriteErrors>
-  /**
-   * Pauses the scope until `until`: no operation of it is leased before
-   * then. A pause never shortens a later one already in place (the later end
-   * stands, with its status); answers the scope's limits as they now stand.
-   */
+  /** Pauses the scope until `until` (never shortening a later pause); answers its limits as they now stand. */
   readonly pauseProvider: (pause: ProviderPauseInput) => Effect.Effect<ProviderLimit, WriteErrors>
   /** Lifts the scope's pause at once (its cap stays); none when the scope has no limits row. */
   readonly resumeProvider: (scope: ProviderScope) => Effect.Effect<Option.Option<ProviderLimit>, WriteErrors>
@@ -143,13 +135,7 @@ export const makeLimitMethods = Effect.gen(function*() {
   return methods
 })
 
-/**
- * The limited forms of the operation transitions that provider limits
- * touch, for a store that enforces them (see `ProviderLimitEnforcement`).
- * Each runs on the ports; a transaction locks the operation's row before
- * any limits row, as every transaction that takes both does, so two never
- * wait on each other.
- */
+/** The operation transitions provider limits touch, on the ports, the operation's row locked before any limits row. */
 export const makeLimitedOperations = Effect.gen(function*() {
   const limits = yield* ProviderLimitRepository
   const operations = yield* OperationRepository
@@ -172,10 +158,8 @@ export const makeLimitedOperations = Effect.gen(function*() {
         decideClaimLimit(rows, (row) => loads.get(scopeKey(row.scope)), now)))
 
   /**
-   * A claim in one transaction: the operation's row locked, then (when the
-   * plain claim would lease) its scopes' limits locked and their live
-   * leases counted after the lock is held, so two runners cannot both take
-   * a scope's last slot; `decideLimitedClaim` decides.
+   * A claim in one transaction: the row locked, then (when it would lease) its scopes' limits locked and live leases counted
+   * under that lock, so two runners cannot both take a scope's last slot.
    */
   const claimLocked = (input: ClaimOperationInput): Effect.Effect<ClaimResult, PersistenceError | IdempotencyConflict | ConcurrentUpdateExhausted> =>
     retryOnLostRace("claimOperation", formatOperationKey(input), withTransaction(Effect.gen(function*() {
@@ -193,12 +177,7 @@ export const makeLimitedOperations = Effect.gen(function*() {
       return decision.result
     })))
 
-  /**
-   * `claimOperation` under limits: the account's and connector's limits read
-   * first, unlocked; while none of them can limit a claim (no pause in
-   * force, no cap), the claim is `plain`'s (a limit set meanwhile is as if
-   * set just after the claim). Otherwise the locked claim decides.
-   */
+  /** `claimOperation` under limits: the plain claim while none of the account's limits can hold it, else the locked claim. */
   const claim = <E>(
     input: ClaimOperationInput,
     plain: (input: ClaimOperationInput) => Effect.Effect<ClaimResult, E>
@@ -209,11 +188,7 @@ export const makeLimitedOperations = Effect.gen(function*() {
           ? claimLocked(input) as Effect.Effect<ClaimResult, E | PersistenceError | IdempotencyConflict | ConcurrentUpdateExhausted>
           : plain(input)))
 
-  /**
-   * `recordAttemptFailure` of a retryable 429: the failure decided on the
-   * locked row, and its account paused (`pauseAfterFailure`, combined with
-   * the pause in place by `decidePause`) in the same transaction.
-   */
+  /** `recordAttemptFailure` of a retryable 429: the failure decided and its account paused in one transaction. */
   const attemptFailure = (
     key: OperationKey,
     failure: AttemptFailure,
@@ -234,16 +209,9 @@ export const makeLimitedOperations = Effect.gen(function*() {
     })))
 
   /**
-   * The body of a batch claim under limits, inside the caller's
-   * transaction: the limits that can apply read first (unlocked), and the
-   * paused and full scopes kept out of the lock-read of due rows; then, page
-   * by page, the capped scopes of the rows read are locked (in key order
-   * across pages), their live leases counted under that lock, and the rows
-   * decided as
-   * `decideDueClaim` decides them, each lease admitted only while its
-   * scopes have room (`admitUnderLimits`). A page that left rows out (or
-   * passed over corrupt ones) is followed by the next, with the scopes it
-   * filled kept out too, at most `pages` pages in all.
+   * A batch claim under limits, in the caller's transaction: paused and full scopes kept out of the read; page by page, the
+   * capped scopes reached are locked (in key order across pages) with their live leases counted, and each lease admitted while
+   * its scopes have room (`admitUnderLimits`), at most `pages` pages.
    */
   const claimDue = (
     limit: number,

@@ -14,11 +14,7 @@ const keys = {
   })
 } as const
 
-/**
- * The store's Effect metrics. They are recorded whatever the metric backend
- * (Effect keeps them in its registry; `@effect/opentelemetry` exports them).
- * Every series is tagged with `method`, the public method called.
- */
+/** The store's Effect metrics, recorded whatever the backend, each series tagged `method`. */
 export const StoreMetrics = {
   /** Calls per public method, tagged `outcome`: the success outcome or the error's `_tag`. */
   calls: Metric.fromMetricKey(keys.calls),
@@ -36,13 +32,7 @@ export const StoreMetrics = {
   corruptRowsSkipped
 } as const
 
-/**
- * One series of a `StoreMetrics` metric with its tags fixed (in this order),
- * as the same series `Metric.tagged(StoreMetrics.x, …)` reads. Built once and
- * kept: `Metric.tagged` composes a new key on every update (hashing it and
- * looking it up in the registry each time), while a series built from its
- * full key finds its registry entry once.
- */
+/** One series of a `StoreMetrics` metric with its tags fixed, built once from its full key (cheaper than `Metric.tagged`). */
 export const storeSeries = <K extends keyof typeof keys>(
   metric: K,
   tags: ReadonlyArray<readonly [string, string]>

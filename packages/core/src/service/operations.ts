@@ -2,7 +2,7 @@ import { Effect, Option, Random } from "effect"
 import {
   type ConcurrentUpdateExhausted,
   type CorruptRow,
-  InvalidInput,
+  type InvalidInput,
   type PersistenceError,
   type WinnerReaderMissing,
   type WinnerReadFailed
@@ -12,22 +12,17 @@ import {
   asStoredJson,
   CLAIM_SHAPE,
   claimChecks,
-  DEFAULT_TRACKED_PAGE,
-  FAILURE_SHAPE,
-  failureChecks,
-  FINALIZE_DELETE_SHAPE,
-  FINALIZE_SHAPE,
-  finalizeChecks,
-  finalizeDeleteChecks,
+  FAILURE,
+  FINALIZE,
+  FINALIZE_DELETE,
   KEY_SHAPE,
   keyChecks,
-  MARK_SENT_SHAPE,
-  runnerChecks,
-  renewChecks,
-  trackedChecks
+  MARK_SENT,
+  RENEW,
+  TRACKED
 } from "../operation/checks.js"
 import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
-import type { ConnectorOperation, OperationKey, OperationState } from "../operation/ConnectorOperation.js"
+import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
 import { OperationEntropy } from "../operation/entropy.js"
 import type { FinalizeDeleteInput, FinalizeDeleteResult, FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
 import type { IdempotencyConflict } from "../operation/IdempotencyConflict.js"
@@ -39,14 +34,15 @@ import {
   encodeCursor,
   isVisibleTo,
   positionOf,
+  type TrackedQuery,
   writeStatesOf
 } from "../operation/reads.js"
-import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
+import type { CorruptRowReport } from "../ports/CorruptRows.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
-import { allOptionNames } from "../optionNames.js"
-import { type Check, firstProblem, type InputShape, LIST, preparing, Rules, shapeOf, taking, validate, validated } from "../validation.js"
+import { firstProblem, LIST, preparing, Rules, taking, validated } from "../validation.js"
 import { makeRunners } from "./hot.js"
+import { cursorOf, paged } from "./paging.js"
 import { operationTransitions } from "./programs.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 import { ProviderLimitEnforcement } from "../limits/ProviderLimit.js"
@@ -61,12 +57,7 @@ export interface RenewLeaseOptions {
 }
 
 /** The filter of `listTrackedOperations`. Empty `documentIDs` or `states` lists match nothing. */
-export interface TrackedOperationFilter {
-  /** Only operations this DID called or owns. */
-  readonly visibleTo: string
-  readonly documentIDs?: ReadonlyArray<string> | undefined
-  readonly states?: ReadonlyArray<OperationState> | undefined
-  readonly connectorName?: string | undefined
+export interface TrackedOperationFilter extends Omit<TrackedQuery, "limit" | "after"> {
   /** Page size (default 50, at most 500). */
   readonly limit?: number | undefined
   /** The `nextCursor` of the previous page. */
@@ -77,13 +68,7 @@ export interface TrackedOperationFilter {
 export interface TrackedOperationsPage {
   readonly operations: ReadonlyArray<ConnectorOperation>
   readonly nextCursor: string | null
-  /**
-   * The rows of this page left out because they cannot be decoded (each also
-   * logged as a warning and counted in `StoreMetrics.corruptRowsSkipped`);
-   * empty when every row decoded. A page may then hold fewer operations than
-   * asked for, and a corrupt row after the page's last operation is reported
-   * again with the next page.
-   */
+  /** The rows of this page left out because they cannot be decoded (reported again with the next page if after it). */
   readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 
@@ -94,42 +79,27 @@ type ReadErrors = InvalidInput | PersistenceError
 /** The write-back operation half of the store's Effect API. */
 export interface OperationMethods {
   /**
-   * Creates or converges on the operation of an idempotency key (see
-   * `decideOperationClaim`). On a store that enforces provider limits, a
-   * claim that would lease an operation of a paused scope, or of one at its
-   * cap, answers `scheduled` with `limitedBy` instead (see `decideLimitedClaim`).
+   * Creates or converges on the operation of an idempotency key (`decideOperationClaim`); under provider limits a claim they
+   * hold is `scheduled` with `limitedBy`.
    */
   readonly claimOperation: (input: ClaimOperationInput) => Effect.Effect<ClaimResult, RunnerErrors | IdempotencyConflict>
   /** Extends the caller's lease (a heartbeat during a long provider call). */
   readonly renewOperationLease: (key: OperationKey, options: RenewLeaseOptions) => Effect.Effect<RenewResult, RunnerErrors>
-  /**
-   * Counts the attempt and records the run's send marker before the request leaves: from then on a crash
-   * leaves the operation in doubt instead of sending it again blindly.
-   */
+  /** Counts the attempt before the request leaves: a crash then leaves the operation in doubt, never re-sent blindly. */
   readonly markOperationSent: (
     key: OperationKey,
     options: { readonly leaseToken: string }
   ) => Effect.Effect<MarkSentResult, RunnerErrors>
-  /**
-   * Records a failed attempt and releases the lease (see `decideAttemptFailure`).
-   * On a store that enforces provider limits, a retryable 429 also pauses
-   * the operation's account for every runner (see `pauseAfterFailure`).
-   */
+  /** Records a failed attempt and releases the lease (`decideAttemptFailure`); under limits a 429 pauses the account. */
   readonly recordAttemptFailure: (key: OperationKey, options: AttemptFailure) => Effect.Effect<AttemptFailureResult, RunnerErrors>
-  /**
-   * Commits the operation and arms its projection watch in one transaction
-   * (see `FinalizeResult`); a stale lease holder changes nothing.
-   */
+  /** Commits the operation and arms its watch in one transaction (see `FinalizeResult`). */
   readonly finalizeOperationAndArmWatch: (
     key: OperationKey,
     options: FinalizeOperationInput
   ) => Effect.Effect<FinalizeResult, RunnerErrors | WinnerReaderMissing | WinnerReadFailed>
   /**
-   * Commits a delete write-back and retires the deleted entity's watch in
-   * one transaction (see `FinalizeDeleteResult`); a stale lease holder
-   * changes nothing. A key that names a create or an update is refused with
-   * `InvalidInput` (finalize those with `finalizeOperationAndArmWatch`, which
-   * likewise refuses a delete).
+   * Commits a delete and retires its entity's watch in one transaction (see `FinalizeDeleteResult`); a key of a create or
+   * update is refused with `InvalidInput`.
    */
   readonly finalizeDeleteOperation: (
     key: OperationKey,
@@ -150,26 +120,9 @@ export interface OperationMethods {
   ) => Effect.Effect<ReadonlyMap<string, DocumentWriteState>, ReadErrors>
 }
 
-/** The checks of `markOperationSent`'s arguments. */
-const markSentChecks = (key: OperationKey, options: unknown): ReadonlyArray<Check> => [...keyChecks("key", key), ...runnerChecks(options)]
-
-/** The checks of `finalizeOperationAndArmWatch`'s arguments. */
-const finalizeOperationChecks = (key: OperationKey, options: FinalizeOperationInput): ReadonlyArray<Check> => [
-  ...keyChecks("key", key),
-  ...runnerChecks(options, finalizeChecks(options))
-]
-
 /** A finalize's input as stored (a snapshot already: only absence is filled in). */
 const storedFinalize = (options: FinalizeOperationInput): FinalizeOperationInput =>
   options.resultEntity === undefined ? { ...options, resultEntity: asStoredJson(undefined) } : options
-
-/** The options of `renewOperationLease`. */
-const RENEW_SHAPE: InputShape = shapeOf(allOptionNames<RenewLeaseOptions>()(["leaseToken", "leaseMs"]))
-/** The fields of a `TrackedOperationFilter`; its lists are read once. */
-const TRACKED_SHAPE: InputShape = shapeOf(
-  allOptionNames<TrackedOperationFilter>()(["visibleTo", "documentIDs", "states", "connectorName", "limit", "cursor"]),
-  { documentIDs: LIST, states: LIST }
-)
 
 const KEY_NAMES = ["key", "options"]
 const KEY_ONLY = [KEY_SHAPE]
@@ -194,27 +147,28 @@ export const makeOperationMethods = Effect.gen(function*() {
     claimOperation: limited === undefined ? claim : taking("claimOperation", ["input"], [CLAIM_SHAPE], (input: ClaimOperationInput) =>
       validated("claimOperation", claimChecks(input), () => limited.claim(input, claim))),
 
-    renewOperationLease: hot(preparing("renewOperationLease", KEY_NAMES, [KEY_SHAPE, RENEW_SHAPE], (key: OperationKey, options: RenewLeaseOptions) =>
-      firstProblem("renewOperationLease", [...keyChecks("key", key), ...runnerChecks(options, renewChecks(options))]) ??
+    renewOperationLease: hot(preparing("renewOperationLease", KEY_NAMES, [KEY_SHAPE, RENEW.shape], (key: OperationKey, options: RenewLeaseOptions) =>
+      firstProblem("renewOperationLease", RENEW.checks(options, keyChecks("key", key))) ??
         transitions.renew(key, options.leaseToken, options.leaseMs ?? policy.leaseMs))),
 
-    markOperationSent: hot(preparing("markOperationSent", KEY_NAMES, [KEY_SHAPE, MARK_SENT_SHAPE], (key: OperationKey, options: { readonly leaseToken: string }) =>
-      firstProblem("markOperationSent", markSentChecks(key, options)) ?? transitions.markSent(key, options.leaseToken))),
+    markOperationSent: hot(preparing("markOperationSent", KEY_NAMES, [KEY_SHAPE, MARK_SENT.shape], (key: OperationKey, options: { readonly leaseToken: string }) =>
+      firstProblem("markOperationSent", MARK_SENT.checks(options, keyChecks("key", key))) ??
+        transitions.markSent(key, options.leaseToken))),
 
-    recordAttemptFailure: taking("recordAttemptFailure", KEY_NAMES, [KEY_SHAPE, FAILURE_SHAPE], (key: OperationKey, options: AttemptFailure) =>
-      validated("recordAttemptFailure", [...keyChecks("key", key), ...runnerChecks(options, failureChecks(options))], () =>
+    recordAttemptFailure: taking("recordAttemptFailure", KEY_NAMES, [KEY_SHAPE, FAILURE.shape], (key: OperationKey, options: AttemptFailure) =>
+      validated("recordAttemptFailure", FAILURE.checks(options, keyChecks("key", key)), () =>
         Effect.flatMap(Random.next, (random) =>
           limited !== undefined && options.kind === "retryable" && options.httpStatus === TOO_MANY_REQUESTS
             ? limited.attemptFailure(key, options, random)
             : onPorts(transitions.attemptFailure(key, options, random))))),
 
-    finalizeOperationAndArmWatch: hot(preparing("finalizeOperationAndArmWatch", KEY_NAMES, [KEY_SHAPE, FINALIZE_SHAPE], (key: OperationKey, options: FinalizeOperationInput) =>
-      firstProblem("finalizeOperationAndArmWatch", finalizeOperationChecks(key, options)) ??
+    finalizeOperationAndArmWatch: hot(preparing("finalizeOperationAndArmWatch", KEY_NAMES, [KEY_SHAPE, FINALIZE.shape], (key: OperationKey, options: FinalizeOperationInput) =>
+      firstProblem("finalizeOperationAndArmWatch", FINALIZE.checks(options, keyChecks("key", key))) ??
         (finalizeReader._tag === "Left" ? finalizeReader.left : transitions.finalize(key, storedFinalize(options)))),
       finalizeReader._tag === "Right" ? finalizeReader.right : undefined),
 
-    finalizeDeleteOperation: hot(preparing("finalizeDeleteOperation", KEY_NAMES, [KEY_SHAPE, FINALIZE_DELETE_SHAPE], (key: OperationKey, options: FinalizeDeleteInput) =>
-      firstProblem("finalizeDeleteOperation", [...keyChecks("key", key), ...runnerChecks(options, finalizeDeleteChecks(options))]) ??
+    finalizeDeleteOperation: hot(preparing("finalizeDeleteOperation", KEY_NAMES, [KEY_SHAPE, FINALIZE_DELETE.shape], (key: OperationKey, options: FinalizeDeleteInput) =>
+      firstProblem("finalizeDeleteOperation", FINALIZE_DELETE.checks(options, keyChecks("key", key))) ??
         transitions.finalizeDelete(key, options))),
 
     getOperation: taking("getOperation", KEY_NAMES, KEY_ONLY, (key: OperationKey) =>
@@ -224,35 +178,21 @@ export const makeOperationMethods = Effect.gen(function*() {
       validated("getOperationByNodeKey", [["nodeKey", nodeKey, Rules.id], ["viewerDID", viewerDID, Rules.id]], () =>
         Effect.map(operations.getByNodeKey(nodeKey), Option.filter((row) => isVisibleTo(row, viewerDID)))),
 
-    listTrackedOperations: taking("listTrackedOperations", ["filter"], [TRACKED_SHAPE], (filter: TrackedOperationFilter) =>
-      Effect.gen(function*() {
-        yield* validate("listTrackedOperations", trackedChecks(filter))
-        const after = filter.cursor === undefined ? undefined : decodeCursor(filter.cursor)
-        if (filter.cursor !== undefined && after === undefined) {
-          return yield* new InvalidInput({
-            method: "listTrackedOperations",
-            field: "filter.cursor",
-            reason: "is not a cursor this store returned"
-          })
-        }
-        const limit = filter.limit ?? DEFAULT_TRACKED_PAGE
-        const [rows, corrupt] = yield* collectCorruptRows(operations.listTracked({
-          visibleTo: filter.visibleTo,
-          documentIDs: filter.documentIDs,
-          states: filter.states,
-          connectorName: filter.connectorName,
-          limit: limit + 1,
-          after
-        }))
-        const page = rows.slice(0, limit)
-        const last = page[page.length - 1]
-        return {
-          operations: page,
-          // The rows left out count towards the limit + 1 read: more follow the page's last operation.
-          nextCursor: rows.length + corrupt.length > limit && last !== undefined ? encodeCursor(positionOf(last)) : null,
-          corrupt
-        }
-      })),
+    listTrackedOperations: taking("listTrackedOperations", ["filter"], [TRACKED.shape], (filter: TrackedOperationFilter) =>
+      validated("listTrackedOperations", TRACKED.checks(filter), () =>
+        Effect.flatMap(cursorOf("listTrackedOperations", filter.cursor, decodeCursor), (after) =>
+          Effect.map(
+            paged(filter.limit, (limit) =>
+              operations.listTracked({
+                visibleTo: filter.visibleTo,
+                documentIDs: filter.documentIDs,
+                states: filter.states,
+                connectorName: filter.connectorName,
+                limit,
+                after
+              }), (last) => encodeCursor(positionOf(last))),
+            ({ items, nextCursor, corrupt }) => ({ operations: items, nextCursor, corrupt })
+          )))),
 
     getDocumentWriteStates: taking("getDocumentWriteStates", ["documentIDs"], [LIST], (documentIDs: ReadonlyArray<string>) =>
       validated("getDocumentWriteStates", [["documentIDs", documentIDs, Rules.ids]], () => {

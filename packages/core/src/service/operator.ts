@@ -1,7 +1,7 @@
 import type { OperatorOperationFields, OperatorWatchFields } from "../operator/queries.js"
 import { Clock, Effect, Option } from "effect"
 import { type ConcurrentUpdateExhausted, InvalidInput, type PersistenceError, type WinnerReadFailed } from "../errors.js"
-import { asStoredJson, DEFAULT_TRACKED_PAGE, KEY_SHAPE, keyChecks } from "../operation/checks.js"
+import { asStoredJson, KEY_SHAPE, keyChecks } from "../operation/checks.js"
 import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
 import { decodeCursor, encodeCursor, positionOf } from "../operation/reads.js"
 import { decideRetry } from "../operation/retry.js"
@@ -9,10 +9,8 @@ import type { SettleOperationInput, SettleResult } from "../operation/settle.js"
 import {
   OPERATION_FILTER_SHAPE,
   operationFilterChecks,
-  OPERATOR_RELEASE_SHAPE,
-  operatorReleaseChecks,
-  REARM_SHAPE,
-  rearmChecks,
+  OPERATOR_RELEASE,
+  REARM,
   RELIST_FILTER_SHAPE,
   relistFilterChecks,
   SETTLE_SHAPE,
@@ -32,22 +30,23 @@ import {
 } from "../operator/cursors.js"
 import { type OperatorSyncState, type OperatorSyncStateFields, toOperatorSyncState } from "../operator/syncStates.js"
 import { SyncStateRepository } from "../ports/SyncStateRepository.js"
+import { syncStateKeyChecks } from "../syncstate/checks.js"
 import { decideOperatorReleaseSyncLease } from "../syncstate/release.js"
 import { formatSyncStateKey } from "../syncstate/SyncState.js"
 import { OperatorActionRefused, OperatorTargetNotFound } from "../operator/errors.js"
 import type { StoreStatus } from "../operator/status.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
-import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
 import { OperatorRepository } from "../ports/OperatorRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
-import { Rules, taking, validated } from "../validation.js"
+import { identityChecks, Rules, taking, validated } from "../validation.js"
 import { IDENTITY_SHAPE } from "../watch/checks.js"
 import { type Digest, formatWatchIdentity, type Millis, type ProjectionWatch, type WatchIdentity } from "../watch/ProjectionWatch.js"
 import { decideArm } from "../watch/transitions.js"
 import { makeRunners } from "./hot.js"
+import { cursorOf, type OperatorPage, paged } from "./paging.js"
 import { settleTransition } from "./programs.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 import { singleWinnerReader } from "./winners.js"
@@ -77,27 +76,12 @@ export type OperatorSyncLeaseReleaseResult =
   | { readonly outcome: "released"; readonly was: "held" | "stale"; readonly state: OperatorSyncState }
   | { readonly outcome: "not-held"; readonly state: OperatorSyncState }
 
-/** One page of an operator list; `nextCursor` is null on the last page. */
-export interface OperatorPage<A> {
-  readonly items: ReadonlyArray<A>
-  readonly nextCursor: string | null
-  /**
-   * The rows of this page left out because they cannot be decoded (each also
-   * logged as a warning and counted in `StoreMetrics.corruptRowsSkipped`);
-   * empty when every row decoded. A corrupt row after the page's last item
-   * is reported again with the next page.
-   */
-  readonly corrupt: ReadonlyArray<CorruptRowReport>
-}
+export type { OperatorPage } from "./paging.js"
 
 type ActionErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted | OperatorTargetNotFound | OperatorActionRefused
 type ReadErrors = InvalidInput | PersistenceError
 
-/**
- * The operator's half of the store's Effect API: reads across every row
- * (no `visibleTo`), and the actions a person takes on a live store, each a
- * pure decision run through the CAS loop like every other transition.
- */
+/** The operator's half of the Effect API: reads across every row, and a person's actions through the CAS loop. */
 export interface OperatorMethods {
   /** A page of every operation that passes the filter, newest first. */
   readonly listOperations: (filter?: OperatorOperationFilter) => Effect.Effect<OperatorPage<ConnectorOperation>, ReadErrors>
@@ -107,12 +91,7 @@ export interface OperatorMethods {
   readonly listRelistRuns: (filter?: OperatorRelistFilter) => Effect.Effect<OperatorPage<RelistRun>, ReadErrors>
   /** A page of every sync state that passes the filter, by connector and owner; no lease token is shown. */
   readonly listSyncStates: (filter?: OperatorSyncStateFilter) => Effect.Effect<OperatorPage<OperatorSyncState>, ReadErrors>
-  /**
-   * Releases the sync lease of a connector and owner whoever holds it, for a
-   * runner that is gone (see `decideOperatorReleaseSyncLease`): a stale
-   * lease is cleared; a live one only with `force`, else
-   * `OperatorActionRefused`. The holder's next renewal reports `lost`.
-   */
+  /** Releases a sync lease whoever holds it: a live one only with `force`, else `OperatorActionRefused`. */
   readonly releaseSyncLeaseByOperator: (
     connectorName: string,
     ownerDID: string,
@@ -123,10 +102,8 @@ export interface OperatorMethods {
   /** The operation of a node key, whoever called or owns it. */
   readonly findOperationByNodeKey: (nodeKey: string) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors>
   /**
-   * Settles an operation whose outcome was unknown (see `decideSettle`).
-   * `committed` arms its watch in the same transaction as a finalize does;
-   * the observed winner is read when the store has a winner reader, and the
-   * watch's own (or none) is kept otherwise.
+   * Settles an operation whose outcome was unknown (`decideSettle`); `committed` arms its watch as a finalize does (with the
+   * watch's last winner without a reader).
    */
   readonly settleOperation: (
     key: OperationKey,
@@ -134,11 +111,7 @@ export interface OperatorMethods {
   ) => Effect.Effect<SettleResult, ActionErrors | WinnerReadFailed>
   /** Makes a dead operation due again when that is safe (see `decideRetry`). */
   readonly retryOperation: (key: OperationKey) => Effect.Effect<ConnectorOperation, ActionErrors>
-  /**
-   * Opens a new generation of a watch by hand (a manual arm), due at
-   * `dueAt`. The observed winner is read when the store has a winner reader;
-   * otherwise the watch's current one is kept.
-   */
+  /** Opens a new generation of a watch by hand, due at `dueAt` (with its last winner without a reader). */
   readonly rearmWatch: (
     identity: WatchIdentity,
     options: { readonly dueAt: Millis }
@@ -146,31 +119,7 @@ export interface OperatorMethods {
 }
 
 const RELEASE_NAMES = ["connectorName", "ownerDID", "options"]
-const RELEASE_TAKINGS = [undefined, undefined, OPERATOR_RELEASE_SHAPE]
-
-const badCursor = (method: string) =>
-  new InvalidInput({ method, field: "filter.cursor", reason: "is not a cursor this store returned" })
-
-/** Decodes the cursor of a filter, or fails naming it. */
-const cursorOf = <P>(method: string, cursor: string | undefined, decode: (c: string) => P | undefined) =>
-  cursor === undefined
-    ? Effect.succeed(undefined)
-    : Effect.flatMap(Effect.sync(() => decode(cursor)), (after) => after === undefined ? Effect.fail(badCursor(method)) : Effect.succeed(after))
-
-/** Reads `limit + 1` rows to learn whether a next page exists. */
-const paged = <A, E>(
-  limit: number | undefined,
-  read: (limit: number) => Effect.Effect<ReadonlyArray<A>, E>,
-  cursorAfter: (last: A) => string
-): Effect.Effect<OperatorPage<A>, E> => {
-  const size = limit ?? DEFAULT_TRACKED_PAGE
-  return Effect.map(collectCorruptRows(read(size + 1)), ([rows, corrupt]) => {
-    const items = rows.slice(0, size)
-    const last = items[items.length - 1]
-    // The rows left out count towards the size + 1 read: more follow the page's last item.
-    return { items, nextCursor: rows.length + corrupt.length > size && last !== undefined ? cursorAfter(last) : null, corrupt }
-  })
-}
+const RELEASE_TAKINGS = [undefined, undefined, OPERATOR_RELEASE.shape]
 
 /** Builds the operator methods over the ports. */
 export const makeOperatorMethods = Effect.gen(function*() {
@@ -189,10 +138,8 @@ export const makeOperatorMethods = Effect.gen(function*() {
       : Effect.succeed(fallback)
 
   const lockOperation = (method: string, key: OperationKey) =>
-    Effect.flatMap(operations.lockRead(key), Option.match({
-      onNone: () => Effect.fail(new OperatorTargetNotFound({ method, what: "operation", identity: formatOperationKey(key) })),
-      onSome: Effect.succeed
-    }))
+    Effect.flatMap(operations.lockRead(key), (found) =>
+      Effect.mapError(found, () => new OperatorTargetNotFound({ method, what: "operation", identity: formatOperationKey(key) })))
 
   const { onPorts } = yield* makeRunners
   // With no reader, a settle arms with the watch's last winner.
@@ -256,7 +203,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
       ownerDID: string,
       options?: { readonly force?: boolean | undefined }
     ) =>
-      validated("releaseSyncLeaseByOperator", operatorReleaseChecks(connectorName, ownerDID, options), () => {
+      validated("releaseSyncLeaseByOperator", OPERATOR_RELEASE.checks(options, [...syncStateKeyChecks(connectorName, ownerDID)]), () => {
         const key = { connectorName, ownerDID }
         const identity = formatSyncStateKey(key)
         return retryOnLostRace("releaseSyncLeaseByOperator", identity, withTransaction(Effect.gen(function*() {
@@ -300,8 +247,8 @@ export const makeOperatorMethods = Effect.gen(function*() {
           return decision.next
         }))))),
 
-    rearmWatch: taking("rearmWatch", ["identity", "options"], [IDENTITY_SHAPE, REARM_SHAPE], (identity: WatchIdentity, options: { readonly dueAt: Millis }) =>
-      validated("rearmWatch", rearmChecks(identity, options), () =>
+    rearmWatch: taking("rearmWatch", ["identity", "options"], [IDENTITY_SHAPE, REARM.shape], (identity: WatchIdentity, options: { readonly dueAt: Millis }) =>
+      validated("rearmWatch", REARM.checks(options, identityChecks("identity", identity)), () =>
         retryOnLostRace("rearmWatch", formatWatchIdentity(identity), withTransaction(Effect.gen(function*() {
           const row = Option.getOrUndefined(yield* watches.lockRead(identity))
           if (row === undefined) {

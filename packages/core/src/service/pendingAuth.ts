@@ -1,12 +1,11 @@
 import { Clock, Effect, type Option } from "effect"
 import type { CorruptRow, InvalidInput, PersistenceError } from "../errors.js"
-import { allOptionNames } from "../optionNames.js"
 import { PENDING_AUTH_SHAPE, pendingAuthChecks } from "../pendingauth/checks.js"
 import { PendingAuthStateTaken } from "../pendingauth/errors.js"
 import { decideConsume, type PendingAuth, type PendingAuthInput } from "../pendingauth/PendingAuth.js"
 import { PendingAuthRepository } from "../ports/PendingAuthRepository.js"
 import { Transactor } from "../ports/Transactor.js"
-import { fieldOf, type InputShape, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
+import { fieldsOf, optional, Rules, taking, validate, validated } from "../validation.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
 
 /** The options of `consumePendingAuth`. */
@@ -16,7 +15,7 @@ export interface ConsumePendingAuthOptions {
 }
 
 /** The options of `consumePendingAuth`. */
-const CONSUME_OPTIONS_SHAPE: InputShape = shapeOf(allOptionNames<ConsumePendingAuthOptions>()(["now"]))
+const CONSUME_OPTIONS = fieldsOf<ConsumePendingAuthOptions>("options", { now: optional(Rules.millis) }, { record: optional(Rules.record) })
 
 /** The pending-OAuth half of the store's Effect API. */
 export interface PendingAuthMethods {
@@ -25,11 +24,8 @@ export interface PendingAuthMethods {
     record: PendingAuthInput
   ) => Effect.Effect<void, InvalidInput | PendingAuthStateTaken | PersistenceError>
   /**
-   * Removes the record of `state` and returns it, atomically single use: of
-   * concurrent consumes of one state, exactly one gets it. A record expired
-   * at `now` is removed too but not returned (`None`, as for an unknown state).
-   * A stored row that cannot be read back as a record is never removed: the
-   * call fails with `PersistenceError` and the row stays.
+   * Removes and returns the record of `state`, once: an expired one is removed but not returned; a row that does not decode
+   * stays, and the call fails.
    */
   readonly consumePendingAuth: (
     state: string,
@@ -65,16 +61,12 @@ export const makePendingAuthMethods = Effect.gen(function*() {
         if (!(yield* repo.insert(stored))) return yield* new PendingAuthStateTaken({ state: record.state })
       })),
 
-    consumePendingAuth: taking("consumePendingAuth", ["state", "options"], [undefined, CONSUME_OPTIONS_SHAPE], (
+    consumePendingAuth: taking("consumePendingAuth", ["state", "options"], [undefined, CONSUME_OPTIONS.shape], (
       state: string,
       options?: ConsumePendingAuthOptions
     ) =>
       Effect.gen(function*() {
-        yield* validate("consumePendingAuth", [
-          ["state", state, Rules.id],
-          ["options", options, optional(Rules.record)],
-          ["options.now", fieldOf(options, "now"), optional(Rules.millis)]
-        ])
+        yield* validate("consumePendingAuth", CONSUME_OPTIONS.checks(options, [["state", state, Rules.id]]))
         const now = options?.now ?? (yield* Clock.currentTimeMillis)
         // In a transaction: a take that cannot decode what it deleted fails, and the rollback puts the row back.
         return decideConsume(yield* withTransaction(repo.take(state)), now)

@@ -4,33 +4,20 @@ import type { DirectOperationRows, DirectWatchRows } from "../ports/DirectDataba
 import type { PairedWrite } from "../ports/OperationRepository.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
 
-/**
- * How a row call answers inside a program: at once (SQLite, memory), with
- * a Promise (Postgres through `pg`), or as an effect (the repository ports).
- */
+/** How a row call answers in a program: at once, with a Promise, or as an effect (the ports). */
 export type Answer<A> = A | Promise<A> | Effect.Effect<A, PersistenceError>
 
 type Answering<Rows> = {
   readonly [K in keyof Rows]: Rows[K] extends (...args: infer P) => infer R ? (...args: P) => Answer<R> : never
 }
 
-/**
- * The rows a program reads and writes, whichever way they answer: a direct
- * database's (`DirectRowsOf`) or the ports' (`portRows`). Each call means
- * what the `WatchRepository` or `OperationRepository` method of the same
- * name means.
- */
+/** The rows a program reads and writes, whichever way they answer; each call means what the port method of its name means. */
 export interface ProgramRows {
   readonly watches: Answering<DirectWatchRows>
   readonly operations: Answering<DirectOperationRows>
 }
 
-/**
- * Where a transition's program stands: done with its value, waiting for one
- * document's winner (read inside the open transaction), or waiting for a
- * row call's answer (a Promise or an effect). A runner drives the steps; the
- * program never knows which runner it is on.
- */
+/** Where a transition's program stands: done, or waiting for a document's winner or for a row call's answer. */
 export type Step<A> =
   | { readonly done: true; readonly value: A }
   | {
@@ -87,27 +74,17 @@ export const afterWon = <A>(won: Answer<boolean>, next: () => Step<A>): Step<A> 
     return next()
   })
 
-/**
- * Goes on when both writes of a paired write (`updateWithWatch`) landed;
- * otherwise, whichever guard lost, abandons the try (see `LOST_RACE`).
- */
+/** Goes on when both writes of a paired write landed; otherwise abandons the try. */
 export const afterBothWon = <A>(written: Answer<PairedWrite>, next: () => Step<A>): Step<A> =>
   after(written, (answer) => {
     if (answer !== "written") throw LOST_RACE
     return next()
   })
 
-/**
- * What an optimistic first try answers when it cannot decide without the
- * row locked (a guarded write that matched nothing): the locked tries
- * decide, and no race was lost.
- */
+/** What an unlocked first try answers when it cannot decide without the row locked: the locked tries decide, no race lost. */
 export const LOCKED: unique symbol = Symbol("connector-store/Locked")
 
-/**
- * Whether a program (or a winner reader) threw `error` as a typed failure,
- * one of the store's tagged errors; anything else it throws is a defect.
- */
+/** Whether a program (or a winner reader) threw `error` as one of the store's tagged errors, not a defect. */
 export const isTypedFailure = (error: unknown): error is TaggedFailure =>
   error instanceof Error && Effect.isEffect(error) && typeof (error as { readonly _tag?: unknown })._tag === "string"
 
@@ -115,13 +92,8 @@ export const isTypedFailure = (error: unknown): error is TaggedFailure =>
 export type TaggedFailure = Cause.YieldableError & { readonly _tag: string }
 
 /**
- * One transition of one call, prepared (its input checked and stored as it
- * is written): what every runner runs. A try is `locked` in a transaction;
- * an `unlocked` first try, when there is one, runs its statements with no
- * transaction (a versioned write is a compare-and-set of its own), and its
- * lost race (or `LOCKED`) sends the tries after it to `locked`. A
- * transition with only `unlocked` is one guarded statement: it never loses.
- * `F` is what its programs throw as typed failures (`IdempotencyConflict`, …).
+ * One call's prepared transition, what every runner runs: `locked` tries run in a transaction; an `unlocked` first try (if any)
+ * runs without one, and its lost race or `LOCKED` sends the rest to `locked`. `F` is what its programs throw as typed failures.
  */
 export interface Transition<A, F = never> {
   /** The public method, for metrics and errors. */

@@ -55,12 +55,7 @@ import {
   withWinner
 } from "./program.js"
 
-/**
- * Every transition of a watch or an operation that reads, decides and
- * writes, as one program each: the reads, the pure decision and the writes,
- * in order. Each runner (the Effect ports, the synchronous direct runner,
- * the Promise lane; see `run.ts`) interprets these same programs.
- */
+/** Every read-decide-write of a watch or an operation, as one program each, which every runner (see `run.ts`) interprets. */
 
 /** Writes a watch decision on the rows (a lost write abandons the try) and finishes with its outcome. */
 const applyWatch = <O extends string>(rows: ProgramRows, row: ProjectionWatch | undefined, decision: Decision<O>): Step<O> =>
@@ -96,11 +91,7 @@ export const verificationTransition = (identity: WatchIdentity, input: Verificat
         : withWinner(row.documentID, (winner) => applyWatch(rows, row, decideVerification(row, input, winner, now))))
 })
 
-/**
- * `claimWatchAttempt`: one guarded write (`decideClaim`'s preconditions as
- * its guard): a claim that finds the attempt taken writes nothing and
- * answers false, with no race to lose.
- */
+/** `claimWatchAttempt`: one guarded write; a claim that finds the attempt taken answers false, with no race to lose. */
 export const claimWatchTransition = (identity: WatchIdentity, input: ClaimInput & { readonly now: Millis }): Transition<boolean> => ({
   method: "claimWatchAttempt",
   identity: formatWatchIdentity(identity),
@@ -128,13 +119,8 @@ interface Armed {
 }
 
 /**
- * The commit `next` of the locked `row` written, and its watch armed on
- * `documentID`, as a finalize does, with the row and the document slot
- * locked already (`lockReadWithSlot`): the slot's arm targets locked (in
- * one global order, so two arms cannot deadlock), the document's winner
- * read (or, with no reader, `unread`), the watches it supersedes deleted,
- * then the operation written with its own watch inserted or updated, in
- * one paired write.
+ * The commit `next` of the locked `row`, with its watch armed on `documentID` as a finalize does (row and slot locked already):
+ * the arm targets locked, the winner read (or `unread`), the superseded watches deleted, then one paired write.
  */
 const commitAndArm = (
   rows: ProgramRows,
@@ -163,12 +149,8 @@ const commitAndArm = (
 }
 
 /**
- * The commit `next` of the locked delete `row` written, and the deleted
- * entity's watch retired, with the row and the document slot locked
- * already (`lockReadWithSlot`, the lock a finalize arming on the document
- * takes): the operation written and the watch deleted at the version read,
- * in one paired write. Answers the watches retired (none when it had no
- * watch).
+ * The commit `next` of the locked delete `row`, its entity's watch deleted at the version read in one paired write (row and
+ * slot locked already); answers the watches retired.
  */
 const commitAndRetire = (
   rows: ProgramRows,
@@ -187,10 +169,7 @@ const commitAndRetire = (
   })
 }
 
-/**
- * An operation's read-decide-write on its row alone: read unlocked on the
- * first try and locked on the others (see `Transition`).
- */
+/** An operation's read-decide-write on its row alone: unlocked on the first try, locked on the others. */
 const operationWrite = <R>(
   method: string,
   key: OperationKey,
@@ -211,11 +190,7 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
   /** Fresh tokens for one try of a claim: a lost try may have lost on a node key clash. */
   const freshValues = (): FreshClaimValues => ({ nodeKey: entropy.token(), incarnation: entropy.token(), leaseToken: entropy.token() })
 
-  /**
-   * One try of a claim: the insert first (a new key needs no more, and
-   * concurrent claims of one key all meet its unique index, so exactly one
-   * inserts), then the stored row, decided as a runner write is.
-   */
+  /** One try of a claim: the insert first (exactly one of concurrent claims of a key inserts), then the stored row decided. */
   const claimTry = (rows: ProgramRows, input: ClaimOperationInput, now: Millis, locked: boolean): Step<ClaimResult> => {
     const fresh = freshValues()
     const created = decideOperationClaim(undefined, input, fresh, policy, now)
@@ -240,11 +215,7 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
       locked: (rows, now) => claimTry(rows, input, now, true)
     }),
 
-    /**
-     * `markOperationSent`: the common mark (the holder's first, with
-     * attempts left) is one guarded write; anything else is decided from
-     * the locked row (`decideMarkSent`).
-     */
+    /** `markOperationSent`: the common mark is one guarded write; anything else is decided from the locked row. */
     markSent: (key: OperationKey, leaseToken: string): Transition<MarkSentResult> => ({
       method: "markOperationSent",
       identity: formatOperationKey(key),
@@ -263,11 +234,7 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
     attemptFailure: (key: OperationKey, failure: AttemptFailure, random: number): Transition<AttemptFailureResult> =>
       operationWrite("recordAttemptFailure", key, (row, now) => decideAttemptFailure(row, failure, policy, random, now)),
 
-    /**
-     * `finalizeDeleteOperation`: the delete committed and the deleted
-     * entity's watch retired (deleted at the version read, under the same
-     * slot lock a finalize arming on the document takes), in one transaction.
-     */
+    /** `finalizeDeleteOperation`: the commit and its watch's retirement in one transaction, under the slot lock. */
     finalizeDelete: (key: OperationKey, input: FinalizeDeleteInput): Transition<FinalizeDeleteResult, InvalidInput> => ({
       method: "finalizeDeleteOperation",
       identity: formatOperationKey(key),
@@ -304,10 +271,8 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
 }
 
 /**
- * The operator's `settleOperation` (its input as stored): a dead outcome
- * writes the operation alone; a committed one arms its watch as a
- * finalize does, with the watch's last winner when there is no reader (a
- * committed delete retires its watch instead, listed in `superseded`).
+ * The operator's `settleOperation`: `dead` writes the operation alone; `committed` arms its watch as a finalize does (a delete
+ * retires it, listed in `superseded`).
  */
 export const settleTransition = (
   key: OperationKey,

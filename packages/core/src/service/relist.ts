@@ -6,14 +6,13 @@ import { RelistRepository, type SourcePage } from "../ports/RelistRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import {
   flag,
-  PAGE_SHAPE,
-  pageChecks,
+  PAGE,
   RECEIPTS_TAKING,
-  receiptChecks,
+  receiptList,
   SCOPE_SHAPE,
   scopeChecks
 } from "../relist/checks.js"
-import { COLLECT_SHAPE } from "../operation/checks.js"
+import { COLLECT } from "../operation/checks.js"
 import { RelistRunNotFound } from "../relist/errors.js"
 import {
   type RelistAbandonOutcome,
@@ -34,8 +33,7 @@ import {
   type RelistRun,
   type RelistScope
 } from "../relist/RelistRun.js"
-import { allOptionNames } from "../optionNames.js"
-import { fieldOf, type InputShape, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
+import { fieldsOf, optional, orNull, Rules, taking, validate, validated } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
 /** One page as its runner commits it: the page's receipts, and where to list on from. */
@@ -45,37 +43,25 @@ export interface SweepCheckpoint extends SweepCheckpointInput {
 
 /** The relist-run half of the relist sweep's Effect API: runs, receipts, checkpoints, retention. */
 export interface RelistRunMethods {
-  /**
-   * Starts a relist run of `scope` and returns it. The scope's previous
-   * current run, listing or complete, is superseded: its runner can commit
-   * nothing more and it yields no candidates from now on.
-   */
+  /** Starts a relist run of `scope`, superseding its current one (which commits nothing more and yields no candidates). */
   readonly startRelistRun: (
     scope: RelistScope
   ) => Effect.Effect<RelistRun, InvalidInput | PersistenceError | ConcurrentUpdateExhausted | CorruptRow>
   /**
-   * The scope's current run: where a crashed runner resumes (`cursor`, and
-   * page `pagesCommitted + 1`) while it is `started` or `listing`; the run
-   * behind the candidates once `complete`. None when no run is current.
+   * The scope's current run: where a crashed runner resumes (`cursor`, page `pagesCommitted + 1`), or the run behind the
+   * candidates once complete.
    */
   readonly getSweepCheckpoint: (scope: RelistScope) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError | CorruptRow>
   /** A run by id, whatever its state. */
   readonly getRelistRun: (runID: string) => Effect.Effect<Option.Option<RelistRun>, InvalidInput | PersistenceError | CorruptRow>
-  /**
-   * Records entities a listing run saw, in one transaction; recording one
-   * twice is harmless (the last digest wins). A run that is no longer
-   * listing takes none (`stale-run`).
-   */
+  /** Records entities a listing run saw (again is harmless: the last digest wins); a run no longer listing takes none (`stale-run`). */
   readonly recordRelistReceipt: (
     runID: string,
     receipts: ReadonlyArray<RelistReceiptInput>
   ) => Effect.Effect<RelistReceiptOutcome, InvalidInput | RelistRunNotFound | PersistenceError | CorruptRow>
   /**
-   * Commits one page: its receipts and the cursor after it, atomically. Only
-   * the run's next page of a listing run is taken; a stale runner (an older
-   * run, or the loser of a race for this page) stores nothing. The page
-   * marked `complete` completes the run and derives its candidates in the
-   * same transaction.
+   * Commits one page (receipts and cursor) atomically: only a listing run's next page is taken; the page marked `complete`
+   * completes the run and derives its candidates.
    */
   readonly commitSweepCheckpoint: (
     runID: string,
@@ -90,21 +76,17 @@ export interface RelistRunMethods {
     runID: string,
     page: SourcePage
   ) => Effect.Effect<ReadonlyArray<RelistReceipt>, InvalidInput | RelistRunNotFound | PersistenceError | CorruptRow>
-  /**
-   * Deletes up to `limit` runs that ended (abandoned or superseded) before
-   * `before`, oldest first, with their receipts and their candidates that
-   * are not given up; returns how many runs went.
-   */
+  /** Deletes up to `limit` runs ended before `before`, oldest first, with receipts and candidates not given up; how many. */
   readonly collectRelistRuns: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
 }
 
 /** The fields of a `SweepCheckpoint`; its receipts are taken as `RECEIPTS_TAKING`. */
-const CHECKPOINT_SHAPE: InputShape = shapeOf(
-  allOptionNames<SweepCheckpoint>()(["page", "cursor", "complete", "receipts"]),
-  { receipts: RECEIPTS_TAKING }
-)
-
-const cursorRule = (value: unknown) => value === null ? undefined : Rules.text(value)
+const CHECKPOINT = fieldsOf<SweepCheckpoint>("checkpoint", {
+  page: Rules.positiveInt,
+  cursor: orNull(Rules.text),
+  complete: optional(flag),
+  receipts: receiptList
+}, { nested: { receipts: RECEIPTS_TAKING } })
 
 /** A fresh, unguessable run id (from the store's `OperationEntropy`). */
 const newRunID = Effect.map(OperationEntropy, (entropy) => entropy.token())
@@ -115,10 +97,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
   const { withTransaction } = yield* Transactor
 
   const requireRun = (method: string, runID: string, found: Option.Option<RelistRun>) =>
-    Option.match(found, {
-      onNone: () => Effect.fail(new RelistRunNotFound({ method, runID })),
-      onSome: Effect.succeed
-    })
+    Effect.mapError(found, () => new RelistRunNotFound({ method, runID }))
 
   const methods: RelistRunMethods = {
     startRelistRun: taking("startRelistRun", ["scope"], [SCOPE_SHAPE], (scope: RelistScope) =>
@@ -147,7 +126,7 @@ export const makeRelistRunMethods = Effect.gen(function*() {
       runID: string,
       receipts: ReadonlyArray<RelistReceiptInput>
     ) =>
-      validated("recordRelistReceipt", [["runID", runID, Rules.id], ...receiptChecks("receipts", receipts)],
+      validated("recordRelistReceipt", [["runID", runID, Rules.id], ["receipts", receipts, receiptList]],
         // The run stays locked while its receipts go in, so a supersession or
         // completion lands wholly before or wholly after them.
         () => withTransaction(Effect.gen(function*() {
@@ -160,18 +139,11 @@ export const makeRelistRunMethods = Effect.gen(function*() {
         }))
       )),
 
-    commitSweepCheckpoint: taking("commitSweepCheckpoint", ["runID", "checkpoint"], [undefined, CHECKPOINT_SHAPE], (
+    commitSweepCheckpoint: taking("commitSweepCheckpoint", ["runID", "checkpoint"], [undefined, CHECKPOINT.shape], (
       runID: string,
       checkpoint: SweepCheckpoint
     ) =>
-      validated("commitSweepCheckpoint", [
-        ["runID", runID, Rules.id],
-        ["checkpoint", checkpoint, Rules.record],
-        ["checkpoint.page", fieldOf(checkpoint, "page"), Rules.positiveInt],
-        ["checkpoint.cursor", fieldOf(checkpoint, "cursor"), cursorRule],
-        ["checkpoint.complete", fieldOf(checkpoint, "complete"), optional(flag)],
-        ...receiptChecks("checkpoint.receipts", fieldOf(checkpoint, "receipts"))
-      ],
+      validated("commitSweepCheckpoint", CHECKPOINT.checks(checkpoint, [["runID", runID, Rules.id]]),
         () => retryOnLostRace("commitSweepCheckpoint", `relist run ${runID}`, withTransaction(Effect.gen(function*() {
           const run = yield* requireRun("commitSweepCheckpoint", runID, yield* relist.lockRun(runID))
           const now = yield* Clock.currentTimeMillis
@@ -196,21 +168,15 @@ export const makeRelistRunMethods = Effect.gen(function*() {
         })))
       ),
 
-    listSweepReceipts: taking("listSweepReceipts", ["runID", "page"], [undefined, PAGE_SHAPE], (runID: string, page: SourcePage) =>
+    listSweepReceipts: taking("listSweepReceipts", ["runID", "page"], [undefined, PAGE.shape], (runID: string, page: SourcePage) =>
       Effect.gen(function*() {
-        yield* validate("listSweepReceipts", [["runID", runID, Rules.id], ...pageChecks("page", page)])
+        yield* validate("listSweepReceipts", PAGE.checks(page, [["runID", runID, Rules.id]]))
         yield* requireRun("listSweepReceipts", runID, yield* relist.getRun(runID))
         return yield* relist.listReceipts(runID, { after: page.after, limit: page.limit })
       })),
 
-    collectRelistRuns: taking("collectRelistRuns", ["params"], [COLLECT_SHAPE], (params: CollectParams) =>
-      validated("collectRelistRuns", [
-        ["params", params, Rules.record],
-        ["params.before", fieldOf(params, "before"), Rules.finite],
-        ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
-      ],
-        () => relist.collectRuns({ before: params.before, limit: params.limit })
-      ))
+    collectRelistRuns: taking("collectRelistRuns", ["params"], [COLLECT.shape], (params: CollectParams) =>
+      validated("collectRelistRuns", COLLECT.checks(params), () => relist.collectRuns({ before: params.before, limit: params.limit })))
   }
   return methods
 })

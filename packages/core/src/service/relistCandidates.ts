@@ -19,14 +19,13 @@ import {
   type SweepRearmOutcome
 } from "../relist/candidates.js"
 import {
-  APPLY_FAILURE_SHAPE,
+  APPLY_FAILURE,
   CANDIDATE_IDENTITY_SHAPE,
   candidateKind,
   candidateRefChecks,
   flag,
   fraction,
-  PAGE_SHAPE,
-  pageChecks,
+  PAGE,
   SCOPE_SHAPE,
   scopeChecks,
   sweepOutcome
@@ -51,7 +50,7 @@ import {
 } from "../relist/SweepCandidate.js"
 import { type SweepCandidateBasis, withdrawalOf } from "../relist/withdrawal.js"
 import { allOptionNames } from "../optionNames.js"
-import { fieldOf, identityChecks, type InputShape, openShapeOf, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
+import { fieldsOf, identityChecks, type InputShape, openShapeOf, optional, Rules, taking, validate, validated } from "../validation.js"
 import { type Millis, watchIdentityOf, watchKey } from "../watch/ProjectionWatch.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
@@ -65,10 +64,8 @@ export interface SweepCandidateRef {
 export interface SweepCandidateListOptions extends SourcePage {
   readonly kind?: SweepCandidateKind | undefined
   /**
-   * Refuse (with `DeletionLimitExceeded`) to list deletions when the run
-   * derived more than this fraction of its tracked set. When absent, the
-   * default limit holds (`deletionLimitFor`: half the tracked set, once a run
-   * tracked two documents or more); `1` lifts it.
+   * Refuse (`DeletionLimitExceeded`) to list deletions past this fraction of the tracked set; absent, `deletionLimitFor`'s
+   * default holds, `1` lifts it.
    */
   readonly maxDeletionFraction?: number | undefined
   /** Lists deletions beyond `maxDeletionFraction` anyway: for a caller (or person) that checked. */
@@ -76,10 +73,8 @@ export interface SweepCandidateListOptions extends SourcePage {
 }
 
 /**
- * An applier's work for one decided candidate (deleting the local document,
- * re-ingesting it), run by `applySweepCandidate` inside the store's
- * transaction while the candidate, its document's slot and its watch are
- * locked. It must not call the store.
+ * An applier's work for one decided candidate, run by `applySweepCandidate` in the store's transaction with the candidate, slot
+ * and watch locked; it must not call the store.
  */
 export type SweepApply = (candidate: SweepCandidate) => Effect.Effect<void, unknown>
 
@@ -95,19 +90,19 @@ type ActingErrors = CandidateErrors | SweepCandidateWithdrawn
 const CANDIDATE_REF_SHAPE: InputShape = openShapeOf(allOptionNames<SweepCandidateRef>()(["runID", "sourceID"]))
 
 /** The options of `listSweepCandidates`. */
-const CANDIDATE_LIST_SHAPE: InputShape = shapeOf(
-  allOptionNames<SweepCandidateListOptions>()(["after", "limit", "kind", "maxDeletionFraction", "acceptDeletionsBeyondLimit"])
-)
+const CANDIDATE_LIST = fieldsOf<SweepCandidateListOptions>("options", {
+  after: optional(Rules.id),
+  limit: Rules.positiveInt,
+  kind: optional(candidateKind),
+  maxDeletionFraction: optional(fraction),
+  acceptDeletionsBeyondLimit: optional(flag)
+})
 
 /** The candidate half of the relist sweep's Effect API. */
 export interface SweepCandidateMethods {
   /**
-   * A page of the open and decided candidates of a complete, current run
-   * that still stand: each is re-derived against the current watch and
-   * operations (`withdrawalOf`), and a withdrawn one is not listed. Any other
-   * run fails with `RelistRunNotComplete`: an incomplete, abandoned or
-   * superseded run yields no candidates, ever. Given-up, applied and kept
-   * candidates are not listed.
+   * A page of a complete, current run's open and decided candidates that still stand (`withdrawalOf`); any other run fails with
+   * `RelistRunNotComplete`.
    */
   readonly listSweepCandidates: (
     runID: string,
@@ -117,37 +112,20 @@ export interface SweepCandidateMethods {
     InvalidInput | RelistRunNotFound | RelistRunNotComplete | DeletionLimitExceeded | PersistenceError | CorruptRow
   >
   /**
-   * Records what to do about a candidate (see `decideSweepOutcome`). An open
-   * or decided candidate is re-derived first, in the same transaction, with
-   * the rows it depends on locked: a withdrawn one fails with
-   * `SweepCandidateWithdrawn` and nothing is recorded.
+   * Records what to do about a candidate (`decideSweepOutcome`), re-deriving it first with its rows locked: a withdrawn one
+   * fails with `SweepCandidateWithdrawn`.
    */
   readonly recordSweepOutcome: (
     ref: SweepCandidateRef,
     outcome: SweepOutcome
   ) => Effect.Effect<"recorded" | "given-up" | "settled" | StaleRelistRun, ActingErrors | SweepOutcomeNotAllowed>
-  /**
-   * Marks a decided candidate applied (see `decideSweepApplied`); never a
-   * given-up one, and never a withdrawn one (re-derived as
-   * `recordSweepOutcome` does: `SweepCandidateWithdrawn`, nothing written).
-   */
+  /** Marks a decided candidate applied (`decideSweepApplied`), re-derived as `recordSweepOutcome` does. */
   readonly markSweepCandidateApplied: (ref: SweepCandidateRef) => Effect.Effect<SweepApplyOutcome | StaleRelistRun, ActingErrors>
   /**
-   * Applies a decided candidate and marks it applied, in one transaction:
-   * the candidate is locked and re-derived as `markSweepCandidateApplied`
-   * does, then `apply` runs while the candidate, its document's slot and its
-   * watch stay locked, then the candidate is marked applied. So no write-back
-   * can arm or supersede the watch between the check and the apply: it lands
-   * wholly before (the call fails with `SweepCandidateWithdrawn` and `apply`
-   * never runs) or wholly after the commit. With the SQL adapters, `apply`
-   * runs on the transaction's connection: a document store in the same
-   * database deletes in the same transaction, and commits with the mark or
-   * not at all. `apply` failing fails the call with `SweepApplyFailed` and
-   * rolls everything back (nothing is marked; report it with
-   * `recordSweepApplyFailure`). `apply` runs only for a decided candidate
-   * (an open, kept, given-up or already applied one answers as
-   * `markSweepCandidateApplied` does), and again if the store retries a lost
-   * race, so work outside the transaction must be idempotent.
+   * Applies a decided candidate and marks it applied in one transaction: re-derived first, then `apply` runs with the
+   * candidate, slot and watch locked (on the SQL adapters, on the transaction's connection), so no write-back lands between
+   * check and apply. `apply` failing fails the call with `SweepApplyFailed` and rolls everything back; it may run again on a
+   * lost race, so work outside the transaction must be idempotent.
    */
   readonly applySweepCandidate: (
     ref: SweepCandidateRef,
@@ -179,17 +157,9 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
   const { withTransaction } = yield* Transactor
 
   const findRun = (method: string, runID: string) =>
-    Effect.flatMap(relist.getRun(runID), Option.match({
-      onNone: () => Effect.fail(new RelistRunNotFound({ method, runID })),
-      onSome: (run: RelistRun) => Effect.succeed(run)
-    }))
+    Effect.flatMap(relist.getRun(runID), (found) => Effect.mapError(found, () => new RelistRunNotFound({ method, runID })))
 
-  /**
-   * The bases of a page of candidates, read in a few set-based reads: their
-   * documents' watches and operations, and the run's baseline entries. A
-   * row of them that cannot be decoded fails the read (`CorruptRow`): a
-   * basis without it could clear a candidate that must be withdrawn.
-   */
+  /** The bases of a page of candidates in a few set-based reads; an undecodable row fails the read. */
   const basesOf = (runID: string, rows: ReadonlyArray<SweepCandidate>) =>
     refuseCorruptRows(Effect.gen(function*() {
       const documentIDs = Array.from(new Set(rows.map((row) => row.documentID)))
@@ -205,12 +175,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       })
     }))
 
-  /**
-   * The basis of one candidate about to be acted on, its rows locked until
-   * the transaction ends: the document's slot (which every finalize arming a
-   * watch on it takes first), then the candidate's watch. A row of it that
-   * cannot be decoded fails the read, as in `basesOf`.
-   */
+  /** The basis of one candidate about to be acted on: its document's slot, then its watch, locked until the transaction ends. */
   const lockedBasisOf = (runID: string, row: SweepCandidate) =>
     refuseCorruptRows(Effect.gen(function*() {
       yield* watches.lockDocument({ ownerDID: row.ownerDID, model: row.model, documentID: row.documentID })
@@ -226,11 +191,7 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
       } satisfies SweepCandidateBasis
     }))
 
-  /**
-   * Re-derives an open or decided candidate against its locked basis: a
-   * withdrawn one fails with `SweepCandidateWithdrawn`. Settled and given-up
-   * candidates keep their own answers.
-   */
+  /** Re-derives an open or decided candidate against its locked basis, failing with `SweepCandidateWithdrawn`. */
   const standing = (method: string) => (runID: string, row: SweepCandidate) =>
     row.status !== "open" && row.status !== "decided" ? Effect.void : Effect.flatMap(lockedBasisOf(runID, row), (basis) => {
       const reason = withdrawalOf(row, basis)
@@ -240,10 +201,8 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     })
 
   /**
-   * One read-decide-write on a run's candidate, retried on a lost race. The
-   * candidate is locked before the run's state is read, so a newer run can
-   * neither start-and-complete unseen in between nor rewrite the row under
-   * the decision. `guard` runs before the decision, in the same transaction.
+   * One read-decide-write on a run's candidate, retried on a lost race: the candidate is locked before the run's state is read;
+   * `guard` runs before the decision.
    */
   const transition = <O extends string, E, G = never>(
     method: string,
@@ -270,19 +229,13 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     )
 
   const methods: SweepCandidateMethods = {
-    listSweepCandidates: taking("listSweepCandidates", ["runID", "options"], [undefined, CANDIDATE_LIST_SHAPE], (
+    listSweepCandidates: taking("listSweepCandidates", ["runID", "options"], [undefined, CANDIDATE_LIST.shape], (
       runID: string,
       options: SweepCandidateListOptions
     ) =>
       Effect.gen(function*() {
         const method = "listSweepCandidates"
-        yield* validate(method, [
-          ["runID", runID, Rules.id],
-          ...pageChecks("options", options),
-          ["options.kind", fieldOf(options, "kind"), optional(candidateKind)],
-          ["options.maxDeletionFraction", fieldOf(options, "maxDeletionFraction"), optional(fraction)],
-          ["options.acceptDeletionsBeyondLimit", fieldOf(options, "acceptDeletionsBeyondLimit"), optional(flag)]
-        ])
+        yield* validate(method, CANDIDATE_LIST.checks(options, [["runID", runID, Rules.id]]))
         const refuseUnlessComplete = (run: RelistRun) =>
           run.state === "complete" ? Effect.void : Effect.fail(new RelistRunNotComplete({ method, runID, state: run.state }))
         const run = yield* findRun(method, runID)
@@ -352,16 +305,11 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
           }, standing("applySweepCandidate"))
       )),
 
-    recordSweepApplyFailure: taking("recordSweepApplyFailure", ["ref", "failure"], [CANDIDATE_REF_SHAPE, APPLY_FAILURE_SHAPE], (
+    recordSweepApplyFailure: taking("recordSweepApplyFailure", ["ref", "failure"], [CANDIDATE_REF_SHAPE, APPLY_FAILURE.shape], (
       ref: SweepCandidateRef,
       failure: SweepApplyFailure
     ) =>
-      validated("recordSweepApplyFailure", [
-        ...candidateRefChecks("ref", ref),
-        ["failure", failure, Rules.record],
-        ["failure.kind", fieldOf(failure, "kind"), Rules.id],
-        ["failure.message", fieldOf(failure, "message"), Rules.text]
-      ],
+      validated("recordSweepApplyFailure", APPLY_FAILURE.checks(failure, candidateRefChecks("ref", ref)),
         () => transition("recordSweepApplyFailure", ref, (row, now) =>
           Effect.succeed(decideSweepApplyFailure(row, { kind: failure.kind, message: failure.message }, now)))
       )),
@@ -382,8 +330,8 @@ export const makeSweepCandidateMethods = Effect.gen(function*() {
     getSweepCandidate: taking("getSweepCandidate", ["identity"], [CANDIDATE_IDENTITY_SHAPE], (identity: SweepCandidateIdentity) =>
       validated("getSweepCandidate", identityChecks("identity", identity), () => relist.getCandidate(identity))),
 
-    listGivenUpSweepCandidates: taking("listGivenUpSweepCandidates", ["scope", "page"], [SCOPE_SHAPE, PAGE_SHAPE], (scope: RelistScope, page: SourcePage) =>
-      validated("listGivenUpSweepCandidates", [...scopeChecks("scope", scope), ...pageChecks("page", page)],
+    listGivenUpSweepCandidates: taking("listGivenUpSweepCandidates", ["scope", "page"], [SCOPE_SHAPE, PAGE.shape], (scope: RelistScope, page: SourcePage) =>
+      validated("listGivenUpSweepCandidates", PAGE.checks(page, scopeChecks("scope", scope)),
         () => relist.listGivenUp(relistScopeOf(scope), { after: page.after, limit: page.limit })
       ))
   }

@@ -20,32 +20,16 @@ import {
 } from "./program.js"
 
 /**
- * How a call runs a transition, on whichever runner: tries, hand-over and
- * the classification of what a try threw. Three runners interpret the
- * same `Transition` programs:
- *
- * - `runOnPorts`: effects over the repository ports, each locked try in
- *   `withTransaction` (every adapter; the only runner with a tracer-free
- *   fiber per statement);
- * - `runNow`: synchronously over a `DirectDatabaseApi` (SQLite, memory) in
- *   the caller's fiber step, for the Effect API;
- * - `runOnLane`: over a database that answers at once or with Promises,
- *   with no fiber at all, for the Promise API.
- *
- * A call has one budget of `MAX_CAS_ATTEMPTS` lost tries wherever they
- * ran: a runner that cannot go on (the database's one connection is busy
- * with another transaction, the clock's reading is not a time) hands the
- * call, with the tries it spent (`Position`), to `runOnPorts`, which waits
- * its turn. A try's input is prepared once per call, never per try or per runner.
+ * How a call runs a transition on any of three runners of the same programs: `runOnPorts` (effects over the ports), `runNow`
+ * (synchronously on a `DirectDatabaseApi`, for the Effect API) and `runOnLane` (no fiber, for the Promise API). A call has one
+ * budget of `MAX_CAS_ATTEMPTS` lost tries wherever they ran: a runner that cannot go on hands the call, with its `Position`, to
+ * `runOnPorts`.
  */
 
 /** How many tries of a read-decide-write a call makes before it gives up. */
 export const MAX_CAS_ATTEMPTS = 6
 
-/**
- * A versioned write found the row changed since it was read. Raised inside
- * the transaction so the whole try rolls back; never seen by callers.
- */
+/** A versioned write found the row changed since it was read: the try rolls back; callers never see it. */
 export class LostRace extends Data.TaggedError("LostRace")<{}> {}
 
 /** Continues when a versioned write landed; otherwise abandons the try. */
@@ -65,10 +49,7 @@ export const START: Position = { tried: 0, locked: false }
 const unlockedAt = (transition: Transition<unknown, unknown>, at: Position): boolean =>
   !at.locked && transition.unlocked !== undefined
 
-/**
- * The try after a lost one at `at`, counted in `StoreMetrics.lostRaceRetries`
- * with `labels`; `ConcurrentUpdateExhausted` once the budget is spent.
- */
+/** The try after a lost one at `at` (counted in `lostRaceRetries`), or `ConcurrentUpdateExhausted` once the budget is spent. */
 const afterLost = (method: string, identity: string, at: Position, labels: ReadonlyArray<MetricLabel.MetricLabel>) => {
   lostRaceSeries(method).unsafeUpdate(1, labels)
   return at.tried + 1 >= MAX_CAS_ATTEMPTS
@@ -145,11 +126,8 @@ const interpret = <A, W>(
 export type ReadWinnerOf<W> = (documentID: string) => Effect.Effect<Digest | null, W>
 
 /**
- * Runs `transition` over the ports from `at`: each try at the fiber's clock,
- * unlocked ones as single statements, locked ones in one transaction; a lost
- * try is rolled back whole and the next re-reads everything, so no decision
- * computed from a stale read is ever applied. The current span gets the
- * call's `attempts` and `retries`.
+ * Runs `transition` over the ports from `at`, each try at the fiber's clock (locked ones in a transaction); a lost try is
+ * rolled back whole and the next re-reads everything.
  */
 export const runOnPorts = <A, F, W = never>(
   ports: PortRunner,
@@ -167,25 +145,14 @@ export const runOnPorts = <A, F, W = never>(
         W | F | PersistenceError | LostRace
       >)
 
-/**
- * Runs `attempt` (a whole transaction: lock-read, decide, versioned writes,
- * as an effect of its own) until no write of it loses its race, with the
- * budget and metric of every transition. For the transitions that run on
- * the ports alone (sync states, relist runs, the operator's actions).
- */
+/** Runs `attempt` (a whole transaction) until no write of it loses its race, with the budget and metric of every transition. */
 export const retryOnLostRace = <A, E, R>(
   method: string,
   identity: string,
   attempt: Effect.Effect<A, E | LostRace, R>
 ): Effect.Effect<A, Exclude<E, LostRace> | ConcurrentUpdateExhausted, R> => loopOnLostRace(method, identity, START, () => attempt)
 
-/**
- * The effect runners' one loop: runs `tryAt` from `at` until a try neither
- * loses its race nor answers `LOCKED` (go on locked, nothing lost); each
- * lost try is counted (`afterLost`) and the call fails with
- * `ConcurrentUpdateExhausted` once its budget, the tries spent before `at`
- * included, is gone. The current span gets the call's tries.
- */
+/** The effect runners' loop: `tryAt` from `at` until a try neither loses its race nor answers `LOCKED`, within the call's budget. */
 const loopOnLostRace = <A, E, R>(
   method: string,
   identity: string,
@@ -226,15 +193,8 @@ const annotateTries = (fiber: Fiber.RuntimeFiber<unknown, unknown>, at: Position
 // Synchronously, on a direct database (the Effect API)
 
 /**
- * Runs `transition` on `db` now, in the caller's fiber step, from `at`:
- * each try begins, reads, decides, writes and commits synchronously, and the
- * answer is then an `Exit`. A winner read that does not answer at once
- * (`readWinner` giving anything but an `Exit`) is joined to the transaction,
- * and the answer is an effect that goes on after it (an interruption there
- * rolls the transaction back). Whenever a try cannot run now (another
- * transaction holds the database's one connection, the clock's reading is
- * not a time), the call goes on with `handOver` from where it stands.
- * Must be called in an uninterruptible region (`context.restore`).
+ * Runs `transition` on `db` in the caller's fiber step, each try synchronous; a winner read that does not answer at once is
+ * joined to the transaction. A try that cannot run now goes on with `handOver`. Call it in an uninterruptible region.
  */
 export const runNow = <A, F, W, E>(
   db: DirectDatabaseApi,
@@ -363,16 +323,8 @@ export interface LaneRunner {
 }
 
 /**
- * Runs `transition` on the lane's database from `at`, with no fiber: on a
- * database that answers at once and a winner reader that does too, the
- * whole call is one synchronous step; otherwise each statement or read is
- * one Promise. Throws (or rejects with) the typed failure or
- * `ConcurrentUpdateExhausted`; answers `HandOver` when a try cannot run
- * now. On a database that answers later, the time is read again once the
- * transaction has begun, after the wait for a connection. With `call`, a
- * call that runs out (see `boundedPromise`) gives its open transaction up
- * at once (`call.onEnd` rolls it back) and stops at its next step: it
- * never begins, reads or commits again.
+ * Runs `transition` on the lane's database with no fiber (one synchronous step, or a Promise per statement); throws the typed
+ * failure, answers `HandOver` when a try cannot run now, and once `call` ran out stops at its next step.
  */
 export const runOnLane = <A, F>(
   lane: LaneRunner,
@@ -488,17 +440,10 @@ export const runOnLane = <A, F>(
 
 const ignore = (): void => undefined
 
-/**
- * What a lane call that has run out (or whose store closed) throws to stop:
- * its caller was answered already, so nothing sees it.
- */
+/** What a lane call that ran out throws to stop (its caller was answered already). */
 const CALL_ENDED: unique symbol = Symbol("the call ended")
 
-/**
- * A step run outside any transaction (an unlocked try): it may wait on
- * statements, never on a winner. Its statements are sent on behalf of
- * `call` (see `onBehalfOf`), and none is sent once the call has ended.
- */
+/** A step outside any transaction (an unlocked try), its statements sent on behalf of `call` and none once it ended. */
 const untransacted = <A>(call: LaneCall | undefined, next: () => Step<A>): A | Promise<A> => {
   if (call?.expired === true) throw CALL_ENDED
   const step = onBehalfOf(call, next)

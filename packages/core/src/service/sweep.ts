@@ -1,17 +1,17 @@
 import { Clock, Effect, Metric } from "effect"
-import { InvalidInput, type PersistenceError, WinnerReaderMissing } from "../errors.js"
+import { type InvalidInput, type PersistenceError, WinnerReaderMissing } from "../errors.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { DueOperationPosition } from "../operation/due.js"
 import type { CollectParams } from "../operation/retention.js"
-import { decodeCursorParts, encodeCursorParts } from "../operator/cursors.js"
+import { decodeTagged, encodeCursorParts } from "../operator/cursors.js"
 import { collectCorruptRows, type CorruptRowReport } from "../ports/CorruptRows.js"
 import type { DueRead } from "../ports/DueRead.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader, type WinnerReaders } from "../ports/WinnerReader.js"
-import { COLLECT_SHAPE } from "../operation/checks.js"
+import { COLLECT } from "../operation/checks.js"
 import { allOptionNames } from "../optionNames.js"
-import { fieldOf, optional, type Rule, Rules, shapeOf, taking, validate } from "../validation.js"
+import { atMost, fieldsOf, optional, Rules, shapeOf, taking, validate, validated } from "../validation.js"
 import type { DueWatchPosition } from "../watch/due.js"
 import {
   type Millis,
@@ -22,15 +22,10 @@ import {
 } from "../watch/ProjectionWatch.js"
 import { isAuditDiverged, isScheduleDue } from "../watch/transitions.js"
 import { StoreMetrics } from "./metrics.js"
+import { badCursor } from "./paging.js"
 import { readableWinners } from "./winners.js"
 
-/**
- * How many settled watches one `listDueOperations` call audits (a
- * `listDueWork` call audits at most its `limit` of them, and never more
- * than this): a full pass over every settled watch takes
- * ⌈settled / AUDIT_PAGE⌉ calls (docs/performance.md), so one call's time
- * and memory stay bounded.
- */
+/** How many settled watches one `listDueOperations` call audits (a `listDueWork` call at most its `limit`), so a call stays bounded. */
 export const AUDIT_PAGE = 1_000
 
 /** The largest `limit` of `listDueWork`. */
@@ -42,13 +37,7 @@ export interface DueWork {
   readonly operations: ReadonlyArray<ConnectorOperation>
   /** Watches due by schedule, and settled watches of this call's audit page whose winner moved (each once). */
   readonly watches: ReadonlyArray<ProjectionWatch>
-  /**
-   * The rows the sweep read and left out because they cannot be decoded
-   * (each also logged as a warning and counted in
-   * `StoreMetrics.corruptRowsSkipped`): every healthy due row is still in
-   * `operations` and `watches`. Empty when every row decoded. The operator
-   * guide says how to repair one.
-   */
+  /** The rows the sweep left out because they cannot be decoded (logged and counted too); every healthy due row is still listed. */
   readonly corrupt: ReadonlyArray<CorruptRowReport>
 }
 
@@ -68,69 +57,35 @@ export interface DueWorkParams {
 export interface DuePage {
   /** At most `limit` attempted operations whose re-drive is due, in the due order (unscheduled first, then by next attempt, then by key). */
   readonly operations: ReadonlyArray<ConnectorOperation>
-  /**
-   * At most `limit` watches due by schedule, in the due order (by next
-   * attempt, then by identity), then the settled watches of this page's
-   * audit whose winner moved; each watch once.
-   */
+  /** At most `limit` watches due by schedule in the due order, then this page's audited watches whose winner moved; each once. */
   readonly watches: ReadonlyArray<ProjectionWatch>
-  /**
-   * The rows this page read and left out because they cannot be decoded
-   * (each also logged as a warning and counted in
-   * `StoreMetrics.corruptRowsSkipped`). The cursor moves past them, so a
-   * page may hold fewer rows than `limit` and the pass still goes on.
-   */
+  /** The rows this page left out because they cannot be decoded; the cursor moves past them. */
   readonly corrupt: ReadonlyArray<CorruptRowReport>
-  /**
-   * An opaque string to pass as the next call's `cursor` for the next page
-   * of this pass, or `null` when the pass has read every due operation and
-   * every watch due by schedule.
-   */
+  /** The next call's `cursor` for this pass, or `null` once it read every due operation and watch. */
   readonly cursor: string | null
 }
 
 /** The due sweep and retention half of the store's Effect API. */
 export interface SweepMethods {
   /**
-   * The boot/periodic sweep, in one answer: every due operation and every
-   * watch due by schedule, however many. Reads winners with `readers` when
-   * given, else with the store's own; a document whose winner cannot be
-   * read is skipped. No transaction is held across the audit. A row that
-   * cannot be decoded is left out and reported in `corrupt`; it never stops
-   * the sweep. For a backlog that may be large (after an outage), page
-   * through it with `listDueWork`, whose time and memory are bounded by its
-   * `limit`.
+   * The boot/periodic sweep in one answer: every due operation and watch due by schedule, and an audit page, winners read with
+   * `readers` (else the store's); an undecodable row is reported in `corrupt`. Page a large backlog with `listDueWork`.
    */
   readonly listDueOperations: (
     now: Millis,
     readers?: WinnerReaders
   ) => Effect.Effect<DueWork, InvalidInput | WinnerReaderMissing | PersistenceError>
   /**
-   * The due sweep a page at a time: at most `limit` due operations and at
-   * most `limit` watches due by schedule, each in the due order, from where
-   * `cursor` left off, and one audit page of at most `limit` settled
-   * watches (`AUDIT_PAGE` at most) as `listDueOperations` audits them.
-   * Each page reads index ranges of `limit` rows, so its time and memory
-   * do not grow with the backlog. Pass the page's `cursor` back until it is
-   * `null`: the pass returns every row due when it reaches it exactly once,
-   * in order. A row that falls due, or is rescheduled, after the position
-   * the pass reached in its kind shows up in a later page; one due before
-   * that position waits for the next pass (a call with no `cursor`). A row
-   * that cannot be decoded is reported in `corrupt` and passed over.
-   * `limit` above `MAX_DUE_PAGE`, or a `cursor` this store did not return,
-   * is refused with `InvalidInput`.
+   * The due sweep a page at a time: at most `limit` due operations and scheduled watches each, in the due order from `cursor`,
+   * and an audit page; pass the `cursor` back until `null`. A pass returns each row due when it reaches it once; a row due
+   * behind its position waits for the next pass.
    */
   readonly listDueWork: (
     params: DueWorkParams
   ) => Effect.Effect<DuePage, InvalidInput | WinnerReaderMissing | PersistenceError>
   /**
-   * Deletes superseded finished operations last updated before `before`
-   * (see `collectableOperations`), at most `limit`; returns how many. Every
-   * condition holds on each row when it is deleted, also against concurrent
-   * retries, settles and other passes. A deleted row's idempotency key is
-   * forgotten: a claim replaying it afterwards is a new operation and sends
-   * again, so `before` is the idempotency window; keep it at least 24 hours
-   * in the past and longer than any caller may replay a key.
+   * Deletes superseded finished operations last updated before `before` (`collectableOperations`), at most `limit`. A deleted
+   * key is forgotten (a replay sends again), so keep `before` at least 24 hours back and past any replay.
    */
   readonly collectFinishedOperations: (params: CollectParams) => Effect.Effect<number, InvalidInput | PersistenceError>
 }
@@ -139,11 +94,12 @@ export interface SweepMethods {
 const READERS_SHAPE = shapeOf(allOptionNames<WinnerReaders>()(["readWinner", "readWinners"]))
 
 /** The parameters of `listDueWork`; its readers are taken as `listDueOperations` takes them. */
-const DUE_WORK_SHAPE = shapeOf(allOptionNames<DueWorkParams>()(["now", "limit", "cursor", "readers"]), { readers: READERS_SHAPE })
-
-/** A page size from 1 to `MAX_DUE_PAGE`. */
-const duePageSize: Rule = (value) =>
-  Rules.positiveInt(value) ?? ((value as number) > MAX_DUE_PAGE ? `must be at most ${MAX_DUE_PAGE}` : undefined)
+const DUE_WORK = fieldsOf<DueWorkParams>("params", {
+  now: Rules.millis,
+  limit: atMost(Rules.positiveInt, MAX_DUE_PAGE),
+  cursor: optional(Rules.text),
+  readers: optional(Rules.record)
+}, { nested: { readers: READERS_SHAPE } })
 
 /** A kind whose pass has read its last page. */
 const DONE = "done"
@@ -159,12 +115,7 @@ interface DuePosition {
 
 const FIRST_PAGE: DuePosition = { operations: undefined, watches: undefined }
 
-/**
- * The cursor of a position: base64url of the JSON array `["due", operations,
- * watches]`, each kind `"done"` or its last row's position as an array
- * (`[nextAttemptAt, callerDID, operationID]`, `[nextAttemptAt, ownerDID,
- * connectorName, model, accountKey, sourceID]`).
- */
+/** The cursor of a position: `["due", operations, watches]` encoded, each kind `"done"` or its last row's position. */
 const encodeDueCursor = (position: DuePosition): string => {
   const { operations: ops, watches: due } = position
   return encodeCursorParts([
@@ -182,9 +133,9 @@ const areStrings = (values: ReadonlyArray<unknown>): values is ReadonlyArray<str
 
 /** The position a cursor names, or `undefined` when it is not one `encodeDueCursor` made. */
 const decodeDueCursor = (cursor: string): DuePosition | undefined => {
-  const parts = decodeCursorParts(cursor)
-  if (parts === undefined || parts.length !== 3 || parts[0] !== "due") return undefined
-  const [, ops, due] = parts
+  const parts = decodeTagged(cursor, "due", 3)
+  if (parts === undefined) return undefined
+  const [ops, due] = parts
   let operations: KindPosition<DueOperationPosition>
   if (ops === DONE) operations = DONE
   else if (Array.isArray(ops) && ops.length === 3 && isTimeOrNull(ops[0]) && areStrings(ops.slice(1))) {
@@ -233,11 +184,7 @@ export const makeSweepMethods = Effect.gen(function*() {
       : Effect.succeed(chosen)
   }
 
-  /**
-   * The next page of the audit, at most `size` settled watches from where
-   * the last page ended: the ones whose current winner is news to both
-   * watermarks, and the rows it left out because they do not decode.
-   */
+  /** The audit's next page of at most `size` settled watches: those whose winner moved, and the rows that did not decode. */
   const auditPage = (readers: WinnerReaders, size: number) =>
     Effect.gen(function*() {
       const [candidates, corrupt] = yield* collectCorruptRows(watches.listAuditPage(auditAfter, size))
@@ -273,19 +220,13 @@ export const makeSweepMethods = Effect.gen(function*() {
         return { operations: due, watches: dueWatches, corrupt: [...dueCorrupt, ...audit.corrupt] }
       })),
 
-    listDueWork: taking("listDueWork", ["params"], [DUE_WORK_SHAPE], (params: DueWorkParams) =>
+    listDueWork: taking("listDueWork", ["params"], [DUE_WORK.shape], (params: DueWorkParams) =>
       Effect.gen(function*() {
-        yield* validate("listDueWork", [
-          ["params", params, Rules.record],
-          ["params.now", fieldOf(params, "now"), Rules.millis],
-          ["params.limit", fieldOf(params, "limit"), duePageSize],
-          ["params.cursor", fieldOf(params, "cursor"), optional(Rules.text)],
-          ["params.readers", fieldOf(params, "readers"), optional(Rules.record)]
-        ])
+        yield* validate("listDueWork", DUE_WORK.checks(params))
         const { cursor, limit, now } = params
         const position = cursor === undefined ? FIRST_PAGE : decodeDueCursor(cursor)
         if (position === undefined) {
-          return yield* new InvalidInput({ method: "listDueWork", field: "params.cursor", reason: "is not a cursor this store returned" })
+          return yield* badCursor("listDueWork", "params.cursor")
         }
         const chosen = yield* readersFor("listDueWork", params.readers)
         const [[due, scheduled], dueCorrupt] = yield* collectCorruptRows(Effect.zip(
@@ -302,16 +243,9 @@ export const makeSweepMethods = Effect.gen(function*() {
         }
       })),
 
-    collectFinishedOperations: taking("collectFinishedOperations", ["params"], [COLLECT_SHAPE], (params: CollectParams) =>
-      Effect.gen(function*() {
-        yield* validate("collectFinishedOperations", [
-          ["params", params, Rules.record],
-          ["params.before", fieldOf(params, "before"), Rules.finite],
-          ["params.limit", fieldOf(params, "limit"), Rules.positiveInt]
-        ])
-        const now = yield* Clock.currentTimeMillis
-        return yield* operations.collectFinished({ before: params.before, limit: params.limit }, now)
-      }))
+    collectFinishedOperations: taking("collectFinishedOperations", ["params"], [COLLECT.shape], (params: CollectParams) =>
+      validated("collectFinishedOperations", COLLECT.checks(params), () =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => operations.collectFinished({ before: params.before, limit: params.limit }, now))))
   }
   return methods
 })

@@ -49,13 +49,7 @@ import { allOptionNames } from "../optionNames.js"
 import { fieldOf, type InputShape, Rules, shapeOf, takeArguments, taking, validate, validated } from "../validation.js"
 import { requireWon, retryOnLostRace } from "./run.js"
 
-/**
- * The fence of a sync-state write. With `leaseToken` (the `token` of the
- * caller's `SyncLease`), the write lands only while the row still carries
- * that lease: once another runner took it over, it was released, or the row
- * was deleted, the call fails with `SyncLeaseLost` and writes nothing.
- * Without it, the write is not fenced (the original store's behaviour).
- */
+/** The fence of a sync-state write: with `leaseToken` it lands only while the row carries that lease, else fails with `SyncLeaseLost`. */
 export interface SyncWriteFence {
   readonly leaseToken?: string | undefined
 }
@@ -79,11 +73,7 @@ export interface SyncStateMethods {
     connectorName: string,
     ownerDID: string
   ) => Effect.Effect<Option.Option<SyncState>, InvalidInput | PersistenceError | CorruptRow>
-  /**
-   * Writes the runner's report (see `SyncStateInput`). A new row gets
-   * version 0 and a fresh incarnation; an existing row keeps both, and its
-   * lease. Fenced by `options.leaseToken` when given (see `SyncWriteFence`).
-   */
+  /** Writes the runner's report (`SyncStateInput`); an existing row keeps its version, incarnation and lease. */
   readonly setSyncState: (
     connectorName: string,
     ownerDID: string,
@@ -91,12 +81,8 @@ export interface SyncStateMethods {
     options?: SetSyncStateOptions
   ) => Effect.Effect<SyncState, InvalidInput | PersistenceError | CorruptRow | ConcurrentUpdateExhausted | SyncLeaseLost>
   /**
-   * Writes the checkpoint and recovery `recompute` derives from the stored
-   * ones (and the report fields it returns), with a compare-and-set on
-   * version and incarnation; a lost race re-reads and recomputes (see
-   * `decideSyncProgress`). Resolves with the row as written, whatever else
-   * changed in it meanwhile. Never touches status or the lease. Fenced by
-   * `options.leaseToken` when given (see `SyncWriteFence`).
+   * Writes what `recompute` derives from the stored checkpoint and recovery, by compare-and-set on version and incarnation (a
+   * lost race recomputes); never touches status or lease.
    */
   readonly updateSyncProgress: (
     connectorName: string,
@@ -172,10 +158,7 @@ export const makeSyncStateMethods = Effect.gen(function*() {
     }
   }
 
-  /**
-   * One locked read-decide-write, retried whole on a lost race. `decide`
-   * gets a fresh random id for whatever the write may create.
-   */
+  /** One locked read-decide-write, retried whole on a lost race; `decide` gets a fresh random id. */
   const transition = <O>(
     method: string,
     key: SyncStateKey,
@@ -199,10 +182,7 @@ export const makeSyncStateMethods = Effect.gen(function*() {
   const fenceHolds = (row: SyncStateRow | undefined, fence: string | undefined): boolean =>
     fence === undefined || (row !== undefined && row.leaseToken === fence)
 
-  /**
-   * One optimistic progress attempt: read without a lock, recompute with no
-   * lock held, then one guarded write. `None` when the write lost its race.
-   */
+  /** One optimistic progress attempt: an unlocked read, the recompute, one guarded write (`None` when it lost). */
   const progressAttempt = (key: SyncStateKey, recompute: SyncProgressRecompute, fence: string | undefined) =>
     Effect.gen(function*() {
       const row = Option.getOrUndefined(yield* repo.get(key))

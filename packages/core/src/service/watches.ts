@@ -70,10 +70,7 @@ export interface WatchMethods {
   readonly listWatchesByDocuments: (
     documentIDs: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyArray<ProjectionWatch>, InvalidInput | PersistenceError>
-  /**
-   * Arms an entity's watch for `ingress` or `manual` verification at `options.dueAt`, the document's winner read
-   * in the same transaction (see `decideArm`); `finalize` is the store's own.
-   */
+  /** Arms an entity's watch for `ingress` or `manual` verification at `options.dueAt` (see `decideArm`). */
   readonly armWatch: (
     identity: WatchIdentity,
     reason: ArmReason,
@@ -92,10 +89,7 @@ export interface WatchMethods {
     identity: WatchIdentity,
     options: DeferInput
   ) => Effect.Effect<boolean, InvalidInput | PersistenceError | CorruptRow | ConcurrentUpdateExhausted>
-  /**
-   * Records what a verifier found, against the document's winner read in the same transaction: verified,
-   * still pending (to repair), or given up as `repair_failed` (see `decideVerification`).
-   */
+  /** Records what a verifier found against the document's winner (see `decideVerification`). */
   readonly recordVerification: (
     identity: WatchIdentity,
     input: VerificationInput

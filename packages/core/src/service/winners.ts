@@ -15,10 +15,7 @@ export const chunksOf = <A>(items: ReadonlyArray<A>, size: number): ReadonlyArra
   return chunks
 }
 
-/**
- * A one-document winner read from whichever reader is configured, or
- * `WinnerReaderMissing` when there is none. Checked before any transaction.
- */
+/** A one-document winner read from whichever reader is configured, or `WinnerReaderMissing`. */
 export const singleWinnerReader = (
   method: string,
   readers: WinnerReaders
@@ -33,11 +30,7 @@ export const singleWinnerReader = (
   return Effect.fail(new WinnerReaderMissing({ method }))
 }
 
-/**
- * The readable winners of `documentIDs`, for a sweep: batched when a batch
- * reader exists. A document whose winner cannot be read (the reader failed,
- * or it has none) is simply absent; a sweep never fails on it.
- */
+/** The readable winners of `documentIDs` for a sweep (batched when it can); an unreadable one is just absent. */
 export const readableWinners = (
   readers: WinnerReaders,
   documentIDs: ReadonlyArray<string>
@@ -64,12 +57,7 @@ export const readableWinners = (
     return winners
   })
 
-/**
- * `readers` whose every read runs as a callback of the store behind `gate`:
- * a read that calls that store back fails at once with `ReentrantCall`
- * instead of waiting for the transaction it is read in. A read that answers
- * at once (an `Exit`) runs nothing and is passed on as it is.
- */
+/** `readers` whose reads run as callbacks of the store behind `gate`, so a read that calls it back fails at once with `ReentrantCall`. */
 export const guardedReaders = (readers: WinnerReaders, gate: CallGate): WinnerReaders => {
   const inside = asCallbackOf(gate)
   const { readWinner, readWinners } = readers

@@ -1,8 +1,7 @@
 import { Deferred, Effect, Exit, Option } from "effect"
 import { type InvalidInput, StoreClosed } from "../errors.js"
-import { allOptionNames } from "../optionNames.js"
 import { type WorkSignalApi, type WorkWake, WorkNotices, WorkSignal } from "../ports/WorkSignal.js"
-import { fieldOf, Rules, shapeOf, taking, validate } from "../validation.js"
+import { atMost, fieldsOf, Rules, taking, validated } from "../validation.js"
 
 /** The longest one `awaitWork` may wait (one hour): a worker's sweep interval, never a forever. */
 export const MAX_WORK_WAIT_MS = 3_600_000
@@ -18,11 +17,8 @@ export interface AwaitWorkParams {
 /** The wake-up half of the store's Effect API. */
 export interface WorkMethods {
   /**
-   * Waits until work may be due: a commit that may have made operations or
-   * watches due (on SQLite and memory, one of this process's stores on the
-   * same database; on Postgres, any process's, by `LISTEN`), or
-   * `timeoutMs`. A worker sweeps after each wait and passes the answer's
-   * `mark` to the next, so no commit between two waits is missed:
+   * Waits until a commit may have made work due (this process's on SQLite and memory, any process's on Postgres), or
+   * `timeoutMs`; a worker sweeps after each wait and passes the answer's `mark` to the next:
    *
    * ```ts
    * let mark = 0
@@ -32,45 +28,27 @@ export interface WorkMethods {
    * }
    * ```
    *
-   * The first wait (from 0) answers at once. A notice only says "sweep
-   * again": one too many costs a sweep, one missed (another process on
-   * SQLite, a dropped listening connection) costs the wait's timeout, which
-   * is why the timeout is the sweep interval. Unlike other calls it holds
-   * no connection and is not bounded by `callTimeoutMs`; the store's close
-   * ends it with `StoreClosed`.
+   * A missed notice costs the timeout, so make it the sweep interval. Not bounded by `callTimeoutMs`; a close ends it.
    */
   readonly awaitWork: (params: AwaitWorkParams) => Effect.Effect<WorkWake, InvalidInput | StoreClosed>
 }
 
-const AWAIT_WORK_SHAPE = shapeOf(allOptionNames<AwaitWorkParams>()(["since", "timeoutMs"]))
+const PARAMS = fieldsOf<AwaitWorkParams>("params", {
+  since: Rules.nonNegativeInt,
+  timeoutMs: atMost(Rules.positiveInt, MAX_WORK_WAIT_MS, " ms")
+})
 
-/** Why a wait's timeout is refused, if it is. */
-const waitRule = (value: unknown): string | undefined =>
-  Rules.positiveInt(value) ?? ((value as number) > MAX_WORK_WAIT_MS ? `must be at most ${MAX_WORK_WAIT_MS} ms` : undefined)
-
-/**
- * Builds `awaitWork` over the adapter's `WorkSignal`; an adapter without
- * one gets notices of nothing, so every wait after the first runs to its
- * timeout. `close` ends every wait with `StoreClosed`, and every later one.
- */
+/** Builds `awaitWork` over the adapter's `WorkSignal` (or notices of nothing); `close` ends every wait. */
 export const makeWorkMethods = Effect.gen(function*() {
   const signal: WorkSignalApi = Option.getOrElse(yield* Effect.serviceOption(WorkSignal), () => new WorkNotices())
   const closing = yield* Deferred.make<never, StoreClosed>()
   let closed = false
   const methods: WorkMethods = {
-    awaitWork: taking("awaitWork", ["params"], [AWAIT_WORK_SHAPE], (params: AwaitWorkParams) =>
-      Effect.zipRight(
-        validate("awaitWork", [
-          ["params", params, Rules.record],
-          ["params.since", fieldOf(params, "since"), Rules.nonNegativeInt],
-          ["params.timeoutMs", fieldOf(params, "timeoutMs"), waitRule]
-        ]),
-        Effect.suspend(() =>
-          closed
-            ? Effect.fail(new StoreClosed({ method: "awaitWork" }))
-            : Effect.raceFirst(signal.wait(params.since, params.timeoutMs, "awaitWork"), Deferred.await(closing))
-        )
-      ))
+    awaitWork: taking("awaitWork", ["params"], [PARAMS.shape], (params: AwaitWorkParams) =>
+      validated("awaitWork", PARAMS.checks(params), () =>
+        closed
+          ? Effect.fail(new StoreClosed({ method: "awaitWork" }))
+          : Effect.raceFirst(signal.wait(params.since, params.timeoutMs, "awaitWork"), Deferred.await(closing))))
   }
   const close = () => {
     closed = true

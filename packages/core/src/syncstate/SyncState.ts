@@ -15,13 +15,7 @@ export interface SyncStateKey {
   readonly ownerDID: string
 }
 
-/**
- * One connector's sync state for one owner, as callers see it. `version`
- * counts the progress writes of this incarnation; `incarnation` is a random
- * id given when the row was created, so a row deleted and created again is
- * never mistaken for the old one. Rows written by older releases may have no
- * incarnation.
- */
+/** One connector's sync state for one owner, as callers see it; `incarnation` tells a row re-created after a delete from the old one. */
 export interface SyncState {
   /** The runner's resume point, any JSON value; `null` until a progress or `setSyncState` write sets one. */
   readonly checkpoint: JsonValue
@@ -43,45 +37,20 @@ export interface SyncState {
   readonly error?: string
 }
 
-/**
- * A sync state with the key it is stored under (`listSyncStatesForConnector`):
- * the state's fields flat, with `connectorName` and `ownerDID` beside them,
- * as the original store lists them.
- */
+/** A sync state flat beside its key, as `listSyncStatesForConnector` lists it. */
 export interface SyncStateEntry extends SyncStateKey, SyncState {}
 
-/**
- * A sync-state row as the repository stores it: the public state plus the
- * key and the current lease token, which only the lease holder is told.
- */
-export interface SyncStateRow extends SyncStateKey {
-  /** The runner's resume point, any JSON value; `null` until written. */
-  readonly checkpoint: JsonValue
-  /** Caller-defined text from the last report; `""` until one. */
-  readonly lastSyncedAt: string
-  /** How many entities the runner last reported synced; 0 until a report. */
-  readonly entityCount: number
-  /** The status the runner last reported; `idle` on a new row. */
-  readonly status: SyncStatus
+/** A sync-state row as stored: the public state, its key, and the lease token only its holder is told. */
+export interface SyncStateRow extends SyncStateKey, Omit<SyncState, "error" | "incarnation"> {
   /** The error text the runner last reported; `null` when none. */
   readonly error: string | null
   /** The secret token of the current sync lease, set by a claim; `null` when no lease was ever taken or it was released. */
   readonly leaseToken: string | null
-  /** When the current lease lapses (ms since the epoch); `null` when nobody holds one. */
-  readonly leaseExpiresAt: Millis | null
-  /** The runner's recovery data, any JSON value; `null` until written. */
-  readonly recovery: JsonValue
-  /** How many progress writes this incarnation has taken; 0 on a new row. */
-  readonly version: number
   /** The random id given when the row was created; `null` on rows from older releases. */
   readonly incarnation: string | null
 }
 
-/**
- * What a compare-and-set on a sync-state row checks: the row is still this
- * incarnation at this version and, when `leaseToken` is given (a write
- * fenced by the sync lease), still carries that lease token.
- */
+/** What a compare-and-set on a sync-state row checks: its incarnation and version, and its lease token when given. */
 export interface SyncStateStamp {
   /** The version the row must still have. */
   readonly version: number
@@ -118,14 +87,9 @@ export const leaseStampOf = (row: SyncStateRow): SyncLeaseStamp => ({
 })
 
 /**
- * A write a sync-state decision asks for. Each kind touches only its own
- * columns, so writers of different kinds never undo each other:
- * - `insert`: a new row (refused when the key is taken);
- * - `progress`: checkpoint, recovery and version, and the `reported` fields
- *   the recompute returned, if the row still has the stamp;
- * - `status`: status, lastSyncedAt, entityCount, error, checkpoint and
- *   recovery, if the row still has the stamp (version unchanged);
- * - `lease`: lease token and expiry, if the row still has the lease stamp.
+ * A write a sync-state decision asks for; each kind writes only its own columns, guarded by its stamp: `insert` a new row,
+ * `progress` (checkpoint, recovery, version and the `reported` fields), `status` (the report, checkpoint and recovery), `lease`
+ * (token and expiry).
  */
 export type SyncStateWrite =
   | { readonly kind: "insert"; readonly row: SyncStateRow }
@@ -158,10 +122,7 @@ export const toSyncStateEntry = (row: SyncStateRow): SyncStateEntry => ({
   ...toSyncState(row)
 })
 
-/**
- * The row a write creates when none exists yet and no `setSyncState` said
- * otherwise: idle, nothing synced, no checkpoint, no lease, version 0.
- */
+/** The row a write creates when none exists: idle, nothing synced, no checkpoint or lease, version 0. */
 export const blankSyncState = (key: SyncStateKey, incarnation: string): SyncStateRow => ({
   connectorName: key.connectorName,
   ownerDID: key.ownerDID,

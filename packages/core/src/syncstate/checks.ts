@@ -1,12 +1,16 @@
 import { allOptionNames } from "../optionNames.js"
 import {
+  atMost,
   type Check,
   EXACT_JSON,
   fieldOf,
+  fieldsOf,
   type InputShape,
   oneOf,
   openShapeOf,
   optional,
+  orNull,
+  partChecks,
   type Rule,
   Rules,
   shapeOf
@@ -17,17 +21,13 @@ import type { SyncProgressCASResult } from "./progress.js"
 import type { SyncStateInput } from "./setState.js"
 import { blankSyncState, SYNC_STATUSES, type SyncStateEntry, type SyncStateKey, type SyncStateRow } from "./SyncState.js"
 
-/**
- * The largest `entityCount` the store keeps: 2^31 - 1, the original
- * store's Postgres column (`integer`), on every adapter alike.
- */
+/** The largest `entityCount` the store keeps: 2^31 - 1 on every adapter. */
 export const MAX_ENTITY_COUNT = 2_147_483_647
 
 /** An entity count: a non-negative integer of at most `MAX_ENTITY_COUNT`. */
-export const entityCountRule: Rule = (value) =>
-  Rules.nonNegativeInt(value) ?? ((value as number) > MAX_ENTITY_COUNT ? `must be at most ${MAX_ENTITY_COUNT}` : undefined)
+export const entityCountRule: Rule = atMost(Rules.nonNegativeInt, MAX_ENTITY_COUNT)
 
-const errorRule: Rule = (v) => v === null ? undefined : Rules.text(v)
+const errorRule = orNull(Rules.text)
 
 /** A JSON value the store keeps exactly (see `jsonProblem`); the reason names a path, never a value. */
 export const jsonRule: Rule = (value) => {
@@ -35,25 +35,24 @@ export const jsonRule: Rule = (value) => {
   return problem === undefined ? undefined : `must be a JSON value: ${problem}`
 }
 
-/**
- * A JSON value taken already (by `EXACT_JSON`, which checked it in the walk
- * that copied it): only its absence is left to refuse.
- */
+/** A JSON value `EXACT_JSON` took (checked as it was copied): only its absence is left to refuse. */
 const takenJson: Rule = (value) => value === undefined ? "must be a JSON value: $ is a undefined, not a JSON value" : undefined
 
-/**
- * The fields of a `SyncStateInput`. The other fields of a state read back
- * (its key, version, incarnation, lease expiry) are allowed and ignored, so
- * a read state can be written back; any other key is refused.
- */
-export const SYNC_STATE_SHAPE: InputShape = shapeOf(
-  allOptionNames<SyncStateInput>()(["status", "lastSyncedAt", "entityCount", "error", "checkpoint", "recovery"]),
-  { checkpoint: EXACT_JSON, recovery: EXACT_JSON },
-  allOptionNames<Omit<SyncStateEntry, keyof SyncStateInput>>()(["connectorName", "ownerDID", "leaseExpiresAt", "version", "incarnation"])
-)
+/** A `SyncStateInput`'s fields (checkpoint and recovery checked as they are taken); a state's other fields read back are ignored. */
+const STATE = fieldsOf<SyncStateInput>("state", {
+  status: oneOf(...SYNC_STATUSES),
+  lastSyncedAt: Rules.text,
+  entityCount: entityCountRule,
+  error: optional(errorRule),
+  checkpoint: undefined,
+  recovery: undefined
+}, {
+  nested: { checkpoint: EXACT_JSON, recovery: EXACT_JSON },
+  ignored: allOptionNames<Omit<SyncStateEntry, keyof SyncStateInput>>()(["connectorName", "ownerDID", "leaseExpiresAt", "version", "incarnation"])
+})
 
-/** The terms of a sync-lease claim or renewal. */
-export const LEASE_TERMS_SHAPE: InputShape = shapeOf(allOptionNames<SyncLeaseTerms>()(["now", "leaseMs"]))
+/** The fields of a `SyncStateInput`; a state's other fields read back are allowed and ignored, any other key is refused. */
+export const SYNC_STATE_SHAPE: InputShape = STATE.shape
 
 /** A sync lease handed back: every part is required, so a whole `SyncLease` will do (other keys are not read). */
 export const LEASE_HOLDER_SHAPE: InputShape = openShapeOf(
@@ -67,11 +66,7 @@ export const recomputeResultRule: Rule = (value) =>
 /** Fields of a row a progress write never changes: a result may carry them only as copies of what is stored. */
 const UNWRITTEN_BY_PROGRESS = ["connectorName", "ownerDID", "version", "incarnation", "status", "leaseExpiresAt", "leaseToken"] as const
 
-/**
- * What a recompute may return: its progress fields (checkpoint and
- * recovery are JSON values read once), and copies of the fields a progress
- * write never changes (checked against the stored ones).
- */
+/** What a recompute may return: its progress fields, and copies of the fields a progress write never changes. */
 export const PROGRESS_RESULT_SHAPE: InputShape = shapeOf(
   [
     ...allOptionNames<SyncProgressCASResult>()(["checkpoint", "recovery", "lastSyncedAt", "entityCount", "error"]),
@@ -87,23 +82,11 @@ export const syncStateKeyChecks = (connectorName: unknown, ownerDID: unknown): R
 ]
 
 /** The checks of a `setSyncState` input. */
-export const syncStateInputChecks = (input: unknown): ReadonlyArray<Check> => [
-  ["state", input, Rules.record],
-  ["state.status", fieldOf(input, "status"), oneOf(...SYNC_STATUSES)],
-  ["state.lastSyncedAt", fieldOf(input, "lastSyncedAt"), Rules.text],
-  ["state.entityCount", fieldOf(input, "entityCount"), entityCountRule],
-  ["state.error", fieldOf(input, "error"), optional(errorRule)],
-  // checkpoint and recovery: checked as they were taken (SYNC_STATE_SHAPE).
-]
+export const syncStateInputChecks = (input: unknown): ReadonlyArray<Check> => STATE.checks(input)
 
 /**
- * The checks of what a recompute returned, computed from `row` (none: the
- * blank row a progress insert would create under `key`). Checkpoint and
- * recovery must be JSON values; the report fields, when present, obey
- * `setSyncState`'s rules; any field a progress write never writes must be
- * absent or equal to the stored one (a copy of the recompute's argument or
- * of a read), so a forged key, incarnation, version, status or lease is
- * refused loudly rather than written or dropped.
+ * The checks of what a recompute returned against `row` (or the blank row of `key`): JSON checkpoint and recovery, report
+ * fields as `setSyncState` takes them, and any field a progress write never changes absent or equal to the stored one.
  */
 export const progressResultChecks = (result: unknown, row: SyncStateRow | undefined, key: SyncStateKey): ReadonlyArray<Check> => {
   const stored: SyncStateRow = row ?? { ...blankSyncState(key, ""), incarnation: null }
@@ -126,23 +109,20 @@ export const progressResultChecks = (result: unknown, row: SyncStateRow | undefi
 /** The longest lease a claim or renewal may ask for: one day. */
 export const MAX_SYNC_LEASE_MS = 24 * 60 * 60 * 1000
 
+const TERMS = fieldsOf<SyncLeaseTerms>("options", { now: Rules.millis, leaseMs: atMost(Rules.positiveInt, MAX_SYNC_LEASE_MS) })
+
+/** The terms of a sync-lease claim or renewal. */
+export const LEASE_TERMS_SHAPE: InputShape = TERMS.shape
+
 /** The checks of the `{ now, leaseMs }` terms of a claim or renewal. */
-export const leaseTermsChecks = (terms: unknown): ReadonlyArray<Check> => [
-  ["options", terms, Rules.record],
-  ["options.now", fieldOf(terms, "now"), Rules.millis],
-  ["options.leaseMs", fieldOf(terms, "leaseMs"), (v) =>
-    Rules.positiveInt(v) ?? ((v as number) > MAX_SYNC_LEASE_MS ? `must be at most ${MAX_SYNC_LEASE_MS}` : undefined)],
-  ["options.leaseMs", fieldOf(terms, "leaseMs"), (v) =>
-    Number.isSafeInteger((fieldOf(terms, "now") as number) + (v as number)) ? undefined : "puts the expiry past the largest safe integer"]
-]
+export const leaseTermsChecks = (terms: unknown): ReadonlyArray<Check> =>
+  TERMS.checks(terms).concat([["options.leaseMs", fieldOf(terms, "leaseMs"), (v) =>
+    Number.isSafeInteger((fieldOf(terms, "now") as number) + (v as number)) ? undefined : "puts the expiry past the largest safe integer"]])
+
+const holderChecks = partChecks(["connectorName", "ownerDID", "token"])
 
 /** The checks of a lease handed back by its holder. */
-export const leaseChecks = (lease: unknown): ReadonlyArray<Check> => [
-  ["lease", lease, Rules.record],
-  ["lease.connectorName", fieldOf(lease, "connectorName"), Rules.id],
-  ["lease.ownerDID", fieldOf(lease, "ownerDID"), Rules.id],
-  ["lease.token", fieldOf(lease, "token"), Rules.id]
-]
+export const leaseChecks = (lease: unknown): ReadonlyArray<Check> => holderChecks("lease", lease)
 
 /** The checks of the fence (`options.leaseToken`) of a sync-state write. */
 export const fenceChecks = (options: unknown): ReadonlyArray<Check> => [

@@ -1,10 +1,6 @@
 import { Data } from "effect"
 
-/**
- * `updateSyncProgress` lost its compare-and-set on every attempt it was
- * allowed (`maxRetries + 1`): other writers kept changing, deleting or
- * recreating the row. None of its recomputed results was written.
- */
+/** `updateSyncProgress` lost its compare-and-set on every attempt (`maxRetries + 1`); nothing was written. */
 export class SyncProgressExhausted extends Data.TaggedError("SyncProgressExhausted")<{
   readonly connectorName: string
   readonly ownerDID: string
@@ -27,12 +23,7 @@ export class SyncProgressRecomputeFailed extends Data.TaggedError("SyncProgressR
   }
 }
 
-/**
- * A write fenced by the sync lease (`options.leaseToken`) found the lease no
- * longer the caller's: taken over by another runner (after it expired),
- * released, or its row deleted. Nothing was written; the caller should stop
- * syncing and claim again.
- */
+/** A write fenced by the sync lease found it no longer the caller's; nothing was written: stop and claim again. */
 export class SyncLeaseLost extends Data.TaggedError("SyncLeaseLost")<{
   readonly method: string
   readonly connectorName: string

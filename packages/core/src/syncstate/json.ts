@@ -1,7 +1,4 @@
-/**
- * A JSON value: what the store keeps in its JSON columns (a sync checkpoint,
- * a recovery buffer) and gives back exactly.
- */
+/** A JSON value, as the store keeps it in its JSON columns and gives it back exactly. */
 export type JsonValue =
   | null
   | boolean
@@ -13,12 +10,7 @@ export type JsonValue =
 /** How deep a JSON value may nest before it is refused (the encoder recurses). */
 export const MAX_JSON_DEPTH = 512
 
-/**
- * The largest JSON value the store keeps, in bytes of its UTF-8 JSON text
- * (as `JSON.stringify` writes it): 1 MiB per value (a result entity, a
- * checkpoint, a recovery buffer, a reissue intent). A value shared in
- * several places counts once for each place, as its text repeats it.
- */
+/** The largest JSON value the store keeps: 1 MiB of UTF-8 JSON text per value (a value shared in several places counts for each). */
 export const MAX_JSON_BYTES = 1_048_576
 
 const isPlainObject = (value: object): boolean => {
@@ -63,13 +55,8 @@ const pathOf = (at: ReadonlyArray<string | number>): string => {
 }
 
 /**
- * One walk over `value`: refuses what `jsonProblem` names, and stops as soon
- * as the encoded text would pass `maxBytes`. Each property is read once,
- * and the copy (unless `copying` is `none`) is built from that reading.
- * Shared references are walked where they occur, so the walk's work is
- * bounded by `maxBytes` too: a small graph of shared objects whose text
- * would be huge stops at the bound. The path is only spelled out for a
- * refusal.
+ * One walk over `value` that refuses what `jsonProblem` names and stops once the text would pass `maxBytes`; each property is
+ * read once and the copy (unless `none`) built from that reading.
  */
 const walkJson = (value: unknown, maxBytes: number, copying: Copying): unknown => {
   // The objects from the root to where the walk is, and the keys between them.
@@ -79,11 +66,7 @@ const walkJson = (value: unknown, maxBytes: number, copying: Copying): unknown =
   const refuse = (what: string): never => {
     throw new JsonRefusal(`${pathOf(at)} ${what}`)
   }
-  /**
-   * A cycle makes the walk nest without end, so it stops at the depth or
-   * size bound: it is named as the cycle it is, at the first object that
-   * repeats on the way down.
-   */
+  /** Refuses at the depth or size bound, naming a cycle as one at the first object that repeats. */
   const refuseUnbounded = (what: string): never => {
     const seen = new Set<object>()
     for (let i = 0; i < ancestors.length; i++) {
@@ -168,14 +151,10 @@ const walkJson = (value: unknown, maxBytes: number, copying: Copying): unknown =
 export type JsonTaken = { readonly value: JsonValue; readonly problem?: undefined } | { readonly problem: string }
 
 /**
- * Reads `value` once as a JSON value the store keeps: a plain copy built in
- * the same walk that checks it (see `jsonProblem`) and bounds its encoded
- * size by `maxBytes`. `plain` copies as `JSON.stringify` then `JSON.parse`
- * would (`-0` becomes `0`), for the columns written that way; `exact` keeps
- * `-0`. A getter or proxy that throws while it is read refuses the value;
- * nothing thrown escapes.
+ * Reads `value` once as a JSON value the store keeps, copied (`plain` as `JSON.stringify` then `JSON.parse` would, `exact`
+ * keeping `-0`) in the walk that checks it; nothing thrown escapes.
  */
-export const takeJson = (value: unknown, copying: "exact" | "plain", maxBytes: number = MAX_JSON_BYTES): JsonTaken => {
+export const takeJson = (value: unknown, copying: Copying, maxBytes: number = MAX_JSON_BYTES): JsonTaken => {
   try {
     return { value: walkJson(value, maxBytes, copying) as JsonValue }
   } catch (thrown) {
@@ -184,22 +163,11 @@ export const takeJson = (value: unknown, copying: "exact" | "plain", maxBytes: n
 }
 
 /**
- * Why `value` is not a JSON value the store can keep exactly, or `undefined`
- * when it is. Refused: `undefined` and functions and symbols anywhere, BigInt,
- * NaN and ±Infinity (JSON would turn them into `null` or throw), sparse
- * arrays, objects that are not plain (Date, Map, class instances: JSON would
- * flatten them), symbol keys, cycles, nesting deeper than `MAX_JSON_DEPTH`,
- * and text longer than `MAX_JSON_BYTES`. The reason names the path
- * (`$.items[3]`), never the value, so it is safe to show.
+ * Why `value` is not a JSON value the store keeps exactly (undefined, functions, symbols, BigInt, non-finite numbers, sparse
+ * arrays, non-plain objects, symbol keys, cycles, past `MAX_JSON_DEPTH` or `MAX_JSON_BYTES`), naming the path, never the value;
+ * `undefined` when it is one.
  */
-export const jsonProblem = (value: unknown): string | undefined => {
-  try {
-    walkJson(value, MAX_JSON_BYTES, "none")
-    return undefined
-  } catch (thrown) {
-    return thrown instanceof JsonRefusal ? thrown.problem : "$ could not be read (reading it threw)"
-  }
-}
+export const jsonProblem = (value: unknown): string | undefined => takeJson(value, "none").problem
 
 /** True when `value` is a JSON value the store keeps exactly (see `jsonProblem`). */
 export const isJsonValue = (value: unknown): value is JsonValue => jsonProblem(value) === undefined
@@ -214,11 +182,7 @@ const encode = (value: JsonValue): string => {
   return `{${Object.keys(record).map((key) => `${JSON.stringify(key)}:${encode(record[key]!)}`).join(",")}}`
 }
 
-/**
- * The text of a JSON column: `null` stays SQL null, anything else is JSON
- * text that `decodeJsonColumn` turns back into an equal value, `-0` included
- * (plain `JSON.stringify` writes it as `0`). The value must pass `jsonProblem`.
- */
+/** The text of a JSON column (`null` stays SQL null) that `decodeJsonColumn` reads back equal, `-0` included. */
 export const encodeJsonColumn = (value: JsonValue): string | null => value === null ? null : encode(value)
 
 /** The value of a JSON column written by `encodeJsonColumn` (or by the seed's store). */

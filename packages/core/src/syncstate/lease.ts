@@ -1,12 +1,7 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import { blankSyncState, leaseStampOf, type SyncStateKey, type SyncStateRow, type SyncStateWrite } from "./SyncState.js"
 
-/**
- * The sync lease a runner holds on one connector and owner. `token` is the
- * fence: only a caller presenting the token of the current lease can renew
- * or release it, so a runner whose lease was taken over can no longer act
- * on it. Keep it private to the runner.
- */
+/** The sync lease a runner holds on one connector and owner; `token` fences renewals and releases: keep it private. */
 export interface SyncLease extends SyncStateKey {
   /** The lease's secret token, drawn by the store at the claim; renewals and releases must present it. */
   readonly token: string
@@ -43,10 +38,7 @@ export interface SyncLeaseDecision<O> {
   readonly write: SyncStateWrite | undefined
 }
 
-/**
- * True while a lease on the row is live at `now`: it expires strictly after
- * `now`. A lease expiring exactly at `now` may be taken over.
- */
+/** True while the row's lease expires strictly after `now` (one expiring at `now` may be taken over). */
 export const isSyncLeaseLive = (row: SyncStateRow, now: Millis): boolean =>
   row.leaseExpiresAt !== null && row.leaseExpiresAt > now
 
@@ -59,11 +51,7 @@ const withLease = (row: SyncStateRow, token: string | null, expiresAt: Millis | 
   leaseExpiresAt: expiresAt
 })
 
-/**
- * Decides a claim under the fresh `token`. No row: create a blank one
- * holding the lease. A row with a live lease: `busy`. Otherwise (no lease, or
- * an expired one, whoever held it): take it over until `now + leaseMs`.
- */
+/** Decides a claim under the fresh `token`: no row creates a blank one holding it, a live lease is `busy`, anything else is taken over. */
 export const decideClaimSyncLease = (
   key: SyncStateKey,
   row: SyncStateRow | undefined,
@@ -83,11 +71,7 @@ export const decideClaimSyncLease = (
   }
 }
 
-/**
- * Decides a renewal: only the holder of the row's current lease may extend
- * it, to `now + leaseMs`. A lease that lapsed but that nobody took over is
- * still the holder's (no other runner can have synced meanwhile).
- */
+/** Decides a renewal: only the holder of the current lease (lapsed but not taken over included) extends it to `now + leaseMs`. */
 export const decideRenewSyncLease = (
   row: SyncStateRow | undefined,
   lease: Pick<SyncLease, "token">,

@@ -21,12 +21,8 @@ export interface SyncProgressCASCurrent {
 }
 
 /**
- * What a progress recompute returns: the new checkpoint and recovery (JSON
- * values), and optionally the report fields the original store also takes
- * from it. A field given is written; one left out keeps what is stored.
- * Copies of what the recompute was given (`version`, `incarnation`) and of
- * the key may ride along; any other value for them, or a `status` or lease
- * field, is refused (a progress write never changes them).
+ * What a recompute returns: the new checkpoint and recovery, and report fields to write (one left out keeps what is stored);
+ * copies of the key, `version` and `incarnation` may ride along, anything else of them is refused.
  */
 export interface SyncProgressCASResult {
   /** The new checkpoint; must be a JSON value. */
@@ -42,26 +38,17 @@ export interface SyncProgressCASResult {
 }
 
 /**
- * Computes the new checkpoint and recovery from the current ones (`null`:
- * no sync state exists yet, as the original store passes). It may be called
- * more than once per `updateSyncProgress`, once per attempt, each time with
- * what is stored then; only the result of the attempt that wins is written.
- * It runs with no lock held, and should be a quick, pure function of its argument.
+ * Computes the new checkpoint and recovery from the current ones (`null`: no row yet); called once per attempt with no lock
+ * held, so keep it quick and pure.
  */
 export type SyncProgressRecompute = (current: SyncProgressCASCurrent | null) => SyncProgressCASResult
 
 /** A recompute result that passed its checks: only the fields a progress write takes. */
-export interface ValidProgress {
+export interface ValidProgress extends Omit<SyncProgressCASResult, "checkpoint" | "recovery"> {
   /** The new checkpoint, checked to be JSON. */
   readonly checkpoint: JsonValue
   /** The new recovery data, checked to be JSON. */
   readonly recovery: JsonValue
-  /** The `lastSyncedAt` to write; absent keeps the stored one. */
-  readonly lastSyncedAt?: string | undefined
-  /** The entity count to write; absent keeps the stored one. */
-  readonly entityCount?: number | undefined
-  /** The error to write (`null` clears it); absent keeps the stored one. */
-  readonly error?: string | null | undefined
 }
 
 /** What a recompute is given for a row (or for no row). */
@@ -70,11 +57,7 @@ export const progressCurrent = (row: SyncStateRow | undefined): SyncProgressCASC
     ? null
     : { checkpoint: row.checkpoint, recovery: row.recovery, version: row.version, incarnation: row.incarnation }
 
-/**
- * The progress fields of a result that passed `progressResultChecks`, and
- * nothing else of it: whatever else the caller's object holds is never
- * spread into a row.
- */
+/** The progress fields of a checked result, and nothing else of it. */
 export const validProgress = (result: SyncProgressCASResult): ValidProgress => {
   const progress: { -readonly [K in keyof ValidProgress]: ValidProgress[K] } = {
     checkpoint: result.checkpoint as JsonValue,
@@ -90,15 +73,8 @@ const reportedOf = (progress: ValidProgress): ReadonlyArray<ReportedField> =>
   (["lastSyncedAt", "entityCount", "error"] as const).filter((field) => progress[field] !== undefined)
 
 /**
- * Decides a progress write from the row a recompute was computed from. No
- * row: insert a blank row carrying the progress at version 1 (version counts
- * the progress writes of an incarnation) under the new `incarnation`. A row:
- * bump its version and replace checkpoint and recovery (and the report
- * fields the result gave), guarded by the version AND incarnation that were
- * read, so neither a concurrent progress write nor a delete-and-recreate in
- * between lets this result land; with `fence`, also by the lease token.
- * Keys, incarnation, status and lease come from the row or the blank, never
- * from the result.
+ * Decides a progress write from the row the recompute saw: no row inserts a blank one at version 1 under `incarnation`; a row
+ * gets the progress and the next version, guarded by the version and incarnation read (and the lease, with `fence`).
  */
 export const decideSyncProgress = (
   key: SyncStateKey,

@@ -1,11 +1,7 @@
 import type { Millis } from "../watch/ProjectionWatch.js"
 import { leaseStampOf, type SyncStateRow, type SyncStateWrite } from "./SyncState.js"
 
-/**
- * Where a sync state's lease stands at a moment: `none` (nobody holds it),
- * `held` (live: it expires after now), or `stale` (it expired and was never
- * released: its runner is gone or late, and any runner may take it over).
- */
+/** Where a sync state's lease stands: `none`, `held` (live) or `stale` (expired, never released: anyone may take it over). */
 export type SyncLeaseState = "none" | "held" | "stale"
 
 /** The lease state of `row` at `now` (see `SyncLeaseState`). */
@@ -23,13 +19,8 @@ export type OperatorSyncLeaseRelease =
   | { readonly outcome: "refused"; readonly reason: string; readonly write: undefined }
 
 /**
- * Decides an operator's release of the lease on `row`, whoever holds it: a
- * stale lease is cleared; a live one only with `force` (the operator knows
- * its runner is gone), since another runner could otherwise sync alongside
- * one still running; no lease is `not-held`, and nothing changes. The write
- * clears token and expiry, guarded by the lease stamp read, so a lease
- * renewed or taken over meanwhile is never cleared; status, checkpoint and
- * progress are left as they are.
+ * Decides an operator's release of the lease on `row`: a stale one is cleared, a live one only with `force`, none is
+ * `not-held`; the write is guarded by the lease read.
  */
 export const decideOperatorReleaseSyncLease = (
   row: SyncStateRow,

@@ -1,13 +1,7 @@
 import type { JsonValue } from "./json.js"
 import { blankSyncState, stampOf, type SyncStateKey, type SyncStateRow, type SyncStateWrite, type SyncStatus } from "./SyncState.js"
 
-/**
- * What `setSyncState` writes: the runner's report. `error` omitted or null
- * clears a previous error. `checkpoint` and `recovery` omitted keep what is
- * stored (a new row starts with `null`); given, they replace it. Any other
- * field (a `version`, `incarnation` or `leaseExpiresAt` copied from a read)
- * is ignored: those belong to progress writes and the lease.
- */
+/** What `setSyncState` writes; `error` omitted or null clears one, an omitted checkpoint or recovery keeps the stored one. */
 export interface SyncStateInput {
   /** The status to report: `idle`, `syncing` or `error`. */
   readonly status: SyncStatus
@@ -26,11 +20,8 @@ export interface SyncStateInput {
 const pick = (given: unknown, stored: JsonValue): JsonValue => given === undefined ? stored : given as JsonValue
 
 /**
- * Decides a `setSyncState`. No row: insert a fresh one at version 0 under
- * `incarnation`. A row: overwrite its status fields (and the checkpoint and
- * recovery when given), leaving version, incarnation and lease as they are.
- * With `fence`, the update is also guarded by the row's lease token. The
- * input must already be valid.
+ * Decides a `setSyncState` (the input valid already): no row inserts one at version 0 under `incarnation`; a row gets the
+ * status fields, version, incarnation and lease kept, guarded by the lease with `fence`.
  */
 export const decideSetSyncState = (
   key: SyncStateKey,

@@ -24,11 +24,7 @@ export interface WatchIdentity {
   readonly sourceID: string
 }
 
-/**
- * One row of the projection-watch table: after a write-back committed, the
- * store verifies that the local converged state of `documentID` matches the
- * provider, and repairs it if not. Every write bumps `version`.
- */
+/** One projection watch: after a write-back commits, the store verifies `documentID` against the provider and repairs it. */
 export interface ProjectionWatch extends WatchIdentity {
   /** The local document the provider entity projects into. */
   readonly documentID: string
@@ -40,11 +36,7 @@ export interface ProjectionWatch extends WatchIdentity {
   readonly verificationStatus: VerificationStatus
   /** Verification attempts spent on the current generation. */
   readonly verificationAttempts: number
-  /**
-   * Bumped each time the watch is (re)opened against a new winner: the
-   * `generation` a verifier claims, defers and reports with, so a result for
-   * an older state changes nothing.
-   */
+  /** Bumped when the watch is (re)opened against a new winner: a result for an older generation changes nothing. */
   readonly repairGeneration: number
   /** When the next verification is due; null when none is (verified, given up). */
   readonly nextAttemptAt: Millis | null

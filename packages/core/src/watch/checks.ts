@@ -1,5 +1,17 @@
 import { allOptionNames } from "../optionNames.js"
-import { type Check, fieldOf, identityChecks, type InputShape, oneOf, openShapeOf, optional, Rules, shapeOf } from "../validation.js"
+import {
+  type Check,
+  fieldOf,
+  fieldsOf,
+  identityChecks,
+  type InputShape,
+  oneOf,
+  openShapeOf,
+  optional,
+  orNull,
+  Rules,
+  shapeOf
+} from "../validation.js"
 import type { WatchIdentity } from "./ProjectionWatch.js"
 import type { DeferInput, VerificationInput } from "./transitions.js"
 
@@ -13,16 +25,20 @@ export const DEFER_SHAPE: InputShape = shapeOf(
   allOptionNames<DeferInput>()(["generation", "claimedUntil", "nextAttemptAt", "reason"])
 )
 
-/** The input of `recordVerification`. */
-export const VERIFICATION_SHAPE: InputShape = shapeOf(
-  allOptionNames<VerificationInput>()(["generation", "claimedUntil", "fetchedDigest", "maxAttempts", "dueAt"])
-)
-
 const generation = Rules.nonNegativeInt
+const VERIFICATION = fieldsOf<VerificationInput>("input", {
+  generation,
+  claimedUntil: optional(orNull(Rules.millis)),
+  fetchedDigest: Rules.digestOrNull,
+  maxAttempts: Rules.positiveInt,
+  dueAt: Rules.millis
+})
+
+/** The input of `recordVerification`. */
+export const VERIFICATION_SHAPE: InputShape = VERIFICATION.shape
 const armReason = oneOf("ingress", "manual")
 const optionalDigest = optional(Rules.digestOrNull)
 const optionalDeferReason = optional(oneOf("offline", "auth", null))
-const millisOrNull = optional((value) => value === null ? undefined : Rules.millis(value))
 
 /** The checks of `armWatch`'s arguments. */
 export const armWatchChecks = (identity: unknown, reason: unknown, options: unknown): ReadonlyArray<Check> => {
@@ -62,16 +78,7 @@ export const deferWatchChecks = (identity: unknown, options: unknown): ReadonlyA
 
 /** The checks of `recordVerification`'s arguments. */
 export const verificationChecks = (identity: unknown, input: unknown): ReadonlyArray<Check> =>
-  identityChecks(
-    "identity",
-    identity,
-    ["input", input, Rules.record],
-    ["input.generation", fieldOf(input, "generation"), generation],
-    ["input.claimedUntil", fieldOf(input, "claimedUntil"), millisOrNull],
-    ["input.fetchedDigest", fieldOf(input, "fetchedDigest"), Rules.digestOrNull],
-    ["input.maxAttempts", fieldOf(input, "maxAttempts"), Rules.positiveInt],
-    ["input.dueAt", fieldOf(input, "dueAt"), Rules.millis]
-  )
+  VERIFICATION.checks(input, identityChecks("identity", identity))
 
 /** The checks of `resumeAuthDeferred`'s parameters. */
 export const resumeAuthChecks = (params: unknown): ReadonlyArray<Check> => [

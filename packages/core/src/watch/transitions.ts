@@ -1,19 +1,10 @@
 import type { DeferReason, Digest, Millis, ProjectionWatch } from "./ProjectionWatch.js"
 import { bump, changed, type Decided, unchanged } from "../versioned.js"
 
-/**
- * What a watch transition decided: an outcome, and the row to write when the
- * outcome changes the row. `next` always carries `version + 1` and
- * `updatedAt = now`; the caller writes it only if the stored version is still
- * the one it read.
- */
+/** What a watch transition decided: an outcome, and the row to write at the version read. */
 export type Decision<O extends string> = Decided<ProjectionWatch, O>
 
-/**
- * Why a caller arms a watch. Finalize arms its own watch
- * (`finalizeOperationAndArmWatch`); `armWatch` refuses `"finalize"` from
- * untyped callers with `ReservedArmReason`.
- */
+/** Why a caller arms a watch (`finalize` is the store's own: `armWatch` refuses it with `ReservedArmReason`). */
 export type ArmReason = "ingress" | "manual"
 
 /** What `armWatch` did. */
@@ -29,10 +20,7 @@ export interface ArmInput {
   readonly triggeringWinner?: Digest | null | undefined
 }
 
-/**
- * Opens a new repair generation against `winner`: attempts reset, pending,
- * due at `dueAt`, and no claim or deferral carried over from the old one.
- */
+/** Opens a new repair generation against `winner`: attempts reset, pending, due at `dueAt`, no claim or deferral. */
 export const openGeneration = (row: ProjectionWatch, winner: Digest | null, dueAt: Millis, now: Millis): ProjectionWatch =>
   bump(row, now, {
     repairGeneration: row.repairGeneration + 1,
@@ -44,10 +32,7 @@ export const openGeneration = (row: ProjectionWatch, winner: Digest | null, dueA
     deferReason: null
   })
 
-/**
- * The ingress gate: an event re-arms a watch only when it produced the
- * current winner and that winner is news to both watermarks.
- */
+/** The ingress gate: an event re-arms a watch only when it produced the current winner and that winner is news to both watermarks. */
 export const passesIngressGate = (row: ProjectionWatch, triggering: Digest | null | undefined, winner: Digest | null): boolean =>
   triggering != null &&
   triggering === winner &&
@@ -55,10 +40,8 @@ export const passesIngressGate = (row: ProjectionWatch, triggering: Digest | nul
   triggering !== row.observedWinnerDigest
 
 /**
- * Decides an arm. No row: `noop` (rows are created by finalize). `manual`
- * always opens a new generation. `ingress` past its gate opens a settled
- * watch and coalesces into a pending one (its next attempt moves no later
- * than `dueAt`).
+ * Decides an arm: no row is `noop`; `manual` opens a new generation; `ingress` past its gate opens a settled watch and
+ * coalesces into a pending one.
  */
 export const decideArm = (
   row: ProjectionWatch | undefined,
@@ -91,12 +74,7 @@ export interface ClaimInput {
 export const hasLiveClaim = (row: ProjectionWatch, now: Millis): boolean =>
   row.claimedUntil !== null && row.claimedUntil > now
 
-/**
- * Decides a claim: only a pending row of that generation, due at `now` (the
- * verifier's time), and with no live claim, can be claimed; the claim lasts
- * until `until`. The row is stamped `writtenAt`, the store's clock (as the
- * seed does), which defaults to `now`.
- */
+/** Decides a claim: a pending row of that generation, due and under no live claim, is claimed until `until`. */
 export const decideClaim = (
   row: ProjectionWatch | undefined,
   input: ClaimInput,
@@ -127,10 +105,7 @@ export interface DeferInput {
   readonly reason?: DeferReason | null | undefined
 }
 
-/**
- * Decides a deferral: only the holder of the current claim of a pending row
- * of that generation may push the attempt out; the claim is released.
- */
+/** Decides a deferral: only the current claim's holder pushes the attempt out, releasing the claim. */
 export const decideDefer = (
   row: ProjectionWatch | undefined,
   input: DeferInput,
@@ -163,11 +138,7 @@ export interface VerificationInput {
   readonly dueAt: Millis
 }
 
-/**
- * The gates a verification result passes before the current winner matters:
- * a result for another generation, or from a verifier that no longer holds
- * the claim, is stale and changes nothing.
- */
+/** Why a verification result is stale (another generation, or a claim no longer held), before the winner is read. */
 export const staleVerification = (
   row: ProjectionWatch | undefined,
   input: Pick<VerificationInput, "generation" | "claimedUntil">
@@ -179,16 +150,9 @@ export const staleVerification = (
     : undefined
 
 /**
- * Decides a verification result against the current winner: a match settles
- * the watch as verified; a mismatch spends an attempt and either reschedules
- * or, when attempts run out, gives the generation up as repair_failed. Both
- * leave the watermarks untouched: `observedWinnerDigest` stays the winner
- * the generation was opened against, so a winner that moved during the
- * generation (an ingress that coalesced into it while a verifier that had
- * fetched the older provider state held its last attempt, or a lost ingress)
- * is still news to the ingress gate and the audit branch after the give-up.
- * The give-up stays bounded: a new generation opens only against a winner
- * that differs from the one the given-up generation was opened against.
+ * Decides a verification result against the current winner: a match verifies; a mismatch spends an attempt and
+ * reschedules or gives up (`repair_failed`). Neither moves `observedWinnerDigest`, so a winner that moved during the
+ * generation is still news to the ingress gate and the audit.
  */
 export const decideVerification = (
   row: ProjectionWatch | undefined,
@@ -236,10 +200,7 @@ export const resumeReaches = (
   row.deferReason === scope.reason &&
   (scope.reason === "offline" || (row.ownerDID === scope.ownerDID && scope.connectorNames.includes(row.connectorName)))
 
-/**
- * Makes a pending watch deferred within `scope` due now, reason cleared; any
- * other row is left alone (`undefined`).
- */
+/** Makes a pending watch deferred within `scope` due now, reason cleared; any other row is left alone (`undefined`). */
 export const resumeDeferredWatch = (row: ProjectionWatch, scope: ResumeScope, now: Millis): ProjectionWatch | undefined =>
   row.verificationStatus === "pending_verification" && resumeReaches(scope, row)
     ? bump(row, now, { nextAttemptAt: now, deferReason: null })
@@ -253,10 +214,6 @@ export const isScheduleDue = (row: ProjectionWatch, now: Millis): boolean =>
 export const isAuditCandidate = (row: ProjectionWatch): boolean =>
   row.verificationStatus === "verified" || row.verificationStatus === "repair_failed"
 
-/**
- * The audit branch of the due sweep: a settled watch whose document's
- * current winner is news to both watermarks, i.e. an ingress re-arm that a
- * crash may have lost. A given-up row whose winner has not moved stays given up.
- */
+/** The audit branch of the due sweep: a settled watch whose winner is news to both watermarks (an ingress re-arm a crash may have lost). */
 export const isAuditDiverged = (row: ProjectionWatch, winner: Digest): boolean =>
   isAuditCandidate(row) && winner !== row.verifiedStateDigest && winner !== row.observedWinnerDigest
