@@ -26,8 +26,9 @@ export interface ClaimOperationInput extends Pick<
   readonly leaseMs?: number | undefined
   /**
    * `true` when the request leaves right after the claim: a claim that leases also marks it sent (as
-   * `markOperationSent`) in the same write. Leave it unset when work that may fail comes between the claim and the
-   * send.
+   * `markOperationSent`) in the same write, and the operation is in doubt from then on: if the runner dies before
+   * its request leaves, the next claim gets a `reissue` (or `reconcile_only`), never a blind re-send. Leave it unset
+   * when work that may fail comes between the claim and the send.
    */
   readonly markSent?: boolean | undefined
 }
