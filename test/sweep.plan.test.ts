@@ -134,6 +134,9 @@ describe("the batch claim's owner-fair page", () => {
     expect(plans["fairPage"]).toContain("SEARCH x USING INTEGER PRIMARY KEY (rowid=?)")
     expect(plans["fairPage"]).not.toMatch(new RegExp(`SCAN (x|${t.operation})\\b`))
     expect(plans["fairPage"]).not.toContain("idx_connector_operation_state_next_key")
+    // Every index it reads is the owner index: any other holds the owner's settled rows too, and a table never
+    // analyzed (SQLite keeps no statistics unless asked) was read through one, every row of the owner per batch.
+    expect(new Set([...String(plans["fairPage"]).matchAll(/USING (?:COVERING )?INDEX (\S+)/g)].map((m) => m[1]))).toEqual(new Set([ownerDue]))
   })
 
   it.skipIf(!pgAvailable)("on Postgres reads the owner index only: the due index would read the whole backlog per owner", async () => {

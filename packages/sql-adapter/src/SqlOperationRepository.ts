@@ -239,6 +239,7 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   const fairTable = (excluding: ReadonlyArray<ProviderScope> | undefined): FairPageTable<ConnectorOperation, DueOperationPosition> => ({
     name: tables.operation,
     schema: OPERATION_SCHEMA,
+    sqliteIndex: tables.index("idx_connector_operation_owner_due"),
     held: sql`state = 'attempted'`,
     keys: ["caller_did", "operation_id"],
     unscheduledFirst: true,
