@@ -35,8 +35,8 @@ export interface FairPageTable<A, P> {
   readonly name: string
   /** The rows' columns, as the page returns them. */
   readonly schema: RowSchema<A>
-  /** The owner index SQLite is held to (`INDEXED BY`), where its planner would leave it; none: the planner's choice. */
-  readonly sqliteIndex?: string
+  /** The owner index SQLite is held to (`INDEXED BY`): without statistics its planner reads another, every held row of an owner. */
+  readonly sqliteIndex: string
   /** The rows of the owner index: the page reads no other. */
   readonly held: Statement.Fragment
   /** The index's text columns after next_attempt_at, compared in byte order. */
@@ -83,10 +83,7 @@ export const fairPageStatement = <A, P>(
   limit: number
 ) => {
   const plain = sql(table.name)
-  const index = table.sqliteIndex
-  const source = index === undefined
-    ? sql`${plain}`
-    : sql.onDialectOrElse({ pg: () => sql`${plain}`, orElse: () => sql`${plain} INDEXED BY ${sql(index)}` })
+  const source = sql.onDialectOrElse({ pg: () => sql`${plain}`, orElse: () => sql`${plain} INDEXED BY ${sql(table.sqliteIndex)}` })
   const keys = table.keys
   const ownerKey = byteOrdered(sql, "owner_did")
   const keyOrder = sql.csv(keys.map((key) => byteOrdered(sql, key)))
