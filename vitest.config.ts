@@ -11,18 +11,6 @@ const workers = (() => {
   return n
 })()
 
-/**
- * The test files that load every module anew: those that run other test
- * files' suites again by importing them (a module already loaded would not
- * declare its suites a second time), and those that change globals.
- */
-const ISOLATED = [
-  "test/sqlite-stock-client.test.ts",
-  "test/memory-ports.test.ts",
-  "test/doc-samples.test.ts",
-  "test/simulation.test.ts"
-]
-
 export default defineConfig({
   resolve: {
     // The subpath first: an alias also matches the paths under its name.
@@ -50,29 +38,9 @@ export default defineConfig({
     pool: "forks",
     maxWorkers: workers,
     minWorkers: workers,
-    // A worker process runs many files (a new process per file spent ~3 s of a core on loading the packages
-    // and Effect each time); the projects below say which files also share the loaded modules.
-    poolOptions: { forks: { isolate: false } },
-    projects: [
-      {
-        extends: true,
-        test: {
-          name: "shared",
-          include: ["test/**/*.test.ts"],
-          exclude: ISOLATED,
-          // The files share the modules a worker loaded: each one's own state is started anew by perFile.ts.
-          poolOptions: { forks: { isolate: false } }
-        }
-      },
-      {
-        extends: true,
-        test: {
-          name: "isolated",
-          include: ISOLATED,
-          // Every module loaded anew for each file.
-          poolOptions: { forks: { isolate: true } }
-        }
-      }
-    ]
+    // A worker process runs many files and keeps the modules it loaded (a new process per file spent ~3 s of a
+    // core on loading the packages and Effect each time): each file's own state is started anew by perFile.ts,
+    // and a file that runs another's suites again imports it as a module of its own (support/rerun.ts).
+    poolOptions: { forks: { isolate: false } }
   }
 })

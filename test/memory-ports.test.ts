@@ -10,6 +10,7 @@
 import { DirectDatabase } from "@connector-store/core/adapter"
 import { Effect, Layer, Option } from "effect"
 import { describe, expect, it } from "vitest"
+import { rerunSuites } from "./support/rerun.js"
 import { adaptersUnderTest, memoryPortsAdapter, useMemoryPortsOnly } from "./support/stores.js"
 
 const offersDirectRows = <P, E>(layer: Layer.Layer<P, E>) =>
@@ -27,12 +28,12 @@ describe("the memory adapter on its ports alone", () => {
 
 // The contract suites of the hot methods, re-run here on the memory ports alone.
 useMemoryPortsOnly()
-await import("./watch.contract.test.js")
-await import("./watch.giveup.test.js")
-await import("./operations.claim.test.js")
-await import("./operations.finalize.test.js")
-await import("./operations.indoubt.test.js")
-await import("./operations.input.test.js")
-await import("./guards.stale-writes.test.js")
-await import("./guarded-writes.property.test.js")
-await import("./cas.test.js")
+await rerunSuites("./watch.contract.test.js", "memory-ports")
+await rerunSuites("./watch.giveup.test.js", "memory-ports")
+await rerunSuites("./operations.claim.test.js", "memory-ports")
+await rerunSuites("./operations.finalize.test.js", "memory-ports")
+await rerunSuites("./operations.indoubt.test.js", "memory-ports")
+await rerunSuites("./operations.input.test.js", "memory-ports")
+await rerunSuites("./guards.stale-writes.test.js", "memory-ports")
+await rerunSuites("./guarded-writes.property.test.js", "memory-ports")
+await rerunSuites("./cas.test.js", "memory-ports")

@@ -11,6 +11,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
+import { rerunSuites } from "./support/rerun.js"
 import { freshSqlitePath } from "./support/databases.js"
 import { runProcess } from "./support/processes.js"
 import { useStockSqliteOnly } from "./support/stores.js"
@@ -40,7 +41,7 @@ describe("the stock SQLite client", () => {
 
 // The contract suites, re-run here on the stock client alone.
 useStockSqliteOnly()
-await import("./watch.contract.test.js")
-await import("./operations.claim.test.js")
-await import("./operations.finalize.test.js")
-await import("./cas.test.js")
+await rerunSuites("./watch.contract.test.js", "stock-sqlite")
+await rerunSuites("./operations.claim.test.js", "stock-sqlite")
+await rerunSuites("./operations.finalize.test.js", "stock-sqlite")
+await rerunSuites("./cas.test.js", "stock-sqlite")

@@ -31,9 +31,6 @@ const removeOrphanRoots = (dir: string): void => {
   }
 }
 
-/** The run's temp root, once a project's setup made it (each vitest project runs this setup). */
-const ROOT_VARIABLE = "CONNECTOR_STORE_TEST_RUN_ROOT"
-
 /**
  * One temporary folder per test run, removed when the run ends, whatever the
  * tests did: test files make their SQLite files in it (`freshSqlitePath`),
@@ -41,23 +38,15 @@ const ROOT_VARIABLE = "CONNECTOR_STORE_TEST_RUN_ROOT"
  * `TMPDIR`, so whatever they put in `os.tmpdir()` goes there too.
  */
 export default function setup(project: TestProject): () => void {
-  const made = process.env[ROOT_VARIABLE]
-  if (made !== undefined) {
-    // Another project of this run made the root (and removes it): one root per run, not one inside another.
-    project.provide("tempRoot", made)
-    return () => undefined
-  }
   const systemTmp = tmpdir()
   removeOrphanRoots(systemTmp)
   const root = mkdtempSync(join(systemTmp, `${RUN_PREFIX}${process.pid}-`))
   const previous = process.env["TMPDIR"]
   process.env["TMPDIR"] = root
-  process.env[ROOT_VARIABLE] = root
   project.provide("tempRoot", root)
   return () => {
     if (previous === undefined) delete process.env["TMPDIR"]
     else process.env["TMPDIR"] = previous
-    delete process.env[ROOT_VARIABLE]
     rmSync(root, { recursive: true, force: true, maxRetries: 3 })
     const left = readdirSync(systemTmp).filter((name) => name === root.slice(systemTmp.length + 1))
     if (left.length > 0) throw new Error(`the test run's temp folder ${root} could not be removed`)
