@@ -1,11 +1,12 @@
 import { existsSync } from "node:fs"
 import { createServer, type Server, type Socket } from "node:net"
 import { afterAll, beforeAll, describe, expect, it, it as vitestIt } from "vitest"
-import { failureOf, jsonOf, runCli } from "./support/cli/run.js"
+import { failureOf, jsonOf, runCli, runCliHere } from "./support/cli/run.js"
 import { type CliDatabase, dbArgs, openForCheck, seedGivenUpCandidate, seedStore } from "./support/cli/seed.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
-// Every test spawns the built CLI: `npm run build` first.
+// What each command does is run in this process (`runCliHere`); the environment fallback, help, unreachable
+// databases and `simulate` spawn the built CLI (`npm run build` first).
 
 const databases: ReadonlyArray<{ readonly name: string; readonly fresh: () => Promise<CliDatabase> }> = [
   { name: "sqlite", fresh: async () => ({ url: freshSqlitePath() }) },
@@ -19,7 +20,6 @@ const op = (id: string) => [...KEY, "--operation", id]
 const brokenWatch = ["--owner", "did:owner:1", "--connector", "gcal", "--model", "Event", "--account", "acct-1", "--source", "src-broken"]
 
 for (const { name, fresh } of databases) {
-  // Spawned processes are slow on a loaded machine: the whole budget is per test.
   // The databases' suites run beside each other (each its own database), the tests of each one after another.
   describe(`connector-store CLI on ${name}`, { timeout: 600_000, concurrent: true }, () => {
     const it = vitestIt.sequential
@@ -27,16 +27,16 @@ for (const { name, fresh } of databases) {
     const seeded = async () => {
       const db = await fresh()
       const seed = await seedStore(db)
-      const cli = (...args: ReadonlyArray<string>) => runCli([...args, ...dbArgs(db)])
+      const cli = (...args: ReadonlyArray<string>) => runCliHere([...args, ...dbArgs(db)])
       return { db, seed, cli }
     }
 
     it("migrate creates the schema once; a second run applies nothing", async () => {
       const db = await fresh()
-      const first = await runCli(["migrate", ...dbArgs(db)])
+      const first = await runCliHere(["migrate", ...dbArgs(db)])
       expect(first.code).toBe(0)
       expect(first.stdout).toMatch(/: applied migrations 1, 2, 3(, \d+)+\n$/)
-      const again = jsonOf<{ applied: Array<number> }>(await runCli(["migrate", "--json", ...dbArgs(db)]))
+      const again = jsonOf<{ applied: Array<number> }>(await runCliHere(["migrate", "--json", ...dbArgs(db)]))
       expect(again.applied).toEqual([])
     })
 

@@ -1,11 +1,11 @@
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
-import { failureOf, jsonOf, runCli } from "./support/cli/run.js"
+import { failureOf, jsonOf, runCliHere } from "./support/cli/run.js"
 import { type CliDatabase, dbArgs } from "./support/cli/seed.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
-// Every test spawns the built CLI: `npm run build` first.
+// The commands run in this process (`runCliHere`).
 
 const databases: ReadonlyArray<{ readonly name: string; readonly fresh: () => Promise<CliDatabase> }> = [
   { name: "sqlite", fresh: async () => ({ url: freshSqlitePath() }) },
@@ -19,7 +19,7 @@ const ACCOUNT_1 = ["--connector", "gcal", "--account", "acct-1"] as const
 describe.each(databases)("connector-store limits on $name", { timeout: 600_000 }, ({ fresh }) => {
   it("sets a cap, pauses and resumes an account: every store that enforces limits follows at once", async () => {
     const db = await fresh()
-    const cli = (...args: ReadonlyArray<string>) => runCli([...args, ...dbArgs(db)])
+    const cli = (...args: ReadonlyArray<string>) => runCliHere([...args, ...dbArgs(db)])
     expect((await cli("migrate")).code).toBe(0)
     expect((await cli("limits", "list")).stdout).toBe("no provider limits are set\n")
     const store = await openConnectorStore({ ...db, maxConnections: 2, providerLimits: true, readWinner: () => null })
@@ -56,7 +56,7 @@ describe.each(databases)("connector-store limits on $name", { timeout: 600_000 }
 
   it("bad arguments: one clear line and a non-zero exit, nothing written", async () => {
     const db = await fresh()
-    const cli = (...args: ReadonlyArray<string>) => runCli([...args, ...dbArgs(db)])
+    const cli = (...args: ReadonlyArray<string>) => runCliHere([...args, ...dbArgs(db)])
     expect((await cli("migrate")).code).toBe(0)
     expect((await cli("limits", "set", ...ACCOUNT_1, "--max-in-flight", "3")).code).toBe(0)
     const before = jsonOf(await cli("limits", "list", "--json"))

@@ -3,11 +3,11 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSy
 import { dirname, join, relative } from "node:path"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
-import { failureOf, jsonOf, runCli } from "./support/cli/run.js"
+import { failureOf, jsonOf, runCli, runCliHere } from "./support/cli/run.js"
 import { type CliDatabase, dbArgs, openForCheck, seedStore } from "./support/cli/seed.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
-// Every test spawns the built CLI: `npm run build` first.
+// The commands run in this process (`runCliHere`); the runs as another user spawn the built CLI (`npm run build` first).
 
 /** Every inspection command, with what it needs to name a row. */
 const INSPECTIONS: ReadonlyArray<ReadonlyArray<string>> = [
@@ -65,12 +65,12 @@ describe("CLI inspection never writes (SQLite)", { timeout: 600_000 }, () => {
     await seedStore(db)
     const before = sha256(db.url)
     for (const command of INSPECTIONS) {
-      const run = await runCli([...command, ...dbArgs(db)])
+      const run = await runCliHere([...command, ...dbArgs(db)])
       expect(run.code, `${command.join(" ")}: ${run.stderr}`).toBe(0)
       expect(sha256(db.url), command.join(" ")).toBe(before)
     }
     // The checksum does see a write: an action changes the file.
-    const acted = await runCli(["settle", "--caller", "did:caller:1", "--operation", "unknown", "--outcome", "dead", ...dbArgs(db)])
+    const acted = await runCliHere(["settle", "--caller", "did:caller:1", "--operation", "unknown", "--outcome", "dead", ...dbArgs(db)])
     expect(acted.code, acted.stderr).toBe(0)
     expect(sha256(db.url)).not.toBe(before)
   })
@@ -78,7 +78,7 @@ describe("CLI inspection never writes (SQLite)", { timeout: 600_000 }, () => {
   it("a missing file is 'no such database', for inspections and actions alike, and no file is created", async () => {
     const path = freshSqlitePath()
     for (const command of [...INSPECTIONS, ["retry", "--caller", "c", "--operation", "o"], ["sync", "release", "--connector", "c", "--owner", "o"]]) {
-      expect(failureOf(await runCli([...command, "--database", path])), command.join(" ")).toEqual({
+      expect(failureOf(await runCliHere([...command, "--database", path])), command.join(" ")).toEqual({
         code: 1,
         lines: [`connector-store: no such database: ${path}`]
       })
@@ -92,7 +92,7 @@ describe("CLI inspection never writes (SQLite)", { timeout: 600_000 }, () => {
     await seedStore(db)
     const before = sha256(db.url)
     for (const command of [["status"], ["operations"], ["collect", "--before", "7d"]]) {
-      expect(failureOf(await runCli([...command, "--database", db.url, "--table-prefix", "other_"])), command.join(" ")).toEqual({
+      expect(failureOf(await runCliHere([...command, "--database", db.url, "--table-prefix", "other_"])), command.join(" ")).toEqual({
         code: 1,
         lines: [
           `connector-store: no connector-store tables with prefix other_ in ${db.url} (check --table-prefix; connector-store migrate creates them)`
@@ -111,14 +111,14 @@ describe("CLI inspection never writes (SQLite)", { timeout: 600_000 }, () => {
     raw.close()
     const before = sha256(db.url)
     for (const command of [["status"], ["retry", "--caller", "did:caller:1", "--operation", "failed"]]) {
-      expect(failureOf(await runCli([...command, ...dbArgs(db)])), command.join(" ")).toEqual({
+      expect(failureOf(await runCliHere([...command, ...dbArgs(db)])), command.join(" ")).toEqual({
         code: 1,
         lines: [`connector-store: ${db.url}: the schema lacks migration 7 (retention_partition_indexes); connector-store migrate applies it`]
       })
     }
     expect(sha256(db.url)).toBe(before)
-    expect((await runCli(["migrate", ...dbArgs(db)])).stdout).toMatch(/applied migration 7\n$/)
-    expect(jsonOf(await runCli(["status", "--json", ...dbArgs(db)])).operations.committed).toBe(2)
+    expect((await runCliHere(["migrate", ...dbArgs(db)])).stdout).toMatch(/applied migration 7\n$/)
+    expect(jsonOf(await runCliHere(["status", "--json", ...dbArgs(db)])).operations.committed).toBe(2)
   })
 
   it("a read-only file can be inspected", async () => {
@@ -213,7 +213,7 @@ describe("database URLs", { timeout: 600_000 }, () => {
       ["file:store.sqlite?immutable=1", 'connector-store: --database: the file: URI parameter "immutable" is not supported (mode=ro|rw|rwc|memory and cache=private are)']
     ] as const) {
       for (const command of [["status"], ["migrate"]]) {
-        expect(failureOf(await runCli([...command, "--database", url])), `${command[0]} ${url}`).toEqual({ code: 1, lines: [expected] })
+        expect(failureOf(await runCliHere([...command, "--database", url])), `${command[0]} ${url}`).toEqual({ code: 1, lines: [expected] })
       }
     }
     expect(readdirSync(cwd).filter((name) => /^(mysql|postgress|sqlite|file):/.test(name))).toEqual([])
@@ -224,20 +224,20 @@ describe("database URLs", { timeout: 600_000 }, () => {
     const folder = dirname(path)
     // A relative URI is relative to the working directory, as a relative path is.
     const relativeUri = `file:${relative(process.cwd(), path).replace(/\.sqlite$/, "%2Esqlite")}`
-    const migrated = await runCli(["migrate", "--database", relativeUri])
+    const migrated = await runCliHere(["migrate", "--database", relativeUri])
     expect(migrated.code, migrated.stderr).toBe(0)
     expect(existsSync(path)).toBe(true)
     expect(readdirSync(folder).filter((name) => name.startsWith("file:"))).toEqual([])
     await seedStore({ url: path })
     const before = sha256(path)
     for (const uri of [`file://${path}`, `file://localhost${path}?mode=ro`, `file:${path}?mode=rw`]) {
-      const status = await runCli(["status", "--json", "--database", uri])
+      const status = await runCliHere(["status", "--json", "--database", uri])
       expect(jsonOf(status).operations.committed, uri).toBe(2)
     }
     expect(sha256(path)).toBe(before)
     // mode=rw: the file must exist.
     const missing = join(folder, "missing.sqlite")
-    expect(failureOf(await runCli(["migrate", "--database", `file:${missing}?mode=rw`])).code).toBe(1)
+    expect(failureOf(await runCliHere(["migrate", "--database", `file:${missing}?mode=rw`])).code).toBe(1)
     expect(existsSync(missing)).toBe(false)
   })
 })
@@ -249,13 +249,13 @@ if (pgAvailable) describe("CLI inspection never writes (Postgres)", { timeout: 6
     const before = await pgFingerprint(db.url, db.tablePrefix!)
     expect(before.split(",").length).toBeGreaterThanOrEqual(8)
     for (const command of INSPECTIONS) {
-      const run = await runCli([...command, ...dbArgs(db)])
+      const run = await runCliHere([...command, ...dbArgs(db)])
       expect(run.code, `${command.join(" ")}: ${run.stderr}`).toBe(0)
     }
     expect(await pgFingerprint(db.url, db.tablePrefix!)).toBe(before)
     const unknown = freshPrefix()
     for (const command of [...INSPECTIONS, ["collect", "--before", "7d"]]) {
-      const failed = failureOf(await runCli([...command, "--database", db.url, "--table-prefix", unknown]))
+      const failed = failureOf(await runCliHere([...command, "--database", db.url, "--table-prefix", unknown]))
       expect(failed, command.join(" ")).toEqual({
         code: 1,
         lines: [

@@ -3,11 +3,11 @@ import Sqlite from "better-sqlite3"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
-import { jsonOf, runCli } from "./support/cli/run.js"
+import { jsonOf, runCliHere } from "./support/cli/run.js"
 import { type CliDatabase, dbArgs } from "./support/cli/seed.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
-// Every test spawns the built CLI: `npm run build` first. A row the store
+// The commands run in this process (`runCliHere`). A row the store
 // cannot decode is written with the raw driver; the CLI's lists, `show` and
 // `status` must not crash on it, and must show it as corrupt.
 
@@ -62,7 +62,7 @@ for (const { name, fresh } of databases) {
     it("operations, show, sync list and status go on, and mark the corrupt rows", async () => {
       const db = await fresh()
       const tables = await seedWithCorruptRows(db)
-      const cli = (...args: ReadonlyArray<string>) => runCli([...args, ...dbArgs(db)])
+      const cli = (...args: ReadonlyArray<string>) => runCliHere([...args, ...dbArgs(db)])
 
       const table = await cli("operations")
       expect(table.code, table.stderr).toBe(0)

@@ -1,5 +1,7 @@
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { ConfigProvider, Console, Effect, Exit } from "effect"
+import { runCli as runCommand } from "../../../packages/cli/src/cli.js"
 
 /** What one run of the CLI did. */
 export interface CliRun {
@@ -35,6 +37,36 @@ export const runCli = (
         resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
     )
   })
+
+/**
+ * Runs the CLI's code with `args` in this process (its source, not the
+ * bundle), for tests of what a command does: what it prints on stdout and
+ * stderr, and the exit code the command would end with (1 when it failed).
+ * It sees no environment but `env`. A run costs tens of milliseconds where
+ * a process of its own (`runCli`) costs half a second of a core; the
+ * command as installed (its bundle, its process, the real environment) is
+ * what `runCli` is for.
+ */
+export const runCliHere = async (
+  args: ReadonlyArray<string>,
+  env: Readonly<Record<string, string>> = {}
+): Promise<CliRun> => {
+  let stdout = ""
+  let stderr = ""
+  const print = (into: "stdout" | "stderr") => (...items: ReadonlyArray<unknown>) =>
+    Effect.sync(() => {
+      const line = `${items.map(String).join(" ")}\n`
+      if (into === "stdout") stdout += line
+      else stderr += line
+    })
+  const command = runCommand(["node", "connector-store", ...args]).pipe(
+    Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+  )
+  const exit = await Effect.runPromiseExit(Console.consoleWith((console) =>
+    Effect.withConsole(command, { ...console, log: print("stdout"), info: print("stdout"), warn: print("stderr"), error: print("stderr") })
+  ))
+  return { code: Exit.isSuccess(exit) ? 0 : 1, stdout, stderr }
+}
 
 /** Parses a run's stdout as JSON, failing loudly with what it printed. */
 export const jsonOf = <A = any>(run: CliRun): A => {
