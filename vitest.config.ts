@@ -26,6 +26,7 @@ export default defineConfig({
     }
   },
   test: {
+    include: ["test/**/*.test.ts"],
     globalSetup: ["./test/support/globalSetup.ts"],
     // Run before every test file: its own database, temp folder and adapters, and their cleanup.
     setupFiles: ["./test/support/perFile.ts"],
