@@ -3,8 +3,8 @@
 // way: refuse NUL first, then a lone surrogate, then more than the byte limit
 // of UTF-8; over arbitrary strings, with NULs, surrogate halves and long
 // multi-byte runs made likely.
-import { jsonProblem, MAX_ID_BYTES, MAX_JSON_BYTES } from "@connector-store/core"
-import { Rules } from "@connector-store/core/adapter"
+import { jsonProblem, type JsonValue, MAX_ID_BYTES, MAX_JSON_BYTES } from "@connector-store/core"
+import { encodeJsonColumn, Rules } from "@connector-store/core/adapter"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { propertyRuns } from "./support/runs.js"
@@ -49,8 +49,9 @@ describe("id and text rules", () => {
   })
 })
 
-// The JSON bound counts a value's text as `JSON.stringify` writes it, to the
-// byte: padded to just under, at, or just over `MAX_JSON_BYTES`, a value is
+// The JSON bound counts a value's text as the store writes it (as
+// `JSON.stringify` does, but `-0` kept as `-0`), to the byte: padded to just
+// under, at, or just over `MAX_JSON_BYTES`, a value is
 // accepted exactly when its text fits, whatever its strings hold (escapes,
 // multi-byte characters, surrogate pairs and lone halves). A graph of shared
 // objects counts each place it appears, as its text repeats it.
@@ -62,12 +63,17 @@ const jsonValue = fc.oneof(
 
 /** `value` under a padding key whose string makes the whole text `MAX_JSON_BYTES + over` bytes. */
 const paddedTo = (value: unknown, over: number) => {
-  const bare = Buffer.byteLength(JSON.stringify({ value, pad: "" }), "utf8")
+  const bare = Buffer.byteLength(encodeJsonColumn({ value, pad: "" } as JsonValue)!, "utf8")
   const padding = MAX_JSON_BYTES + over - bare
   return padding < 0 ? undefined : { value, pad: "x".repeat(padding) }
 }
 
 describe("the JSON size bound", () => {
+  it("counts -0 as the store writes it, -0", () => {
+    expect(jsonProblem(paddedTo({ "": -0 }, 0))).toBeUndefined()
+    expect(jsonProblem(paddedTo({ "": -0 }, 1))).toMatch(/bytes of JSON text$/)
+  })
+
   it("accepts a value exactly when its JSON text fits in MAX_JSON_BYTES", () => {
     fc.assert(
       fc.property(jsonValue, fc.integer({ min: -2, max: 2 }), (value, over) => {
