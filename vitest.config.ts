@@ -34,8 +34,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Test files run beside each other, each with a Postgres database and a temp folder of its own (see
-    // test/support/databases.ts). Three at once on two cores: much of a file's time is spent waiting on Postgres
-    // or on a spawned CLI, not on a core. CONNECTOR_STORE_TEST_WORKERS sets another number (1: one file at a time).
+    // test/support/databases.ts). Three at once on two cores: much of a file's time is spent waiting on Postgres,
+    // a spawned process or a timeout, not on a core (four were slower). CONNECTOR_STORE_TEST_WORKERS sets another
+    // number (1: one file at a time).
     pool: "forks",
     maxWorkers: workers,
     minWorkers: workers,
