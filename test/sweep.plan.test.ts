@@ -61,6 +61,10 @@ const sweepPlans = (url: string) => {
         schedulePage: watches.listScheduleDuePage(1_000, DUE_AFTER, 100),
         // The batch claim's owner-fair page (locked on Postgres), from an owner's position.
         fairPage: operations.lockDuePage(1_000, { from: "", owners: [["o", OPERATION_AFTER]], done: [] }, 100),
+        // The same page passing over a scope: each owner's rows read scope by scope.
+        fairScopedPage: operations.lockDuePage(1_000, { from: "", owners: [["o", OPERATION_AFTER]], done: [] }, 100, [
+          { connectorName: "c", accountKey: "paused" }
+        ]),
         // The watch batch claim's owner-fair page, likewise.
         fairWatchPage: watches.lockClaimablePage(1_000, { from: "", owners: [["o", DUE_AFTER]], done: [] }, 100)
       }
@@ -144,6 +148,31 @@ describe("the batch claim's owner-fair page", () => {
     expect(plans["fairPage"]).toContain(index("idx_connector_operation_owner_due"))
     expect(plans["fairPage"]).not.toContain(index("idx_connector_operation_state_next_key"))
     expect(plans["fairPage"]).not.toContain("Seq Scan")
+  })
+
+  // With a scope passed over, an owner's rows are read scope by scope: the owner index would read past every
+  // due row of the passed-over scope.
+  it("passing over a scope, on SQLite reads each taken scope's rows as ranges of the scope index", async () => {
+    const { index, plans, t } = await sweepPlans(freshSqlitePath())
+    const scopeDue = index("idx_connector_operation_owner_scope_due")
+    expect(plans["fairScopedPage"]).toContain(
+      `USING COVERING INDEX ${scopeDue} (owner_did=? AND connector_name=? AND account_key=? AND next_attempt_at<?)`
+    )
+    expect(plans["fairScopedPage"]).toContain(`USING COVERING INDEX ${scopeDue} (owner_did=? AND connector_name=? AND account_key>?)`)
+    expect(plans["fairScopedPage"]).toContain("SEARCH x USING INTEGER PRIMARY KEY (rowid=?)")
+    expect(plans["fairScopedPage"]).not.toMatch(new RegExp(`SCAN (x|${t.operation})\\b`))
+    const read = new Set([...String(plans["fairScopedPage"]).matchAll(/USING (?:COVERING )?INDEX (\S+)/g)].map((m) => m[1]))
+    expect(read).toEqual(new Set([index("idx_connector_operation_owner_due"), scopeDue]))
+  })
+
+  it.skipIf(!pgAvailable)("passing over a scope, on Postgres reads each taken scope's rows as ranges of the scope index", async () => {
+    const { index, plans } = await sweepPlans(await pgDatabaseForFile())
+    const scopeDue = index("idx_connector_operation_owner_scope_due")
+    expect(plans["fairScopedPage"]).toMatch(new RegExp(
+      `Index Scan using ${scopeDue} .*\\n\\s*Index Cond: \\(\\(\\(owner_did\\)::text = \\w+\\.owner_did\\) AND \\(\\(connector_name\\)::text = \\w+\\.c\\) AND \\(\\(account_key\\)::text = \\w+\\.a\\) AND \\(next_attempt_at <= `
+    ))
+    expect(plans["fairScopedPage"]).not.toContain(index("idx_connector_operation_state_next_key"))
+    expect(plans["fairScopedPage"]).not.toContain("Seq Scan")
   })
 })
 

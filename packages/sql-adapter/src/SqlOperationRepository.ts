@@ -235,7 +235,8 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
   // The batch's owner-fair page (see `fairPageStatement`), on the owner index (owner_did, next_attempt_at,
   // caller_did, operation_id) of attempted rows: an owner has due work when its first row in the due order
   // (unscheduled first) is unscheduled or due by now; its rows are the unscheduled, then the scheduled due
-  // by now, each a range of the index, outside the scopes passed over.
+  // by now, each a range of the index. A page that passes over scopes reads each owner's accounts outside
+  // them from the scope index (owner_did, connector_name, account_key, …), never the passed-over rows.
   const fairTable = (excluding: ReadonlyArray<ProviderScope> | undefined): FairPageTable<ConnectorOperation, DueOperationPosition> => ({
     name: tables.operation,
     schema: OPERATION_SCHEMA,
@@ -251,10 +252,15 @@ export const makeSqlOperationRepository = (sql: SqlClient, tables: TableNames): 
         order: sql`next_attempt_at NULLS FIRST`
       },
       ranges: [
-        sql`next_attempt_at IS NULL ${outside(excluding)} AND (p.owner_did IS NULL OR (p.next_at IS NULL AND ${keysAfter}))`,
-        sql`next_attempt_at <= ${time} ${outside(excluding)} AND (p.owner_did IS NULL OR p.next_at IS NULL OR ${after})`
+        sql`next_attempt_at IS NULL AND (p.owner_did IS NULL OR (p.next_at IS NULL AND ${keysAfter}))`,
+        sql`next_attempt_at <= ${time} AND (p.owner_did IS NULL OR p.next_at IS NULL OR ${after})`
       ]
-    })
+    }),
+    scopes: excluding === undefined || excluding.length === 0 ? undefined : {
+      sqliteIndex: tables.index("idx_connector_operation_owner_scope_due"),
+      columns: ["connector_name", "account_key"],
+      taken: outside(excluding)
+    }
   })
   const readFairOperationPage = (
     now: Millis,

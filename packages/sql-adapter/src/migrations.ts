@@ -505,6 +505,30 @@ export const migrations: ReadonlyArray<Migration> = [
         `CREATE UNIQUE INDEX IF NOT EXISTS ${t.index("uq_connector_watch_ingress")} ON ${t.projectionWatch} (document_id, owner_did, model)`,
         `DROP INDEX IF EXISTS ${t.index("idx_connector_watch_document")}`
       ])
+  },
+  {
+    id: 17,
+    name: "owner_scope_due_index",
+    // Project: the operations' owner index (migration 13) holds an owner's
+    // rows of every provider account in one due order, so a batch that
+    // passes over a paused or full account read past all of that account's
+    // due rows to reach the owner's others: linear in the very backlog the
+    // limit holds back. With the account in the index, such a batch walks an
+    // owner's accounts one probe each and reads the due rows of the accounts
+    // it may take as ranges of their own; a passed-over account costs one
+    // probe, whatever its backlog. Partial on the state, as migration 13's.
+    // Safe to run twice and, under migrate's lock, from two processes.
+    up: (sql, t) => {
+      const ordered = (column: string) =>
+        sql.onDialectOrElse({ pg: () => `${column} COLLATE "C"`, orElse: () => column })
+      const nullsFirst = sql.onDialectOrElse({ pg: () => "next_attempt_at NULLS FIRST", orElse: () => "next_attempt_at" })
+      return run(sql, [
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_owner_scope_due")}
+          ON ${t.operation} (${ordered("owner_did")}, ${ordered("connector_name")}, ${ordered("account_key")}, ${nullsFirst},
+            ${ordered("caller_did")}, ${ordered("operation_id")})
+          WHERE state = 'attempted'`
+      ])
+    }
   }
 ]
 

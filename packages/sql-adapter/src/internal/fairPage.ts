@@ -26,9 +26,24 @@ export interface FairPageTerms {
 }
 
 /**
+ * The provider scopes a page passes over, and the index it reads the others
+ * from: (owner_did, connector, account, next_attempt_at, keys) over the
+ * same rows as the owner index.
+ */
+export interface FairPageScopes {
+  /** The scope index SQLite is held to (`INDEXED BY`). */
+  readonly sqliteIndex: string
+  /** The scope's columns, connector then account, as the scope index holds them. */
+  readonly columns: readonly [connector: string, account: string]
+  /** The scopes the page may take: a condition on the unqualified scope columns, after an `AND`. */
+  readonly taken: Statement.Fragment
+}
+
+/**
  * A table as its owner-fair due page reads it: an owner index of
- * (owner_did, next_attempt_at, keys) over the rows `held` picks, and what
- * makes an owner's row due.
+ * (owner_did, next_attempt_at, keys) over the rows `held` picks, what makes
+ * an owner's row due and, when the page passes over some provider scopes,
+ * those scopes.
  */
 export interface FairPageTable<A, P> {
   /** The table's name. */
@@ -55,6 +70,8 @@ export interface FairPageTable<A, P> {
     readonly probe: { readonly value: Statement.Fragment; readonly where: Statement.Fragment; readonly order: Statement.Fragment }
     readonly ranges: ReadonlyArray<Statement.Fragment>
   }
+  /** Present when the page passes over some scopes: each owner's rows are then read scope by scope. */
+  readonly scopes?: FairPageScopes | undefined
 }
 
 /**
@@ -70,6 +87,11 @@ export interface FairPageTable<A, P> {
  *   rows after its position (`at.owners`), from its index ranges in the
  *   index's order (on Postgres locked as read, passing over the rows others
  *   hold);
+ * - with `table.scopes`, an owner's scopes are walked on the scope index a
+ *   few probes each, and each scope it may take gives its first `cap` rows, of
+ *   which the owner's first `cap` are kept: a passed-over scope is never
+ *   read, whatever its backlog (an owner with s scopes reads up to s · cap
+ *   rows, and on Postgres locks them until the batch commits);
  * - the rows by their rank in their owner's, then the owner's place in the
  *   scan, `limit` kept; the scan's last owner, the page's cap and the owners
  *   read to the end ride on every row (and on one empty row when the page
@@ -155,10 +177,15 @@ export const fairPageStatement = <A, P>(
       } FROM json_each(${positions})`
   })
   const skipLocked = sql.onDialectOrElse({ pg: () => sql.literal("FOR UPDATE SKIP LOCKED"), orElse: () => sql`` })
-  // One owner's due rows after its position, `cap` of them, in the index's order: `cap` of each range, merged.
+  const scopes = table.scopes
+  const scoped = scopes === undefined ? undefined : scopeWalk(sql, table, scopes)
+  // One owner's due rows after its position (with scopes, one scope's: `s`), `cap` of them, in the index's
+  // order: `cap` of each range, merged.
   const ownerRows = (columns: Statement.Fragment) => {
     const ranges = due.ranges.map((range) =>
-      sql`SELECT ${columns} FROM ${source} WHERE ${table.held} AND ${ownerKey} = o.owner_did AND ${range}
+      sql`SELECT ${columns} FROM ${scoped?.source ?? source} WHERE ${table.held} AND ${ownerKey} = o.owner_did ${
+        scoped?.inScope ?? sql``
+      } AND ${range}
         ORDER BY ${order} LIMIT ${cap} ${skipLocked}`
     )
     if (ranges.length === 1) return ranges[0]!
@@ -166,28 +193,68 @@ export const fairPageStatement = <A, P>(
     return sql`SELECT * FROM (${merged}) AS b ORDER BY ${order} LIMIT ${cap}`
   }
   const picked = sql.literal(table.schema.listOf("x"))
+  // With scopes, the owners' rows are read for each scope they may take (`s`).
+  const owners = scoped === undefined ? sql`owners AS o` : sql`owners AS o JOIN taken_scopes AS s ON s.n = o.n`
   const rows = sql.onDialectOrElse({
     pg: () =>
-      sql`SELECT ${picked}, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
+      sql`SELECT ${picked}, o.n AS fair_owner FROM ${owners} LEFT JOIN positions AS p ON p.owner_did = o.owner_did
         CROSS JOIN LATERAL (${ownerRows(sql.literal(table.schema.list))}) AS x`,
     orElse: () =>
       // CROSS JOIN keeps the owners the outer loop (SQLite's planner may not reorder it): each owner's rows by rowid.
-      sql`SELECT ${picked}, o.n AS fair_owner FROM owners AS o LEFT JOIN positions AS p ON p.owner_did = o.owner_did
+      sql`SELECT ${picked}, o.n AS fair_owner FROM ${owners} LEFT JOIN positions AS p ON p.owner_did = o.owner_did
         CROSS JOIN ${plain} AS x WHERE x.rowid IN (SELECT rowid FROM (${
         ownerRows(sql.literal(["rowid", "next_attempt_at", ...keys].join(", ")))
       }))`
   })
+  // An owner read scope by scope gives up to `cap` rows of each: its first `cap` are kept.
+  const ranked = sql`SELECT r.*, row_number() OVER (PARTITION BY r.fair_owner ORDER BY ${order}) AS fair_rank FROM (${rows}) AS r`
   return sql<RawRow>`WITH RECURSIVE ${scan},
       owners AS (SELECT owner_did, n FROM scan WHERE due = 1),
+      ${scoped === undefined ? sql`` : sql`${scoped.walk},`}
       ${sizing},
       positions AS (${positionsOf}),
-      taken AS (SELECT r.*, row_number() OVER (PARTITION BY r.fair_owner ORDER BY ${order}) AS fair_rank FROM (${rows}) AS r)
+      taken AS (${scoped === undefined ? ranked : sql`SELECT * FROM (${ranked}) AS ranked WHERE fair_rank <= ${cap}`})
     SELECT page.*, ${cap} AS fair_cap, e.fair_scan_end, e.fair_done
     FROM (SELECT (SELECT owner_did FROM scan ORDER BY n DESC LIMIT 1) AS fair_scan_end,
       (SELECT ${sql.onDialectOrElse({ pg: () => sql`json_agg(o.owner_did)::text`, orElse: () => sql`json_group_array(o.owner_did)` })} FROM owners AS o
         WHERE (SELECT count(*) FROM taken WHERE taken.fair_owner = o.n) < ${cap}) AS fair_done) AS e
     LEFT JOIN (SELECT * FROM taken ORDER BY fair_rank, fair_owner LIMIT ${limit}) AS page ON 1 = 1
     ORDER BY page.fair_rank, page.fair_owner`
+}
+
+/**
+ * The walk of the owners' scopes on the scope index, for `fairPageStatement`:
+ * `scopes (n, owner_did, c, a)` lists every scope of each owner of `owners`
+ * that has held rows, a few index probes each (a loose index scan), and
+ * `taken_scopes` those the page may take; `inScope` is an owner's read
+ * narrowed to scope `s`, and `source` the index that read is held to.
+ */
+const scopeWalk = <A, P>(sql: SqlClient, table: FairPageTable<A, P>, scopes: FairPageScopes) => {
+  const source = sql.onDialectOrElse({
+    pg: () => sql`${sql(table.name)}`,
+    orElse: () => sql`${sql(table.name)} INDEXED BY ${sql(scopes.sqliteIndex)}`
+  })
+  const [connector, account] = scopes.columns
+  const ownerKey = byteOrdered(sql, "owner_did")
+  const connectorKey = byteOrdered(sql, connector)
+  const accountKey = byteOrdered(sql, account)
+  const probe = (column: string, owner: Statement.Fragment, where: Statement.Fragment, order: Statement.Fragment) =>
+    sql`(SELECT ${sql(column)} FROM ${source} WHERE ${table.held} AND ${ownerKey} = ${owner} ${where} ORDER BY ${order} LIMIT 1)`
+  // An owner's first account of `c`, its next after `a` in `c`, and its next connector after `c`.
+  const firstAccount = (owner: Statement.Fragment, c: Statement.Fragment) =>
+    probe(account, owner, sql`AND ${connectorKey} = ${c}`, accountKey)
+  const nextAccount = probe(account, sql`s.owner_did`, sql`AND ${connectorKey} = s.c AND ${accountKey} > s.a`, accountKey)
+  const nextConnector = probe(connector, sql`s.owner_did`, sql`AND ${connectorKey} > s.c`, connectorKey)
+  const firstConnector = probe(connector, sql`o.owner_did`, sql``, sql`${connectorKey}, ${accountKey}`)
+  const walk = sql`scopes (n, owner_did, c, a) AS (
+      SELECT o.n, o.owner_did, o.c, ${firstAccount(sql`o.owner_did`, sql`o.c`)}
+        FROM (SELECT o.n, o.owner_did, ${firstConnector} AS c FROM owners AS o) AS o WHERE o.c IS NOT NULL
+      UNION ALL
+      SELECT s.n, s.owner_did, CASE WHEN ${nextAccount} IS NULL THEN ${nextConnector} ELSE s.c END,
+        COALESCE(${nextAccount}, ${firstAccount(sql`s.owner_did`, nextConnector)})
+        FROM scopes AS s WHERE ${nextAccount} IS NOT NULL OR ${nextConnector} IS NOT NULL),
+    taken_scopes AS (SELECT * FROM (SELECT n, c AS ${sql(connector)}, a AS ${sql(account)} FROM scopes) AS named WHERE 1 = 1 ${scopes.taken})`
+  return { walk, source, inScope: sql`AND ${connectorKey} = s.${sql(connector)} AND ${accountKey} = s.${sql(account)}` }
 }
 
 /** The owners a page read to the end, as the statement lists them (a JSON array; null when none). */
