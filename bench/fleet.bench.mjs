@@ -30,6 +30,7 @@
 //   --pages-ops N (BENCH_FLEET_PAGES_OPS)       the backlog of the way before the batch call (default: --ops, at most 300)
 //   --warm N (BENCH_FLEET_WARM)                 operations each process drains untimed first (default 100)
 //   npm run bench -- "backlog"                  the owners' case alone
+//   --backlog-rows N (BENCH_FLEET_BACKLOG_ROWS) its backlog, and the --huge case's reference (default 100,000)
 //   npm run bench -- "due page" --huge          the 10,000,000-row case alone (BENCH_FLEET_HUGE=1; ~80 GB free disk
 //                                               is plenty: it takes about 12 GB while it runs, removed afterwards)
 import { openConnectorStore } from "@connector-store/sql-adapter"
@@ -59,7 +60,8 @@ const LIMIT = countOption("limit", "BENCH_FLEET_LIMIT", 20)
 const WARM = countOption("warm", "BENCH_FLEET_WARM", 100, { zero: true })
 const HUGE = flagOption("huge", "BENCH_FLEET_HUGE")
 const HUGE_ROWS = countOption("huge-rows", "BENCH_FLEET_HUGE_ROWS", 10_000_000)
-const SMALL_ROWS = 100_000
+/** The owners' cases' backlog, and the size the `--huge` case compares with. */
+const SMALL_ROWS = countOption("backlog-rows", "BENCH_FLEET_BACKLOG_ROWS", 100_000)
 /** The drain's shapes: [processes, runners per process]. */
 const SHAPES = [[1, 1], [1, 8], [4, 4]]
 /** The aim: 4 × 4 drains at least this many times as fast as 1 × 1, with no double claim. */
