@@ -125,7 +125,7 @@ for (const adapter of adapters) {
             await store.close()
           }
         }),
-        { numRuns: propertyRuns(adapter.name === "postgres" ? 40 : 100) }
+        { numRuns: propertyRuns(adapter.name === "postgres" ? 25 : 100) }
       )
     }, 600_000)
   })
