@@ -105,7 +105,7 @@ export const fairPageStatement = <A, P>(
   limit: number
 ) => {
   const plain = sql(table.name)
-  const source = sql.onDialectOrElse({ pg: () => sql`${plain}`, orElse: () => sql`${plain} INDEXED BY ${sql(table.sqliteIndex)}` })
+  const source = heldTo(sql, table.name, table.sqliteIndex)
   const keys = table.keys
   const ownerKey = byteOrdered(sql, "owner_did")
   const keyOrder = sql.csv(keys.map((key) => byteOrdered(sql, key)))
@@ -222,6 +222,10 @@ export const fairPageStatement = <A, P>(
     ORDER BY page.fair_rank, page.fair_owner`
 }
 
+/** `table` as a read names it, held to `sqliteIndex` on SQLite (Postgres's planner picks its own). */
+const heldTo = (sql: SqlClient, table: string, sqliteIndex: string) =>
+  sql.onDialectOrElse({ pg: () => sql`${sql(table)}`, orElse: () => sql`${sql(table)} INDEXED BY ${sql(sqliteIndex)}` })
+
 /**
  * The walk of the owners' scopes on the scope index, for `fairPageStatement`:
  * `scopes (n, owner_did, c, a)` lists every scope of each owner of `owners`
@@ -230,10 +234,7 @@ export const fairPageStatement = <A, P>(
  * narrowed to scope `s`, and `source` the index that read is held to.
  */
 const scopeWalk = <A, P>(sql: SqlClient, table: FairPageTable<A, P>, scopes: FairPageScopes) => {
-  const source = sql.onDialectOrElse({
-    pg: () => sql`${sql(table.name)}`,
-    orElse: () => sql`${sql(table.name)} INDEXED BY ${sql(scopes.sqliteIndex)}`
-  })
+  const source = heldTo(sql, table.name, scopes.sqliteIndex)
   const [connector, account] = scopes.columns
   const ownerKey = byteOrdered(sql, "owner_did")
   const connectorKey = byteOrdered(sql, connector)
