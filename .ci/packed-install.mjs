@@ -281,23 +281,32 @@ packedInstall: try {
     mkdirSync(join(dir, "src"), { recursive: true })
     writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "connector-store-packed-app", private: true, type: "module", ...extra }, null, 2))
   }
+  /**
+   * The install lines with the same words counted once, each with the documents that carry it: two documents
+   * giving a user the same line give the same tree, so a line is resolved and installed once.
+   */
+  const distinctLines = [...installLines.reduce((lines, line) => {
+    const key = line.words.join(" ")
+    lines.set(key, { ...line, documents: [...(lines.get(key)?.documents ?? []), line.document] })
+    return lines
+  }, new Map()).values()]
   if (olderEffect === undefined) {
     // Each line alone, in a fresh app, as a user copies it: the tree npm resolves (no download needed to resolve it).
-    installLines.forEach((line, index) => {
+    distinctLines.forEach((line, index) => {
       const dir = join(work, `line-${index}`)
       writeApp(dir)
-      console.log(`\n${line.document}: ${line.line}`)
+      console.log(`\n${line.documents.join(", ")}: ${line.line}`)
       // Not --prefer-offline: the registry's newest versions as of now, which a stale cache would hide.
       npmInstall(wordsOf(line), dir, ["--package-lock-only"])
       const effects = effectsOf(dir)
       if (effects.size > 1 || [...effects].some((version) => !version.startsWith("3."))) {
-        fail(`${line.document}'s line resolves effect ${[...effects].join(", ")}: one copy of the 3.x line expected`)
+        fail(`${line.documents.join(", ")}'s line resolves effect ${[...effects].join(", ")}: one copy of the 3.x line expected`)
       }
     })
   }
 
   if (linesOnly) {
-    console.log(`packed install: every install line resolves (${installLines.length} lines)`)
+    console.log(`packed install: every install line resolves (${installLines.length} lines, ${distinctLines.length} distinct)`)
     break packedInstall
   }
 
@@ -335,7 +344,7 @@ packedInstall: try {
     // An app on Effect 3 (the README: an app not on Effect yet installs effect@3.22 first), then every line,
     // one after the other: what a user who follows several of them ends up with.
     npmInstall([`effect@${pinned.effect}`], app, ["--prefer-offline", "--loglevel=warn", ...scripts])
-    for (const line of installLines) npmInstall(wordsOf(line), app, ["--prefer-offline", "--loglevel=warn", ...scripts])
+    for (const line of distinctLines) npmInstall(wordsOf(line), app, ["--prefer-offline", "--loglevel=warn", ...scripts])
   } else {
     // Probing an effect outside the declared peer range is the point of --effect.
     npmInstall(Object.entries(dependencies).map(([name, spec]) => spec.startsWith("file:") ? spec.slice("file:".length) : `${name}@${spec}`), app,
