@@ -28,6 +28,7 @@
 //   node .ci/packed-install.mjs --effect 3.19.0    # core + memory-adapter on an older effect
 //   node .ci/packed-install.mjs --install-scripts  # build better-sqlite3 as npm would (see below)
 //   node .ci/packed-install.mjs --lines-only       # only resolve each install line in a fresh app
+//   node .ci/packed-install.mjs --native-status F  # the workspace's install scripts still run: wait for F (their exit status)
 //
 // Without --install-scripts the app is installed with --ignore-scripts and
 // gets the workspace's own better-sqlite3 binary (same version, same Node),
@@ -48,6 +49,8 @@ const effectAt = process.argv.indexOf("--effect")
 const olderEffect = effectAt > 0 ? process.argv[effectAt + 1] : undefined
 const installScripts = process.argv.includes("--install-scripts")
 const linesOnly = process.argv.includes("--lines-only")
+const nativeAt = process.argv.indexOf("--native-status")
+const nativeStatus = nativeAt > 0 ? process.argv[nativeAt + 1] : undefined
 const pgAdminUrl = process.env.CONNECTOR_STORE_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const pgRequired = process.env.CONNECTOR_STORE_REQUIRE_PG === "1"
 
@@ -358,6 +361,12 @@ packedInstall: try {
     if (version(dir) !== version(root)) fail(`better-sqlite3 ${version(dir)} in the app, ${version(root)} in the workspace`)
     mkdirSync(dirname(join(dir, native)), { recursive: true })
     cpSync(join(root, native), join(dir, native))
+  }
+  if (nativeStatus !== undefined) {
+    // CI starts this while the workspace's install scripts (`npm rebuild`) build its SQLite binary.
+    while (!existsSync(nativeStatus)) await new Promise((resolve) => setTimeout(resolve, 500))
+    const status = readFileSync(nativeStatus, "utf8").trim()
+    if (status !== "0") fail(`the workspace's install scripts ended with exit status ${status}`)
   }
   copyNative(app)
   /**
