@@ -6,13 +6,18 @@ import {
   FakeProvider,
   judgeClaim,
   judgeEnd,
+  judgeLeasesWhilePaused,
+  judgeLeasesWithinCap,
+  judgePauseScopes,
   judgeRejection,
   judgeRelistDeletion,
   judgeRetention,
   judgeWriteBackEnd,
   keepRuleLets,
   keyOf,
+  type LimitHistory,
   missedBySweep,
+  type SeenLease,
   watchGenerationKey
 } from "@connector-store/testkit"
 import { describe, expect, it } from "vitest"
@@ -225,5 +230,55 @@ describe("the testkit's judges of a moment", () => {
     expect(judgeRelistDeletion(deletion)).toEqual([])
     expect(judgeRelistDeletion({ ...deletion, liveEntities: ["evt-2"] })).toEqual([expect.objectContaining({ detail: expect.stringContaining("the provider has evt-2 written from it") })])
     expect(names(judgeRelistDeletion({ ...deletion, writtenSinceRunStarted: true }))).toEqual(["relist-deletes-only-dead-documents"])
+  })
+})
+
+describe("the testkit's provider limit judges", () => {
+  const ada = { connectorName: "calendar", accountKey: "ada@example.com" }
+  const lease = (key: string, from: number, grantedAt = START): SeenLease =>
+    ({ actor: `runner-${key}`, key, ...ada, grantedAt, expiresAt: grantedAt + 1_000, span: { from, to: from + 1 } })
+  const history = (h: Partial<LimitHistory>): LimitHistory => ({ leases: [], releases: [], limits: [], refusals: [], ...h })
+  const capOne = { kind: "cap" as const, scope: ada, maxInFlight: 1, span: { from: 1, to: 2 } }
+
+  it("name a lease granted while the scope's cap was taken by a lease surely live then", () => {
+    const full = history({ limits: [capOne], leases: [lease("a", 3), lease("b", 5, START + 500)] })
+    expect(judgeLeasesWithinCap(full)).toEqual([{
+      invariant: "leases-within-cap",
+      detail: `runner-b was granted b in calendar/ada@example.com (maxInFlight 1) at ${START + 500} while a (runner-a, until ${START + 1_000}) held live leases there`
+    }])
+    expect(judgeLeasesWithinCap({ ...full, leases: [lease("a", 3), lease("b", 5, START + 1_000)] }), "a lapsed").toEqual([])
+    expect(judgeLeasesWithinCap({ ...full, releases: [{ key: "a", span: { from: 4, to: 7 } }] }), "a may have been released first").toEqual([])
+    expect(judgeLeasesWithinCap({ ...full, leases: [...full.leases, lease("a", 4)] }), "a may have been leased again first").toEqual([])
+    expect(judgeLeasesWithinCap({ ...full, limits: [capOne, { ...capOne, maxInFlight: null, span: { from: 5, to: 7 } }] }), "the cap may have been cleared").toEqual([])
+    expect(judgeLeasesWithinCap({ ...full, limits: [{ ...capOne, scope: { connectorName: "calendar" }, maxInFlight: 2 }] }), "the connector's cap has room").toEqual([])
+    expect(names(judgeLeasesWithinCap({ ...full, leases: [lease("a", 3), lease("b", 3)] })), "one batch claim's leases count each other")
+      .toEqual(["leases-within-cap", "leases-within-cap"])
+  })
+
+  it("name a lease granted while its account or connector was surely paused", () => {
+    const pause = { kind: "pause" as const, scope: { connectorName: "calendar" }, until: START + 500, by: "runner-x's 429", span: { from: 1, to: 2 } }
+    const paused = history({ limits: [pause], leases: [lease("a", 3)] })
+    expect(judgeLeasesWhilePaused(paused)).toEqual([{
+      invariant: "no-lease-while-paused",
+      detail: `runner-a was granted a at ${START}, while calendar was paused until ${START + 500} by runner-x's 429`
+    }])
+    expect(judgeLeasesWhilePaused({ ...paused, leases: [lease("a", 3, START + 500)] }), "a pause holds strictly before its end").toEqual([])
+    expect(judgeLeasesWhilePaused({ ...paused, leases: [lease("a", 1)] }), "the pause may have landed after").toEqual([])
+    expect(judgeLeasesWhilePaused({ ...paused, limits: [pause, { kind: "resume", scope: { connectorName: "calendar" }, span: { from: 2, to: 4 } }] }), "resumed").toEqual([])
+    expect(judgeLeasesWhilePaused({ ...paused, limits: [{ ...pause, scope: { connectorName: "calendar", accountKey: "bob@example.com" } }] }), "another account").toEqual([])
+  })
+
+  it("name a claim refused for a pause no call or 429 of its own account or connector set", () => {
+    const pause = { kind: "pause" as const, scope: ada, until: START + 500, by: "runner-x's 429", span: { from: 1, to: 2 } }
+    const refusal = { actor: "runner-b", key: "b", ...ada, limitedBy: { scope: ada, reason: "paused" as const }, nextAttemptAt: START + 500, span: { from: 3, to: 4 } }
+    expect(judgePauseScopes(history({ limits: [pause], refusals: [refusal] }))).toEqual([])
+    expect(judgePauseScopes(history({ limits: [pause], refusals: [{ ...refusal, nextAttemptAt: START + 900 }] }))).toEqual([{
+      invariant: "pause-stays-on-its-account",
+      detail: `runner-b's claim of b (calendar/ada@example.com) was refused as calendar/ada@example.com paused until ${START + 900}, but no call or 429 paused it until then`
+    }])
+    const bob = { connectorName: "calendar", accountKey: "bob@example.com" }
+    expect(judgePauseScopes(history({ limits: [pause], refusals: [{ ...refusal, ...bob }] })))
+      .toEqual([expect.objectContaining({ detail: expect.stringContaining("neither its account nor its connector") })])
+    expect(judgePauseScopes(history({ refusals: [{ ...refusal, limitedBy: { scope: ada, reason: "at-capacity" } }] }))).toEqual([])
   })
 })

@@ -1,4 +1,4 @@
-import type { ConnectorOperation, ProjectionWatch, SafeReissue } from "@connector-store/core"
+import type { ConnectorOperation, LimitedBy, ProjectionWatch, ProviderScope, SafeReissue } from "@connector-store/core"
 import { type FakeProvider, keyOf, type LedgerEntry } from "./provider.js"
 import { Crash, describeError } from "./scheduler.js"
 
@@ -17,7 +17,10 @@ export const INVARIANTS = {
   "delete-removed": "every committed delete's entity is gone at the provider and its watch retired (unless a later commit armed the entity again)",
   "lease-token-from-claim": "every store call a runner makes under a lease token passes the token its own latest claim of that operation handed out",
   "sent-under-lease": "no provider write leaves from a runner unless its markOperationSent answered sent under its latest claim (or that claim marked it sent itself), with nothing since answering that the lease is gone",
-  "typed-rejections": "every store call that rejected, and every runner loop that rejected, did so with one of the store's error tags (or a simulated crash)"
+  "typed-rejections": "every store call that rejected, and every runner loop that rejected, did so with one of the store's error tags (or a simulated crash)",
+  "leases-within-cap": "no scope with a cap (maxInFlight) holds more live leases (attempted, unexpired on the store's clock) than its cap, judged at every lease a claim or batch claim granted",
+  "no-lease-while-paused": "no claim or batch claim leases an operation while its account or connector is paused on the store's clock (by pauseProvider, or by a retryable 429 recorded with a later retryAt, not resumed since)",
+  "pause-stays-on-its-account": "a claim refused for a pause names its own account or connector, paused until then by a call or a 429 of that scope: a 429 on one account never pauses another"
 } as const
 
 /** The name of an invariant (see `INVARIANTS`). */
@@ -302,6 +305,186 @@ export const judgeLeases = (
   }
   return out
 }
+
+/**
+ * Where a store call falls among a run's events: issued after event `from`,
+ * answered at event `to`, on one count the run keeps. A call surely landed
+ * before another only when it was answered before the other was issued.
+ */
+export interface CallSpan {
+  /** The count when it was issued. */
+  readonly from: number
+  /** The count when its answer came (above `from`). */
+  readonly to: number
+}
+
+/** A lease a claim or a batch claim granted, as the run saw it answered. */
+export interface SeenLease {
+  /** Who was granted it. */
+  readonly actor: string
+  /** The operation's key, `callerDID/operationID`. */
+  readonly key: string
+  /** The operation's connector. */
+  readonly connectorName: string
+  /** The operation's provider account. */
+  readonly accountKey: string
+  /** The store's clock when it was granted (the leased row's `updatedAt`). */
+  readonly grantedAt: number
+  /** When it lapses (`lease.expiresAt`). */
+  readonly expiresAt: number
+  /** The claim's span; the leases of one batch claim share theirs. */
+  readonly span: CallSpan
+  /** Where in the run it happened (a trace line), for the detail. */
+  readonly at?: string | undefined
+}
+
+/** A call after which an operation may hold no lease: its finalize, a failure, an exhausted mark, a claim or batch that finished it, a settle, a retry. */
+export interface SeenRelease {
+  /** The operation's key. */
+  readonly key: string
+  /** The call's span. */
+  readonly span: CallSpan
+}
+
+/**
+ * A provider limit a call set: a scope's cap (null: cleared), a pause until
+ * `until` (by `pauseProvider`, or by a retryable 429 recorded, not
+ * lease-lost, with a `retryAt` later than the store's clock at it), or the
+ * lifting of a pause.
+ */
+export type SeenLimit =
+  | { readonly kind: "cap"; readonly scope: ProviderScope; readonly maxInFlight: number | null; readonly span: CallSpan }
+  | { readonly kind: "pause"; readonly scope: ProviderScope; readonly until: number; readonly by: string; readonly span: CallSpan }
+  | { readonly kind: "resume"; readonly scope: ProviderScope; readonly span: CallSpan }
+
+/** A claim a provider limit kept from leasing (`scheduled` with `limitedBy`). */
+export interface SeenRefusal {
+  /** Who claimed. */
+  readonly actor: string
+  /** The operation's key. */
+  readonly key: string
+  /** The operation's connector. */
+  readonly connectorName: string
+  /** The operation's provider account. */
+  readonly accountKey: string
+  /** The scope and reason the claim answered. */
+  readonly limitedBy: LimitedBy
+  /** The claim's `nextAttemptAt` (a pause's end, for a pause). */
+  readonly nextAttemptAt: number
+  /** The claim's span. */
+  readonly span: CallSpan
+  /** Where in the run it happened (a trace line), for the detail. */
+  readonly at?: string | undefined
+}
+
+/** What a run saw of provider limits on a store that enforces them: the ground truth the limit judges read. */
+export interface LimitHistory {
+  /** Every lease granted. */
+  readonly leases: ReadonlyArray<SeenLease>
+  /** Every call that may have ended an operation's lease other than a lease granted on it. */
+  readonly releases: ReadonlyArray<SeenRelease>
+  /** Every cap, pause and resume set. */
+  readonly limits: ReadonlyArray<SeenLimit>
+  /** Every claim a limit refused. */
+  readonly refusals: ReadonlyArray<SeenRefusal>
+}
+
+const landedBefore = (a: CallSpan, b: CallSpan) => a.to < b.from
+const mayLandBefore = (a: CallSpan, b: CallSpan) => a.from < b.to
+const sameScope = (a: ProviderScope, b: ProviderScope) => a.connectorName === b.connectorName && (a.accountKey ?? "") === (b.accountKey ?? "")
+const scopesOf = (op: { readonly connectorName: string; readonly accountKey: string }): ReadonlyArray<ProviderScope> =>
+  [{ connectorName: op.connectorName, accountKey: op.accountKey }, { connectorName: op.connectorName }]
+const inScope = (op: { readonly connectorName: string; readonly accountKey: string }, scope: ProviderScope) =>
+  op.connectorName === scope.connectorName && (scope.accountKey === undefined || scope.accountKey === op.accountKey)
+const label = (scope: ProviderScope) => scope.accountKey === undefined ? scope.connectorName : `${scope.connectorName}/${scope.accountKey}`
+const where = (at: string | undefined) => at === undefined ? "" : ` (${at})`
+
+/**
+ * True when `lease` was surely live as `grant` was granted: another
+ * operation's, granted before it (or by the same batch claim), unexpired on
+ * the store's clock then, and neither released nor leased again by a call
+ * that may have landed in between.
+ */
+const surelyLiveAt = (history: LimitHistory, lease: SeenLease, grant: SeenLease): boolean =>
+  lease.key !== grant.key &&
+  (landedBefore(lease.span, grant.span) || lease.span.from === grant.span.from) &&
+  lease.expiresAt > grant.grantedAt &&
+  ![...history.releases, ...history.leases.filter((other) => other !== lease)].some((call) =>
+    call.key === lease.key && !landedBefore(call.span, lease.span) && mayLandBefore(call.span, grant.span))
+
+/** The loosest cap `scope` may have had as `grant` was granted: null (none) unless a cap was surely set and every cap it may have had is one. */
+const loosestCap = (history: LimitHistory, scope: ProviderScope, grant: SeenLease): number | null => {
+  const caps = history.limits.flatMap((limit) => limit.kind === "cap" && sameScope(limit.scope, scope) ? [limit] : [])
+  const surely = caps.filter((cap) => landedBefore(cap.span, grant.span))
+  const possible = caps.filter((cap) => mayLandBefore(cap.span, grant.span) && !surely.some((later) => landedBefore(cap.span, later.span)))
+  return surely.length === 0 || possible.some((cap) => cap.maxInFlight === null) ? null : Math.max(...possible.map((cap) => cap.maxInFlight!))
+}
+
+/** A pause of `scope` surely in force as `grant` was granted: set before it, ending after its time, and no resume that may have landed since. */
+const surePause = (history: LimitHistory, scope: ProviderScope, grant: SeenLease) => {
+  const ofScope = history.limits.filter((limit) => sameScope(limit.scope, scope))
+  return ofScope.flatMap((pause) => pause.kind === "pause" ? [pause] : []).find((pause) =>
+    landedBefore(pause.span, grant.span) && pause.until > grant.grantedAt &&
+    !ofScope.some((resume) => resume.kind === "resume" && !landedBefore(resume.span, pause.span) && mayLandBefore(resume.span, grant.span)))
+}
+
+/**
+ * `leases-within-cap`: at every lease granted, each of its scopes (its
+ * account, its connector) with a cap held fewer surely live leases of other
+ * operations than the cap (a batch claim's own leases count each other). A
+ * cap counts only where every cap the scope may have had then is one.
+ */
+export const judgeLeasesWithinCap = (history: LimitHistory): Array<InvariantViolation<"leases-within-cap">> =>
+  history.leases.flatMap((grant) =>
+    scopesOf(grant).flatMap((scope): Array<InvariantViolation<"leases-within-cap">> => {
+      const cap = loosestCap(history, scope, grant)
+      if (cap === null) return []
+      const live = history.leases.filter((lease) => inScope(lease, scope) && surelyLiveAt(history, lease, grant))
+      return live.length < cap ? [] : [{
+        invariant: "leases-within-cap",
+        detail: `${grant.actor} was granted ${grant.key} in ${label(scope)} (maxInFlight ${cap}) at ${grant.grantedAt} while ` +
+          `${live.map((lease) => `${lease.key} (${lease.actor}, until ${lease.expiresAt})`).join(", ")} held live leases there${where(grant.at)}`
+      }]
+    }))
+
+/** `no-lease-while-paused`: no lease granted while a pause of its account or connector was surely in force at its time. */
+export const judgeLeasesWhilePaused = (history: LimitHistory): Array<InvariantViolation<"no-lease-while-paused">> =>
+  history.leases.flatMap((grant) =>
+    scopesOf(grant).flatMap((scope): Array<InvariantViolation<"no-lease-while-paused">> => {
+      const pause = surePause(history, scope, grant)
+      return pause === undefined ? [] : [{
+        invariant: "no-lease-while-paused",
+        detail: `${grant.actor} was granted ${grant.key} at ${grant.grantedAt}, while ${label(scope)} was paused until ${pause.until} by ${pause.by}${where(grant.at)}`
+      }]
+    }))
+
+/**
+ * `pause-stays-on-its-account`: a claim refused for a pause names its own
+ * account or connector, and a pause of that scope until the claim's
+ * `nextAttemptAt` that may have landed before it.
+ */
+export const judgePauseScopes = (history: LimitHistory): Array<InvariantViolation<"pause-stays-on-its-account">> =>
+  history.refusals.flatMap((refusal): Array<InvariantViolation<"pause-stays-on-its-account">> => {
+    const { scope, reason } = refusal.limitedBy
+    if (reason !== "paused") return []
+    const own = scopesOf(refusal).some((mine) => sameScope(mine, scope))
+    if (own && history.limits.some((pause) =>
+      pause.kind === "pause" && sameScope(pause.scope, scope) && pause.until === refusal.nextAttemptAt && mayLandBefore(pause.span, refusal.span))) return []
+    return [{
+      invariant: "pause-stays-on-its-account",
+      detail: `${refusal.actor}'s claim of ${refusal.key} (${refusal.connectorName}/${refusal.accountKey}) was refused as ${label(scope)} paused until ` +
+        `${refusal.nextAttemptAt}, ${own ? "but no call or 429 paused it until then" : "neither its account nor its connector"}${where(refusal.at)}`
+    }]
+  })
+
+/** Every provider limit judge over a run's `LimitHistory`: leases within caps, none while paused, pauses on their own scope. */
+export const judgeProviderLimits = (
+  history: LimitHistory
+): Array<InvariantViolation<"leases-within-cap" | "no-lease-while-paused" | "pause-stays-on-its-account">> => [
+  ...judgeLeasesWithinCap(history),
+  ...judgeLeasesWhilePaused(history),
+  ...judgePauseScopes(history)
+]
 
 /** A committed write-back as the commit judges read it, with the place of its commit in the run. */
 export interface CommittedWrite {
