@@ -1,5 +1,6 @@
-import type { ClaimOperationInput, ClaimResult, ConnectorOperation, ProjectionWatch, SafeReissue } from "@connector-store/core"
+import type { ClaimOperationInput, ClaimResult, ConnectorOperation, ProjectionWatch, ProviderLimit, ProviderScope, SafeReissue } from "@connector-store/core"
 import {
+  type CallSpan,
   Crash,
   isTypedRejection,
   judgeClaim,
@@ -11,6 +12,27 @@ import {
   type WriteRequest
 } from "@connector-store/testkit"
 import { allOperations, CALLER, identityOf, type Knowledge, observe, SCOPE, START, type World, watchOf } from "./world.js"
+
+/** Opens a store call's span on the run's events (`know.seq`); the function it answers closes it as the answer comes. */
+const opened = (know: Knowledge): () => CallSpan => {
+  const from = ++know.seq
+  return () => ({ from, to: ++know.seq })
+}
+
+/** What a claim of `actor` answered, for the limit judges: a lease granted, a claim a limit refused, or an operation it finished. */
+const seeClaim = (world: World, actor: string, claim: ClaimResult, span: CallSpan): void => {
+  const { know, il } = world
+  const { connectorName, accountKey } = claim.operation
+  const key = keyOf(claim.operation)
+  const at = `trace line ${il.trace.length + 1}`
+  if (claim.outcome === "claimed") {
+    know.limits.leases.push({ actor, key, connectorName, accountKey, grantedAt: claim.operation.updatedAt, expiresAt: claim.lease.expiresAt, span, at })
+  } else if (claim.outcome === "scheduled" && claim.limitedBy !== undefined) {
+    know.limits.refusals.push({ actor, key, connectorName, accountKey, limitedBy: claim.limitedBy, nextAttemptAt: claim.nextAttemptAt, span, at })
+  } else if (claim.outcome === "finished") {
+    know.limits.releases.push({ key, span })
+  }
+}
 
 /**
  * Runs one actor to its end: a `Crash` stops it quietly (its lease lapses
@@ -76,8 +98,10 @@ export const drive = async (world: World, actor: string, input: ClaimOperationIn
   // Judged as the store answered, not when this actor resumes: a request sent in between, by whoever took the key over, came after the grant.
   let landedAtGrant = false
   const claim = await il.call(actor, `claim ${k}`, async () => {
+    const span = opened(know)
     const answered = await store.claimOperation(input)
     landedAtGrant = provider.possiblyLanded(k)
+    seeClaim(world, actor, answered, span())
     return answered
   })
   know.knownKeys.add(k)
@@ -135,21 +159,36 @@ const driveClaimed = async (
   }))
   const leaseToken = claim.lease.token
   const fail = async (kind: "retryable" | "permanent" | "unknown" | "auth" | "offline", httpStatus?: number, retryAt?: number) => {
-    const result = await il.call(actor, `fail ${k} ${kind}${httpStatus === undefined ? "" : ` ${httpStatus}`}`, () =>
-      store.recordAttemptFailure(key, { leaseToken, kind, httpStatus: httpStatus ?? null, retryAt }))
+    const result = await il.call(actor, `fail ${k} ${kind}${httpStatus === undefined ? "" : ` ${httpStatus}`}`, async () => {
+      const span = opened(know)
+      const failed = await store.recordAttemptFailure(key, { leaseToken, kind, httpStatus: httpStatus ?? null, retryAt })
+      if (failed.outcome === "lease-lost") return failed
+      const at = span()
+      know.limits.releases.push({ key: k, span: at })
+      // A retryable 429 pauses the account until its Retry-After, when that is still ahead on the store's clock.
+      if (kind === "retryable" && httpStatus === 429 && retryAt !== undefined && retryAt > failed.operation.updatedAt) {
+        const scope = { connectorName: input.connectorName, accountKey: input.accountKey }
+        know.limits.limits.push({ kind: "pause", scope, until: retryAt, by: `${actor}'s 429 on ${k}`, span: at })
+      }
+      return failed
+    })
     observe(know, result.operation)
     return result.outcome
   }
   const finalize = async (sourceID: string, etag: string) => {
-    const result = await il.call(actor, `finalize ${k} → ${sourceID}`, () =>
-      store.finalizeOperationAndArmWatch(key, {
+    const result = await il.call(actor, `finalize ${k} → ${sourceID}`, async () => {
+      const span = opened(know)
+      const finalized = await store.finalizeOperationAndArmWatch(key, {
         leaseToken,
         sourceID,
         documentID: input.documentID!,
         providerEtag: etag,
         resultEntity: { etag },
         watchDueAt: world.clock.now + 200
-      }))
+      })
+      if (finalized.outcome !== "lease-lost") know.limits.releases.push({ key: k, span: span() })
+      return finalized
+    })
     observe(know, result.operation)
     if (result.outcome === "committed") {
       const doc = world.documents.get(input.documentID!)
@@ -160,7 +199,12 @@ const driveClaimed = async (
     return `finalize:${result.outcome}`
   }
   const answer = await whileSending(know, k, async () => {
-    const sent = await il.call(actor, `mark sent ${k}`, () => store.markOperationSent(key, { leaseToken }))
+    const sent = await il.call(actor, `mark sent ${k}`, async () => {
+      const span = opened(know)
+      const marked = await store.markOperationSent(key, { leaseToken })
+      if (marked.outcome === "exhausted") know.limits.releases.push({ key: k, span: span() })
+      return marked
+    })
     observe(know, sent.operation)
     return sent.outcome !== "sent" ? `mark:${sent.outcome}` : await provider.write(actor, requestFor(world, input, claim.reissue))
   })
@@ -210,7 +254,7 @@ export const writer = (world: World, actor: string, plan: ReadonlyArray<WritePla
     const input: ClaimOperationInput = {
       callerDID: CALLER,
       operationID: `${actor}-${i}`,
-      ...SCOPE,
+      ...world.accountOf(doc.id),
       op: creates ? "create" : "update",
       target: "calendars/primary",
       sourceID: creates ? null : doc.source,
@@ -293,8 +337,13 @@ export const batcher = (world: World, actor: string, rounds: number) => async ()
   for (let r = 0; r < rounds; r++) {
     let landed = new Set<string>()
     const batch = await world.il.call(actor, "claim due batch", async () => {
+      const opening = opened(world.know)
       const answered = await world.store.claimDueOperations({ limit: 2 })
       landed = new Set(answered.claimed.map((claim) => keyOf(claim.operation)).filter((k) => world.provider.possiblyLanded(k)))
+      const span = opening()
+      for (const claim of [...answered.claimed, ...answered.finished.map((operation) => ({ outcome: "finished" as const, operation }))]) {
+        seeClaim(world, actor, claim, span)
+      }
       return answered
     }, (b) => `${b.claimed.map((c) => keyOf(c.operation)).join(",") || "-"} | finished ${b.finished.map((o) => keyOf(o)).join(",") || "-"}`)
     for (const row of batch.finished) observe(world.know, row)
@@ -368,17 +417,26 @@ export const operator = (world: World, actor: string, rounds: number) => async (
           if (mayStillLand(world, k)) return
           const found = await provider.lookup(actor, k)
           if (mayStillLand(world, k)) return
-          const settled = await il.call(actor, `settle ${k} ${found === null ? "dead" : "committed"}`, () =>
-            store.settleOperation(
+          const settled = await il.call(actor, `settle ${k} ${found === null ? "dead" : "committed"}`, async () => {
+            const span = opened(know)
+            const answered = await store.settleOperation(
               { callerDID: row.callerDID, operationID: row.operationID },
               found === null
                 ? { outcome: "dead" }
                 : { outcome: "committed", sourceID: found.id, documentID: row.documentID!, providerEtag: found.etag, watchDueAt: world.clock.now }
-            ), (s) => `state ${s.operation.state}`)
+            )
+            know.limits.releases.push({ key: k, span: span() })
+            return answered
+          }, (s) => `state ${s.operation.state}`)
           observe(know, settled.operation)
           if (settled.operation.state === "committed") know.lastCommit.set(row.documentID!, ++know.seq)
         } else {
-          const retried = await il.call(actor, `retry ${k}`, () => store.retryOperation({ callerDID: row.callerDID, operationID: row.operationID }))
+          const retried = await il.call(actor, `retry ${k}`, async () => {
+            const span = opened(know)
+            const answered = await store.retryOperation({ callerDID: row.callerDID, operationID: row.operationID })
+            know.limits.releases.push({ key: k, span: span() })
+            return answered
+          })
           observe(know, retried)
         }
       })
@@ -508,4 +566,52 @@ export const relist = (world: World, actor: string, pageSize: number) => async (
       })
     if (applied === "kept") await il.call(actor, `keep ${c.sourceID}`, () => store.recordSweepOutcome(ref, "keep"))
   }
+}
+
+/** A provider limit change: a scope's cap set (null: cleared), a pause of `ms` from the clock's now, or a pause lifted. */
+export type LimitStep =
+  | { readonly kind: "cap"; readonly scope: ProviderScope; readonly maxInFlight: number | null }
+  | { readonly kind: "pause"; readonly scope: ProviderScope; readonly ms: number }
+  | { readonly kind: "resume"; readonly scope: ProviderScope }
+
+const scopeLabel = (scope: ProviderScope) => scope.accountKey === undefined ? scope.connectorName : `${scope.connectorName}/${scope.accountKey}`
+const showLimit = (limit: ProviderLimit | null) =>
+  limit === null ? "none" : `maxInFlight ${limit.maxInFlight ?? "none"}, paused until ${limit.pausedUntil === null ? "-" : limit.pausedUntil - START}`
+
+/** Makes one limit change, recorded with its call's span for the limit judges. */
+export const changeLimit = async (world: World, actor: string, step: LimitStep): Promise<void> => {
+  const { store, il, know } = world
+  const { scope } = step
+  switch (step.kind) {
+    case "cap":
+      await il.call(actor, `cap ${scopeLabel(scope)} at ${step.maxInFlight ?? "none"}`, async () => {
+        const span = opened(know)
+        const limit = await store.setProviderLimit({ ...scope, maxInFlight: step.maxInFlight })
+        know.limits.limits.push({ kind: "cap", scope, maxInFlight: step.maxInFlight, span: span() })
+        return limit
+      }, showLimit)
+      return
+    case "pause": {
+      const until = world.clock.now + step.ms
+      await il.call(actor, `pause ${scopeLabel(scope)} until ${until - START}`, async () => {
+        const span = opened(know)
+        const limit = await store.pauseProvider({ ...scope, until, status: 503 })
+        know.limits.limits.push({ kind: "pause", scope, until, by: `${actor}'s pauseProvider`, span: span() })
+        return limit
+      }, showLimit)
+      return
+    }
+    case "resume":
+      await il.call(actor, `resume ${scopeLabel(scope)}`, async () => {
+        const span = opened(know)
+        const limit = await store.resumeProvider(scope)
+        know.limits.limits.push({ kind: "resume", scope, span: span() })
+        return limit
+      }, showLimit)
+  }
+}
+
+/** An operator of provider limits: sets and clears caps, pauses and resumes scopes while the runners work. */
+export const limiter = (world: World, actor: string, steps: ReadonlyArray<LimitStep>) => async () => {
+  for (const step of steps) await runOne(world, actor, () => changeLimit(world, actor, step))
 }

@@ -4,14 +4,27 @@ import { join } from "node:path"
 import type { ClaimOperationInput, ConnectorOperation, PromiseConnectorStore } from "@connector-store/core"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { openConnectorStore } from "@connector-store/sql-adapter"
-import { FakeProvider, INVARIANTS, type InvariantViolation, Interleaving, judgeEnd, keyOf, missedBySweep, type RequestFate } from "@connector-store/testkit"
+import {
+  FakeProvider,
+  INVARIANTS,
+  type InvariantViolation,
+  Interleaving,
+  judgeEnd,
+  judgeProviderLimits,
+  keyOf,
+  missedBySweep,
+  type RequestFate
+} from "@connector-store/testkit"
 import type fc from "fast-check"
 import {
+  changeLimit,
   claimInputOf,
   clockActor,
   deleter,
   drive,
   ingress,
+  type LimitStep,
+  limiter,
   operator,
   relist,
   retention,
@@ -23,6 +36,7 @@ import {
   type WritePlan
 } from "./actors.js"
 import {
+  type Account,
   allOperations,
   allWatches,
   CALLER,
@@ -67,6 +81,22 @@ export interface ScheduleConfig {
   readonly applierConfirms: boolean
   /** An ingress waits to move a winner while a verification of its document is in flight. */
   readonly ingressWaitsForVerifiers: boolean
+  /** Per limiter, the limit changes it makes. */
+  readonly limiters: ReadonlyArray<ReadonlyArray<LimitStep>>
+  /** Provider limits, or null: a store that does not enforce them, every document on `SCOPE`'s account. */
+  readonly limits: LimitsPlan | null
+}
+
+/** A run under provider limits: the store enforces them. */
+export interface LimitsPlan {
+  /** Each document's connector and account. */
+  readonly accounts: Readonly<Record<string, Pick<Account, "connectorName" | "accountKey">>>
+  /** The caps set before the schedule starts. */
+  readonly caps: ReadonlyArray<Extract<LimitStep, { readonly kind: "cap" }>>
+  /** Edits written back while their accounts were paused before the schedule: due at the pause's end, a backlog for the runners to drain. */
+  readonly backlog: ReadonlyArray<WritePlan>
+  /** The Retry-After of the provider's 429s, in ms. */
+  readonly retryAfterMs: number
 }
 
 /** What one schedule found. */
@@ -79,19 +109,19 @@ export interface ScheduleResult {
 const openStore = async (
   adapter: ScheduleConfig["adapter"],
   now: () => number,
-  readWinner: (documentID: string) => Promise<string | null>
+  readWinner: (documentID: string) => Promise<string | null>,
+  providerLimits: boolean
 ): Promise<{ store: PromiseConnectorStore<unknown>; dispose: () => void }> => {
-  if (adapter === "memory") {
-    return { store: openMemoryConnectorStore({ now, readWinner, operationPolicy: POLICY }) as PromiseConnectorStore<unknown>, dispose: () => {} }
-  }
+  const options = { now, readWinner, operationPolicy: POLICY, providerLimits }
+  if (adapter === "memory") return { store: openMemoryConnectorStore(options) as PromiseConnectorStore<unknown>, dispose: () => {} }
   const dir = mkdtempSync(join(tmpdir(), "cs-interleave-"))
-  const store = await openConnectorStore({ url: join(dir, "store.sqlite"), now, readWinner, operationPolicy: POLICY })
+  const store = await openConnectorStore({ url: join(dir, "store.sqlite"), ...options })
   return { store: store as PromiseConnectorStore<unknown>, dispose: () => rmSync(dir, { recursive: true, force: true }) }
 }
 
 /** The actor names of a config, for crash plans. */
 export const actorNames = (
-  c: Pick<ScheduleConfig, "writers" | "sweepers" | "ingress" | "deleters" | "operators" | "retention" | "relists" | "batchers">
+  c: Pick<ScheduleConfig, "writers" | "sweepers" | "ingress" | "deleters" | "operators" | "retention" | "relists" | "batchers" | "limiters">
 ) => [
   ...c.writers.map((_, i) => `writer${i + 1}`),
   ...c.sweepers.map((_, i) => `sweeper${i + 1}`),
@@ -100,7 +130,8 @@ export const actorNames = (
   ...c.operators.map((_, i) => `operator${i + 1}`),
   ...c.retention.map((_, i) => `retention${i + 1}`),
   ...c.relists.map((_, i) => `relist${i + 1}`),
-  ...c.batchers.map((_, i) => `batcher${i + 1}`)
+  ...c.batchers.map((_, i) => `batcher${i + 1}`),
+  ...c.limiters.map((_, i) => `limiter${i + 1}`)
 ]
 
 /**
@@ -110,7 +141,10 @@ export const actorNames = (
  * schedule's order and may be a crash. After the last actor stopped, every
  * late request arrives, the clock moves a minute on (every lease lapses),
  * and a calm recovery drives everything due until nothing is left. The
- * invariants are judged during the schedule and at its end.
+ * invariants are judged during the schedule and at its end. Under a limits
+ * plan the store enforces provider limits, each document goes out through
+ * its own account, a backlog waits behind a short pause and the plan's caps
+ * are set before the schedule starts.
  */
 export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Promise<ScheduleResult> => {
   const il = new Interleaving(s, new Map(config.crashes))
@@ -123,16 +157,18 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
     const doc = documents.get(documentID)
     return doc === undefined || doc.deleted ? null : doc.winner
   }
-  const { store, dispose } = await openStore(config.adapter, () => clock.now, readWinner)
+  const { limits } = config
+  const { store, dispose } = await openStore(config.adapter, () => clock.now, readWinner, limits !== null)
   const know = emptyKnowledge()
   const world: World = {
     store,
     il,
-    provider: new FakeProvider({ pacer: il, fates: config.fates }),
+    provider: new FakeProvider({ pacer: il, fates: config.fates, retryAfterMs: limits?.retryAfterMs }),
     documents,
     clock,
     know,
     flavour: config.flavour,
+    accountOf: (documentID) => ({ ...SCOPE, ...limits?.accounts[documentID] }),
     verifyAttempts: config.verifyAttempts,
     applierConfirms: config.applierConfirms,
     ingressWaitsForVerifiers: config.ingressWaitsForVerifiers
@@ -143,7 +179,7 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
       const input: ClaimOperationInput = {
         callerDID: CALLER,
         operationID: `setup-${doc.id}`,
-        ...SCOPE,
+        ...world.accountOf(doc.id),
         op: "create",
         target: "calendars/primary",
         deterministicEventID: `${doc.id}-0`,
@@ -153,8 +189,14 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
       }
       await drive(world, "setup", input)
     }
+    for (const id of new Set(limits?.backlog.map((plan) => plan.documentID))) {
+      const { connectorName, accountKey } = world.accountOf(id)
+      await changeLimit(world, "setup", { kind: "pause", scope: { connectorName, accountKey }, ms: 100 })
+    }
+    if (limits !== null) await writer(world, "backlog", limits.backlog)()
     clock.now += 300
     for (const watch of (await store.listDueOperations(clock.now)).watches) await verify(world, "setup", watch)
+    for (const cap of limits?.caps ?? []) await changeLimit(world, "setup", cap)
     il.calm = false
     il.note("— schedule starts —")
 
@@ -170,6 +212,7 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
       ...config.retention.map((rounds) => { const a = next(); return [a, retention(world, a, rounds)] as [string, () => Promise<void>] }),
       ...config.relists.map((size) => { const a = next(); return [a, relist(world, a, size)] as [string, () => Promise<void>] }),
       ...config.batchers.map((rounds) => { const a = next(); return [a, batcher(world, a, rounds)] as [string, () => Promise<void>] }),
+      ...config.limiters.map((steps) => { const a = next(); return [a, limiter(world, a, steps)] as [string, () => Promise<void>] }),
       ["clock", clockActor(world, "clock", config.clockSteps)]
     ]
     await il.waitFor(Promise.all(bodies.map(([actor, body]) => runActor(world, actor, body))))
@@ -184,6 +227,7 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
     await recover(world)
     const violations = [
       ...know.violations,
+      ...(limits === null ? [] : judgeProviderLimits(know.limits)),
       ...judgeEnd({
         provider: world.provider,
         rows: await allOperations(store),
@@ -210,9 +254,10 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
 /** The calm recovery: resumes deferrals, drives every due operation and verifies every due watch until none is left. */
 const recover = async (world: World): Promise<void> => {
   const { store, clock } = world
+  const connectorNames = [...new Set(DOCUMENTS.map((id) => world.accountOf(id).connectorName))]
   for (let round = 0; round < 30; round++) {
     await store.resumeOfflineDeferred(clock.now)
-    await store.resumeAuthDeferred({ ownerDID: SCOPE.ownerDID, connectorNames: [SCOPE.connectorName], now: clock.now })
+    await store.resumeAuthDeferred({ ownerDID: SCOPE.ownerDID, connectorNames, now: clock.now })
     const due = await store.listDueOperations(clock.now)
     for (const row of due.operations) await runActor(world, "recovery", async () => void (await drive(world, "recovery", claimInputOf(row))))
     for (const watch of due.watches) await runActor(world, "recovery", () => verify(world, "recovery", watch))
@@ -228,6 +273,10 @@ export const formatReport = (config: ScheduleConfig, result: ScheduleResult): st
     `${result.violations.length} violation(s) on ${config.adapter}:`,
     ...result.violations.map((v) => `  ✗ ${v.invariant} (${INVARIANTS[v.invariant]}):\n      ${v.detail}`),
     `crashes: ${config.crashes.map(([a, p]) => `${a}@${p}`).join(", ") || "none"}; fates: ${config.fates.join(", ") || "all ok"}`,
+    ...(config.limits === null ? [] : [
+      `accounts: ${Object.entries(config.limits.accounts).map(([d, a]) => `${d} on ${a.connectorName}/${a.accountKey}`).join(", ")}; ` +
+      `Retry-After ${config.limits.retryAfterMs} ms`
+    ]),
     "the calls in order, with each answer:",
     result.trace
   ].join("\n")

@@ -5,7 +5,7 @@ import { formatReport, runSchedule } from "./harness.js"
 import { configArbitrary, type ConfigOptions, interleavingRuns, KNOWN_VIOLATIONS_AWAITING_FIX, replayParameters, type KnownViolation, type Profile } from "./profiles.js"
 import { propertyRuns } from "../support/runs.js"
 
-const PROFILES: ReadonlyArray<Profile> = ["write-back", "watches", "relist", "everything"]
+const PROFILES: ReadonlyArray<Profile> = ["write-back", "watches", "relist", "everything", "limits"]
 /** Schedules per memory configuration (a third of it, at least one, on SQLite). */
 const RUNS = interleavingRuns(40)
 /** A longer run (more schedules than the CI default) gets the time it needs: about 1.5 s per schedule on a loaded machine. */

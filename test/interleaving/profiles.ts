@@ -1,7 +1,8 @@
+import type { ProviderScope } from "@connector-store/core"
 import type { RequestFate } from "@connector-store/testkit"
 import fc from "fast-check"
-import type { WritePlan } from "./actors.js"
-import { actorNames, DOCUMENTS, type ScheduleConfig } from "./harness.js"
+import type { LimitStep, WritePlan } from "./actors.js"
+import { actorNames, DOCUMENTS, type LimitsPlan, type ScheduleConfig } from "./harness.js"
 import { propertyRuns } from "../support/runs.js"
 
 /**
@@ -25,7 +26,7 @@ export const scopingFor = (known: ReadonlyArray<KnownViolation>) => ({
 })
 
 /** The configurations the suite runs, by what they stress. */
-export type Profile = "write-back" | "watches" | "relist" | "everything"
+export type Profile = "write-back" | "watches" | "relist" | "everything" | "limits"
 
 /**
  * The fates a schedule's requests meet: applied and answered; refused
@@ -46,6 +47,35 @@ const writePlan: fc.Arbitrary<WritePlan> = fc.record({
   documentID: doc,
   kind: fc.constantFrom<WritePlan["kind"]>("update", "update", "create-deterministic", "create-reconcile")
 })
+/** Under limits, a 429 (its Retry-After pausing the account) is as likely as an answer, and likelier than any other fate. */
+const limitsFate: fc.Arbitrary<RequestFate> = fc.oneof(
+  { weight: 3, arbitrary: fc.constant<RequestFate>("ok") },
+  { weight: 3, arbitrary: fc.constant<RequestFate>("429") },
+  { weight: 2, arbitrary: fc.constantFrom(...SCHEDULE_FATES.filter((f) => f !== "ok" && f !== "429")) }
+)
+const account = (connectorName: string, accountKey: string) => ({ connectorName, accountKey })
+/** The scopes a run's limits name: the accounts documents may go out through, and their connectors. */
+const limitScope: fc.Arbitrary<ProviderScope> = fc.oneof(
+  { weight: 3, arbitrary: fc.constant({ connectorName: "gcal", accountKey: "acct-1" }) },
+  { weight: 2, arbitrary: fc.constant({ connectorName: "gcal" }) },
+  { weight: 2, arbitrary: fc.constant({ connectorName: "gcal", accountKey: "acct-2" }) },
+  { weight: 1, arbitrary: fc.constantFrom<ProviderScope>({ connectorName: "gcal", accountKey: "acct-3" }, { connectorName: "outlook", accountKey: "acct-1" }, { connectorName: "outlook" }) }
+)
+const limitStep: fc.Arbitrary<LimitStep> = fc.oneof(
+  fc.record({ kind: fc.constant("cap" as const), scope: limitScope, maxInFlight: fc.constantFrom(1, 2, null) }),
+  fc.record({ kind: fc.constant("pause" as const), scope: limitScope, ms: fc.constantFrom(300, 1_000, 3_000) }),
+  fc.record({ kind: fc.constant("resume" as const), scope: limitScope })
+)
+/** D1 on gcal/acct-1, D2 beside it or on acct-2, D3 on acct-2, acct-3 or another connector's acct-1; caps of 1 or 2 on some scopes. */
+const limitsPlan: fc.Arbitrary<LimitsPlan> = fc.record({
+  accounts: fc.tuple(
+    fc.constantFrom(account("gcal", "acct-1"), account("gcal", "acct-2")),
+    fc.constantFrom(account("gcal", "acct-2"), account("gcal", "acct-3"), account("outlook", "acct-1"))
+  ).map(([d2, d3]) => ({ D1: account("gcal", "acct-1"), D2: d2, D3: d3 })),
+  caps: fc.array(fc.record({ kind: fc.constant("cap" as const), scope: limitScope, maxInFlight: fc.constantFrom(1, 2) }), { minLength: 1, maxLength: 3 }),
+  backlog: fc.array(writePlan, { maxLength: 4 }),
+  retryAfterMs: fc.constantFrom(200, 1_000, 2_500)
+})
 const steps = (back: boolean) =>
   fc.array(fc.constantFrom(...[300, 800, 1_500, 3_000, ...(back ? [-2_000, -6_000] : [])]), { minLength: 1, maxLength: 4 })
 
@@ -61,7 +91,9 @@ const cast = (profile: Profile) => {
         retention: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
         relists: fc.constant([]),
         batchers: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 2 }),
-        clockSteps: steps(true)
+        clockSteps: steps(true),
+        limiters: fc.constant([]),
+        limits: fc.constant(null)
       })
     case "watches":
       return fc.record({
@@ -73,7 +105,9 @@ const cast = (profile: Profile) => {
         retention: fc.constant([]),
         relists: fc.constant([]),
         batchers: fc.constant([]),
-        clockSteps: steps(true)
+        clockSteps: steps(true),
+        limiters: fc.constant([]),
+        limits: fc.constant(null)
       })
     case "relist":
       return fc.record({
@@ -85,7 +119,23 @@ const cast = (profile: Profile) => {
         retention: fc.constant([]),
         relists: fc.array(fc.integer({ min: 1, max: 2 }), { minLength: 1, maxLength: 2 }),
         batchers: fc.constant([]),
-        clockSteps: steps(true)
+        clockSteps: steps(true),
+        limiters: fc.constant([]),
+        limits: fc.constant(null)
+      })
+    case "limits":
+      return fc.record({
+        writers: fc.array(fc.array(writePlan, { minLength: 1, maxLength: 2 }), { minLength: 2, maxLength: 3 }),
+        sweepers: fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 1, maxLength: 2 }),
+        ingress: fc.constant([]),
+        deleters: fc.constant([]),
+        operators: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
+        retention: fc.constant([]),
+        relists: fc.constant([]),
+        batchers: fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 1, maxLength: 2 }),
+        clockSteps: steps(true),
+        limiters: fc.array(fc.array(limitStep, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 1 }),
+        limits: limitsPlan
       })
     case "everything":
       return fc.record({
@@ -97,7 +147,9 @@ const cast = (profile: Profile) => {
         retention: fc.array(fc.integer({ min: 1, max: 1 }), { maxLength: 1 }),
         relists: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
         batchers: fc.array(fc.integer({ min: 1, max: 1 }), { maxLength: 1 }),
-        clockSteps: steps(true)
+        clockSteps: steps(true),
+        limiters: fc.constant([]),
+        limits: fc.constant(null)
       })
   }
 }
@@ -117,7 +169,7 @@ export const configArbitrary = (options: ConfigOptions): fc.Arbitrary<ScheduleCo
   cast(options.profile).chain((c) =>
     fc.record({
       crashes: fc.array(fc.tuple(fc.constantFrom(...actorNames(c)), fc.integer({ min: 1, max: 30 })), { maxLength: 2 }),
-      fates: fc.array(fate, { maxLength: 12 })
+      fates: fc.array(options.profile === "limits" ? limitsFate : fate, { maxLength: 12 })
     }).map(({ crashes, fates }): ScheduleConfig => ({
       adapter: options.adapter,
       ...c,

@@ -1,8 +1,20 @@
-import type { ConnectorOperation, ProjectionWatch, PromiseConnectorStore, WatchIdentity } from "@connector-store/core"
-import { type FakeProvider, type Interleaving, type InvariantViolation, keyOf } from "@connector-store/testkit"
+import type { ClaimOperationInput, ConnectorOperation, ProjectionWatch, PromiseConnectorStore, WatchIdentity } from "@connector-store/core"
+import {
+  type FakeProvider,
+  type Interleaving,
+  type InvariantViolation,
+  keyOf,
+  type SeenLease,
+  type SeenLimit,
+  type SeenRefusal,
+  type SeenRelease
+} from "@connector-store/testkit"
 
-/** The one relist scope and watch party every run uses. */
+/** The one relist scope and watch party every run uses; every document goes out through its account, except under limits. */
 export const SCOPE = { ownerDID: "did:owner:1", connectorName: "gcal", model: "Event", accountKey: "acct-1" } as const
+
+/** The owner, connector, model and provider account a write-back goes out through. */
+export type Account = Pick<ClaimOperationInput, "ownerDID" | "connectorName" | "model" | "accountKey">
 
 /** The caller every write-back of a run comes from. */
 export const CALLER = "did:caller:1"
@@ -45,7 +57,7 @@ export interface Knowledge {
   readonly claimedAgainst: Map<string, Set<string>>
   /** Winners an ingress brought in, per document. */
   readonly ingressWinners: Map<string, Set<string>>
-  /** A counter of ground-truth events; commits and run starts are stamped with it. */
+  /** A counter of ground-truth events; commits, run starts and the ends of store calls' spans are stamped with it. */
   seq: number
   /** Per document, the event number of its last committed write-back (finalize or settle). */
   readonly lastCommit: Map<string, number>
@@ -53,6 +65,13 @@ export interface Knowledge {
   readonly runStarted: Map<string, number>
   /** Violations found while the schedule ran, each with the trace line it happened at. */
   readonly violations: Array<InvariantViolation>
+  /** Leases granted and ended, limits set and claims they refused, each with its call's span on `seq` (the limit judges' `LimitHistory`). */
+  readonly limits: {
+    readonly leases: Array<SeenLease>
+    readonly releases: Array<SeenRelease>
+    readonly limits: Array<SeenLimit>
+    readonly refusals: Array<SeenRefusal>
+  }
 }
 
 /** How the actors' runners behave (the suite's own loop, or a deliberately broken one for sensitivity checks). */
@@ -70,6 +89,8 @@ export interface World {
   readonly clock: { now: number }
   readonly know: Knowledge
   readonly flavour: RunnerFlavour
+  /** The account a document's write-backs go out through. */
+  readonly accountOf: (documentID: string) => Account
   /** `maxAttempts` every verifier passes to `recordVerification`. */
   readonly verifyAttempts: number
   /** True when the relist applier checks at the provider before deleting (the docs' advice, and more). */
@@ -91,7 +112,8 @@ export const emptyKnowledge = (): Knowledge => ({
   seq: 0,
   lastCommit: new Map(),
   runStarted: new Map(),
-  violations: []
+  violations: [],
+  limits: { leases: [], releases: [], limits: [], refusals: [] }
 })
 
 /** Keeps the newest version of a row the suite has seen. */
