@@ -87,7 +87,7 @@ export interface ScheduleConfig {
   readonly limits: LimitsPlan | null
 }
 
-/** A run under provider limits: the store enforces them. */
+/** A run under provider limits: the store enforces them (unless the runners' flavour ignores them). */
 export interface LimitsPlan {
   /** Each document's connector and account. */
   readonly accounts: Readonly<Record<string, Pick<Account, "connectorName" | "accountKey">>>
@@ -158,7 +158,8 @@ export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Prom
     return doc === undefined || doc.deleted ? null : doc.winner
   }
   const { limits } = config
-  const { store, dispose } = await openStore(config.adapter, () => clock.now, readWinner, limits !== null)
+  const enforced = limits !== null && !config.flavour.ignoresLimits
+  const { store, dispose } = await openStore(config.adapter, () => clock.now, readWinner, enforced)
   const know = emptyKnowledge()
   const world: World = {
     store,
@@ -275,7 +276,7 @@ export const formatReport = (config: ScheduleConfig, result: ScheduleResult): st
     `crashes: ${config.crashes.map(([a, p]) => `${a}@${p}`).join(", ") || "none"}; fates: ${config.fates.join(", ") || "all ok"}`,
     ...(config.limits === null ? [] : [
       `accounts: ${Object.entries(config.limits.accounts).map(([d, a]) => `${d} on ${a.connectorName}/${a.accountKey}`).join(", ")}; ` +
-      `Retry-After ${config.limits.retryAfterMs} ms`
+      `Retry-After ${config.limits.retryAfterMs} ms${config.flavour.ignoresLimits ? "; the store does not enforce limits" : ""}`
     ]),
     "the calls in order, with each answer:",
     result.trace

@@ -162,6 +162,8 @@ export interface ConfigOptions {
   readonly known?: ReadonlyArray<KnownViolation>
   /** A runner that sends plainly whatever the reissue says (sensitivity checks). */
   readonly ignoresReissue?: boolean
+  /** Runners whose store does not enforce the limits set (sensitivity checks). */
+  readonly ignoresLimits?: boolean
 }
 
 /** A schedule's configuration: its cast, crash plans (each actor may die at one of its points) and request fates. */
@@ -175,7 +177,7 @@ export const configArbitrary = (options: ConfigOptions): fc.Arbitrary<ScheduleCo
       ...c,
       crashes,
       fates,
-      flavour: { ignoresReissue: options.ignoresReissue ?? false },
+      flavour: { ignoresReissue: options.ignoresReissue ?? false, ignoresLimits: options.ignoresLimits ?? false },
       verifyAttempts: 2,
       ...scopingFor(options.known ?? KNOWN_VIOLATIONS_AWAITING_FIX)
     }))

@@ -78,6 +78,8 @@ export interface Knowledge {
 export interface RunnerFlavour {
   /** Sends plainly whatever the claim's reissue says (a runner that re-sends blind). */
   readonly ignoresReissue: boolean
+  /** Claims through a store opened without `providerLimits` while limits are set (a fleet that does not enforce them). */
+  readonly ignoresLimits: boolean
 }
 
 /** Everything an actor works with. */
