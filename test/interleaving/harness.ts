@@ -81,6 +81,8 @@ export interface ScheduleConfig {
   readonly applierConfirms: boolean
   /** An ingress waits to move a winner while a verification of its document is in flight. */
   readonly ingressWaitsForVerifiers: boolean
+  /** Senders stop waiting only for a request that will not be answered: every answer (a 429's Retry-After too) reaches its runner. */
+  readonly waitsForAnswers: boolean
   /** Per limiter, the limit changes it makes. */
   readonly limiters: ReadonlyArray<ReadonlyArray<LimitStep>>
   /** Provider limits, or null: a store that does not enforce them, every document on `SCOPE`'s account. */
@@ -97,6 +99,11 @@ export interface LimitsPlan {
   readonly backlog: ReadonlyArray<WritePlan>
   /** The Retry-After of the provider's 429s, in ms. */
   readonly retryAfterMs: number
+}
+
+/** A schedule whose senders stop waiting only for a request that will not be answered. */
+class WaitingInterleaving extends Interleaving {
+  readonly racesTimeouts = false
 }
 
 /** What one schedule found. */
@@ -147,7 +154,7 @@ export const actorNames = (
  * are set before the schedule starts.
  */
 export const runSchedule = async (s: fc.Scheduler, config: ScheduleConfig): Promise<ScheduleResult> => {
-  const il = new Interleaving(s, new Map(config.crashes))
+  const il = config.waitsForAnswers ? new WaitingInterleaving(s, new Map(config.crashes)) : new Interleaving(s, new Map(config.crashes))
   const clock = { now: START }
   const documents = new Map<string, LocalDocument>(
     DOCUMENTS.map((id) => [id, { id, winner: `${id}@0`, rev: 0, source: `${id}-s0`, deleted: false }])
@@ -273,7 +280,8 @@ export const formatReport = (config: ScheduleConfig, result: ScheduleResult): st
   [
     `${result.violations.length} violation(s) on ${config.adapter}:`,
     ...result.violations.map((v) => `  ✗ ${v.invariant} (${INVARIANTS[v.invariant]}):\n      ${v.detail}`),
-    `crashes: ${config.crashes.map(([a, p]) => `${a}@${p}`).join(", ") || "none"}; fates: ${config.fates.join(", ") || "all ok"}`,
+    `crashes: ${config.crashes.map(([a, p]) => `${a}@${p}`).join(", ") || "none"}; fates: ${config.fates.join(", ") || "all ok"}` +
+      (config.waitsForAnswers ? "; senders wait for every answer" : ""),
     ...(config.limits === null ? [] : [
       `accounts: ${Object.entries(config.limits.accounts).map(([d, a]) => `${d} on ${a.connectorName}/${a.accountKey}`).join(", ")}; ` +
       `Retry-After ${config.limits.retryAfterMs} ms${config.flavour.ignoresLimits ? "; the store does not enforce limits" : ""}`

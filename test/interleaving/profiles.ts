@@ -47,10 +47,10 @@ const writePlan: fc.Arbitrary<WritePlan> = fc.record({
   documentID: doc,
   kind: fc.constantFrom<WritePlan["kind"]>("update", "update", "create-deterministic", "create-reconcile")
 })
-/** Under limits, a 429 (its Retry-After pausing the account) is as likely as an answer, and likelier than any other fate. */
+/** Under limits, a 429 (its Retry-After pausing the account) is the likeliest fate. */
 const limitsFate: fc.Arbitrary<RequestFate> = fc.oneof(
   { weight: 3, arbitrary: fc.constant<RequestFate>("ok") },
-  { weight: 3, arbitrary: fc.constant<RequestFate>("429") },
+  { weight: 5, arbitrary: fc.constant<RequestFate>("429") },
   { weight: 2, arbitrary: fc.constantFrom(...SCHEDULE_FATES.filter((f) => f !== "ok" && f !== "429")) }
 )
 const account = (connectorName: string, accountKey: string) => ({ connectorName, accountKey })
@@ -93,7 +93,8 @@ const cast = (profile: Profile) => {
         batchers: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 2 }),
         clockSteps: steps(true),
         limiters: fc.constant([]),
-        limits: fc.constant(null)
+        limits: fc.constant(null),
+        waitsForAnswers: fc.constant(false)
       })
     case "watches":
       return fc.record({
@@ -107,7 +108,8 @@ const cast = (profile: Profile) => {
         batchers: fc.constant([]),
         clockSteps: steps(true),
         limiters: fc.constant([]),
-        limits: fc.constant(null)
+        limits: fc.constant(null),
+        waitsForAnswers: fc.constant(false)
       })
     case "relist":
       return fc.record({
@@ -121,7 +123,8 @@ const cast = (profile: Profile) => {
         batchers: fc.constant([]),
         clockSteps: steps(true),
         limiters: fc.constant([]),
-        limits: fc.constant(null)
+        limits: fc.constant(null),
+        waitsForAnswers: fc.constant(false)
       })
     case "limits":
       return fc.record({
@@ -135,7 +138,8 @@ const cast = (profile: Profile) => {
         batchers: fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 1, maxLength: 2 }),
         clockSteps: steps(true),
         limiters: fc.array(fc.array(limitStep, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 1 }),
-        limits: limitsPlan
+        limits: limitsPlan,
+        waitsForAnswers: fc.boolean()
       })
     case "everything":
       return fc.record({
@@ -149,7 +153,8 @@ const cast = (profile: Profile) => {
         batchers: fc.array(fc.integer({ min: 1, max: 1 }), { maxLength: 1 }),
         clockSteps: steps(true),
         limiters: fc.constant([]),
-        limits: fc.constant(null)
+        limits: fc.constant(null),
+        waitsForAnswers: fc.constant(false)
       })
   }
 }
