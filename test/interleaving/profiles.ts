@@ -76,6 +76,12 @@ const limitsPlan: fc.Arbitrary<LimitsPlan> = fc.record({
   backlog: fc.array(writePlan, { maxLength: 4 }),
   retryAfterMs: fc.constantFrom(200, 1_000, 2_500)
 })
+/** The limits fields of a configuration that runs without provider limits. */
+const withoutLimits = {
+  limiters: fc.constant([]),
+  limits: fc.constant(null),
+  waitsForAnswers: fc.constant(false)
+}
 const steps = (back: boolean) =>
   fc.array(fc.constantFrom(...[300, 800, 1_500, 3_000, ...(back ? [-2_000, -6_000] : [])]), { minLength: 1, maxLength: 4 })
 
@@ -92,9 +98,7 @@ const cast = (profile: Profile) => {
         relists: fc.constant([]),
         batchers: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 2 }),
         clockSteps: steps(true),
-        limiters: fc.constant([]),
-        limits: fc.constant(null),
-        waitsForAnswers: fc.constant(false)
+        ...withoutLimits
       })
     case "watches":
       return fc.record({
@@ -107,9 +111,7 @@ const cast = (profile: Profile) => {
         relists: fc.constant([]),
         batchers: fc.constant([]),
         clockSteps: steps(true),
-        limiters: fc.constant([]),
-        limits: fc.constant(null),
-        waitsForAnswers: fc.constant(false)
+        ...withoutLimits
       })
     case "relist":
       return fc.record({
@@ -122,9 +124,7 @@ const cast = (profile: Profile) => {
         relists: fc.array(fc.integer({ min: 1, max: 2 }), { minLength: 1, maxLength: 2 }),
         batchers: fc.constant([]),
         clockSteps: steps(true),
-        limiters: fc.constant([]),
-        limits: fc.constant(null),
-        waitsForAnswers: fc.constant(false)
+        ...withoutLimits
       })
     case "limits":
       return fc.record({
@@ -152,9 +152,7 @@ const cast = (profile: Profile) => {
         relists: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
         batchers: fc.array(fc.integer({ min: 1, max: 1 }), { maxLength: 1 }),
         clockSteps: steps(true),
-        limiters: fc.constant([]),
-        limits: fc.constant(null),
-        waitsForAnswers: fc.constant(false)
+        ...withoutLimits
       })
   }
 }
