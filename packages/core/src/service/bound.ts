@@ -11,7 +11,7 @@ export const DEFAULT_CLOSE_TIMEOUT_MS = 5_000
 export const CLOSE_MARGIN_MS = 1_000
 
 /** How long a call that ran out waits at most for what it left running to stop, so nothing of it applies after its answer. */
-export const STOP_GRACE_MS = 250
+export const STOP_GRACE_MS = 500
 
 /** A call in flight under its bound: what ends it now, with `error`, when the store closes under it. */
 export interface BoundedCall {
