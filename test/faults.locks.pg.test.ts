@@ -3,6 +3,7 @@ import { classified, classifyDriverFailure, openConnectorStore, type SqlConnecto
 import { Effect } from "effect"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startCommitDropProxy } from "./faults.proxy.js"
 import { claimFor, rejectionOf, sleep, storedRows, withClient } from "./faults.support.js"
 import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
@@ -171,6 +172,37 @@ describe.runIf(pgAvailable)("a row locked by another session, on Postgres", () =
       limitMs: 500
     })
     expect((await store.markOperationSent(key("bound"), { leaseToken })).outcome).toBe("sent")
+  })
+  it("when the cancel never reaches the server, the closed connection still ends the waiting statement, so it never applies", async () => {
+    // The store reaches the server through a proxy that, once the call waits, lets no new connection through: its cancel is lost.
+    const target = new URL(url)
+    const proxy = await startCommitDropProxy({ host: target.hostname, port: Number(target.port || 5432) })
+    const viaProxy = new URL(url)
+    viaProxy.port = String(proxy.port)
+    const prefix = freshPrefix()
+    const store = await openConnectorStore({ url: viaProxy.toString(), tablePrefix: prefix, clock: "local", callTimeoutMs: 500, readWinner: () => "winner-1" })
+    try {
+      const leaseToken = await claimed(store, "lost-cancel")
+      /** `start`s a call, then lets no new connection through until it has ended. */
+      const cancelLost = (method: string, start: () => Promise<unknown>) =>
+        whileLocked(store, prefix, "lost-cancel", () => {
+          const call = start()
+          proxy.silenceNew()
+          return call.finally(() => proxy.heal())
+        }, { reason: "timeout", method, limitMs: 500 })
+      await cancelLost("markOperationSent", () => store.markOperationSent(key("lost-cancel"), { leaseToken }))
+      await cancelLost(
+        "markOperationSent",
+        () => store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.markOperationSent(key("lost-cancel"), { leaseToken })))
+      )
+      const finalizeInput = { leaseToken, sourceID: "src-lost-cancel", documentID: "doc-lost-cancel", watchDueAt: store.now() }
+      await cancelLost("finalizeOperationAndArmWatch", () => store.finalizeOperationAndArmWatch(key("lost-cancel"), finalizeInput))
+      expect((await store.markOperationSent(key("lost-cancel"), { leaseToken })).outcome).toBe("sent")
+    } finally {
+      proxy.heal()
+      await store.close()
+      await proxy.close()
+    }
   })
 })
 

@@ -27,6 +27,12 @@ export interface CommitDropProxy {
    * NAT entry is lost does.
    */
   blackHole(): void
+  /**
+   * New connections are accepted and then hear nothing, either way (a
+   * cancel request sent on one never reaches the server); the connections
+   * open now keep forwarding, and closing one still closes its server side.
+   */
+  silenceNew(): void
   /** The partition heals: new connections are forwarded again (the ones caught in it stay silent). */
   heal(): void
   /** How many client connections the proxy has accepted so far. */
@@ -61,6 +67,7 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
   let dropped = 0
   let accepted = 0
   let partitioned = false
+  let newSilent = false
   /** Marks every connection open now as caught in the partition. */
   const catchers = new Set<() => void>()
   const sockets = new Set<Socket>()
@@ -69,7 +76,7 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
     const upstream = createConnection({ host: target.host, port: target.port })
     sockets.add(client)
     sockets.add(upstream)
-    let silent = partitioned
+    let silent = partitioned || newSilent
     const silence = () => {
       silent = true
     }
@@ -118,8 +125,12 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
           partitioned = true
           for (const silence of catchers) silence()
         },
+        silenceNew: () => {
+          newSilent = true
+        },
         heal: () => {
           partitioned = false
+          newSilent = false
         },
         accepted: () => accepted,
         close: () =>

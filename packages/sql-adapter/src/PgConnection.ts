@@ -48,6 +48,20 @@ export const LOCK_TIMEOUT_MS = 10_000
 /** The default longest time a connection stays checked out (the default `callTimeoutMs`, 30 s). */
 export const HOLD_LIMIT_MS = 30_000
 
+/**
+ * How often a session's backend checks, while it runs a statement, that its
+ * client is still connected (`client_connection_check_interval`, Postgres
+ * 14 and later): a statement whose call was given up stops within this
+ * once its socket is closed, even waiting on a lock, even when the cancel
+ * sent for it is lost.
+ */
+export const CLIENT_CHECK_MS = 100
+
+/** The server's version number (`150004`), and whether it set the session's client check (Postgres 14 and later). */
+const FIRST_CHECK = `SELECT current_setting('server_version_num')::int AS version,
+  CASE WHEN current_setting('server_version_num')::int >= 140000
+    THEN set_config('client_connection_check_interval', '${CLIENT_CHECK_MS}', false) END AS client_check`
+
 /** How long a connection is idle before TCP keepalive probes start (5 s), so a dead peer is found. */
 export const KEEPALIVE_DELAY_MS = 5_000
 
@@ -281,7 +295,9 @@ interface OwnPool {
  * within `connectTimeoutMs` (a call waits no longer for a free one either),
  * TCP keepalive on (a dead peer is noticed), each session's timeouts set
  * (see `sessionOptions`), none held past the call bound (see `Holds`);
- * checked with one `SELECT 1` (as `@effect/sql-pg` checks its own). Ended
+ * checked with one statement (as `@effect/sql-pg` checks its own with
+ * `SELECT 1`) that also turns the client check on where the server has it
+ * (see `CLIENT_CHECK_MS`). Ended
  * with the layer: the clients still held are given up first, and any
  * socket still open a moment after the pool ended is destroyed, so closing
  * never waits on a dead network.
@@ -321,7 +337,14 @@ const ownPool = (options: PgConnectionOptions): Effect.Effect<OwnPool, SqlError,
           message: "PgClient: Connection timed out"
         })
       return Effect.tryPromise({
-        try: () => pool.query("SELECT 1"),
+        try: async () => {
+          const checked = await pool.query<{ readonly client_check: string | null }>(FIRST_CHECK)
+          // Every later session sets it at startup; the one just checked set it itself.
+          if (checked.rows[0]?.client_check != null) {
+            const settings = pool as unknown as { readonly options: { options?: string } }
+            settings.options.options = `${settings.options.options ?? ""} -c client_connection_check_interval=${CLIENT_CHECK_MS}`.trim()
+          }
+        },
         catch: (cause) => POOL_CONNECT_TIMEOUT.test(String((cause as Error)?.message)) ? unanswered() : new SqlError({ cause, message: "PgClient: Failed to connect" })
       }).pipe(Effect.timeoutFail({ duration: Duration.millis(connectTimeoutMs + BACKSTOP_MARGIN_MS), onTimeout: unanswered }))
     })

@@ -272,11 +272,15 @@ export const onBehalfOf = <A>(call: LaneCall | undefined, send: () => A): A => {
 /** The lane call a statement is sent for now, outside a transaction: an adapter gives its connection up when that call ends. */
 export const laneCallNow = (): LaneCall | undefined => sending
 
-/** `effect`, the part of a lane call handed to the ports, interrupted when `call` ends and never started once it has. */
+/** `effect`, the part of a lane call handed to the ports, interrupted when `call` ends (which waits for it to stop) and never started once it has. */
 export const endedWith = <A, E, R>(call: LaneCall | undefined, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   call === undefined ? effect : Effect.withFiberRuntime<A, E, R>((fiber) => {
     if (call.expired) return Effect.interrupt
-    call.onEnd = () => fiber.unsafeInterruptAsFork(FiberId.none)
+    call.onEnd = () =>
+      new Promise<void>((stopped) => {
+        fiber.addObserver(() => stopped())
+        fiber.unsafeInterruptAsFork(FiberId.none)
+      })
     return effect
   })
 
@@ -312,10 +316,11 @@ export const boundedPromise = <A>(boundary: CallBoundary, method: string, call: 
         resolve(value)
       },
       (error: unknown) => {
-        if (settled) return
+        // Being stopped, it rejects once that is done: its statements fail as soon as their connection is closed.
+        if (settled || failure !== undefined) return
         settled = true
         leave()
-        reject(failure ?? error)
+        reject(error)
       }
     )
   })

@@ -83,10 +83,10 @@ const evictIdle = (pool: Pg.Pool): void => {
 /**
  * A client checked out of the pool. `release` hands it back (given an
  * error, the pool discards it). `giveUp` asks the server to cancel what it
- * runs and, once the server has taken that request (at most
- * `STOP_GRACE_MS` later), destroys its socket and discards it, whatever
- * still runs on it; it answers when that is done, so a caller told its
- * call ended knows the statement will not apply after. Each acts once: a
+ * runs and destroys its socket at once, then discards it once the server
+ * has taken the cancel (at most `STOP_GRACE_MS` later); it answers when
+ * that is done, so a caller told its call ended knows the statement will
+ * not apply after. Each acts once: a
  * `release` after `giveUp`, or anything after either, is a no-op.
  */
 export interface HeldClient {
@@ -170,13 +170,14 @@ export const makeHolds = (pool: Pg.Pool, limitMs: number): Holds => {
           giveUp: (why) => {
             if (over) return Promise.resolve()
             if (stopping === undefined && !closing) evictIdle(pool)
-            stopping ??= new Promise<void>((stopped) =>
+            stopping ??= new Promise<void>((stopped) => {
               cancelOnServer(pool, client, () => {
-                destroySocket(client)
                 end(Object.assign(new Error(`connection given up: ${why}`), { code: "ETIMEDOUT" }))
                 stopped()
               })
-            )
+              // Closed at once, not after the cancel: a backend that checks its client (see `CLIENT_CHECK_MS`) stops even when the cancel is lost.
+              destroySocket(client)
+            })
             return stopping
           }
         }
