@@ -32,9 +32,9 @@ import { withConnectionThen } from "./internal/transactionContext.js"
  *   queue, scope or semaphore.
  * - Stores on one file in one process share one connection and its queue
  *   (ref-counted, closed with the last store; `:memory:` is never shared), so
- *   a store never busy-waits inside the driver, blocking the event loop, for
- *   a lock its own process holds. The busy timeout only serves other
- *   processes. The file is known by its device and inode, so two names of it
+ *   a store never waits for a lock its own process holds. Another process's
+ *   lock is waited for in pauses that leave the event loop free, never in
+ *   the driver's busy handler (see `SharedDatabase`). The file is known by its device and inode, so two names of it
  *   (a symbolic or hard link, a relative and an absolute path) share too.
  * - Before a commit (and an autocommitted write) the path is checked, with
  *   one `stat`, to still name the file that was opened, whole (once the
@@ -158,9 +158,46 @@ const attempt = <A>(body: () => A): Effect.Effect<A, SqlError> => {
   }
 }
 
-/** One `better-sqlite3` connection, its statement cache and its transaction queue. */
+/** Whether `error` (a `SqlError` or a driver error) is SQLite's refusal because another connection holds the lock. */
+export const isLockedElsewhere = (error: unknown): boolean => {
+  const cause = error instanceof SqlError ? error.cause : error
+  const code = (cause as { readonly code?: unknown } | null)?.code
+  return typeof code === "string" && code.startsWith("SQLITE_BUSY")
+}
+
+/** The pauses between tries of a statement refused for another connection's lock, as SQLite's own busy handler spaces them. */
+const LOCK_PAUSES_MS = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100]
+
+/**
+ * `run` tried again, after a pause that leaves the event loop free (run by
+ * `pausing`), for as long as another connection's lock refuses it, at most
+ * `waitMs` from the first refusal; then that refusal.
+ */
+const retriedWhileLocked = <A>(
+  run: () => Effect.Effect<A, SqlError>,
+  waitMs: number,
+  pausing: (pause: Effect.Effect<void>) => Effect.Effect<void> = (pause) => pause,
+  deadline?: number,
+  tries = 0
+): Effect.Effect<A, SqlError> =>
+  Effect.catchIf(Effect.suspend(run), isLockedElsewhere, (refused) => {
+    const until = deadline ?? performance.now() + waitMs
+    const left = until - performance.now()
+    if (left <= 0) return Effect.fail(refused)
+    const pause = Math.min(left, LOCK_PAUSES_MS[tries] ?? LOCK_PAUSES_MS[LOCK_PAUSES_MS.length - 1]!)
+    return Effect.zipRight(pausing(Effect.sleep(pause)), retriedWhileLocked(run, waitMs, pausing, until, tries + 1))
+  })
+
+/**
+ * One `better-sqlite3` connection, its statement cache and its transaction
+ * queue. The driver's busy timeout is 0: a statement or `BEGIN` refused for
+ * another connection's lock is tried again after a pause (`lockWaitMs` in
+ * all), with the event loop free, where the driver would sleep the process.
+ */
 export class SharedDatabase {
   refs = 0
+  /** How long a statement outside a transaction, or a `BEGIN`, waits for another connection's lock (the busy timeout). */
+  lockWaitMs = 0
   /** One transaction at a time on the connection. */
   readonly queue = new TurnQueue()
   private readonly statements = new Map<string, Sqlite.Statement>()
@@ -220,11 +257,15 @@ export class SharedDatabase {
 
   /**
    * Runs `now` at once when no transaction is open, else once the open one
-   * has ended. The check and the run are one synchronous step, so no other
-   * fiber's transaction can begin in between.
+   * has ended (the check and the run are one synchronous step, so no other
+   * fiber's transaction can begin in between); again while another
+   * connection's lock refuses it.
    */
   private readonly whenFree = <A>(now: RunNow<A>): Effect.Effect<A, SqlError> =>
-    Effect.suspend(() => this.queue.held ? Effect.zipRight(this.queue.released, this.whenFree(now)) : now())
+    retriedWhileLocked(() => this.whenOpen(now), this.lockWaitMs)
+
+  private readonly whenOpen = <A>(now: RunNow<A>): Effect.Effect<A, SqlError> =>
+    Effect.suspend(() => this.queue.held ? Effect.zipRight(this.queue.released, this.whenOpen(now)) : now())
 
   /**
    * A connection for one transaction: its statements run at once while that
@@ -365,13 +406,16 @@ export class SharedDatabase {
   /**
    * Begins a transaction now, outside any fiber (see `SqliteDirect`), when
    * none is open and no fiber waits for one: its connection, which statements of fibers joined to it
-   * run on. Undefined, changing nothing, when one is open. Throws the
-   * `SqlError` of a failed BEGIN.
+   * run on. Undefined, changing nothing, when one is open or another
+   * connection holds the lock. Throws the `SqlError` of a failed BEGIN.
    */
   beginNow(): Connection | undefined {
     if (this.queue.busy) return undefined
     const failed = this.control("begin")
-    if (failed !== undefined) throw failed
+    if (failed !== undefined) {
+      if (isLockedElsewhere(failed)) return undefined
+      throw failed
+    }
     this.queue.held = true
     const connection = this.transactionConnection()
     this.current = connection
@@ -569,6 +613,8 @@ const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
       walWithin(db, busyTimeoutMs)
     }
     if (options.checkIntegrity === true) quickCheck(db, file)
+    // From now on the store waits for other connections' locks itself, with the event loop free.
+    if (!readonly) db.pragma("busy_timeout = 0")
     if (shared && !readonly) {
       const real = fs.realpathSync(file)
       const stats = fs.statSync(real)
@@ -581,6 +627,7 @@ const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
   const stats = shared && !db.memory ? statOf(file) : undefined
   const key = stats === undefined ? undefined : keyOf(stats, readonly)
   const connection = new SharedDatabase(key, db)
+  connection.lockWaitMs = readonly ? 0 : busyTimeoutMs
   if (stats !== undefined) {
     // Read-only connections hold the descriptor too: a writing one closing first must not drop their locks.
     try {
@@ -653,24 +700,30 @@ const makeWithTransaction = (shared: SharedDatabase) => {
           shared.current = undefined
           shared.queue.release()
         }
-        const transaction = Effect.suspend(() => {
-          const failedBegin = shared.control("begin")
-          if (failedBegin !== undefined) {
+        // BEGIN, tried again while another connection holds the lock (only the pauses are interruptible).
+        const begin = retriedWhileLocked(() => {
+          const failed = shared.control("begin")
+          return failed === undefined ? Effect.void : Effect.fail(failed)
+        }, shared.lockWaitMs, restore)
+        const transaction = Effect.matchCauseEffect(begin, {
+          onFailure: (cause) => {
             shared.queue.release()
-            return Effect.fail(failedBegin)
-          }
-          shared.current = connection
-          return withConnectionThen(context, connection, 0, restore(effect), (exit): Effect.Effect<A, E | SqlError> => {
-            if (Exit.isSuccess(exit)) {
-              const failedCommit = shared.control("commit")
-              if (failedCommit !== undefined) shared.control("rollback")
+            return Effect.failCause(cause)
+          },
+          onSuccess: () => {
+            shared.current = connection
+            return withConnectionThen(context, connection, 0, restore(effect), (exit): Effect.Effect<A, E | SqlError> => {
+              if (Exit.isSuccess(exit)) {
+                const failedCommit = shared.control("commit")
+                if (failedCommit !== undefined) shared.control("rollback")
+                end()
+                return failedCommit === undefined ? exit : Effect.fail(failedCommit)
+              }
+              const failedRollback = shared.control("rollback")
               end()
-              return failedCommit === undefined ? exit : Effect.fail(failedCommit)
-            }
-            const failedRollback = shared.control("rollback")
-            end()
-            return failedRollback === undefined ? exit : Effect.failCause(Cause.sequential(exit.cause, Cause.die(failedRollback)))
-          })
+              return failedRollback === undefined ? exit : Effect.failCause(Cause.sequential(exit.cause, Cause.die(failedRollback)))
+            })
+          }
         })
         // Taken in the same synchronous step as the check, outside `restore`:
         // only the wait is interruptible.

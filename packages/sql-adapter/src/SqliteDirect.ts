@@ -1,4 +1,4 @@
-import type { DirectDatabaseApi, DirectRowsOf } from "@connector-store/core/adapter"
+import { type DirectDatabaseApi, type DirectRowsOf, LOCKED_ELSEWHERE } from "@connector-store/core/adapter"
 import type * as Client from "@effect/sql/SqlClient"
 import type { Statement } from "@effect/sql/Statement"
 import type { Connection } from "@effect/sql/SqlConnection"
@@ -8,7 +8,7 @@ import type { RawRow } from "./internal/columns.js"
 import { directRows } from "./internal/directRows.js"
 import { type Compiled, compiled, directFailure } from "./internal/directStatements.js"
 import { withConnectionThen } from "./internal/transactionContext.js"
-import type { SharedDatabase } from "./SqliteConnection.js"
+import { isLockedElsewhere, type SharedDatabase } from "./SqliteConnection.js"
 import type { TableNames } from "./Tables.js"
 
 /**
@@ -19,7 +19,9 @@ import type { TableNames } from "./Tables.js"
  * as one begun by the client does, so no other fiber's statement runs
  * inside it; a winner read joined to it (`joined`) runs its statements in it.
  * Driver failures are classified `PersistenceError`s named as the
- * repositories name them.
+ * repositories name them; a statement or `BEGIN` refused for another
+ * connection's lock hands the call to the ports (`LOCKED_ELSEWHERE`, or no
+ * transaction).
  */
 export const makeSqliteDirect = (
   sql: Client.SqlClient,
@@ -41,6 +43,8 @@ export const makeSqliteDirect = (
       shared.ran(prepared)
       return answer
     } catch (cause) {
+      // Outside a transaction another connection's lock hands the call to the ports, which wait for it.
+      if (isLockedElsewhere(cause) && !shared.db.inTransaction) throw LOCKED_ELSEWHERE
       throw failed(name, cause)
     }
   }

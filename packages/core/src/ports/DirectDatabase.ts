@@ -60,11 +60,22 @@ export interface DirectTransactionOf<Later extends boolean> {
 /** A transaction `DirectDatabaseApi.begin` opened; the rows' calls made while it is open run in it. */
 export type DirectTransaction = DirectTransactionOf<false>
 
+/**
+ * What a direct database's statement outside any transaction throws when
+ * another process holds the database's lock: the call goes on on the ports,
+ * which wait for the lock without holding the event loop. Nothing of the
+ * statement ran.
+ */
+export const LOCKED_ELSEWHERE: unique symbol = Symbol.for("@connector-store/core/LockedElsewhere")
+
 /** A database a transition runs on without a fiber: `DirectDatabaseApi` answers synchronously, `LaneDatabaseApi` maybe later. */
 export interface DirectDatabaseOf<Later extends boolean> extends DirectRowsOf<Later> {
   /** True when a single-statement write may run now, outside any transaction (the one connection is not in one). */
   readonly free: () => boolean
-  /** Opens a write transaction (undefined when the one connection has one open); throws `PersistenceError` when refused. */
+  /**
+   * Opens a write transaction (undefined when the one connection has one open, or another process holds the lock); throws
+   * `PersistenceError` when refused.
+   */
   readonly begin: () => DirectAnswer<DirectTransactionOf<Later> | undefined, Later>
   /** The ports these rows are a view of: a port replaced or decorated (a test injecting faults) turns the direct path off. */
   readonly repositories: {

@@ -1,7 +1,7 @@
 import { Cause, Clock, Data, Effect, Exit, type Fiber, FiberRef, type MetricLabel, Option } from "effect"
 import { ConcurrentUpdateExhausted, PersistenceError } from "../errors.js"
 import type { OperationRepository } from "../ports/OperationRepository.js"
-import type { DirectDatabaseApi, DirectDatabaseOf, DirectTransaction, DirectTransactionOf } from "../ports/DirectDatabase.js"
+import { type DirectDatabaseApi, type DirectDatabaseOf, type DirectTransaction, type DirectTransactionOf, LOCKED_ELSEWHERE } from "../ports/DirectDatabase.js"
 import type { WatchRepository } from "../ports/WatchRepository.js"
 import type { Digest, Millis } from "../watch/ProjectionWatch.js"
 import { type LaneCall, onBehalfOf } from "./bound.js"
@@ -283,7 +283,7 @@ export const runNow = <A, F, W, E>(
       try {
         step = transition.unlocked!(db, now)
       } catch (thrown) {
-        return failed(thrown, at)
+        return thrown === LOCKED_ELSEWHERE ? context.bounded(restore(handOver(at))) : failed(thrown, at)
       }
       if (!step.done) return Exit.die(new Error(`${transition.method}: an unlocked try waited on rows that answer at once`))
       return step.value === LOCKED ? attempt(lockedAfter(at)) : ended(at, Exit.succeed(step.value))
@@ -355,6 +355,7 @@ export const runOnLane = <A, F>(
       if (!db.free()) return new HandOver(at)
       const settle = (value: A | typeof LOCKED): LaneAnswer<A> => value === LOCKED ? attempt(lockedAfter(at)) : answered(at, value)
       const retried = (thrown: unknown): LaneAnswer<A> => {
+        if (thrown === LOCKED_ELSEWHERE) return new HandOver(at)
         if (thrown !== LOST_RACE) throw answered(at, thrown)
         return lost(at)
       }
