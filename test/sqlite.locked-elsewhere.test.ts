@@ -132,21 +132,34 @@ describe("a SQLite file whose write lock another connection holds", () => {
 
   it("the call bound ends a wait shorter than the busy timeout: timeout, nothing written, the store answers after", async () => {
     const { url, store } = await open({ busyTimeoutMs: 10_000, callTimeoutMs: 400 })
+    const sent = await store.claimOperation(claimFor("sent"))
+    if (sent.outcome !== "claimed") throw new Error(`claim: ${sent.outcome}`)
+    await store.markOperationSent(key("sent"), { leaseToken: sent.lease.token })
+    const before = await store.getOperation(key("sent"))
     hold(url)
     const meter = stallMeter()
     const started = performance.now()
-    const [promiseError, effectError] = await Promise.all([
+    const [promiseError, effectError, finalizeError] = await Promise.all([
       rejectionOf(store.claimOperation(claimFor("bound"))),
-      rejectionOf(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimFor("bound-effect")))))
+      rejectionOf(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimFor("bound-effect"))))),
+      // A transaction waiting to begin: given up at the bound, it hands the connection's turn on.
+      rejectionOf(store.finalizeOperationAndArmWatch(key("sent"), {
+        leaseToken: sent.lease.token,
+        sourceID: "src-sent",
+        documentID: "doc-sent",
+        watchDueAt: store.now()
+      }))
     ])
     const elapsed = performance.now() - started
     expect(await meter.stop()).toBeLessThan(STALL_MS)
     expect(promiseError).toMatchObject({ _tag: "PersistenceError", reason: "timeout", method: "claimOperation" })
     expect(effectError).toMatchObject({ _tag: "PersistenceError", reason: "timeout", method: "claimOperation" })
+    expect(finalizeError).toMatchObject({ _tag: "PersistenceError", reason: "timeout", method: "finalizeOperationAndArmWatch" })
     expect(elapsed).toBeLessThan(400 + 1_500)
     holders.splice(0).forEach((holder) => holder.release())
     expect(await store.getOperation(key("bound"))).toBeNull()
     expect(await store.getOperation(key("bound-effect"))).toBeNull()
+    expect(await store.getOperation(key("sent"))).toEqual(before)
     expect((await store.claimOperation(claimFor("after"))).outcome).toBe("claimed")
   })
 })
