@@ -57,10 +57,9 @@ export const HOLD_LIMIT_MS = 30_000
  */
 export const CLIENT_CHECK_MS = 100
 
-/** The server's version number (`150004`), and whether it set the session's client check (Postgres 14 and later). */
-const FIRST_CHECK = `SELECT current_setting('server_version_num')::int AS version,
-  CASE WHEN current_setting('server_version_num')::int >= 140000
-    THEN set_config('client_connection_check_interval', '${CLIENT_CHECK_MS}', false) END AS client_check`
+/** The first statement of the pool: it sets the session's client check where the server has one (not null then). */
+const FIRST_CHECK = `SELECT CASE WHEN current_setting('server_version_num')::int >= 140000
+  THEN set_config('client_connection_check_interval', '${CLIENT_CHECK_MS}', false) END AS client_check`
 
 /** How long a connection is idle before TCP keepalive probes start (5 s), so a dead peer is found. */
 export const KEEPALIVE_DELAY_MS = 5_000

@@ -34,8 +34,9 @@ import { withConnectionThen } from "./internal/transactionContext.js"
  *   (ref-counted, closed with the last store; `:memory:` is never shared), so
  *   a store never waits for a lock its own process holds. Another process's
  *   lock is waited for in pauses that leave the event loop free, never in
- *   the driver's busy handler (see `SharedDatabase`). The file is known by its device and inode, so two names of it
- *   (a symbolic or hard link, a relative and an absolute path) share too.
+ *   the driver's busy handler (see `SharedDatabase`). The file is known by
+ *   its device and inode, so two names of it (a symbolic or hard link, a
+ *   relative and an absolute path) share too.
  * - Before a commit (and an autocommitted write) the path is checked, with
  *   one `stat`, to still name the file that was opened, whole (once the
  *   file changed, its header is read: SQLite's, and no more pages than the

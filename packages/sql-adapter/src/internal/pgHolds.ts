@@ -86,8 +86,8 @@ const evictIdle = (pool: Pg.Pool): void => {
  * runs and destroys its socket at once, then discards it once the server
  * has taken the cancel (at most `STOP_GRACE_MS` later); it answers when
  * that is done, so a caller told its call ended knows the statement will
- * not apply after. Each acts once: a
- * `release` after `giveUp`, or anything after either, is a no-op.
+ * not apply after. Each acts once: a `release` after `giveUp`, or anything
+ * after either, is a no-op.
  */
 export interface HeldClient {
   readonly client: Pg.PoolClient
