@@ -114,6 +114,31 @@ describe("a SQLite file whose write lock another connection holds", () => {
     expect(await store.consumePendingAuth("state-1")).toMatchObject({ provider: "gcal" })
   })
 
+  it("while a transaction waits for the lock, reads of the same store are answered at once", async () => {
+    const { url, store } = await open({ busyTimeoutMs: 5_000 })
+    const sent = await store.claimOperation(claimFor("sent"))
+    if (sent.outcome !== "claimed") throw new Error(`claim: ${sent.outcome}`)
+    await store.markOperationSent(key("sent"), { leaseToken: sent.lease.token })
+    const holder = hold(url)
+    const finalized = store.finalizeOperationAndArmWatch(key("sent"), {
+      leaseToken: sent.lease.token,
+      sourceID: "src-sent",
+      documentID: "doc-sent",
+      watchDueAt: store.now()
+    })
+    await sleep(50)
+    const started = performance.now()
+    const [read, effectRead] = await Promise.all([
+      store.getOperation(key("sent")),
+      store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.getOperation(key("sent"))))
+    ])
+    expect(performance.now() - started).toBeLessThan(STALL_MS)
+    expect(read).toMatchObject({ state: "attempted" })
+    expect(effectRead).toMatchObject({ _tag: "Some", value: { state: "attempted" } })
+    holder.release()
+    expect((await finalized).outcome).toBe("committed")
+  })
+
   it("past busyTimeoutMs a call fails lock-timeout, naming its method, and writes nothing; the event loop ran meanwhile", async () => {
     const { url, store } = await open({ busyTimeoutMs: 300 })
     hold(url)

@@ -169,24 +169,27 @@ export const isLockedElsewhere = (error: unknown): boolean => {
 /** The pauses between tries of a statement refused for another connection's lock, as SQLite's own busy handler spaces them. */
 const LOCK_PAUSES_MS = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100]
 
+/** The pause before the next try (`tries` made) of what another connection's lock refused; undefined once `deadline` has passed. */
+const lockPause = (tries: number, deadline: number): number | undefined => {
+  const left = deadline - performance.now()
+  return left <= 0 ? undefined : Math.min(left, LOCK_PAUSES_MS[Math.min(tries, LOCK_PAUSES_MS.length - 1)]!)
+}
+
 /**
- * `run` tried again, after a pause that leaves the event loop free (run by
- * `pausing`), for as long as another connection's lock refuses it, at most
- * `waitMs` from the first refusal; then that refusal.
+ * `run` tried again, after a pause that leaves the event loop free, for as
+ * long as another connection's lock refuses it, at most `waitMs` from the
+ * first refusal; then that refusal.
  */
 const retriedWhileLocked = <A>(
   run: () => Effect.Effect<A, SqlError>,
   waitMs: number,
-  pausing: (pause: Effect.Effect<void>) => Effect.Effect<void> = (pause) => pause,
   deadline?: number,
   tries = 0
 ): Effect.Effect<A, SqlError> =>
   Effect.catchIf(Effect.suspend(run), isLockedElsewhere, (refused) => {
     const until = deadline ?? performance.now() + waitMs
-    const left = until - performance.now()
-    if (left <= 0) return Effect.fail(refused)
-    const pause = Math.min(left, LOCK_PAUSES_MS[tries] ?? LOCK_PAUSES_MS[LOCK_PAUSES_MS.length - 1]!)
-    return Effect.zipRight(pausing(Effect.sleep(pause)), retriedWhileLocked(run, waitMs, pausing, until, tries + 1))
+    const pause = lockPause(tries, until)
+    return pause === undefined ? Effect.fail(refused) : Effect.zipRight(Effect.sleep(pause), retriedWhileLocked(run, waitMs, until, tries + 1))
   })
 
 /**
@@ -701,39 +704,39 @@ const makeWithTransaction = (shared: SharedDatabase) => {
           shared.current = undefined
           shared.queue.release()
         }
-        // BEGIN, tried again while another connection holds the lock (only the pauses are interruptible).
-        const begin = retriedWhileLocked(() => {
-          const failed = shared.control("begin")
-          return failed === undefined ? Effect.void : Effect.fail(failed)
-        }, shared.lockWaitMs, restore)
-        const transaction = Effect.matchCauseEffect(begin, {
-          onFailure: (cause) => {
-            shared.queue.release()
-            return Effect.failCause(cause)
-          },
-          onSuccess: () => {
-            shared.current = connection
-            return withConnectionThen(context, connection, 0, restore(effect), (exit): Effect.Effect<A, E | SqlError> => {
-              if (Exit.isSuccess(exit)) {
-                const failedCommit = shared.control("commit")
-                if (failedCommit !== undefined) shared.control("rollback")
-                end()
-                return failedCommit === undefined ? exit : Effect.fail(failedCommit)
-              }
-              const failedRollback = shared.control("rollback")
+        const body = Effect.suspend(() => {
+          shared.current = connection
+          return withConnectionThen(context, connection, 0, restore(effect), (exit): Effect.Effect<A, E | SqlError> => {
+            if (Exit.isSuccess(exit)) {
+              const failedCommit = shared.control("commit")
+              if (failedCommit !== undefined) shared.control("rollback")
               end()
-              return failedRollback === undefined ? exit : Effect.failCause(Cause.sequential(exit.cause, Cause.die(failedRollback)))
-            })
-          }
+              return failedCommit === undefined ? exit : Effect.fail(failedCommit)
+            }
+            const failedRollback = shared.control("rollback")
+            end()
+            return failedRollback === undefined ? exit : Effect.failCause(Cause.sequential(exit.cause, Cause.die(failedRollback)))
+          })
         })
-        // Taken in the same synchronous step as the check, outside `restore`:
-        // only the wait is interruptible.
-        const takeTurn: Effect.Effect<A, E | SqlError, R> = Effect.suspend(() => {
-          if (shared.queue.held) return Effect.zipRight(restore(shared.queue.released), takeTurn)
-          shared.queue.held = true
-          return transaction
-        })
-        return takeTurn
+        // The turn is taken, and BEGIN run, in the same synchronous step as
+        // the check, outside `restore`: only the waits are interruptible.
+        // While another connection holds the lock the turn is handed on, so
+        // this connection's reads go on, and BEGIN is tried again after a
+        // pause, for at most `lockWaitMs`.
+        const takeTurn = (deadline?: number, tries = 0): Effect.Effect<A, E | SqlError, R> =>
+          Effect.suspend(() => {
+            if (shared.queue.held) return Effect.zipRight(restore(shared.queue.released), takeTurn(deadline, tries))
+            const failed = shared.control("begin")
+            if (failed === undefined) {
+              shared.queue.held = true
+              return body
+            }
+            if (!isLockedElsewhere(failed)) return Effect.fail(failed)
+            const until = deadline ?? performance.now() + shared.lockWaitMs
+            const pause = lockPause(tries, until)
+            return pause === undefined ? Effect.fail(failed) : Effect.zipRight(restore(Effect.sleep(pause)), takeTurn(until, tries + 1))
+          })
+        return takeTurn()
       })
     )
 }
