@@ -53,6 +53,15 @@ const holdWriteLock = (url: string) => {
 
 const key = (id: string) => ({ callerDID: "did:caller:faults", operationID: id })
 
+/** The operation "sent", claimed and marked sent on `store`: a finalize of it, ready to run (a transaction). */
+const sentOperation = async (store: SqlConnectorStore) => {
+  const claim = await store.claimOperation(claimFor("sent"))
+  if (claim.outcome !== "claimed") throw new Error(`claim: ${claim.outcome}`)
+  await store.markOperationSent(key("sent"), { leaseToken: claim.lease.token })
+  const input = { leaseToken: claim.lease.token, sourceID: "src-sent", documentID: "doc-sent", watchDueAt: store.now() }
+  return { finalize: () => store.finalizeOperationAndArmWatch(key("sent"), input) }
+}
+
 /**
  * While another connection holds a SQLite file's write lock, the store's
  * calls wait for it without holding the event loop: the driver's busy
@@ -82,9 +91,7 @@ describe("a SQLite file whose write lock another connection holds", () => {
 
   it("calls wait for it with the event loop free, and go on once it is released: single statements, transactions, both APIs", async () => {
     const { url, store } = await open({ busyTimeoutMs: 5_000 })
-    const sent = await store.claimOperation(claimFor("sent"))
-    if (sent.outcome !== "claimed") throw new Error(`claim: ${sent.outcome}`)
-    await store.markOperationSent(key("sent"), { leaseToken: sent.lease.token })
+    const sent = await sentOperation(store)
     const holder = hold(url)
     const meter = stallMeter()
     setTimeout(holder.release, 1_000)
@@ -92,12 +99,7 @@ describe("a SQLite file whose write lock another connection holds", () => {
     const [claimed, effectClaimed, finalized, pending] = await Promise.all([
       store.claimOperation(claimFor("promise")),
       store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimFor("effect")))),
-      store.finalizeOperationAndArmWatch(key("sent"), {
-        leaseToken: sent.lease.token,
-        sourceID: "src-sent",
-        documentID: "doc-sent",
-        watchDueAt: store.now()
-      }),
+      sent.finalize(),
       store.createPendingAuth({
         state: "state-1",
         provider: "gcal",
@@ -121,16 +123,9 @@ describe("a SQLite file whose write lock another connection holds", () => {
 
   it("while a transaction waits for the lock, reads of the same store are answered at once", async () => {
     const { url, store } = await open({ busyTimeoutMs: 5_000 })
-    const sent = await store.claimOperation(claimFor("sent"))
-    if (sent.outcome !== "claimed") throw new Error(`claim: ${sent.outcome}`)
-    await store.markOperationSent(key("sent"), { leaseToken: sent.lease.token })
+    const sent = await sentOperation(store)
     const holder = hold(url)
-    const finalized = store.finalizeOperationAndArmWatch(key("sent"), {
-      leaseToken: sent.lease.token,
-      sourceID: "src-sent",
-      documentID: "doc-sent",
-      watchDueAt: store.now()
-    })
+    const finalized = sent.finalize()
     await sleep(50)
     const started = performance.now()
     const [read, effectRead] = await Promise.all([
@@ -162,9 +157,7 @@ describe("a SQLite file whose write lock another connection holds", () => {
 
   it("the call bound ends a wait shorter than the busy timeout: timeout, nothing written, the store answers after", async () => {
     const { url, store } = await open({ busyTimeoutMs: 10_000, callTimeoutMs: 1_000 })
-    const sent = await store.claimOperation(claimFor("sent"))
-    if (sent.outcome !== "claimed") throw new Error(`claim: ${sent.outcome}`)
-    await store.markOperationSent(key("sent"), { leaseToken: sent.lease.token })
+    const sent = await sentOperation(store)
     const before = await store.getOperation(key("sent"))
     hold(url)
     const meter = stallMeter()
@@ -173,12 +166,7 @@ describe("a SQLite file whose write lock another connection holds", () => {
       rejectionOf(store.claimOperation(claimFor("bound"))),
       rejectionOf(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimFor("bound-effect"))))),
       // A transaction waiting to begin: given up at the bound, it hands the connection's turn on.
-      rejectionOf(store.finalizeOperationAndArmWatch(key("sent"), {
-        leaseToken: sent.lease.token,
-        sourceID: "src-sent",
-        documentID: "doc-sent",
-        watchDueAt: store.now()
-      }))
+      rejectionOf(sent.finalize())
     ])
     const elapsed = performance.now() - started
     expect(await meter.stop()).toBeLessThan(STALL_MS)
