@@ -33,8 +33,8 @@ import { withConnectionThen } from "./internal/transactionContext.js"
  * - Stores on one file in one process share one connection and its queue
  *   (ref-counted, closed with the last store; `:memory:` is never shared), so
  *   a store never waits for a lock its own process holds. Another process's
- *   lock is waited for in pauses that leave the event loop free, never in
- *   the driver's busy handler (see `SharedDatabase`). The file is known by
+ *   lock is waited for in the driver for `DRIVER_LOCK_WAIT_MS` at most, then
+ *   in pauses that leave the event loop free (see `SharedDatabase`). The file is known by
  *   its device and inode, so two names of it (a symbolic or hard link, a
  *   relative and an absolute path) share too.
  * - Before a commit (and an autocommitted write) the path is checked, with
@@ -166,6 +166,14 @@ export const isLockedElsewhere = (error: unknown): boolean => {
   return typeof code === "string" && code.startsWith("SQLITE_BUSY")
 }
 
+/**
+ * How long the driver itself waits for another connection's lock (its busy
+ * timeout), the event loop stalled meanwhile: most locks are held for less
+ * (a transaction and its commit), and are waited for at once without
+ * handing the call to the ports.
+ */
+export const DRIVER_LOCK_WAIT_MS = 5
+
 /** The pauses between tries of a statement refused for another connection's lock, as SQLite's own busy handler spaces them. */
 const LOCK_PAUSES_MS = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100]
 
@@ -194,9 +202,10 @@ const retriedWhileLocked = <A>(
 
 /**
  * One `better-sqlite3` connection, its statement cache and its transaction
- * queue. The driver's busy timeout is 0: a statement or `BEGIN` refused for
- * another connection's lock is tried again after a pause (`lockWaitMs` in
- * all), with the event loop free, where the driver would sleep the process.
+ * queue. The driver's busy timeout is `DRIVER_LOCK_WAIT_MS`: a statement or
+ * `BEGIN` still refused for another connection's lock is tried again after
+ * a pause (`lockWaitMs` in all), with the event loop free, where the driver
+ * would sleep the process.
  */
 export class SharedDatabase {
   refs = 0
@@ -617,8 +626,8 @@ const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
       walWithin(db, busyTimeoutMs)
     }
     if (options.checkIntegrity === true) quickCheck(db, file)
-    // From now on the store waits for other connections' locks itself, with the event loop free.
-    if (!readonly) db.pragma("busy_timeout = 0")
+    // From now on the driver waits only briefly for another connection's lock; the store waits longer, the event loop free.
+    if (!readonly) db.pragma(`busy_timeout = ${Math.min(busyTimeoutMs, DRIVER_LOCK_WAIT_MS)}`)
     if (shared && !readonly) {
       const real = fs.realpathSync(file)
       const stats = fs.statSync(real)

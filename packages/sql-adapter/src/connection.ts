@@ -23,7 +23,7 @@ export interface SqlConnection {
   readonly tablePrefix?: string | undefined
   /** Postgres pool size (default 10). */
   readonly maxConnections?: number | undefined
-  /** How long SQLite waits for another process's write lock (default 10 s), in pauses that leave the event loop free. */
+  /** How long SQLite waits for another process's write lock (default 10 s): 5 ms in the driver, then in pauses that leave the event loop free. */
   readonly busyTimeoutMs?: number | undefined
   /**
    * The longest one call of the store may take, from its start to its
