@@ -82,6 +82,14 @@ const withoutLimits = {
   limits: fc.constant(null),
   waitsForAnswers: fc.constant(false)
 }
+/** The write-back world's writers, sweepers and operators, which the limits world shares (no ingress, no deleters). */
+const writeBackActors = {
+  writers: fc.array(fc.array(writePlan, { minLength: 1, maxLength: 2 }), { minLength: 2, maxLength: 3 }),
+  sweepers: fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 1, maxLength: 2 }),
+  ingress: fc.constant([]),
+  deleters: fc.constant([]),
+  operators: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 })
+}
 const steps = (back: boolean) =>
   fc.array(fc.constantFrom(...[300, 800, 1_500, 3_000, ...(back ? [-2_000, -6_000] : [])]), { minLength: 1, maxLength: 4 })
 
@@ -89,11 +97,7 @@ const cast = (profile: Profile) => {
   switch (profile) {
     case "write-back":
       return fc.record({
-        writers: fc.array(fc.array(writePlan, { minLength: 1, maxLength: 2 }), { minLength: 2, maxLength: 3 }),
-        sweepers: fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 1, maxLength: 2 }),
-        ingress: fc.constant([]),
-        deleters: fc.constant([]),
-        operators: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
+        ...writeBackActors,
         retention: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
         relists: fc.constant([]),
         batchers: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 2 }),
@@ -128,11 +132,7 @@ const cast = (profile: Profile) => {
       })
     case "limits":
       return fc.record({
-        writers: fc.array(fc.array(writePlan, { minLength: 1, maxLength: 2 }), { minLength: 2, maxLength: 3 }),
-        sweepers: fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 1, maxLength: 2 }),
-        ingress: fc.constant([]),
-        deleters: fc.constant([]),
-        operators: fc.array(fc.integer({ min: 1, max: 2 }), { maxLength: 1 }),
+        ...writeBackActors,
         retention: fc.constant([]),
         relists: fc.constant([]),
         batchers: fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 1, maxLength: 2 }),

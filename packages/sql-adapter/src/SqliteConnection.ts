@@ -209,8 +209,6 @@ const retriedWhileLocked = <A>(
  */
 export class SharedDatabase {
   refs = 0
-  /** How long a statement outside a transaction, or a `BEGIN`, waits for another connection's lock (the busy timeout). */
-  lockWaitMs = 0
   /** One transaction at a time on the connection. */
   readonly queue = new TurnQueue()
   private readonly statements = new Map<string, Sqlite.Statement>()
@@ -231,7 +229,11 @@ export class SharedDatabase {
   private lost: SqlError | undefined
   private readonly connectionWith: (guard: <A>(now: RunNow<A>) => Effect.Effect<A, SqlError>) => Connection
 
-  constructor(readonly key: string | undefined, readonly db: Sqlite.Database) {
+  /**
+   * `lockWaitMs`: how long a statement outside a transaction, or a `BEGIN`,
+   * waits for another connection's lock (the busy timeout).
+   */
+  constructor(readonly key: string | undefined, readonly db: Sqlite.Database, readonly lockWaitMs: number) {
     this.begin = db.prepare("BEGIN IMMEDIATE")
     this.commitStatement = db.prepare("COMMIT")
     this.rollbackStatement = db.prepare("ROLLBACK")
@@ -639,8 +641,7 @@ const openDatabase = (options: SqliteConnectionOptions): SharedDatabase => {
   }
   const stats = shared && !db.memory ? statOf(file) : undefined
   const key = stats === undefined ? undefined : keyOf(stats, readonly)
-  const connection = new SharedDatabase(key, db)
-  connection.lockWaitMs = readonly ? 0 : busyTimeoutMs
+  const connection = new SharedDatabase(key, db, readonly ? 0 : busyTimeoutMs)
   if (stats !== undefined) {
     // Read-only connections hold the descriptor too: a writing one closing first must not drop their locks.
     try {
