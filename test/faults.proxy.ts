@@ -6,7 +6,7 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
  * instead of forwarding the server's `CommandComplete` for the next COMMIT
  * it sees. The server has committed by then; the client only learns that
  * its connection died. It can also black-hole every connection (see
- * `blackHole`) and heal.
+ * `blackHole`), go down as a restarting server does (`down`), and heal.
  */
 export interface CommitDropProxy {
   /** The proxy's port; point a Postgres URL at 127.0.0.1 on it. */
@@ -33,6 +33,12 @@ export interface CommitDropProxy {
    * open now keep forwarding, and closing one still closes its server side.
    */
   silenceNew(): void
+  /**
+   * The server goes down, as in a restart: every connection open now is
+   * closed, both sides, and new ones are closed as soon as they are
+   * accepted, until `heal`.
+   */
+  down(): void
   /** The partition heals: new connections are forwarded again (the ones caught in it stay silent). */
   heal(): void
   /** How many client connections the proxy has accepted so far. */
@@ -68,11 +74,16 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
   let accepted = 0
   let partitioned = false
   let newSilent = false
+  let isDown = false
   /** Marks every connection open now as caught in the partition. */
   const catchers = new Set<() => void>()
   const sockets = new Set<Socket>()
   const server: Server = createServer((client) => {
     accepted++
+    if (isDown) {
+      client.destroy()
+      return
+    }
     const upstream = createConnection({ host: target.host, port: target.port })
     sockets.add(client)
     sockets.add(upstream)
@@ -128,9 +139,14 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
         silenceNew: () => {
           newSilent = true
         },
+        down: () => {
+          isDown = true
+          for (const socket of sockets) socket.destroy()
+        },
         heal: () => {
           partitioned = false
           newSilent = false
+          isDown = false
         },
         accepted: () => accepted,
         close: () =>

@@ -1,0 +1,105 @@
+import { ConnectorStore, type OperationKey } from "@connector-store/core"
+import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
+import { Effect } from "effect"
+import { afterEach, beforeAll, describe, expect, it } from "vitest"
+import { type CommitDropProxy, startCommitDropProxy } from "./faults.proxy.js"
+import { claimFor, rejectionOf, sleep, storedRows } from "./faults.support.js"
+import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
+
+const CALL_TIMEOUT_MS = 1_500
+/** How late past its bound a call may end: timers, a loaded machine. */
+const SLACK_MS = 1_500
+
+const key = (id: string): OperationKey => ({ callerDID: "did:caller:faults", operationID: id })
+
+/**
+ * The Postgres server restarts under an open store (a proxy that closes
+ * every connection and refuses new ones, then lets them through again): a
+ * call in flight, and every call made while the server is down, fails typed
+ * within its bound and writes nothing; once the server is back every call
+ * succeeds, with no reopen.
+ */
+describe.runIf(pgAvailable)("a Postgres server that restarts under the store", () => {
+  let direct: string
+  const opened: Array<{ readonly store: SqlConnectorStore; readonly proxy: CommitDropProxy }> = []
+
+  beforeAll(async () => {
+    direct = await pgDatabaseForFile()
+  })
+
+  afterEach(async () => {
+    for (const { store, proxy } of opened.splice(0)) {
+      proxy.heal()
+      await store.close()
+      await proxy.close()
+    }
+  })
+
+  const open = async (readerStall: { ms: number }) => {
+    const target = new URL(direct)
+    const proxy = await startCommitDropProxy({ host: target.hostname, port: Number(target.port || 5432) })
+    const viaProxy = new URL(direct)
+    viaProxy.port = String(proxy.port)
+    const prefix = freshPrefix()
+    const store = await openConnectorStore({
+      url: viaProxy.toString(),
+      tablePrefix: prefix,
+      maxConnections: 2,
+      callTimeoutMs: CALL_TIMEOUT_MS,
+      connectTimeoutMs: 1_000,
+      clock: "local",
+      readWinner: async () => {
+        if (readerStall.ms > 0) await sleep(readerStall.ms)
+        return "winner-1"
+      }
+    })
+    opened.push({ store, proxy })
+    return { store, proxy, prefix }
+  }
+
+  /** What a call that must fail ended with, and how long it took. */
+  const failed = async (call: Promise<unknown>) => {
+    const started = performance.now()
+    const error = await rejectionOf(call)
+    return { error, elapsed: performance.now() - started }
+  }
+
+  it("fails calls in flight and calls made while it is down, typed and within their bound; every call succeeds once it is back", async () => {
+    const stall = { ms: 0 }
+    const { store, proxy, prefix } = await open(stall)
+    // Both connections of the pool opened and in use once.
+    await Promise.all(["warm-1", "warm-2"].map((id) => store.claimOperation(claimFor(id))))
+    const claim = await store.claimOperation(claimFor("in-flight"))
+    if (claim.outcome !== "claimed") throw new Error(`expected claimed, got ${claim.outcome}`)
+    expect((await store.markOperationSent(key("in-flight"), { leaseToken: claim.lease.token })).outcome).toBe("sent")
+    const finalize = { leaseToken: claim.lease.token, sourceID: "src-in-flight", documentID: "doc-in-flight", watchDueAt: store.now() }
+
+    // A finalize inside its transaction (its winner read stalled) when the server goes down.
+    stall.ms = 300
+    const inFlight = failed(store.finalizeOperationAndArmWatch(key("in-flight"), finalize))
+    await sleep(100)
+    proxy.down()
+    stall.ms = 0
+    const during = [
+      await failed(store.claimOperation(claimFor("during-promise"))),
+      await failed(store.getOperation(key("warm-1"))),
+      await failed(store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimFor("during-effect")))))
+    ]
+    for (const end of [await inFlight, ...during]) {
+      expect(end.error, `after ${Math.round(end.elapsed)} ms`).toMatchObject({ _tag: "PersistenceError", reason: "unreachable" })
+      expect(end.elapsed).toBeLessThan(CALL_TIMEOUT_MS + SLACK_MS)
+    }
+
+    proxy.heal()
+    expect((await store.claimOperation(claimFor("after"))).outcome).toBe("claimed")
+    expect((await store.finalizeOperationAndArmWatch(key("in-flight"), finalize)).outcome).toBe("committed")
+    const effectClaim = await store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.claimOperation(claimFor("after-effect"))))
+    expect(effectClaim.outcome).toBe("claimed")
+
+    // Nothing of the failed calls was written; the finalize applied once, whole, after the restart.
+    const { operations, watches } = await storedRows(direct, prefix)
+    expect(operations.map((row) => row.operation_id).sort()).toEqual(["after", "after-effect", "in-flight", "warm-1", "warm-2"])
+    expect(operations.find((row) => row.operation_id === "in-flight")).toMatchObject({ state: "committed", source_id: "src-in-flight" })
+    expect(watches.map((row) => row.source_id)).toEqual(["src-in-flight"])
+  })
+})
