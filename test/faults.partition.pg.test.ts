@@ -1,9 +1,10 @@
-import { ConnectorStore, type OperationKey } from "@connector-store/core"
+import { ConnectorStore, type OperationKey, WatchRepository, type WorkWake } from "@connector-store/core"
 import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
 import { Effect } from "effect"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
 import { type CommitDropProxy, startCommitDropProxy } from "./faults.proxy.js"
 import { claimFor, rejectionOf, sleep, storedRows } from "./faults.support.js"
+import { identityOf, watchRow } from "./support/contract/fixtures.js"
 import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
 /** The bounds of these stores: short, so a test sees them run out. */
@@ -26,6 +27,13 @@ const ended = (promise: Promise<unknown>): Promise<Ended> => {
     (value) => ({ error: new Error(`resolved: ${JSON.stringify(value)}`), elapsed: performance.now() - started }),
     (error: unknown) => ({ error, elapsed: performance.now() - started })
   )
+}
+
+/** A wait's answer, and how long it took. */
+const timedWake = async (wait: Promise<WorkWake>) => {
+  const started = performance.now()
+  const wake = await wait
+  return { wake, elapsed: performance.now() - started }
 }
 
 /**
@@ -181,6 +189,37 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     proxy.heal()
     expect(await storedRows(direct, prefix)).toEqual(before)
     expect((await store.finalizeOperationAndArmWatch(key("mid"), finalize)).outcome).toBe("committed")
+  })
+
+  it("a listening connection the partition caught is dropped once it stops answering: the wait is woken, and the next listens again", async () => {
+    const { store, proxy, prefix } = await open()
+    const mark = (await store.awaitWork({ since: 0, timeoutMs: 5_000 })).mark
+    const waiting = timedWake(store.awaitWork({ since: mark, timeoutMs: 30_000 }))
+    await sleep(100)
+    // The listener's connection stays silent for good; new connections go through again.
+    proxy.blackHole()
+    proxy.heal()
+    const woken = await waiting
+    expect(woken.wake.woken).toBe("notified")
+    // Found within two of its checks (2 s apart), not at the wait's timeout.
+    expect(woken.elapsed).toBeLessThan(4_000 + SLACK_MS)
+
+    // The next wait listens again (its reconnection is a notice); then another store's commit wakes the one after.
+    await sleep(1_100)
+    const again = await store.awaitWork({ since: woken.wake.mark, timeoutMs: 10_000 })
+    expect(again.woken).toBe("notified")
+    const next = timedWake(store.awaitWork({ since: again.mark, timeoutMs: 20_000 }))
+    await sleep(100)
+    const other = await openConnectorStore({ url: direct, tablePrefix: prefix, readWinner: () => null })
+    try {
+      await other.runEffect(Effect.flatMap(WatchRepository, (watches) =>
+        watches.insert(watchRow({ ...identityOf({ sourceID: "due-after-partition" }), nextAttemptAt: Date.now() - 1, claimedUntil: null }))))
+      const heard = await next
+      expect(heard.wake.woken).toBe("notified")
+      expect(heard.elapsed).toBeLessThan(5_000)
+    } finally {
+      await other.close()
+    }
   })
 
   it("close() resolves within closeTimeoutMs while calls are stuck, and those calls reject typed", async () => {

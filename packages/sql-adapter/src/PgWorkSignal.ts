@@ -48,13 +48,24 @@ export interface PgListenerOptions {
 const RETRY_AFTER_MS = 1_000
 
 /**
+ * How often the listening connection is asked for a round trip: one that
+ * has not answered the previous ask by the next is dropped. A connection
+ * the network lost without closing it (a NAT entry timed out) would
+ * otherwise look like one that hears no notifications, for as long as the
+ * kernel's keepalive takes to give up on it (over two hours, by Linux's
+ * defaults).
+ */
+const LISTENER_CHECK_MS = 2_000
+
+/**
  * A store's notices of work on Postgres: one connection of its own (not
  * the pool's) `LISTEN`ing on the tables' channel, opened by the first wait
  * and kept while the store is open. A notification is a notice; so is the
  * listener (re)starting, since commits made while it was not listening
- * went unheard. A dropped connection is a notice too, and the next wait
- * connects again (at most once a second): while it cannot, waits run to
- * their timeout, and the sweep finds the work.
+ * went unheard. A dropped connection is a notice too, and so is one that
+ * stops answering (see `LISTENER_CHECK_MS`); the next wait connects again
+ * (at most once a second): while it cannot, waits run to their timeout,
+ * and the sweep finds the work.
  */
 export const makePgWorkSignal = (options: PgListenerOptions, channel: string) => {
   const notices = new WorkNotices()
@@ -62,6 +73,19 @@ export const makePgWorkSignal = (options: PgListenerOptions, channel: string) =>
   let connecting = false
   let failedAt = -Infinity
   let closed = false
+  /** The listening connection while its round trip is unanswered. */
+  let asked: Pg.Client | undefined
+  let checks: ReturnType<typeof setInterval> | undefined
+
+  const check = () => {
+    const client = listening
+    if (client === undefined) return
+    if (asked === client) return drop(client)
+    asked = client
+    client.query("SELECT 1").then(() => {
+      if (asked === client) asked = undefined
+    }, () => drop(client))
+  }
 
   const drop = (client: Pg.Client) => {
     if (listening === client) {
@@ -92,6 +116,10 @@ export const makePgWorkSignal = (options: PgListenerOptions, channel: string) =>
         connecting = false
         if (closed) return drop(client)
         listening = client
+        if (checks === undefined) {
+          checks = setInterval(check, LISTENER_CHECK_MS)
+          checks.unref?.()
+        }
         notices.notify()
       }, () => {
         connecting = false
@@ -115,6 +143,7 @@ export const makePgWorkSignal = (options: PgListenerOptions, channel: string) =>
   /** Ends every wait (`StoreClosed`) and the listening connection. */
   const close = Effect.sync(() => {
     closed = true
+    clearInterval(checks)
     notices.close()
     const client = listening
     listening = undefined
