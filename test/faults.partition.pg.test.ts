@@ -222,6 +222,28 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     }
   })
 
+  it("a transaction the partition left open on the server (its close never heard) ends there soon after the call bound, freeing its locks", async () => {
+    let stallMs = 0
+    const { store, proxy, prefix } = await open({ callTimeoutMs: 1_000, stallMs: () => stallMs })
+    const finalize = await sent(store, "severed")
+    // Inside its transaction (the operation row and its document locked), waiting on the winner, when the network goes.
+    stallMs = 60_000
+    const caught = ended(store.finalizeOperationAndArmWatch(key("severed"), finalize))
+    await sleep(200)
+    proxy.sever()
+    expect((await caught).error).toMatchObject({ _tag: "PersistenceError", reason: "timeout" })
+
+    // Another worker, on a network that works, finalizes the same operation: it waits for the locks, and gets them.
+    const other = await openConnectorStore({ url: direct, tablePrefix: prefix, lockTimeoutMs: 8_000, readWinner: () => "winner-1" })
+    try {
+      const started = performance.now()
+      expect((await other.finalizeOperationAndArmWatch(key("severed"), finalize)).outcome).toBe("committed")
+      expect(performance.now() - started).toBeLessThan(5_000)
+    } finally {
+      await other.close()
+    }
+  })
+
   it("close() resolves within closeTimeoutMs while calls are stuck, and those calls reject typed", async () => {
     const { store, proxy } = await open({ callTimeoutMs: 20_000 })
     const finalize = await sent(store, "closing")

@@ -6,7 +6,8 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
  * instead of forwarding the server's `CommandComplete` for the next COMMIT
  * it sees. The server has committed by then; the client only learns that
  * its connection died. It can also black-hole every connection (see
- * `blackHole`), go down as a restarting server does (`down`), and heal.
+ * `blackHole`, `sever`), go down as a restarting server does (`down`),
+ * and heal.
  */
 export interface CommitDropProxy {
   /** The proxy's port; point a Postgres URL at 127.0.0.1 on it. */
@@ -27,6 +28,12 @@ export interface CommitDropProxy {
    * NAT entry is lost does.
    */
   blackHole(): void
+  /**
+   * As `blackHole`, and a client closing its connection is not heard
+   * either: the server's side of it stays open (until `close`), as a
+   * server beyond a partition sees nothing of a client that gave up.
+   */
+  sever(): void
   /**
    * New connections are accepted and then hear nothing, either way (a
    * cancel request sent on one never reaches the server); the connections
@@ -73,6 +80,7 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
   let dropped = 0
   let accepted = 0
   let partitioned = false
+  let severed = false
   let newSilent = false
   let isDown = false
   /** Marks every connection open now as caught in the partition. */
@@ -99,9 +107,14 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
       sockets.delete(upstream)
       catchers.delete(silence)
     }
-    client.on("error", closeBoth)
+    const clientGone = () => {
+      if (!(silent && severed)) return closeBoth()
+      client.destroy()
+      sockets.delete(client)
+    }
+    client.on("error", clientGone)
     upstream.on("error", closeBoth)
-    client.on("close", closeBoth)
+    client.on("close", clientGone)
     upstream.on("close", closeBoth)
     client.on("data", (chunk) => {
       if (!silent) upstream.write(chunk)
@@ -136,6 +149,11 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
           partitioned = true
           for (const silence of catchers) silence()
         },
+        sever: () => {
+          severed = true
+          partitioned = true
+          for (const silence of catchers) silence()
+        },
         silenceNew: () => {
           newSilent = true
         },
@@ -145,6 +163,7 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
         },
         heal: () => {
           partitioned = false
+          severed = false
           newSilent = false
           isDown = false
         },

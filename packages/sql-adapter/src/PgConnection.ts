@@ -49,6 +49,16 @@ export const LOCK_TIMEOUT_MS = 10_000
 export const HOLD_LIMIT_MS = 30_000
 
 /**
+ * How long past the call bound a session may sit idle inside a transaction
+ * before the server ends it (`idle_in_transaction_session_timeout`, unless
+ * the server, database or role sets a shorter one). The store gives such a
+ * connection up at the bound, but when the network has gone the server
+ * never hears it close, and would keep the transaction's locks until its
+ * own keepalive gives up (hours, by default).
+ */
+const IDLE_IN_TRANSACTION_MARGIN_MS = 1_000
+
+/**
  * How often a session's backend checks, while it runs a statement, that its
  * client is still connected (`client_connection_check_interval`, Postgres
  * 14 and later): a statement whose call was given up stops within this
@@ -57,9 +67,14 @@ export const HOLD_LIMIT_MS = 30_000
  */
 export const CLIENT_CHECK_MS = 100
 
-/** The first statement of the pool: it sets the session's client check where the server has one (not null then). */
-const FIRST_CHECK = `SELECT CASE WHEN current_setting('server_version_num')::int >= 140000
-  THEN set_config('client_connection_check_interval', '${CLIENT_CHECK_MS}', false) END AS client_check`
+/**
+ * The first statement of the pool: it sets the session's client check where the server has one, and its idle transaction
+ * bound (`idleMs`) where none as strict is set already; each column is not null when it set its setting.
+ */
+const firstCheck = (idleMs: number) => `SELECT CASE WHEN current_setting('server_version_num')::int >= 140000
+    THEN set_config('client_connection_check_interval', '${CLIENT_CHECK_MS}', false) END AS client_check,
+  CASE WHEN (SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout') NOT BETWEEN 1 AND ${idleMs}
+    THEN set_config('idle_in_transaction_session_timeout', '${idleMs}', false) END AS idle_check`
 
 /** How long a connection is idle before TCP keepalive probes start (5 s), so a dead peer is found. */
 export const KEEPALIVE_DELAY_MS = 5_000
@@ -296,7 +311,8 @@ interface OwnPool {
  * (see `sessionOptions`), none held past the call bound (see `Holds`);
  * checked with one statement (as `@effect/sql-pg` checks its own with
  * `SELECT 1`) that also turns the client check on where the server has it
- * (see `CLIENT_CHECK_MS`). Ended
+ * (see `CLIENT_CHECK_MS`) and bounds idle transactions (see
+ * `IDLE_IN_TRANSACTION_MARGIN_MS`). Ended
  * with the layer: the clients still held are given up first, and any
  * socket still open a moment after the pool ended is destroyed, so closing
  * never waits on a dead network.
@@ -337,12 +353,15 @@ const ownPool = (options: PgConnectionOptions): Effect.Effect<OwnPool, SqlError,
         })
       return Effect.tryPromise({
         try: async () => {
-          const checked = await pool.query<{ readonly client_check: string | null }>(FIRST_CHECK)
-          // Every later session sets it at startup; the one just checked set it itself.
-          if (checked.rows[0]?.client_check != null) {
-            const settings = pool as unknown as { readonly options: { options?: string } }
-            settings.options.options = `${settings.options.options ?? ""} -c client_connection_check_interval=${CLIENT_CHECK_MS}`.trim()
-          }
+          const idleMs = Math.trunc(options.callTimeoutMs ?? HOLD_LIMIT_MS) + IDLE_IN_TRANSACTION_MARGIN_MS
+          const checked = await pool.query<{ readonly client_check: string | null; readonly idle_check: string | null }>(firstCheck(idleMs))
+          // Every later session sets them at startup; the one just checked set them itself.
+          const settings = pool as unknown as { readonly options: { options?: string } }
+          const later = [
+            ...(checked.rows[0]?.client_check != null ? [`-c client_connection_check_interval=${CLIENT_CHECK_MS}`] : []),
+            ...(checked.rows[0]?.idle_check != null ? [`-c idle_in_transaction_session_timeout=${idleMs}`] : [])
+          ]
+          if (later.length > 0) settings.options.options = [settings.options.options ?? "", ...later].join(" ").trim()
         },
         catch: (cause) => POOL_CONNECT_TIMEOUT.test(String((cause as Error)?.message)) ? unanswered() : new SqlError({ cause, message: "PgClient: Failed to connect" })
       }).pipe(Effect.timeoutFail({ duration: Duration.millis(connectTimeoutMs + BACKSTOP_MARGIN_MS), onTimeout: unanswered }))
