@@ -3,6 +3,7 @@ import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import Database from "better-sqlite3"
 import pg from "pg"
 import { identityOf, watchRow } from "./support/contract/fixtures.js"
 import { adaptersUnderTest } from "./support/stores.js"
@@ -193,6 +194,33 @@ describe.each(adapters.filter((adapter) => adapter.name === "postgres"))("awaitW
     } finally {
       await admin.end()
       await closeBoth(stores)
+    }
+  })
+})
+
+describe.each(adapters.filter((adapter) => adapter.name === "sqlite"))("awaitWork on $name, beside another connection to the file", (adapter) => {
+  it("wakes on another connection's commit (another process's), and a commit made between two waits wakes the next", async () => {
+    const { url } = await adapter.connection() as { readonly url: string }
+    const store = await openConnectorStore({ url, readWinner: () => null }) as unknown as Store
+    const other = new Database(url)
+    try {
+      other.exec("CREATE TABLE IF NOT EXISTS other_app (x INTEGER)")
+      const mark = await firstMark(store)
+      const waiting = timed(store.awaitWork({ since: mark, timeoutMs: 20_000 }))
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      other.prepare("INSERT INTO other_app (x) VALUES (1)").run()
+      const { wake, ms } = await waiting
+      expect(wake.woken).toBe("notified")
+      expect(ms).toBeLessThan(5_000)
+
+      // Committed while no wait was pending (the worker sweeping): the next wait from the mark answers at once.
+      other.prepare("INSERT INTO other_app (x) VALUES (2)").run()
+      const next = await timed(store.awaitWork({ since: wake.mark, timeoutMs: 20_000 }))
+      expect(next.wake.woken).toBe("notified")
+      expect(next.ms).toBeLessThan(5_000)
+    } finally {
+      other.close()
+      await store.close()
     }
   })
 })

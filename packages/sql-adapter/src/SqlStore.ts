@@ -137,12 +137,12 @@ const portsLayer = (
     // Promise API's run straight on the pool (see PgLane). Both services are
     // optional, read by the store with serviceOption, so they are not in the
     // layer's type.
-    // Commits are notices of work (see WorkSignal): the connection's own on SQLite, the
-    // tables' notifications on Postgres.
+    // Commits are notices of work (see WorkSignal): on SQLite the connection's own and, polled
+    // while a wait is pending, other connections' to the file; the tables' notifications on Postgres.
     const connection = SqliteConnection.connectionOf(sql)
     if (connection !== undefined) {
       return Context.add(ports, DirectDatabase, makeSqliteDirect(sql, connection, tables, { watches, operations })).pipe(
-        Context.add(WorkSignal, connection.notices)
+        Context.add(WorkSignal, connection.work)
       ) as Context.Context<SqlPorts>
     }
     const pg = PgConnection.laneParts(sql)

@@ -3,7 +3,7 @@ import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
-import { TurnQueue, WorkNotices } from "@connector-store/core/adapter"
+import { TurnQueue, WorkNotices, type WorkSignalApi } from "@connector-store/core/adapter"
 import Sqlite from "better-sqlite3"
 import { Cause, Context, Effect, Exit, Layer, type Scope } from "effect"
 import * as fs from "node:fs"
@@ -174,6 +174,53 @@ export const isLockedElsewhere = (error: unknown): boolean => {
  */
 export const DRIVER_LOCK_WAIT_MS = 5
 
+/** How often a pending wait for work looks for other connections' commits to the file. */
+const OTHER_COMMITS_POLL_MS = 100
+
+/**
+ * Waits for work on the file of `db`: a notice is a commit of this
+ * connection (`notices`) or, looked for when a wait begins and every
+ * `OTHER_COMMITS_POLL_MS` while one is pending, of any other connection,
+ * another process's included (`PRAGMA data_version` changes with each).
+ */
+const fileWork = (db: Sqlite.Database, notices: WorkNotices): WorkSignalApi => {
+  const version = db.prepare("PRAGMA data_version").pluck()
+  const read = (): unknown => {
+    try {
+      return version.get()
+    } catch {
+      // A closed or lost file: its calls say so; a wait runs to its timeout.
+      return seen
+    }
+  }
+  let seen: unknown
+  seen = read()
+  let waits = 0
+  let poll: ReturnType<typeof setInterval> | undefined
+  const look = () => {
+    const now = read()
+    if (now === seen) return
+    seen = now
+    notices.notify()
+  }
+  return {
+    wait: (since, timeoutMs, method) =>
+      Effect.acquireUseRelease(
+        Effect.sync(() => {
+          look()
+          if (waits++ > 0) return
+          poll = setInterval(look, OTHER_COMMITS_POLL_MS)
+          poll.unref?.()
+        }),
+        () => notices.wait(since, timeoutMs, method),
+        () =>
+          Effect.sync(() => {
+            if (--waits === 0) clearInterval(poll)
+          })
+      )
+  }
+}
+
 /** The pauses between tries of a statement refused for another connection's lock, as SQLite's own busy handler spaces them. */
 const LOCK_PAUSES_MS = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100]
 
@@ -221,6 +268,8 @@ export class SharedDatabase {
   readonly outside: Connection
   /** Notices of this connection's commits, for the waits of every store sharing it (see `WorkSignal`). */
   readonly notices = new WorkNotices()
+  /** The waits of every store sharing the connection: its own commits, and other connections' (see `fileWork`). */
+  readonly work: WorkSignalApi
   /** The file as opened, checked before each commit; undefined for a database without one (`:memory:`, read-only). */
   identity: FileIdentity | undefined
   /** The file's `dev:ino`, while this connection holds its header reader. */
@@ -268,6 +317,7 @@ export class SharedDatabase {
       executeStream: () => Effect.dieMessage("executeStream is not implemented on this SQLite client")
     })
     this.outside = this.connectionWith(this.whenFree)
+    this.work = fileWork(db, this.notices)
   }
 
   /**

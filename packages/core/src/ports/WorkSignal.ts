@@ -11,7 +11,7 @@ export interface WorkWake {
   readonly mark: number
 }
 
-/** Notices of commits that may have made work due (its own process's, or a database's notifications): a notice only says "sweep again". */
+/** Notices of commits that may have made work due (a connection's own, other connections' to the same file, or a database's notifications): a notice only says "sweep again". */
 export interface WorkSignalApi {
   /** Answers once a notice after `since` was seen, or at `timeoutMs`; fails with `StoreClosed` once the store closes. */
   readonly wait: (since: number, timeoutMs: number, method: string) => Effect.Effect<WorkWake, StoreClosed>

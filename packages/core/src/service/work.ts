@@ -17,7 +17,7 @@ export interface AwaitWorkParams {
 /** The wake-up half of the store's Effect API. */
 export interface WorkMethods {
   /**
-   * Waits until a commit may have made work due (this process's on SQLite and memory, any process's on Postgres), or
+   * Waits until a commit may have made work due (any process's on SQLite and Postgres, the database's on memory), or
    * `timeoutMs`; a worker sweeps after each wait and passes the answer's `mark` to the next:
    *
    * ```ts
