@@ -3,7 +3,7 @@ import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { claimFor, rejectionOf } from "./faults.support.js"
+import { claimFor, rejectionOf, sleep } from "./faults.support.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
 /** The bound these stores run under: short, so a test sees it run out (longer on Postgres, whose calls take round trips). */
@@ -126,6 +126,44 @@ for (const backend of backends) {
       expect((await store.finalizeOperationAndArmWatch(other.key, other.finalize)).outcome).toBe("committed")
       expect((await store.finalizeOperationAndArmWatch(stuck.key, stuck.finalize)).outcome).toBe("committed")
     })
+  })
+}
+
+for (const backend of backends) {
+  describe(`a winner reader that answers after the bound, on ${backend.name}`, () => {
+    const opened: Array<Store> = []
+    afterAll(async () => {
+      await Promise.all(opened.map((store) => store.close()))
+    })
+
+    for (const api of ["Promise", "Effect"] as const) {
+      it(`${api} API: the call rejects with timeout, and its late answer sends no statement: nothing of it is ever written`, async () => {
+        const late = { ms: 0 }
+        const store = await backend.open({
+          readWinner: async () => {
+            if (late.ms > 0) await sleep(late.ms)
+            return "winner-1"
+          },
+          callTimeoutMs: backend.callTimeoutMs
+        })
+        opened.push(store)
+        const { key, finalize } = await sentOperation(store, `late-${api}`)
+        const before = await store.getOperation(key)
+
+        late.ms = backend.callTimeoutMs * 2
+        const call = api === "Promise"
+          ? store.finalizeOperationAndArmWatch(key, finalize)
+          : store.runEffect(Effect.flatMap(ConnectorStore, (s) => s.finalizeOperationAndArmWatch(key, finalize)))
+        const [error, elapsed] = await timed(call)
+        late.ms = 0
+        expectTimedOut(error, "finalizeOperationAndArmWatch", elapsed, backend.callTimeoutMs)
+        // Past the reader's answer, and past whatever the program would have written after it.
+        await sleep(backend.callTimeoutMs * 2)
+        expect(await store.getOperation(key)).toEqual(before)
+        expect(await store.getWatch({ ...claimIdentity, sourceID: finalize.sourceID })).toBeNull()
+        expect((await store.finalizeOperationAndArmWatch(key, finalize)).outcome).toBe("committed")
+      })
+    }
   })
 }
 

@@ -402,13 +402,17 @@ export const runOnLane = <A, F>(
       if (thrown !== LOST_RACE) throw answered(at, thrown)
       return lost(at)
     }
+    /** `resume`d, unless the call ended meanwhile: its transaction is given up, and no statement may follow it. */
+    const goOn = (resume: () => Step<A>): A | Promise<A> => {
+      if (over || call?.expired === true) throw CALL_ENDED
+      return finish(resume())
+    }
     const finish = (step: Step<A>): A | Promise<A> => {
-      if (call?.expired === true) throw CALL_ENDED
       while (!step.done) {
         const waiting = step
         if (waiting.documentID === undefined) {
           if (!(waiting.answer instanceof Promise)) throw new Error(`${transition.method}: a lane transition waited on an effect`)
-          return waiting.answer.then((answered) => finish(waiting.resume(answered as never)))
+          return waiting.answer.then((answered) => goOn(() => waiting.resume(answered as never)))
         }
         if (lane.readWinner === undefined) {
           if (waiting.unread === undefined) throw new Error(`${transition.method}: a transition read a winner without a reader`)
@@ -416,7 +420,7 @@ export const runOnLane = <A, F>(
           continue
         }
         const winner = lane.readWinner(waiting.documentID, open)
-        if (winner instanceof Promise) return winner.then((read) => finish(waiting.resume(read)))
+        if (winner instanceof Promise) return winner.then((read) => goOn(() => waiting.resume(read)))
         step = waiting.resume(winner)
       }
       const value = step.value
@@ -430,7 +434,7 @@ export const runOnLane = <A, F>(
     }
     let result: A | Promise<A>
     try {
-      result = finish(transition.locked!(open.rows ?? db, now))
+      result = goOn(() => transition.locked!(open.rows ?? db, now))
     } catch (thrown) {
       return recover(thrown)
     }
