@@ -227,7 +227,7 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     const { store, proxy, prefix } = await open({ callTimeoutMs: 1_000, stallMs: () => stallMs })
     const finalize = await sent(store, "severed")
     // Inside its transaction (the operation row and its document locked), waiting on the winner, when the network goes.
-    stallMs = 60_000
+    stallMs = 10_000
     const caught = ended(store.finalizeOperationAndArmWatch(key("severed"), finalize))
     await sleep(200)
     proxy.sever()
