@@ -1,11 +1,11 @@
 import { ConnectorStore, type OperationKey, WatchRepository, type WorkWake } from "@connector-store/core"
 import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
 import { Effect } from "effect"
-import { afterEach, beforeAll, describe, expect, it } from "vitest"
-import { type CommitDropProxy, startCommitDropProxy } from "./faults.proxy.js"
+import { describe, expect, it } from "vitest"
+import { proxiedDatabase } from "./faults.proxy.js"
 import { claimFor, rejectionOf, sleep, storedRows } from "./faults.support.js"
 import { identityOf, watchRow } from "./support/contract/fixtures.js"
-import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
+import { freshPrefix, pgAvailable } from "./support/databases.js"
 
 /** The bounds of these stores: short, so a test sees them run out. */
 const CALL_TIMEOUT_MS = 1_500
@@ -44,30 +44,14 @@ const timedWake = async (wait: Promise<WorkWake>) => {
  * within its own bound.
  */
 describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () => {
-  let direct: string
-  const opened: Array<{ readonly store: SqlConnectorStore; readonly proxy: CommitDropProxy }> = []
-
-  beforeAll(async () => {
-    direct = await pgDatabaseForFile()
-  })
-
-  afterEach(async () => {
-    for (const { store, proxy } of opened.splice(0)) {
-      proxy.heal()
-      await store.close()
-      await proxy.close()
-    }
-  })
+  const database = proxiedDatabase()
 
   /** A store behind a proxy of its own, its calls bounded by `CALL_TIMEOUT_MS` unless told otherwise. */
   const open = async (overrides: { readonly callTimeoutMs?: number; readonly stallMs?: () => number } = {}) => {
-    const target = new URL(direct)
-    const proxy = await startCommitDropProxy({ host: target.hostname, port: Number(target.port || 5432) })
-    const viaProxy = new URL(direct)
-    viaProxy.port = String(proxy.port)
+    const { proxy, url } = await database.proxied()
     const prefix = freshPrefix()
     const store = await openConnectorStore({
-      url: viaProxy.toString(),
+      url,
       tablePrefix: prefix,
       maxConnections: 2,
       callTimeoutMs: overrides.callTimeoutMs ?? CALL_TIMEOUT_MS,
@@ -80,7 +64,7 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
         return "winner-1"
       }
     })
-    opened.push({ store, proxy })
+    database.track(store, proxy)
     return { store, proxy, prefix }
   }
 
@@ -118,7 +102,7 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     const { store, proxy, prefix } = await open({ stallMs: () => stallMs })
     const first = await sent(store, "stuck-1")
     const second = await sent(store, "stuck-2")
-    const before = await storedRows(direct, prefix)
+    const before = await storedRows(database.direct(), prefix)
     // Two calls hold both connections (each in its transaction, its reader pausing) when the network goes;
     // a third waits for a connection: all end within the bound.
     stallMs = 300
@@ -136,7 +120,7 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
 
     proxy.heal()
     // Nothing of the stuck calls was written.
-    expect(await storedRows(direct, prefix)).toEqual(before)
+    expect(await storedRows(database.direct(), prefix)).toEqual(before)
 
     const again = await Promise.all([
       store.finalizeOperationAndArmWatch(key("stuck-1"), first),
@@ -147,7 +131,7 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     expect(again[0].outcome).toBe("committed")
     expect(again[1].outcome).toBe("committed")
     expect(again[2].outcome).toBe("claimed")
-    expect((await storedRows(direct, prefix)).operations.map((row) => [row.operation_id, row.state])).toEqual([
+    expect((await storedRows(database.direct(), prefix)).operations.map((row) => [row.operation_id, row.state])).toEqual([
       ["stuck-1", "committed"],
       ["stuck-2", "committed"],
       ["stuck-3", "attempted"]
@@ -178,7 +162,7 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     let stallMs = 0
     const { store, proxy, prefix } = await open({ stallMs: () => stallMs })
     const finalize = await sent(store, "mid")
-    const before = await storedRows(direct, prefix)
+    const before = await storedRows(database.direct(), prefix)
     stallMs = 300
     const call = ended(store.finalizeOperationAndArmWatch(key("mid"), finalize))
     // The reader is waiting inside the open transaction when the network goes.
@@ -187,7 +171,7 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     expectTimedOut(await call, "finalizeOperationAndArmWatch")
     stallMs = 0
     proxy.heal()
-    expect(await storedRows(direct, prefix)).toEqual(before)
+    expect(await storedRows(database.direct(), prefix)).toEqual(before)
     expect((await store.finalizeOperationAndArmWatch(key("mid"), finalize)).outcome).toBe("committed")
   })
 
@@ -210,7 +194,7 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     expect(again.woken).toBe("notified")
     const next = timedWake(store.awaitWork({ since: again.mark, timeoutMs: 20_000 }))
     await sleep(100)
-    const other = await openConnectorStore({ url: direct, tablePrefix: prefix, readWinner: () => null })
+    const other = await openConnectorStore({ url: database.direct(), tablePrefix: prefix, readWinner: () => null })
     try {
       await other.runEffect(Effect.flatMap(WatchRepository, (watches) =>
         watches.insert(watchRow({ ...identityOf({ sourceID: "due-after-partition" }), nextAttemptAt: Date.now() - 1, claimedUntil: null }))))
@@ -234,7 +218,7 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     expect((await caught).error).toMatchObject({ _tag: "PersistenceError", reason: "timeout" })
 
     // Another worker, on a network that works, finalizes the same operation: it waits for the locks, and gets them.
-    const other = await openConnectorStore({ url: direct, tablePrefix: prefix, lockTimeoutMs: 8_000, readWinner: () => "winner-1" })
+    const other = await openConnectorStore({ url: database.direct(), tablePrefix: prefix, lockTimeoutMs: 8_000, readWinner: () => "winner-1" })
     try {
       const started = performance.now()
       expect((await other.finalizeOperationAndArmWatch(key("severed"), finalize)).outcome).toBe("committed")

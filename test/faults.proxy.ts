@@ -1,4 +1,6 @@
 import { createConnection, createServer, type Server, type Socket } from "node:net"
+import { afterEach, beforeAll } from "vitest"
+import { pgDatabaseForFile } from "./support/databases.js"
 
 /**
  * A TCP proxy on 127.0.0.1 in front of a Postgres server that can lose the
@@ -176,4 +178,38 @@ export const startCommitDropProxy = (target: { readonly host: string; readonly p
       })
     })
   })
+}
+
+/**
+ * Called in a `describe`: the file's Postgres database (`direct()`, from
+ * `beforeAll`), and `proxied()`, a proxy of its own in front of it with the
+ * URL that reaches the database through it. After each test every proxy
+ * heals, the stores `track` was given close, then the proxies.
+ */
+export const proxiedDatabase = () => {
+  let direct = ""
+  const opened: Array<{ readonly store: { close(): Promise<void> }; readonly proxy: CommitDropProxy }> = []
+  beforeAll(async () => {
+    direct = await pgDatabaseForFile()
+  })
+  afterEach(async () => {
+    for (const { store, proxy } of opened.splice(0)) {
+      proxy.heal()
+      await store.close()
+      await proxy.close()
+    }
+  })
+  return {
+    direct: () => direct,
+    proxied: async (): Promise<{ readonly proxy: CommitDropProxy; readonly url: string }> => {
+      const target = new URL(direct)
+      const proxy = await startCommitDropProxy({ host: target.hostname, port: Number(target.port || 5432) })
+      const viaProxy = new URL(direct)
+      viaProxy.port = String(proxy.port)
+      return { proxy, url: viaProxy.toString() }
+    },
+    track: (store: { close(): Promise<void> }, proxy: CommitDropProxy): void => {
+      opened.push({ store, proxy })
+    }
+  }
 }

@@ -1,10 +1,10 @@
 import { ConnectorStore, type OperationKey } from "@connector-store/core"
-import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
+import { openConnectorStore } from "@connector-store/sql-adapter"
 import { Effect } from "effect"
-import { afterEach, beforeAll, describe, expect, it } from "vitest"
-import { type CommitDropProxy, startCommitDropProxy } from "./faults.proxy.js"
+import { describe, expect, it } from "vitest"
+import { proxiedDatabase } from "./faults.proxy.js"
 import { claimFor, rejectionOf, sleep, storedRows } from "./faults.support.js"
-import { freshPrefix, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
+import { freshPrefix, pgAvailable } from "./support/databases.js"
 
 const CALL_TIMEOUT_MS = 1_500
 /** How late past its bound a call may end: timers, a loaded machine. */
@@ -20,40 +20,17 @@ const key = (id: string): OperationKey => ({ callerDID: "did:caller:faults", ope
  * succeeds, with no reopen.
  */
 describe.runIf(pgAvailable)("a Postgres server that restarts under the store", () => {
-  let direct: string
-  const opened: Array<{ readonly store: SqlConnectorStore; readonly proxy: CommitDropProxy }> = []
-
-  beforeAll(async () => {
-    direct = await pgDatabaseForFile()
-  })
-
-  afterEach(async () => {
-    for (const { store, proxy } of opened.splice(0)) {
-      proxy.heal()
-      await store.close()
-      await proxy.close()
-    }
-  })
+  const database = proxiedDatabase()
 
   const open = async (readerStall: { ms: number }) => {
-    const target = new URL(direct)
-    const proxy = await startCommitDropProxy({ host: target.hostname, port: Number(target.port || 5432) })
-    const viaProxy = new URL(direct)
-    viaProxy.port = String(proxy.port)
+    const { proxy, url } = await database.proxied()
     const prefix = freshPrefix()
-    const store = await openConnectorStore({
-      url: viaProxy.toString(),
-      tablePrefix: prefix,
-      maxConnections: 2,
-      callTimeoutMs: CALL_TIMEOUT_MS,
-      connectTimeoutMs: 1_000,
-      clock: "local",
-      readWinner: async () => {
-        if (readerStall.ms > 0) await sleep(readerStall.ms)
-        return "winner-1"
-      }
-    })
-    opened.push({ store, proxy })
+    const readWinner = async () => {
+      if (readerStall.ms > 0) await sleep(readerStall.ms)
+      return "winner-1"
+    }
+    const store = await openConnectorStore({ url, tablePrefix: prefix, maxConnections: 2, callTimeoutMs: CALL_TIMEOUT_MS, connectTimeoutMs: 1_000, readWinner })
+    database.track(store, proxy)
     return { store, proxy, prefix }
   }
 
@@ -97,7 +74,7 @@ describe.runIf(pgAvailable)("a Postgres server that restarts under the store", (
     expect(effectClaim.outcome).toBe("claimed")
 
     // Nothing of the failed calls was written; the finalize applied once, whole, after the restart.
-    const { operations, watches } = await storedRows(direct, prefix)
+    const { operations, watches } = await storedRows(database.direct(), prefix)
     expect(operations.map((row) => row.operation_id).sort()).toEqual(["after", "after-effect", "in-flight", "warm-1", "warm-2"])
     expect(operations.find((row) => row.operation_id === "in-flight")).toMatchObject({ state: "committed", source_id: "src-in-flight" })
     expect(watches.map((row) => row.source_id)).toEqual(["src-in-flight"])
