@@ -1,11 +1,11 @@
-import { ConnectorStore, OperationPolicy, type PromiseConnectorStore, WatchRepository, WinnerReader } from "@connector-store/core"
-import { CallBounds, type DirectDatabaseApi, fromPromiseReaders, makePromiseStore } from "@connector-store/core/adapter"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { ConnectorStore, WatchRepository } from "@connector-store/core"
+import { CallBounds, type DirectDatabaseApi } from "@connector-store/core/adapter"
+import { Context, Effect, Layer } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { NOW } from "./support/contract/fixtures.js"
 import { seedWatches } from "./support/contract/store.js"
 import { memoryPortsWithDirect, withWatchPort } from "./support/direct.js"
-import { id, seeded } from "./support/laneScript.js"
+import { id, promiseStoreOver, readers, seeded } from "./support/laneScript.js"
 
 /**
  * A call the direct rows hand to the ports (the database busy) and whose
@@ -27,7 +27,7 @@ afterEach(async () => {
 const slowPortStore = () => {
   const write = { started: 0, ended: 0 }
   const ports = Layer.map(memoryPortsWithDirect(), (context) => {
-    const watches = context.unsafeMap.get(WatchRepository.key) as WatchRepository["Type"]
+    const watches = Context.get(context as Context.Context<WatchRepository>, WatchRepository)
     const port: WatchRepository["Type"] = {
       ...watches,
       update: (previous, next) =>
@@ -41,17 +41,8 @@ const slowPortStore = () => {
     }
     return withWatchPort(context, port, (direct): DirectDatabaseApi => ({ ...direct, begin: () => undefined }))
   })
-  const handle = Effect.succeed({})
-  const readers = { readWinner: (documentID: string) => `w-${documentID}` }
-  const layer = ConnectorStore.layer.pipe(
-    Layer.provideMerge(Layer.succeed(WinnerReader, fromPromiseReaders(readers, handle))),
-    Layer.provideMerge(ports),
-    Layer.provideMerge(CallBounds.layer({ callTimeoutMs: CALL_TIMEOUT_MS })),
-    Layer.provideMerge(OperationPolicy.layer(undefined))
-  )
-  const runtime = ManagedRuntime.make(layer)
-  const store: PromiseConnectorStore<unknown> = makePromiseStore({ runtime: runtime as never, handle, readers })
-  closing.push(() => store.close())
+  const bounded = Layer.merge(ports, CallBounds.layer({ callTimeoutMs: CALL_TIMEOUT_MS }))
+  const { store } = promiseStoreOver(bounded, readers, { lane: true, dialect: "memory" }, closing)
   return { store, write }
 }
 

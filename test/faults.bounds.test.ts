@@ -1,9 +1,9 @@
-import { ConnectorStore, type OperationKey, type PersistenceError, type PromiseConnectorStore } from "@connector-store/core"
+import { ConnectorStore, type PersistenceError, type PromiseConnectorStore } from "@connector-store/core"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { claimFor, rejectionOf, sleep } from "./faults.support.js"
+import { claimFor, rejectionOf, sentOperation, sleep } from "./faults.support.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
 /** The bound these stores run under: short, so a test sees it run out (longer on Postgres, whose calls take round trips). */
@@ -46,16 +46,6 @@ const expectTimedOut = (error: unknown, method: string, elapsedMs: number, bound
   expect((error as PersistenceError).message).toMatch(new RegExp(`^${method}: timeout`))
   expect(elapsedMs).toBeGreaterThanOrEqual(bound - 20)
   expect(elapsedMs).toBeLessThan(bound + SLACK_MS)
-}
-
-/** A claimed and sent operation `id`, ready to finalize: its key and finalize input. */
-const sentOperation = async (store: Store, id: string) => {
-  const claim = await store.claimOperation(claimFor(id))
-  if (claim.outcome !== "claimed") throw new Error(`expected claimed, got ${claim.outcome}`)
-  const key: OperationKey = { callerDID: "did:caller:faults", operationID: id }
-  expect((await store.markOperationSent(key, { leaseToken: claim.lease.token })).outcome).toBe("sent")
-  const finalize = { leaseToken: claim.lease.token, sourceID: `src-${id}`, documentID: `doc-${id}`, watchDueAt: store.now() }
-  return { key, finalize }
 }
 
 const timed = async (promise: Promise<unknown>): Promise<readonly [unknown, number]> => {

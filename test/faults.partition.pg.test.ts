@@ -1,9 +1,9 @@
-import { ConnectorStore, type OperationKey, WatchRepository, type WorkWake } from "@connector-store/core"
+import { ConnectorStore, WatchRepository, type WorkWake } from "@connector-store/core"
 import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { proxiedDatabase } from "./faults.proxy.js"
-import { claimFor, rejectionOf, sleep, storedRows } from "./faults.support.js"
+import { claimFor, faultKey, rejectionOf, sentOperation, sleep, storedRows } from "./faults.support.js"
 import { identityOf, watchRow } from "./support/contract/fixtures.js"
 import { freshPrefix, pgAvailable } from "./support/databases.js"
 
@@ -13,7 +13,7 @@ const CLOSE_TIMEOUT_MS = 500
 /** How late past its bound a call (or close) may end: timers, a loaded machine, the margin close takes. */
 const SLACK_MS = 1_500
 
-const key = (id: string): OperationKey => ({ callerDID: "did:caller:faults", operationID: id })
+const key = faultKey
 
 /** What a call ended with, and when (ms after it started). */
 interface Ended {
@@ -68,13 +68,8 @@ describe.runIf(pgAvailable)("a black-holed network under a Postgres store", () =
     return { store, proxy, prefix }
   }
 
-  /** A claimed and sent operation `id`, ready to finalize. */
-  const sent = async (store: SqlConnectorStore, id: string) => {
-    const claim = await store.claimOperation(claimFor(id))
-    if (claim.outcome !== "claimed") throw new Error(`expected claimed, got ${claim.outcome}`)
-    expect((await store.markOperationSent(key(id), { leaseToken: claim.lease.token })).outcome).toBe("sent")
-    return { leaseToken: claim.lease.token, sourceID: `src-${id}`, documentID: `doc-${id}`, watchDueAt: store.now() }
-  }
+  /** A claimed and sent operation `id`: the input that finalizes it. */
+  const sent = async (store: SqlConnectorStore, id: string) => (await sentOperation(store, id)).finalize
 
   const expectTimedOut = (end: Ended, method: string): void => {
     expect(end.error, `${method} after ${Math.round(end.elapsed)} ms`).toMatchObject({ _tag: "PersistenceError", reason: "timeout", method })

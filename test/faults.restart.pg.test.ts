@@ -1,16 +1,16 @@
-import { ConnectorStore, type OperationKey } from "@connector-store/core"
+import { ConnectorStore } from "@connector-store/core"
 import { openConnectorStore } from "@connector-store/sql-adapter"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { proxiedDatabase } from "./faults.proxy.js"
-import { claimFor, rejectionOf, sleep, storedRows } from "./faults.support.js"
+import { claimFor, faultKey, rejectionOf, sentOperation, sleep, storedRows } from "./faults.support.js"
 import { freshPrefix, pgAvailable } from "./support/databases.js"
 
 const CALL_TIMEOUT_MS = 1_500
 /** How late past its bound a call may end: timers, a loaded machine. */
 const SLACK_MS = 1_500
 
-const key = (id: string): OperationKey => ({ callerDID: "did:caller:faults", operationID: id })
+const key = faultKey
 
 /**
  * The Postgres server restarts under an open store (a proxy that closes
@@ -46,10 +46,7 @@ describe.runIf(pgAvailable)("a Postgres server that restarts under the store", (
     const { store, proxy, prefix } = await open(stall)
     // Both connections of the pool opened and in use once.
     await Promise.all(["warm-1", "warm-2"].map((id) => store.claimOperation(claimFor(id))))
-    const claim = await store.claimOperation(claimFor("in-flight"))
-    if (claim.outcome !== "claimed") throw new Error(`expected claimed, got ${claim.outcome}`)
-    expect((await store.markOperationSent(key("in-flight"), { leaseToken: claim.lease.token })).outcome).toBe("sent")
-    const finalize = { leaseToken: claim.lease.token, sourceID: "src-in-flight", documentID: "doc-in-flight", watchDueAt: store.now() }
+    const { finalize } = await sentOperation(store, "in-flight")
 
     // A finalize inside its transaction (its winner read stalled) when the server goes down.
     stall.ms = 300

@@ -1,4 +1,4 @@
-import type { ClaimOperationInput } from "@connector-store/core"
+import type { ClaimOperationInput, OperationKey, PromiseConnectorStore } from "@connector-store/core"
 import { STORE_ERROR_TAGS } from "@connector-store/testkit"
 import pg from "pg"
 import { expect } from "vitest"
@@ -17,6 +17,22 @@ export const rejectionOf = async (promise: Promise<unknown>): Promise<unknown> =
   } catch (error) {
     return error
   }
+}
+
+/** The key of operation `id` of the callers these tests claim for (see `claimFor`). */
+export const faultKey = (id: string): OperationKey => ({ callerDID: "did:caller:faults", operationID: id })
+
+/** Operation `id` claimed (`claimFor`) and marked sent on `store`: its key, and the input that finalizes it to `src-<id>` from `doc-<id>`. */
+export const sentOperation = async (
+  store: Pick<PromiseConnectorStore<unknown>, "claimOperation" | "markOperationSent"> & { now(): number },
+  id: string
+) => {
+  const claim = await store.claimOperation(claimFor(id))
+  if (claim.outcome !== "claimed") throw new Error(`expected claimed, got ${claim.outcome}`)
+  const key = faultKey(id)
+  expect((await store.markOperationSent(key, { leaseToken: claim.lease.token })).outcome).toBe("sent")
+  const finalize = { leaseToken: claim.lease.token, sourceID: `src-${id}`, documentID: `doc-${id}`, watchDueAt: store.now() }
+  return { key, finalize }
 }
 
 /** A claim of operation `id` of `callerDID`, updating source `src-<id>` from `doc-<id>`. */

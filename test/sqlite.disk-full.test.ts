@@ -1,9 +1,9 @@
-import { ConnectorStore, type OperationKey } from "@connector-store/core"
+import { ConnectorStore } from "@connector-store/core"
 import { layerClient, openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
 import { SqlClient } from "@effect/sql"
 import { Effect, ManagedRuntime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
-import { claimFor, rejectionOf } from "./faults.support.js"
+import { claimFor, faultKey, rejectionOf, sentOperation } from "./faults.support.js"
 import { freshSqlitePath } from "./support/databases.js"
 
 /**
@@ -19,7 +19,7 @@ afterEach(async () => {
   for (const close of closing.splice(0)) await close()
 })
 
-const key = (id: string): OperationKey => ({ callerDID: "did:caller:faults", operationID: id })
+const key = faultKey
 
 /** The file's page limit, set on the connection the store shares (`pages` undefined: as many as it has now). */
 const limitPages = (url: string) => {
@@ -33,13 +33,8 @@ const limitPages = (url: string) => {
       })))
 }
 
-/** A claimed and sent operation `id`: its finalize input. */
-const sent = async (store: SqlConnectorStore, id: string) => {
-  const claim = await store.claimOperation(claimFor(id))
-  if (claim.outcome !== "claimed") throw new Error(`expected claimed, got ${claim.outcome}`)
-  expect((await store.markOperationSent(key(id), { leaseToken: claim.lease.token })).outcome).toBe("sent")
-  return { leaseToken: claim.lease.token, sourceID: `src-${id}`, documentID: `doc-${id}`, watchDueAt: store.now() }
-}
+/** A claimed and sent operation `id`: the input that finalizes it. */
+const sent = async (store: SqlConnectorStore, id: string) => (await sentOperation(store, id)).finalize
 
 const identityOf = (id: string) => ({
   ownerDID: "did:owner:faults",

@@ -185,6 +185,7 @@ const OTHER_COMMITS_POLL_MS = 100
  */
 const fileWork = (db: Sqlite.Database, notices: WorkNotices): WorkSignalApi => {
   const version = db.prepare("PRAGMA data_version").pluck()
+  let seen: unknown
   const read = (): unknown => {
     try {
       return version.get()
@@ -193,7 +194,6 @@ const fileWork = (db: Sqlite.Database, notices: WorkNotices): WorkSignalApi => {
       return seen
     }
   }
-  let seen: unknown
   seen = read()
   let waits = 0
   let poll: ReturnType<typeof setInterval> | undefined
