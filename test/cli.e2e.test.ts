@@ -115,7 +115,7 @@ for (const { name, fresh } of databases) {
       expect(shown.stdout).toMatch(/^state:\s+reconcile_only$/m)
       expect(shown.stdout).toMatch(/^in doubt:\s+yes \(request of run \S+ may have landed\)$/m)
       expect(shown.stdout).toMatch(/^last failure:\s+unknown$/m)
-      expect(shown.stdout).toMatch(/^reissue intent:\s+\{"kind":"conditional-update","ifMatch":"etag-0"\}$/m)
+      expect(shown.stdout).toMatch(/^reissue intent:\s+\{"kind":"reconcile"\}$/m)
       const asJson = jsonOf<{ nodeKey: string; state: string; inDoubt: boolean; createdAt: string }>(
         await cli("show", "operation", "--json", ...op("failed"))
       )

@@ -428,13 +428,45 @@ for (const adapter of adapters) {
           })
       })))
 
-    it.effect("unknown outcome: reconcile_only, the run kept as the marker of the request in doubt", () =>
+    it.effect("unknown outcome with a safe reissue intent: in doubt and backing off; the re-drive gets the reissue", () =>
       onStore(Effect.gen(function*() {
         const token = yield* claimedAndSent()
         const store = yield* ConnectorStore
+        const failed = yield* store.recordAttemptFailure(KEY, { leaseToken: token, kind: "unknown", httpStatus: 503 })
+        expect(failed).toMatchObject({
+          outcome: "retrying",
+          operation: { state: "attempted", attempts: 1, inDoubtSince: NOW, sendMarker: null, leaseToken: null, lastKind: "unknown", lastHTTPStatus: 503 }
+        })
+        const next = failed.outcome === "retrying" ? failed.operation.nextAttemptAt! : 0
+        expect(next).toBeGreaterThan(NOW)
+        expect(yield* store.claimOperation(claimInput())).toMatchObject({ outcome: "scheduled", nextAttemptAt: next })
+        yield* at(next)
+        expect(yield* store.claimOperation(claimInput())).toMatchObject({
+          outcome: "claimed",
+          created: false,
+          reissue: { kind: "conditional-update", ifMatch: "etag-0" }
+        })
+      })))
+
+    it.effect("unknown outcome with no safe reissue intent: reconcile_only, the run kept as the marker of the request in doubt", () =>
+      onStore(Effect.gen(function*() {
+        const store = yield* ConnectorStore
+        const claimed = yield* store.claimOperation(claimInput({ reissueIntent: { kind: "reconcile" }, markSent: true }))
+        if (claimed.outcome !== "claimed") throw new Error(claimed.outcome)
+        const token = claimed.lease.token
         expect(yield* store.recordAttemptFailure(KEY, { leaseToken: token, kind: "unknown" }))
           .toMatchObject({ outcome: "reconcile_only", operation: { state: "reconcile_only", sendMarker: token, leaseToken: null } })
-        expect(yield* store.claimOperation(claimInput())).toMatchObject({ outcome: "finished" })
+        expect(yield* store.claimOperation(claimInput({ reissueIntent: { kind: "reconcile" } }))).toMatchObject({ outcome: "finished" })
+      })))
+
+    it.effect("unknown outcome on the last attempt, even with a safe reissue intent: reconcile_only", () =>
+      onStore(Effect.gen(function*() {
+        yield* seedOperations(attemptedRow({ attempts: POLICY.maxAttempts - 1, inDoubtSince: NOW - 5_000, nextAttemptAt: NOW }))
+        const store = yield* ConnectorStore
+        const claimed = yield* store.claimOperation(claimInput({ markSent: true }))
+        if (claimed.outcome !== "claimed") throw new Error(claimed.outcome)
+        expect(yield* store.recordAttemptFailure(KEY, { leaseToken: claimed.lease.token, kind: "unknown" }))
+          .toMatchObject({ outcome: "reconcile_only", operation: { state: "reconcile_only", attempts: POLICY.maxAttempts, inDoubtSince: NOW - 5_000 } })
       })))
 
     for (const kind of ["offline", "auth"] as const) {

@@ -143,7 +143,7 @@ for (const adapter of adapters) {
 
     it.effect("the run in doubt settles its own reconcile_only by finalizing; the doubt goes with it", () =>
       onStore(Effect.gen(function*() {
-        const token = yield* claimedAndSent()
+        const token = yield* claimedAndSent(claimInput({ reissueIntent: { kind: "reconcile" } }))
         expect(yield* failure(token, { kind: "unknown" }))
           .toMatchObject({ outcome: "reconcile_only", operation: { inDoubtSince: NOW, sendMarker: token } })
         const store = yield* ConnectorStore

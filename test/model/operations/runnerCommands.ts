@@ -271,7 +271,7 @@ export class Fail implements Command {
       op.deferReason = this.kind
       op.nextAttemptAt = retryAt ?? now + MODEL_POLICY.deferMs
       touch(model, op)
-    } else if (this.kind === "unknown") {
+    } else if (this.kind === "unknown" && (spent >= MODEL_POLICY.maxAttempts || !op.safeReissue)) {
       expect(result.outcome).toBe("reconcile_only")
       op.attempts = spent
       op.sendMarker = token
@@ -281,7 +281,7 @@ export class Fail implements Command {
       op.attempts = spent
       op.sendMarker = token
       endWith(model, op, "reconcile_only")
-    } else if (this.kind === "permanent" || spent >= MODEL_POLICY.maxAttempts) {
+    } else if (this.kind === "permanent" || (this.kind === "retryable" && spent >= MODEL_POLICY.maxAttempts)) {
       expect(result.outcome).toBe("dead")
       op.attempts = spent
       op.sendMarker = null

@@ -82,7 +82,7 @@ export const seedStore = async (db: CliDatabase): Promise<{ readonly runID: stri
     })
     if (verified !== "repair_failed") throw new Error(`seed verification was ${verified}`)
 
-    const unknown = leaseOf(await store.claimOperation(claim("unknown")))
+    const unknown = leaseOf(await store.claimOperation(claim("unknown", { reissueIntent: { kind: "reconcile" } })))
     await store.markOperationSent({ callerDID: "did:caller:1", operationID: "unknown" }, { leaseToken: unknown })
     await store.recordAttemptFailure({ callerDID: "did:caller:1", operationID: "unknown" }, { leaseToken: unknown, kind: "unknown" })
 

@@ -5,6 +5,7 @@ import { foldedDoubt, isInDoubt, provesNotApplied } from "./doubt.js"
 import { isLeaseHolder, leaseLost, type LeaseLost } from "./lease.js"
 import { backoffDelay, type OperationPolicySettings } from "./policy.js"
 import { bump } from "../versioned.js"
+import { safeReissue } from "./reissue.js"
 
 /** What `markOperationSent` answers: `sent`, `already-sent` (by this lease), or `exhausted` (now `dead`: do not send). */
 export type MarkSentResult =
@@ -83,7 +84,9 @@ export const failureAddsDoubt = (failure: AttemptFailure): boolean => {
 /**
  * Decides a failed attempt of the lease holder; the lease is released. `offline` / `auth` defer without spending an
  * attempt; `retryable` backs off, or ends `dead` (`reconcile_only` in doubt) when out of attempts; `permanent` is
- * `dead`; `unknown` is `reconcile_only` (the run's marker kept, so it may still finalize). No earlier doubt is cleared.
+ * `dead`; `unknown` leaves the operation in doubt as a crash past the mark would: with a safe reissue intent and an
+ * attempt left it backs off and its re-drive gets the `reissue`, otherwise it is `reconcile_only` (the run's marker
+ * kept, so it may still finalize). No earlier doubt is cleared.
  */
 export const decideAttemptFailure = (
   row: ConnectorOperation | undefined,
@@ -104,6 +107,12 @@ export const decideAttemptFailure = (
     changed(bump(row, now, { ...common, ...patch }), (next) => ({ outcome, operation: next }))
   const reconcile = () =>
     to("reconcile_only", { state: "reconcile_only", attempts: spent, sendMarker: failure.leaseToken, nextAttemptAt: null })
+  const retrying = () =>
+    to("retrying", {
+      attempts: spent,
+      sendMarker: null,
+      nextAttemptAt: Math.max(now + backoffDelay(spent, policy.backoff, random), failure.retryAt ?? 0)
+    })
   switch (failure.kind) {
     case "offline":
     case "auth":
@@ -114,7 +123,8 @@ export const decideAttemptFailure = (
         nextAttemptAt: failure.retryAt ?? now + policy.deferMs
       })
     case "unknown":
-      return reconcile()
+      if (spent >= policy.maxAttempts || safeReissue(row.reissueIntent) === undefined) return reconcile()
+      return retrying()
     case "permanent":
       return to("dead", { state: "dead", attempts: spent, sendMarker: null, nextAttemptAt: null })
     case "retryable":
@@ -123,10 +133,6 @@ export const decideAttemptFailure = (
           ? reconcile()
           : to("dead", { state: "dead", attempts: spent, sendMarker: null, nextAttemptAt: null })
       }
-      return to("retrying", {
-        attempts: spent,
-        sendMarker: null,
-        nextAttemptAt: Math.max(now + backoffDelay(spent, policy.backoff, random), failure.retryAt ?? 0)
-      })
+      return retrying()
   }
 }
