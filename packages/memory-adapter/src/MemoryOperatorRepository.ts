@@ -1,5 +1,7 @@
 import {
   type ConnectorOperation,
+  type OperatorAction,
+  operatorActionPage,
   operatorOperationPage,
   OperatorRepository,
   operatorWatchPage,
@@ -38,5 +40,10 @@ export const makeMemoryOperatorRepository = (db: MemoryDatabase): OperatorReposi
         pendingAuthExpiries: Effect.map(all<{ readonly expiresAt: number }>(db, "pending_auth"), (rows) => rows.map((row) => row.expiresAt))
       }),
       (tables) => storeStatusOf(tables, now)
-    )
+    ),
+  recordAction: (entry) =>
+    db.write<OperatorAction, void>("operator_action", (table) => {
+      table.set(entry.actionID, entry)
+    }),
+  listActions: (query) => Effect.map(all<OperatorAction>(db, "operator_action"), (rows) => operatorActionPage(rows, query))
 })

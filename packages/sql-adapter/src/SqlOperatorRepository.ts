@@ -21,6 +21,7 @@ import { RELIST_RUN_SCHEMA } from "./SqlRelistRepository.js"
 import { WATCH_SCHEMA } from "./SqlWatchRepository.js"
 import { SYNC_STATE_SCHEMA } from "./SqlSyncStateRepository.js"
 import type { TableNames } from "./Tables.js"
+import { makeSqlOperatorActions } from "./SqlOperatorActions.js"
 
 const countsOf = <K extends string>(keys: ReadonlyArray<K>, rows: ReadonlyArray<RawRow>, column: string): Record<K, number> => {
   const out = Object.fromEntries(keys.map((key) => [key, 0])) as Record<K, number>
@@ -194,6 +195,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
           ORDER BY ${ordered("connector_name")}, ${ordered("owner_did")} LIMIT ${query.limit}`
       )
     },
-    status
+    status,
+    ...makeSqlOperatorActions(sql, tables)
   }
 }

@@ -109,7 +109,8 @@ const portsLayer = (
       relist_receipt: tables.relistReceipt,
       relist_candidate: tables.relistCandidate,
       relist_baseline: tables.relistBaseline,
-      provider_limits: tables.providerLimits
+      provider_limits: tables.providerLimits,
+      operator_action: tables.operatorAction
     }
     const watches = classifiedPort(makeSqlWatchRepository(sql, tables))
     const operations = classifiedPort(makeSqlOperationRepository(sql, tables))

@@ -16,6 +16,8 @@ export interface TableNames {
   readonly relistCandidate: string
   readonly relistBaseline: string
   readonly providerLimits: string
+  /** The audit log of operators' actions. */
+  readonly operatorAction: string
   readonly migrations: string
   /** An index name: the seed's own under the default prefix, prefixed otherwise. */
   readonly index: (seedName: string) => string
@@ -51,6 +53,7 @@ export const tableNames = (prefix: string = DEFAULT_TABLE_PREFIX): TableNames =>
     relistCandidate: `${prefix}relist_candidate`,
     relistBaseline: `${prefix}relist_baseline`,
     providerLimits: `${prefix}provider_limits`,
+    operatorAction: `${prefix}operator_action`,
     migrations: `${prefix}schema_migrations`,
     index: (seedName) => prefix === DEFAULT_TABLE_PREFIX ? seedName : `${prefix}${seedName}`
   }

@@ -529,6 +529,29 @@ export const migrations: ReadonlyArray<Migration> = [
           WHERE state = 'attempted'`
       ])
     }
+  },
+  {
+    id: 19,
+    name: "operator_action",
+    // Project: the audit log of what people did through an operator page
+    // (who, what, which rows, the store's answer), appended and read newest
+    // first; the index serves that order's keyset pages. The targets are a
+    // JSON array of formatted identities, kept as text on both dialects.
+    up: (sql, t) => {
+      const id = sql.onDialectOrElse({ pg: () => `action_id COLLATE "C"`, orElse: () => "action_id" })
+      return run(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.operatorAction} (
+          action_id text NOT NULL PRIMARY KEY,
+          at bigint NOT NULL,
+          actor text NOT NULL,
+          action text NOT NULL,
+          targets text NOT NULL,
+          outcome text NOT NULL,
+          answer text NOT NULL
+        )`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operator_action_at")} ON ${t.operatorAction} (at DESC, ${id} DESC)`
+      ])
+    }
   }
 ]
 

@@ -348,6 +348,20 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
   {
     method: "releaseSyncLeaseByOperator",
     params: [["connectorName", id("gcal")], ["ownerDID", id("did:owner:1")], ["options", optRec({ force: opt("flag", true) })]]
+  },
+  {
+    method: "recordOperatorAction",
+    params: [["entry", rec({
+      actor: id("ada"),
+      action: id("retryOperation"),
+      targets: leaf("ids", ["did:caller:1/op-1"]),
+      outcome: leaf({ oneOf: ["done", "refused", "partial", "failed"] }, "done"),
+      answer: leaf("text", "retried")
+    })]]
+  },
+  {
+    method: "listOperatorActions",
+    params: [["filter", optRec({ actor: opt("id", "ada"), action: opt("id", "retryOperation"), limit: opt("positiveInt", 10), cursor: opt("id", "c") })]]
   }
 ]
 

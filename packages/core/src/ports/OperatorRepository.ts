@@ -2,6 +2,7 @@ import { Context, type Effect } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import { keysetPage } from "../operation/due.js"
+import type { OperatorAction, OperatorActionQuery } from "../operator/actions.js"
 import type { OperatorOperationQuery, OperatorWatchQuery } from "../operator/queries.js"
 import type { StoreStatus } from "../operator/status.js"
 import type { OperatorSyncStateQuery } from "../operator/syncStates.js"
@@ -29,6 +30,10 @@ export class OperatorRepository extends Context.Tag("@connector-store/core/Opera
   readonly listSyncStates: (query: OperatorSyncStateQuery) => Effect.Effect<ReadonlyArray<SyncStateRow>, PersistenceError>
   /** A page of relist runs as `relistRunPage` defines it. */
   readonly listRelistRuns: (query: OperatorRelistQuery) => Effect.Effect<ReadonlyArray<RelistRun>, PersistenceError>
+  /** Appends one entry to the audit log. */
+  readonly recordAction: (entry: OperatorAction) => Effect.Effect<void, PersistenceError>
+  /** A page of the audit log as `operatorActionPage` defines it. */
+  readonly listActions: (query: OperatorActionQuery) => Effect.Effect<ReadonlyArray<OperatorAction>, PersistenceError>
 }>() {}
 
 /** The reference answer to an `OperatorRelistQuery` over every run. */

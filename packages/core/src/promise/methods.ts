@@ -62,7 +62,8 @@ const EFFECT_METHODS = allOptionNames<ConnectorStoreApi>()([
   "finalizeDeleteOperation", "getOperation", "getOperationByNodeKey", "listTrackedOperations", "getDocumentWriteStates",
   "claimDueOperations", "claimDueWatches", "listOperations", "listWatches", "listRelistRuns", "listSyncStates",
   "releaseSyncLeaseByOperator", "getStoreStatus", "findOperationByNodeKey", "settleOperation", "retryOperation",
-  "rearmWatch", "setProviderLimit", "pauseProvider", "resumeProvider", "getProviderLimit", "listProviderLimits"
+  "rearmWatch", "setProviderLimit", "pauseProvider", "resumeProvider", "getProviderLimit", "listProviderLimits",
+  "recordOperatorAction", "listOperatorActions"
 ])
 
 type EffectMethod = (...args: ReadonlyArray<never>) => Effect.Effect<unknown, unknown>

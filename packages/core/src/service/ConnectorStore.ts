@@ -23,10 +23,11 @@ import { makeWorkMethods, type WorkMethods } from "./work.js"
 import { type DueClaimMethods, makeDueClaimMethods } from "./dueClaims.js"
 import { makeLimitMethods, type LimitMethods } from "./limits.js"
 import type { ProviderLimitRepository } from "../ports/ProviderLimitRepository.js"
+import { makeOperatorActionMethods, type OperatorActionMethods } from "./operatorActions.js"
 
 /** Everything the store's Effect API offers. */
 export interface ConnectorStoreApi extends WatchMethods, SweepMethods, SyncStateMethods, PendingAuthMethods, RelistRunMethods,
-  SweepCandidateMethods, OperationMethods, DueClaimMethods, OperatorMethods, WorkMethods, LimitMethods
+  SweepCandidateMethods, OperationMethods, DueClaimMethods, OperatorMethods, WorkMethods, LimitMethods, OperatorActionMethods
 {}
 
 /** The ports the store runs on; an adapter provides all of them. */
@@ -53,7 +54,8 @@ export class ConnectorStore extends Context.Tag("@connector-store/core/Connector
         makeOperationMethods,
         makeDueClaimMethods,
         makeOperatorMethods,
-        makeLimitMethods
+        makeLimitMethods,
+        makeOperatorActionMethods
       ]))
       const work = yield* makeWorkMethods
       // Waits for work end first: they hold nothing, and the gate waits for every call it admitted.
