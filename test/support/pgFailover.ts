@@ -109,12 +109,18 @@ interface Ran {
   readonly stderr: string
 }
 
+/** This process's environment without the libpq variables (PGPORT, PGDATA, …) that would redirect a server program. */
+const programEnv = (): NodeJS.ProcessEnv => ({
+  ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("PG"))),
+  LC_ALL: "C"
+})
+
 /** Runs one of the server's programs as the server's OS user (`runuser -u postgres` when root). */
 const runProgram = (program: string, args: ReadonlyArray<string>, cwd: string, timeoutMs = 60_000): Promise<Ran> => {
   const path = join(requireBinaries().bindir, program)
   const [command, argv] = isRoot ? ["runuser", ["-u", "postgres", "--", path, ...args]] : [path, [...args]]
   return new Promise((resolve, reject) => {
-    const child = spawn(command, argv, { cwd, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LC_ALL: "C" } })
+    const child = spawn(command, argv, { cwd, stdio: ["ignore", "pipe", "pipe"], env: programEnv() })
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
@@ -143,7 +149,7 @@ const runProgramSync = (program: string, args: ReadonlyArray<string>, cwd: strin
   if (found === undefined) return
   const path = join(found.bindir, program)
   const [command, argv] = isRoot ? ["runuser", ["-u", "postgres", "--", path, ...args]] : [path, [...args]]
-  spawnSync(command, argv, { cwd, stdio: "ignore", timeout: 30_000 })
+  spawnSync(command, argv, { cwd, stdio: "ignore", timeout: 30_000, env: programEnv() })
 }
 
 /** A port on 127.0.0.1 nothing listens on now (the OS's pick for port 0). */
@@ -242,7 +248,7 @@ export interface ReplicationLink {
   cut(): void
   /** Lets connections through again; the replica reconnects within `wal_retrieve_retry_interval` (100 ms here). */
   heal(): void
-  /** Delays every byte through the link by `ms` from now on (0: none). */
+  /** Delays every byte through the link by `ms` from now on (0: none): an async replica falls that far behind, a sync one makes each commit wait about twice that. */
   lag(ms: number): void
   readonly isCut: () => boolean
   close(): Promise<void>
@@ -385,9 +391,53 @@ export const cleanup = async (): Promise<void> => {
   folders.clear()
 }
 
+const FOLDER = /\/pg-failover-(\d+)-[^/]+\//
+
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/**
+ * Shuts down (SIGQUIT: an immediate shutdown) the servers that test processes
+ * killed with -9 left running, a postmaster whose data folder lies in a
+ * `pg-failover-<pid>-…` folder of a process that is gone (Linux only: reads
+ * /proc), and removes such folders from the temp folder.
+ */
+const reapOrphans = (): void => {
+  for (const entry of existsSync("/proc/self/cmdline") ? readdirSync("/proc") : []) {
+    if (!/^\d+$/.test(entry)) continue
+    let args: ReadonlyArray<string>
+    try {
+      args = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0")
+    } catch {
+      continue
+    }
+    const dataDir = args[args.indexOf("-D") + 1]
+    const owner = args.includes("-D") && dataDir !== undefined ? FOLDER.exec(dataDir) : null
+    if (owner === null || !args[0]!.endsWith("postgres")) continue
+    const pid = Number(owner[1])
+    if (pid === process.pid || isAlive(pid)) continue
+    try {
+      process.kill(Number(entry), "SIGQUIT")
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  for (const name of readdirSync(tmpdir())) {
+    const pid = Number(/^pg-failover-(\d+)-/.exec(name)?.[1])
+    if (Number.isInteger(pid) && pid !== process.pid && !isAlive(pid)) rmSync(join(tmpdir(), name), { recursive: true, force: true })
+  }
+}
+
 /** A folder the server's OS user owns, with every parent traversable by it. */
 const serverFolder = (dir: string | undefined): string => {
-  const folder = dir ?? mkdtempSync(join(tmpdir(), "pg-failover-"))
+  if (dir === undefined) reapOrphans()
+  const folder = dir ?? mkdtempSync(join(tmpdir(), `pg-failover-${process.pid}-`))
   mkdirSync(folder, { recursive: true })
   if (dir === undefined) folders.add(folder)
   const user = serverUser()
@@ -405,7 +455,7 @@ const serverFolder = (dir: string | undefined): string => {
 
 const logTail = (dataDir: string): string => {
   try {
-    return readFileSync(join(dataDir, "..", `${dataDir.split("/").pop()}.log`), "utf8").split("\n").slice(-30).join("\n")
+    return readFileSync(`${dataDir}.log`, "utf8").split("\n").slice(-30).join("\n")
   } catch {
     return ""
   }
@@ -462,10 +512,8 @@ export const startPrimary = async (options: PrimaryOptions = {}): Promise<PgServ
   const folder = serverFolder(options.dir)
   const dataDir = join(folder, "primary")
   await runOrThrow("initdb", ["-D", dataDir, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"], folder)
-  const port = options.port ?? (await freePort())
-  appendFileSync(dataDir + "/postgresql.conf", conf({
+  appendFileSync(join(dataDir, "postgresql.conf"), conf({
     listen_addresses: "127.0.0.1",
-    port,
     unix_socket_directories: folder,
     wal_level: "replica",
     max_wal_senders: 10,
@@ -475,9 +523,28 @@ export const startPrimary = async (options: PrimaryOptions = {}): Promise<PgServ
     shared_buffers: "32MB",
     max_connections: 60
   }))
-  const server = serverAt(folder, dataDir, port)
-  await server.start()
-  return server
+  return startOnPort(folder, dataDir, join(dataDir, "postgresql.conf"), options.port)
+}
+
+const PORT_TAKEN = /could not bind|Address already in use|could not create any TCP\/IP sockets/
+
+/**
+ * Starts the server of `dataDir` on `port`, or on a free one: when another
+ * process took that one between the probe and the start, on another.
+ */
+const startOnPort = async (folder: string, dataDir: string, confFile: string, port: number | undefined): Promise<PgServer> => {
+  for (let attempt = 1; ; attempt++) {
+    // A later line of the file wins over an earlier one.
+    const chosen = port ?? (await freePort())
+    appendFileSync(confFile, conf({ port: chosen }))
+    const server = serverAt(folder, dataDir, chosen)
+    try {
+      await server.start()
+      return server
+    } catch (error) {
+      if (port !== undefined || attempt === 3 || !PORT_TAKEN.test(String(error))) throw error
+    }
+  }
 }
 
 /** Options of `startReplica`. */
@@ -508,16 +575,13 @@ export const startReplica = async (primary: PgServer, options: ReplicaOptions): 
   await runOrThrow("pg_basebackup", ["-D", dataDir, "-h", "127.0.0.1", "-p", String(primary.port), "-U", "postgres", "-X", "stream", "-R", "-c", "fast", "--no-sync"], folder)
   const link = await startLink(primary.port)
   links.add(link)
-  const port = options.port ?? (await freePort())
   // Later lines of postgresql.auto.conf win over the ones pg_basebackup -R wrote.
   appendFileSync(join(dataDir, "postgresql.auto.conf"), conf({
-    port,
     primary_conninfo: `host=127.0.0.1 port=${link.port} user=postgres application_name=${applicationName}`,
     wal_retrieve_retry_interval: "100ms",
     synchronous_standby_names: ""
   }))
-  const server = serverAt(folder, dataDir, port)
-  await server.start()
+  const server = await startOnPort(folder, dataDir, join(dataDir, "postgresql.auto.conf"), options.port)
   if (options.mode === "sync") {
     const current = (await queryOn<{ names: string }>(primary.url, "SELECT current_setting('synchronous_standby_names') AS names")).rows[0]!.names
     const names = current.trim() === "" ? `"${applicationName}"` : `${current}, "${applicationName}"`
