@@ -565,10 +565,14 @@ let replicas = 0
  * Makes a streaming replica of `primary` (`pg_basebackup -R -X stream`),
  * connected through a `ReplicationLink` of its own, starts it, and waits until
  * the primary's `pg_stat_replication` shows it streaming (and `sync`, for a
- * synchronous one). A replica never inherits its primary's
+ * synchronous one; a primary has at most one). A replica never inherits its primary's
  * `synchronous_standby_names`: promoted, it does not wait for a standby.
  */
 export const startReplica = async (primary: PgServer, options: ReplicaOptions): Promise<PgReplica> => {
+  if (options.mode === "sync") {
+    const { rows } = await queryOn<{ names: string }>(primary.url, "SELECT current_setting('synchronous_standby_names') AS names")
+    if (rows[0]!.names.trim() !== "") throw new Error(`${primary.url} already has a synchronous standby (${rows[0]!.names}): one per primary`)
+  }
   const folder = join(primary.dataDir, "..")
   const applicationName = `replica${++replicas}_${process.pid}`
   const dataDir = join(folder, applicationName)
@@ -583,9 +587,7 @@ export const startReplica = async (primary: PgServer, options: ReplicaOptions): 
   }))
   const server = await startOnPort(folder, dataDir, join(dataDir, "postgresql.auto.conf"), options.port)
   if (options.mode === "sync") {
-    const current = (await queryOn<{ names: string }>(primary.url, "SELECT current_setting('synchronous_standby_names') AS names")).rows[0]!.names
-    const names = current.trim() === "" ? `"${applicationName}"` : `${current}, "${applicationName}"`
-    await queryOn(primary.url, `ALTER SYSTEM SET synchronous_standby_names = '${names.replace(/'/g, "''")}'`)
+    await queryOn(primary.url, `ALTER SYSTEM SET synchronous_standby_names = '"${applicationName}"'`)
     await queryOn(primary.url, "ALTER SYSTEM SET synchronous_commit = 'on'")
     await queryOn(primary.url, "SELECT pg_reload_conf()")
   }
