@@ -23,7 +23,8 @@ export default defineConfig({
       "@connector-store/simulation": pkg("simulation"),
       "@connector-store/promise": pkg("promise"),
       "@connector-store/testkit/provider": pkg("testkit", "provider"),
-      "@connector-store/testkit": pkg("testkit")
+      "@connector-store/testkit": pkg("testkit"),
+      "@connector-store/dashboard": pkg("dashboard")
     }
   },
   test: {

@@ -13,6 +13,7 @@ import { simulateCommand } from "./commands/simulate.js"
 import { statusCommand } from "./commands/status.js"
 import { syncCommand } from "./commands/sync.js"
 import { limitsCommand } from "./commands/limits.js"
+import { dashboardCommand } from "./commands/dashboard.js"
 import { describeError } from "./errors.js"
 import { DATABASE_ENV } from "./options.js"
 import { argumentProblem, commandOf, type CommandSpec, commandSpecOf, helpText, plainText, wantsHelp } from "./spec.js"
@@ -34,7 +35,8 @@ export const rootCommand = Command.make("connector-store").pipe(
     relistCommand,
     syncCommand,
     limitsCommand,
-    simulateCommand
+    simulateCommand,
+    dashboardCommand
   ])
 )
 

@@ -49,15 +49,21 @@ export interface OperatorActionFilter {
 
 /** Where an audit page starts: strictly older than this entry. */
 export interface OperatorActionPosition {
+  /** When the entry was recorded. */
   readonly at: Millis
+  /** The entry's id (ties on `at` are ordered by it). */
   readonly actionID: string
 }
 
 /** An audit page request as the repository sees it (cursor decoded). */
 export interface OperatorActionQuery {
+  /** Only entries of this actor. */
   readonly actor?: string | undefined
+  /** Only entries of this action. */
   readonly action?: string | undefined
+  /** The page size: at most this many entries. */
   readonly limit: number
+  /** Only entries strictly older than this position. */
   readonly after?: OperatorActionPosition | undefined
 }
 
