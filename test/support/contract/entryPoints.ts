@@ -362,6 +362,28 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
   {
     method: "listOperatorActions",
     params: [["filter", optRec({ actor: opt("id", "ada"), action: opt("id", "retryOperation"), limit: opt("positiveInt", 10), cursor: opt("id", "c") })]]
+  },
+  {
+    method: "enqueueOperation",
+    params: [[
+      "input",
+      rec({
+        callerDID: id("did:caller:9"),
+        operationID: id("op-queued"),
+        ownerDID: id("did:owner:1"),
+        connectorName: id("gcal"),
+        model: id("Event"),
+        accountKey: id("acct-1"),
+        target: id("calendar/primary"),
+        deterministicEventID: id("event-9"),
+        payloadHash: id("hash-9"),
+        op: leaf({ oneOf: ["create", "update", "delete"] }, "update"),
+        sourceID: opt("idOrNull", "src-9"),
+        documentID: opt("idOrNull", "doc-9"),
+        providerEtag: opt("textOrNull", null),
+        reissueIntent: { constant: { kind: "conditional-update", ifMatch: "etag-0" } }
+      })
+    ]]
   }
 ]
 

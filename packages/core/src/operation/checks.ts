@@ -17,6 +17,7 @@ import {
 } from "../validation.js"
 import type { AttemptFailure } from "./attempt.js"
 import type { ClaimOperationInput } from "./claim.js"
+import type { EnqueueOperationInput } from "./enqueue.js"
 import type { OperationKey } from "./ConnectorOperation.js"
 import type { FinalizeDeleteInput, FinalizeOperationInput } from "./finalize.js"
 import type { TrackedQuery } from "./reads.js"
@@ -149,3 +150,30 @@ export const CLAIM_SHAPE: InputShape = shapeOf(
   { reissueIntent: PLAIN_JSON }
 )
 
+
+/** The fields of an `EnqueueOperationInput`: a claim's, without the lease's; its reissue intent is a JSON value read once. */
+export const ENQUEUE_SHAPE: InputShape = shapeOf(
+  allOptionNames<EnqueueOperationInput>()([
+    "callerDID",
+    "operationID",
+    "ownerDID",
+    "connectorName",
+    "model",
+    "op",
+    "accountKey",
+    "target",
+    "sourceID",
+    "deterministicEventID",
+    "payloadHash",
+    "reissueIntent",
+    "providerEtag",
+    "documentID"
+  ]),
+  { reissueIntent: PLAIN_JSON }
+)
+
+const LEASE_FIELDS = new Set(["input.leaseMs", "input.markSent"])
+
+/** The checks of an `EnqueueOperationInput`: a claim's, without the lease's. */
+export const enqueueChecks = (input: unknown): ReadonlyArray<Check> =>
+  claimChecks(input).filter(([field]) => !LEASE_FIELDS.has(field))

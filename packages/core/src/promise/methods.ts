@@ -63,7 +63,8 @@ const EFFECT_METHODS = allOptionNames<ConnectorStoreApi>()([
   "claimDueOperations", "claimDueWatches", "listOperations", "listWatches", "listRelistRuns", "listSyncStates",
   "releaseSyncLeaseByOperator", "getStoreStatus", "findOperationByNodeKey", "settleOperation", "retryOperation",
   "rearmWatch", "setProviderLimit", "pauseProvider", "resumeProvider", "getProviderLimit", "listProviderLimits",
-  "recordOperatorAction", "listOperatorActions"
+  "recordOperatorAction", "listOperatorActions",
+  "enqueueOperation"
 ])
 
 type EffectMethod = (...args: ReadonlyArray<never>) => Effect.Effect<unknown, unknown>

@@ -12,6 +12,8 @@ import {
   asStoredJson,
   CLAIM_SHAPE,
   claimChecks,
+  ENQUEUE_SHAPE,
+  enqueueChecks,
   FAILURE,
   FINALIZE,
   FINALIZE_DELETE,
@@ -22,6 +24,7 @@ import {
   TRACKED
 } from "../operation/checks.js"
 import type { ClaimOperationInput, ClaimResult } from "../operation/claim.js"
+import type { EnqueueOperationInput, EnqueueResult } from "../operation/enqueue.js"
 import type { ConnectorOperation, OperationKey } from "../operation/ConnectorOperation.js"
 import { OperationEntropy } from "../operation/entropy.js"
 import type { FinalizeDeleteInput, FinalizeDeleteResult, FinalizeOperationInput, FinalizeResult } from "../operation/finalize.js"
@@ -118,6 +121,12 @@ export interface OperationMethods {
   readonly getDocumentWriteStates: (
     documentIDs: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyMap<string, DocumentWriteState>, ReadErrors>
+  /**
+   * Hands an edit over to the workers without driving it (`decideEnqueue`): a new key is recorded attempted and due now, with
+   * no lease and no attempt spent, and the commit wakes the fleet's `awaitWork`; a known key with the same payload changes
+   * nothing and answers `known`; another payload fails with `IdempotencyConflict`, as `claimOperation` does.
+   */
+  readonly enqueueOperation: (input: EnqueueOperationInput) => Effect.Effect<EnqueueResult, RunnerErrors | IdempotencyConflict>
 }
 
 /** A finalize's input as stored (a snapshot already: only absence is filled in). */
@@ -201,7 +210,10 @@ export const makeOperationMethods = Effect.gen(function*() {
           Effect.forEach(chunksOf(unique, DOCUMENT_CHUNK), operations.listByDocuments),
           (chunks) => writeStatesOf(unique, chunks.flat())
         )
-      }))
+      })),
+
+    enqueueOperation: taking("enqueueOperation", ["input"], [ENQUEUE_SHAPE], (input: EnqueueOperationInput) =>
+      validated("enqueueOperation", enqueueChecks(input), () => onPorts(transitions.enqueue(input))))
   }
   return methods
 })

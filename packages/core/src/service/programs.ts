@@ -1,6 +1,7 @@
 import { type AttemptFailure, type AttemptFailureResult, decideAttemptFailure, decideMarkSent, type MarkSentResult } from "../operation/attempt.js"
 import { type ClaimOperationInput, type ClaimResult, decideOperationClaim, type FreshClaimValues } from "../operation/claim.js"
 import { type ConnectorOperation, formatOperationKey, type OperationKey } from "../operation/ConnectorOperation.js"
+import { decideEnqueue, type EnqueueOperationInput, type EnqueueResult } from "../operation/enqueue.js"
 import type { OperationDecision } from "../operation/decision.js"
 import type { OperationEntropy } from "../operation/entropy.js"
 import { InvalidInput } from "../errors.js"
@@ -206,6 +207,22 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
       : decideStored()
   }
 
+  /** One try of an enqueue: the insert first, as a claim's, then the stored row decided (nothing written for a known key). */
+  const enqueueTry = (rows: ProgramRows, input: EnqueueOperationInput, now: Millis, locked: boolean): Step<EnqueueResult> => {
+    const fresh = { nodeKey: entropy.token(), incarnation: entropy.token() }
+    const created = decideEnqueue(undefined, input, fresh, now)
+    const decideStored = (): Step<EnqueueResult> =>
+      after(locked ? rows.operations.lockRead(input) : rows.operations.get(input), (row) => {
+        if (row === undefined) throw LOST_RACE
+        const decision = decideEnqueue(row, input, fresh, now)
+        if (decision.conflict) throw new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
+        return applyOperation(rows, row, decision)
+      })
+    return !created.conflict && created.next !== undefined
+      ? after(rows.operations.insert(created.next), (inserted) => inserted ? done(created.result) : decideStored())
+      : decideStored()
+  }
+
   return {
     /** `claimOperation` (its input as stored). */
     claim: (input: ClaimOperationInput): Transition<ClaimResult, IdempotencyConflict> => ({
@@ -213,6 +230,14 @@ export const operationTransitions = (policy: OperationPolicySettings, entropy: O
       identity: formatOperationKey(input),
       unlocked: (rows, now) => claimTry(rows, input, now, false),
       locked: (rows, now) => claimTry(rows, input, now, true)
+    }),
+
+    /** `enqueueOperation` (its input as stored): the key recorded due now with no lease, or the known key left as it is. */
+    enqueue: (input: EnqueueOperationInput): Transition<EnqueueResult, IdempotencyConflict> => ({
+      method: "enqueueOperation",
+      identity: formatOperationKey(input),
+      unlocked: (rows, now) => enqueueTry(rows, input, now, false),
+      locked: (rows, now) => enqueueTry(rows, input, now, true)
     }),
 
     /** `markOperationSent`: the common mark is one guarded write; anything else is decided from the locked row. */
