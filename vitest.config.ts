@@ -24,7 +24,8 @@ export default defineConfig({
       "@connector-store/promise": pkg("promise"),
       "@connector-store/testkit/provider": pkg("testkit", "provider"),
       "@connector-store/testkit": pkg("testkit"),
-      "@connector-store/dashboard": pkg("dashboard")
+      "@connector-store/dashboard": pkg("dashboard"),
+      "@connector-store/worker": pkg("worker")
     }
   },
   test: {
