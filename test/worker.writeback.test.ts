@@ -92,6 +92,37 @@ describe.each(adapters)("startWorker on $name", (adapter) => {
     }
   })
 
+  it("with no lookup, a re-drive in doubt re-sends only as its reissue says: never applied twice, never committed unapplied", async () => {
+    const documents: Documents = new Map()
+    const { open, closeAll } = await storesOn(adapter, documents)
+    const store = await open()
+    const random = seeded(31 + adapter.name.length)
+    const provider = providerWith(() => {
+      const r = random()
+      return r < 0.2 ? "502-after-apply" : r < 0.4 ? "applied-no-answer" : r < 0.5 ? "lost" : "ok"
+    })
+    const count = 20
+    try {
+      for (let n = 0; n < count; n++) {
+        const entity = provider.seed(`evt-${n}`, "old", `doc-${n}`)
+        documents.set(`doc-${n}`, `digest-${n}`)
+        await store.enqueueOperation(editOf(n, "update", { ifMatch: entity.etag }))
+      }
+      const worker = startWorker(store, { connectors: { gcal: fakeConnector(provider, "w1", { lookup: false }) }, concurrency: 4, verification: false, pollMs: 50 })
+      await eventually(async () => !(await operationsByState(store, count)).has("attempted"), 60_000, "every operation final")
+      await worker.stop()
+      expect(provider.check()).toEqual([])
+      const states = await operationsByState(store, count)
+      for (const row of states.get("committed") ?? []) {
+        expect(provider.appliedOf(`${row.callerDID}/${row.operationID}`)).toHaveLength(1)
+      }
+      // A re-send in doubt did go out (as its reissue), and was refused as stale where the first had landed.
+      expect(provider.ledger.some((e) => e.request.reissue === "conditional-update" && e.status === 412)).toBe(true)
+    } finally {
+      await closeAll()
+    }
+  })
+
   it("a worker cut off mid-send (stopped abruptly, its send never answering): a second worker takes over, the write applied once", async () => {
     const documents: Documents = new Map([["doc-1", "digest-1"]])
     const { open, closeAll } = await storesOn(adapter, documents, { policy: { leaseMs: 300, maxAttempts: 8, backoff: { baseDelayMs: 1, maxDelayMs: 4, jitter: "none" }, deferMs: 5 } })
