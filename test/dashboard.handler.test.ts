@@ -1,5 +1,8 @@
 import { type DashboardAccess, dashboardHandler } from "@connector-store/dashboard"
+import { OperationRepository } from "@connector-store/core"
 import { openMemoryConnectorStore } from "@connector-store/memory-adapter"
+import { Effect } from "effect"
+import { operationRow } from "./support/contract/fixtures.js"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { DASHBOARD_ROWS, HOSTILE, SECRET_LEASE, seedDashboardRows } from "./support/dashboard.js"
 
@@ -145,5 +148,18 @@ describe("the dashboard handler", () => {
       expect(text, path).toContain("&lt;script&gt;window.__pwned=1&lt;/script&gt;&quot;&#39;&gt;&lt;img")
       expect(text, path).not.toContain(SECRET_LEASE)
     }
+  })
+
+  it("counts exactly on a small store, and up to a cap on its indexes once the store is large", async () => {
+    const handler = handlerFor("read-only")
+    const small = await (await get(handler, "/")).text()
+    expect(small).toContain("data-counts=\"exact\"")
+    await store.runEffect(Effect.flatMap(OperationRepository, (operations) =>
+      Effect.forEach(Array.from({ length: 500 }, (_, i) => i), (i) =>
+        operations.insert(operationRow({ callerDID: "did:caller:bulk", operationID: `op-bulk-${i}` })), { discard: true })))
+    const large = await (await dashboardHandler({ store, basePath: "/ops", refreshMs: 0 })(new Request(`${ORIGIN}/ops/`))).text()
+    expect(large).toContain("data-counts=\"bounded\"")
+    expect(large).toMatch(/committed<\/span><\/a><\/span><strong>100\+<\/strong>/)
+    expect(large).toMatch(/dead<\/span><\/a><\/span><strong>2<\/strong>/)
   })
 })

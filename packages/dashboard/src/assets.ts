@@ -69,6 +69,8 @@ h1 { font-size: 20px; margin: 4px 0 14px; } h2 { font-size: 15px; margin: 22px 0
 table { border-collapse: collapse; width: 100%; background: var(--card); border: 1px solid var(--line); border-radius: 8px; overflow: hidden; }
 th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-size: 12px; color: var(--muted); font-weight: 600; background: var(--bg); }
+.lines { white-space: pre-line; }
+.id { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; word-break: break-all; }
 td.id { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; word-break: break-all; max-width: 340px; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; font-weight: 600; color: #fff; background: var(--grey); white-space: nowrap; }
 .s-attempted, .s-pending_verification, .s-listing, .s-started, .s-held { background: var(--blue); }

@@ -1,4 +1,3 @@
-import type { StoreStatus } from "@connector-store/core"
 import { ACTIONS, type DashboardAction, errorWords, outcomeOf, runAction } from "./actions.js"
 import { SCRIPT, STYLES } from "./assets.js"
 import { SampleRing } from "./chart.js"
@@ -8,7 +7,7 @@ import { badge, csrfField, pageOf, SECURITY_HEADERS } from "./layout.js"
 import type { DashboardAccess, DashboardHandler, DashboardOptions } from "./options.js"
 import { operationDetail, relistDetail, syncDetail, watchDetail } from "./pages/details.js"
 import { auditBody, limitsBody, operationsBody, relistRunsBody, syncStatesBody, watchesBody } from "./pages/lists.js"
-import { DUE_COUNT_LIMIT, overviewBody } from "./pages/overview.js"
+import { boundedCounts, COUNT_CAP, EXACT_BELOW, exactCounts, type OverviewCounts, overviewBody } from "./pages/overview.js"
 
 const CSRF_COOKIE = "connector_store_dashboard_csrf"
 const MAX_FORM_BYTES = 256 * 1024
@@ -78,35 +77,40 @@ export const dashboardHandler = (options: DashboardOptions): DashboardHandler =>
   const statusTtlMs = options.statusTtlMs ?? 2000
   const store = options.store
   const samples = new SampleRing()
-  let cached: { readonly at: number; readonly status: Promise<StoreStatus> } | undefined
+  let cached: { readonly at: number; readonly counts: Promise<OverviewCounts> } | undefined
 
-  /** The store's status, one reading shared by every page within `statusTtlMs`; each fresh reading is a chart sample. */
-  const statusNow = (): Promise<StoreStatus> => {
+  /**
+   * The overview's counts, one reading shared by every page within `statusTtlMs`: the store's exact status while its
+   * operation and watch tables are small, bounded counts on their indexes once either is large. Each reading is a chart sample.
+   */
+  const countsNow = (): Promise<OverviewCounts> => {
     const t = now()
-    if (cached !== undefined && t - cached.at < statusTtlMs) return cached.status
-    const status = store.getStoreStatus()
-    cached = { at: t, status }
-    status.then((s) =>
+    if (cached !== undefined && t - cached.at < statusTtlMs) return cached.counts
+    const counts = Promise.all([store.listOperations({ limit: EXACT_BELOW }), store.listWatches({ limit: EXACT_BELOW })]).then(([ops, watches]) =>
+      ops.nextCursor === null && watches.nextCursor === null ? store.getStoreStatus().then(exactCounts) : boundedCounts(store, t)
+    )
+    cached = { at: t, counts }
+    counts.then((c) =>
       samples.add({
-        at: s.at,
-        backlog: s.operations.attempted,
-        stuck: s.operations.dead + s.operations.reconcile_only + s.watches.repair_failed,
-        committed: s.operations.committed
+        at: c.at,
+        backlog: c.operations.attempted.count,
+        stuck: c.operations.dead.count + c.operations.reconcile_only.count + c.watches.repair_failed.count,
+        committed: c.operations.committed.count
       }), () => {
       cached = undefined
     })
-    return status
+    return counts
   }
 
   const overview = async (ctx: PageContext): Promise<Html> => {
-    const [status, dueOperations, dueWatches, limits] = await Promise.all([
-      statusNow(),
-      store.listOperations({ dueBy: ctx.now, limit: DUE_COUNT_LIMIT }),
-      store.listWatches({ dueBy: ctx.now, limit: DUE_COUNT_LIMIT }),
+    const [counts, dueOperations, dueWatches, limits] = await Promise.all([
+      countsNow(),
+      store.listOperations({ dueBy: ctx.now, limit: COUNT_CAP }),
+      store.listWatches({ dueBy: ctx.now, limit: COUNT_CAP }),
       store.listProviderLimits()
     ])
     return overviewBody(ctx, {
-      status,
+      counts,
       dueOperations: { count: dueOperations.items.length, more: dueOperations.nextCursor !== null },
       dueWatches: { count: dueWatches.items.length, more: dueWatches.nextCursor !== null },
       limits,

@@ -537,9 +537,26 @@ export const migrations: ReadonlyArray<Migration> = [
     // (who, what, which rows, the store's answer), appended and read newest
     // first; the index serves that order's keyset pages. The targets are a
     // JSON array of formatted identities, kept as text on both dialects.
+    // And the indexes the operator's pages read in their own order: an
+    // operation page (newest first by created_at, caller, id) of every row,
+    // of a state, of an owner, or in doubt, and a watch page of a status
+    // (by identity), each a range of its index read from its keyset
+    // position, where before a page sorted every matching row first (1.4 s
+    // for a page of a million operations on SQLite). The keys never change
+    // but for the state and the doubt: an operation's write touches them
+    // only when it ends or falls in doubt.
     up: (sql, t) => {
       const id = sql.onDialectOrElse({ pg: () => `action_id COLLATE "C"`, orElse: () => "action_id" })
+      const ordered = (column: string) => sql.onDialectOrElse({ pg: () => `${column} COLLATE "C"`, orElse: () => column })
+      const newest = `created_at, ${ordered("caller_did")}, ${ordered("operation_id")}`
+      const identity = ["owner_did", "connector_name", "model", "account_key", "source_id"].map(ordered).join(", ")
       return run(sql, [
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_created")} ON ${t.operation} (${newest})`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_state_created")} ON ${t.operation} (state, ${newest})`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_owner_created")} ON ${t.operation} (${ordered("owner_did")}, ${newest})`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_operation_in_doubt_created")} ON ${t.operation} (${newest})
+          WHERE (state <> 'committed' AND (in_doubt_since IS NOT NULL OR send_marker IS NOT NULL))`,
+        `CREATE INDEX IF NOT EXISTS ${t.index("idx_connector_watch_status_identity")} ON ${t.projectionWatch} (verification_status, ${identity})`,
         `CREATE TABLE IF NOT EXISTS ${t.operatorAction} (
           action_id text NOT NULL PRIMARY KEY,
           at bigint NOT NULL,

@@ -209,8 +209,8 @@ ${corruptNote(page.corrupt)}
 ${page.items.length === 0 ? html`<p class="muted">No actions recorded.</p>` : html`<table data-list="audit"><thead><tr>
 <th>when</th><th>who</th><th>what</th><th>rows</th><th>outcome</th><th>the store's answer</th></tr></thead><tbody>
 ${page.items.map((row) => html`<tr><td title="${isoOf(row.at)}">${isoOf(row.at)}<br><span class="muted">${relativeOf(row.at, ctx.now)}</span></td>
-<td class="id">${row.actor}</td><td>${row.action}</td><td class="id">${row.targets.slice(0, 10).join("\n")}${row.targets.length > 10 ? ` … and ${row.targets.length - 10} more` : ""}</td>
-<td>${badge(row.outcome)}</td><td class="id">${row.answer}</td></tr>`)}
+<td class="id">${row.actor}</td><td>${row.action}</td><td class="id lines">${row.targets.slice(0, 10).join("\n")}${row.targets.length > 10 ? ` … and ${row.targets.length - 10} more` : ""}</td>
+<td>${badge(row.outcome)}</td><td class="id lines">${row.answer}</td></tr>`)}
 </tbody></table>`}
 ${pagerOf(ctx, "/audit", page.nextCursor)}`
 }
