@@ -29,6 +29,11 @@ export interface WorkerOptions {
   readonly connectors: Readonly<Record<string, Connector>>
   /** How many operations (and verifications) run at once; 1 by default. */
   readonly concurrency?: number | undefined
+  /**
+   * How many due operations one claim leases (1 to 1,000); they wait in the worker for a free slot, a claim whose lease is
+   * half gone renewed before it is driven. The larger of 20 and twice `concurrency` by default.
+   */
+  readonly batchSize?: number | undefined
   /** Each claim's lease, renewed every third of it while a send runs; the store's policy's by default. */
   readonly leaseMs?: number | undefined
   /** How long a `send` may take before it is aborted and recorded `unknown` (in doubt); 120 s by default. */

@@ -1,3 +1,4 @@
+import { performance } from "node:perf_hooks"
 import type { DueClaim, OperationKey, ProjectionWatch } from "@connector-store/promise"
 import { HandlerFault } from "./handler.js"
 import type { VerificationEnd, WorkerEvents, WorkerOptions, WorkerStats, WorkerStore, WriteBackOutcome } from "./options.js"
@@ -64,6 +65,7 @@ export const startWorker = (store: WorkerStore, options: WorkerOptions): Worker 
   const verifyRetryMs = positive("verifyRetryMs", options.verifyRetryMs, 30_000)
   const verifyMaxAttempts = positive("verifyMaxAttempts", options.verifyMaxAttempts, 5)
   const graceMs = positive("graceMs", options.graceMs, 10_000)
+  const batchSize = Math.min(1_000, positive("batchSize", options.batchSize, Math.max(20, 2 * concurrency)))
   const verifying = options.verification !== false && Object.values(connectors).some((c) => c.verify !== undefined)
 
   const listeners = new Map<keyof WorkerEvents, Set<(payload: never) => void>>()
@@ -118,7 +120,11 @@ export const startWorker = (store: WorkerStore, options: WorkerOptions): Worker 
 
   const keyOf = (claim: DueClaim): OperationKey => ({ callerDID: claim.operation.callerDID, operationID: claim.operation.operationID })
 
-  const drive = async (claim: DueClaim): Promise<void> => {
+  /** Each batched claim's lease length, as granted. */
+  const leaseLengths = new WeakMap<DueClaim, number>()
+
+  const drive = async (leased: DueClaim): Promise<void> => {
+    let claim = leased
     const name = claim.operation.connectorName
     if (!Object.hasOwn(connectors, name)) {
       fault(new HandlerFault("no-connector", "send", name, `${claim.operation.callerDID}/${claim.operation.operationID}`,
@@ -131,8 +137,19 @@ export const startWorker = (store: WorkerStore, options: WorkerOptions): Worker 
       }
       return
     }
-    const claimedLeaseMs = Math.max(1, claim.lease.expiresAt - store.now())
+    const claimedLeaseMs = leaseLengths.get(claim) ?? Math.max(1, claim.lease.expiresAt - store.now())
+    leaseLengths.delete(claim)
     try {
+      // A claim that waited in the batch for a slot has its lease renewed first when half of it is gone.
+      if (claim.lease.expiresAt - store.now() < claimedLeaseMs / 2) {
+        const renewed = await store.renewOperationLease(keyOf(claim), { leaseToken: claim.lease.token, leaseMs: leaseMs ?? claimedLeaseMs })
+        if (renewed.outcome !== "renewed") {
+          counts.writeBacks["lease-lost"]++
+          emit("write-back", { outcome: "lease-lost", operation: claim.operation, sent: false, lookedUp: false })
+          return
+        }
+        claim = { ...claim, lease: renewed.lease, operation: renewed.operation }
+      }
       const ended = await driveWriteBack({ ...driveContext(name), leaseMs: leaseMs ?? claimedLeaseMs }, claim)
       counts.writeBacks[ended.outcome]++
       emit("write-back", ended)
@@ -156,33 +173,45 @@ export const startWorker = (store: WorkerStore, options: WorkerOptions): Worker 
     }
   }
 
+  /** Claims leased to this worker that wait for a slot, in the batch's order. */
+  const batched: Array<DueClaim> = []
+
   const loop = async (): Promise<void> => {
     let mark = 0
     let notifiedBefore = false
+    let yielded = performance.now()
     while (!stopping) {
       // A store that answers from memory resolves in microtasks: let timers (lease renewals, timeouts) run between sweeps.
-      await new Promise<void>((resolve) => setImmediate(resolve))
-      const free = concurrency - inFlight.size
-      if (free <= 0) {
+      if (performance.now() - yielded >= 5) {
+        await new Promise<void>((resolve) => setImmediate(resolve))
+        yielded = performance.now()
+      }
+      while (batched.length > 0 && inFlight.size < concurrency && !stopping) track(drive(batched.shift()!))
+      if (inFlight.size >= concurrency || batched.length > 0) {
         await Promise.race([new Promise<void>((resolve) => { slotFreed = resolve }), whenStopping])
         slotFreed = undefined
         continue
       }
       let found = 0
       try {
-        const batch = await store.claimDueOperations(leaseMs === undefined ? { limit: free } : { limit: free, leaseMs })
+        const now = store.now()
+        const batch = await store.claimDueOperations(leaseMs === undefined ? { limit: batchSize } : { limit: batchSize, leaseMs })
         for (const operation of batch.finished) {
           counts.finished++
           emit("finished", { operation })
         }
         counts.claimed += batch.claimed.length
         found += batch.claimed.length
-        for (const claim of batch.claimed) track(drive(claim))
+        for (const claim of batch.claimed) {
+          leaseLengths.set(claim, Math.max(1, claim.lease.expiresAt - now))
+          batched.push(claim)
+        }
+        while (batched.length > 0 && inFlight.size < concurrency) track(drive(batched.shift()!))
         const left = concurrency - inFlight.size
         if (verifying && left > 0 && !stopping) {
-          const now = store.now()
-          const until = now + 2 * (handlerTimeoutMs + abortGraceMs) + 5_000
-          const watches = await store.claimDueWatches({ now, until, limit: left })
+          const at = store.now()
+          const until = at + 2 * (handlerTimeoutMs + abortGraceMs) + 5_000
+          const watches = await store.claimDueWatches({ now: at, until, limit: left })
           found += watches.claimed.length
           for (const watch of watches.claimed) track(verify(watch, until))
         }
@@ -204,12 +233,15 @@ export const startWorker = (store: WorkerStore, options: WorkerOptions): Worker 
       if (typeof woken === "object" && woken !== null && "mark" in woken) {
         mark = (woken as { readonly mark: number }).mark
         notifiedBefore = (woken as unknown as { readonly woken: string }).woken === "notified"
-      }
-      else if (isStoreClosed(woken)) break
+      } else if (isStoreClosed(woken)) break
       else {
         storeError("awaitWork", woken)
         await Promise.race([sleep(Math.min(pollMs, 1_000)), whenStopping])
       }
+    }
+    // Claims never started go back at once: due again in a millisecond, not in doubt (never marked).
+    for (const claim of batched.splice(0)) {
+      await store.renewOperationLease(keyOf(claim), { leaseToken: claim.lease.token, leaseMs: 1 }).catch(() => undefined)
     }
   }
 
