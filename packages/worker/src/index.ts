@@ -10,4 +10,5 @@ export type { ClassifiedFailure, Connector, HandlerContext, SendContext, SentEnt
 export { HandlerFault, type HandlerFaultKind, type HandlerName } from "./handler.js"
 export type { LeaseLoss } from "./lease.js"
 export type { VerificationEnd, WorkerEvents, WorkerOptions, WorkerStats, WorkerStore, WriteBackOutcome } from "./options.js"
+export { type DriveClaimOptions, driveClaim } from "./writeBack.js"
 export { startWorker, type Worker } from "./worker.js"

@@ -232,3 +232,45 @@ const classified = (
   }
   return f as ClassifiedFailure
 }
+
+/** The options of `driveClaim`: the worker's, for one drive. */
+export interface DriveClaimOptions {
+  readonly sendTimeoutMs?: number | undefined
+  readonly handlerTimeoutMs?: number | undefined
+  readonly abortGraceMs?: number | undefined
+  readonly verifyAfterMs?: number | undefined
+  /** The lease's length for its renewals; the claim's own by default. */
+  readonly leaseMs?: number | undefined
+  /** Aborts the drive's handlers (as a worker's stop does). */
+  readonly signal?: AbortSignal | undefined
+  /** Called with each handler fault. */
+  readonly onFault?: ((fault: HandlerFault) => void) | undefined
+}
+
+/**
+ * Drives one operation `claim` leased to the caller (a `claimed` answer of `claimOperation`, or one of `claimDueOperations`)
+ * with `connector`, exactly as a worker's slot does: for a loop of your own that wants the worker's drive, and for checking
+ * it (`checkRunnerLoop`). Rejects only with a store call's failure.
+ */
+export const driveClaim = (
+  store: Pick<WorkerStore, "now" | "markOperationSent" | "renewOperationLease" | "recordAttemptFailure" | "finalizeOperationAndArmWatch" | "finalizeDeleteOperation">,
+  connectorName: string,
+  connector: Connector,
+  claim: DueClaim,
+  options: DriveClaimOptions = {}
+): Promise<WorkerEvents["write-back"]> =>
+  driveWriteBack({
+    store: store as WorkerStore,
+    connectorName,
+    connector,
+    leaseMs: options.leaseMs ?? Math.max(1, claim.lease.expiresAt - store.now()),
+    sendTimeoutMs: options.sendTimeoutMs ?? 120_000,
+    handlerTimeoutMs: options.handlerTimeoutMs ?? 30_000,
+    abortGraceMs: options.abortGraceMs ?? 1_000,
+    verifyAfterMs: options.verifyAfterMs ?? 30_000,
+    stopSignal: options.signal ?? new AbortController().signal,
+    fault: options.onFault ?? (() => {}),
+    storeError: () => {},
+    sentOne: () => {},
+    lookedUp: () => {}
+  }, claim)
