@@ -200,6 +200,22 @@ describe("failures the store records", () => {
   })
 })
 
+describe("a refusal of a re-send in doubt", () => {
+  it("a delete whose first request landed unanswered, its re-send refused 422: still in doubt, then committed, never dead", async () => {
+    const store = openMemoryConnectorStore({ readWinner: () => null, operationPolicy: FAST_POLICY }) as unknown as TestStore
+    const provider = new FakeProvider({ fates: ["applied-no-answer", "422"] })
+    provider.seed("evt-1", "old", "doc-1")
+    await store.enqueueOperation(editOf(1, "delete"))
+    const worker = startWorker(store, { connectors: { gcal: fakeConnector(provider, "w1") }, pollMs: 20 })
+    const drives = recorded(worker, "write-back")
+    await eventually(() => drives.some((d) => d.outcome === "committed" || d.outcome === "dead"))
+    await worker.stop()
+    expect(drives.map((d) => d.outcome)).toEqual(["retrying", "retrying", "committed"])
+    expect(provider.appliedOf("did:example:laptop/edit-1")).toHaveLength(1)
+    await store.close()
+  })
+})
+
 describe("verification", () => {
   it("verifies a committed write, defers without spending an attempt when the provider does not answer, repairs a mismatch", async () => {
     const { store, documents, provider } = await setUp()

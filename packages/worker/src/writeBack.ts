@@ -195,6 +195,10 @@ export const driveWriteBack = async (ctx: DriveContext, claim: DueClaim): Promis
       // Refused as changed (or the id as taken): perhaps by our own earlier request. Look it up; never re-send.
       return settleDoubt({ kind: "unknown", httpStatus: status })
     }
+    if (failure.kind === "permanent" && (claim.reissue !== null || operation.inDoubtSince !== null)) {
+      // A refusal of a re-send proves nothing of the earlier request, which may have landed: still in doubt, never dead.
+      return settleDoubt({ kind: "unknown", httpStatus: status })
+    }
     if (failure.kind === "unknown" || (failure.kind === "retryable" && failure.notApplied !== true && (status === null || status >= 500))) {
       return settleDoubt(failure)
     }
