@@ -8,7 +8,6 @@
 export { classifyFailure, retryAfterOf, statusOf } from "./classify.js"
 export type { ClassifiedFailure, Connector, HandlerContext, SendContext, SentEntity } from "./connector.js"
 export { HandlerFault, type HandlerFaultKind, type HandlerName } from "./handler.js"
-export type { LeaseLoss } from "./lease.js"
-export type { VerificationEnd, WorkerEvents, WorkerOptions, WorkerStats, WorkerStore, WriteBackOutcome } from "./options.js"
+export type { LeaseLoss, VerificationEnd, WorkerEvents, WorkerOptions, WorkerStats, WorkerStore, WriteBackOutcome } from "./options.js"
 export { type DriveClaimOptions, driveClaim } from "./writeBack.js"
 export { startWorker, type Worker } from "./worker.js"

@@ -1,8 +1,5 @@
 import type { Lease, OperationKey } from "@connector-store/promise"
-import type { WorkerStore } from "./options.js"
-
-/** Why a drive lost its lease: the store refused the renewal (taken over, or ended), or the lease ran out unrenewed. */
-export type LeaseLoss = "renewal-refused" | "expired"
+import type { LeaseLoss, WorkerStore } from "./options.js"
 
 /**
  * Keeps a drive's lease while its provider call runs: renews it every third of its length and, once a renewal is refused or

@@ -1,7 +1,9 @@
 import type { ConnectorOperation, PromiseConnectorStore, ProjectionWatch } from "@connector-store/promise"
 import type { Connector } from "./connector.js"
 import type { HandlerFault } from "./handler.js"
-import type { LeaseLoss } from "./lease.js"
+
+/** Why a drive lost its lease: the store refused the renewal (taken over, or ended), or the lease ran out unrenewed. */
+export type LeaseLoss = "renewal-refused" | "expired"
 
 /** The store calls a worker makes: any store `openConnectorStore` or `openMemoryConnectorStore` opens. */
 export type WorkerStore =
