@@ -7,7 +7,7 @@ import {
   PersistenceError,
   RELIST_RUN_STATES,
   type RelistRunState,
-  type StoreStatus,
+  type StoreCounts,
   type VerificationStatus,
   WATCH_STATUSES
 } from "@connector-store/core"
@@ -143,7 +143,7 @@ export const makeSqlOperatorRepository = (sql: SqlClient, tables: TableNames): O
           staleLeases: epoch(sync?.["stale"] ?? 0)
         },
         pendingAuthorizations: { live: epoch(auth?.["live"] ?? 0), expired: epoch(auth?.["expired"] ?? 0) }
-      } satisfies StoreStatus
+      } satisfies StoreCounts
     }).pipe(PersistenceError.refail("operator.status"))
 
   return {

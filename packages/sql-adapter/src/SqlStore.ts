@@ -9,6 +9,7 @@ import {
   ProviderLimitEnforcement,
   ProviderLimitRepository,
   RelistRepository,
+  ServerHistory,
   StoreSnapshot,
   SyncStateRepository,
   Transactor,
@@ -51,6 +52,7 @@ import { makePgWorkSignal, workChannelOf } from "./PgWorkSignal.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
+import { defaultGenerationFile, makeSqlServerHistory, type ReplicationNotSynchronous, requireSynchronousReplication } from "./ServerHistory.js"
 import { classified, classifiedPort } from "./SqlFailure.js"
 import { tablePrefixProblem, Tables } from "./Tables.js"
 import { clockSourceOf, makeDatabaseClock } from "./DatabaseClock.js"
@@ -74,7 +76,7 @@ export type SqlPorts = Transactor | WatchRepository | OperationRepository | Stor
  * migrated fails it with `StoreSchemaTooNew`).
  */
 export const layerPorts: Layer.Layer<SqlPorts, PersistenceError | StoreSchemaTooNew, SqlClient | Tables> = Layer.suspend(() =>
-  portsLayer(false) as Layer.Layer<SqlPorts, PersistenceError | StoreSchemaTooNew, SqlClient | Tables>
+  portsLayer(false, {}) as Layer.Layer<SqlPorts, PersistenceError | StoreSchemaTooNew, SqlClient | Tables>
 )
 
 /**
@@ -83,14 +85,26 @@ export const layerPorts: Layer.Layer<SqlPorts, PersistenceError | StoreSchemaToo
  * (`StoreSchemaNotReady` says what is missing), and nothing is created.
  */
 export const layerPortsReadOnly: Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady, SqlClient | Tables> = Layer
-  .suspend(() => portsLayer(true) as Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady, SqlClient | Tables>)
+  .suspend(() => portsLayer(true, {}) as Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady, SqlClient | Tables>)
+
+/** What the ports layer keeps its server history with (see `ServerHistoryOptions`). */
+interface HistorySettings {
+  readonly failoverDoubtMs?: number | undefined
+  readonly requireSynchronousReplication?: boolean | undefined
+  /** The SQLite generation's file, resolved; undefined where the store does not know its file (the app's own client). */
+  readonly generationFile?: string | false | undefined
+  readonly now?: (() => number) | undefined
+}
 
 const portsLayer = (
-  readOnly: boolean
-): Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady | StoreSchemaTooNew, SqlClient | Tables> =>
+  readOnly: boolean,
+  history: HistorySettings
+): Layer.Layer<SqlPorts, PersistenceError | StoreSchemaNotReady | StoreSchemaTooNew | ReplicationNotSynchronous, SqlClient | Tables> =>
   Layer.scopedContext(Effect.gen(function*() {
     const sql = yield* SqlClient
     const tables = yield* Tables
+    const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+    if (history.requireSynchronousReplication === true) yield* requireSynchronousReplication(sql, dialect)
     if (readOnly) {
       yield* checkSchema(sql, tables).pipe(
         Effect.catchTag("SqlError", (error) => Effect.fail(classified(new PersistenceError({ operation: "checkSchema", cause: error }))))
@@ -112,6 +126,13 @@ const portsLayer = (
       provider_limits: tables.providerLimits,
       operator_action: tables.operatorAction
     }
+    const pgParts = PgConnection.laneParts(sql)
+    const serverHistory = yield* makeSqlServerHistory(sql, tables, dialect, {
+      failoverDoubtMs: history.failoverDoubtMs,
+      generationFile: history.generationFile ?? false,
+      readOnly,
+      now: history.now ?? Date.now
+    }, pgParts?.pool).pipe(Effect.mapError(classified))
     const watches = classifiedPort(makeSqlWatchRepository(sql, tables))
     const operations = classifiedPort(makeSqlOperationRepository(sql, tables))
     const ports = Context.make(Transactor, classifiedPort(makeSqlTransactor(sql, tables.migrations))).pipe(
@@ -122,6 +143,7 @@ const portsLayer = (
       Context.add(RelistRepository, classifiedPort(makeSqlRelistRepository(sql, tables))),
       Context.add(OperatorRepository, classifiedPort(makeSqlOperatorRepository(sql, tables))),
       Context.add(ProviderLimitRepository, classifiedPort(makeSqlProviderLimitRepository(sql, tables))),
+      Context.add(ServerHistory, serverHistory),
       Context.add(StoreSnapshot, {
         snapshot: Effect.gen(function*() {
           const out: Record<string, ReadonlyArray<unknown>> = {}
@@ -146,7 +168,7 @@ const portsLayer = (
         Context.add(WorkSignal, connection.work)
       ) as Context.Context<SqlPorts>
     }
-    const pg = PgConnection.laneParts(sql)
+    const pg = pgParts
     if (pg === undefined) return ports
     // Open: from now on no client stays checked out past the call bound.
     pg.holds.enforce()
@@ -255,7 +277,12 @@ const connectionChecks = (options: unknown) => [
   ["options.checkIntegrityOnOpen", fieldOf(options, "checkIntegrityOnOpen"),
     optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const,
   ["options.prepareStatements", fieldOf(options, "prepareStatements"),
-    optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const
+    optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const,
+  ["options.failoverDoubtMs", fieldOf(options, "failoverDoubtMs"), optional(Rules.nonNegativeInt)] as const,
+  ["options.requireSynchronousReplication", fieldOf(options, "requireSynchronousReplication"),
+    optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const,
+  ["options.generationFile", fieldOf(options, "generationFile"),
+    optional((v) => v === false || (typeof v === "string" && v !== "") ? undefined : "must be a file path or false")] as const
 ]
 
 /**
@@ -272,14 +299,36 @@ export const layer = (
   readers: WinnerReaders = {}
 ): Layer.Layer<
   ConnectorStore | SqlPorts | WinnerReader | SqlClient,
-  PersistenceError | InvalidInput | StoreSchemaNotReady | StoreSchemaTooNew
+  PersistenceError | InvalidInput | StoreSchemaNotReady | StoreSchemaTooNew | ReplicationNotSynchronous
+> => layerAt(connection, readers, Date.now)
+
+/** The SQLite generation file of `connection`: its option, else beside a file database (none for `:memory:`). */
+const generationFileOf = (connection: SqlConnection): string | false => {
+  if (connection.generationFile !== undefined) return connection.generationFile
+  const target = parseDatabaseUrl(connection.url)
+  return typeof target === "string" || target.kind !== "sqlite" || target.mode === "memory" ? false : defaultGenerationFile(target.filename)
+}
+
+/** `layer`, its server history timed by `now` (the Promise store's clock). */
+const layerAt = (
+  connection: SqlConnection,
+  readers: WinnerReaders,
+  now: () => number
+): Layer.Layer<
+  ConnectorStore | SqlPorts | WinnerReader | SqlClient,
+  PersistenceError | InvalidInput | StoreSchemaNotReady | StoreSchemaTooNew | ReplicationNotSynchronous
 > =>
   Layer.unwrapEffect(Effect.suspend(() => {
     const problem = openOptionsProblem("layer", connection, connectionChecks(connection), CONNECTION_OPTIONS) ??
       winnerReadersProblem("layer", readers)
     return problem !== undefined ? Effect.fail(problem) : Effect.succeed(
       ConnectorStore.layer.pipe(
-        Layer.provideMerge(portsLayer(isReadOnlyConnection(connection))),
+        Layer.provideMerge(portsLayer(isReadOnlyConnection(connection), {
+          failoverDoubtMs: connection.failoverDoubtMs,
+          requireSynchronousReplication: connection.requireSynchronousReplication,
+          generationFile: generationFileOf(connection),
+          now
+        })),
         Layer.provideMerge(Layer.succeed(WinnerReader, readers)),
         Layer.provideMerge(Tables.layer(connection.tablePrefix)),
         Layer.provideMerge(layerClient(connection)),
@@ -333,7 +382,7 @@ export const openConnectorStore = async (options: OpenConnectorStoreOptions): Pr
     throw new Error("store not open")
   }
   // The policy stays in the runtime's context: the direct lane decides with it too.
-  const store = layer(connectionOf(options), fromPromiseReaders(options, handleOf)).pipe(
+  const store = layerAt(connectionOf(options), fromPromiseReaders(options, handleOf), () => storeNow()).pipe(
     Layer.provideMerge(OperationPolicy.layer(options.operationPolicy)),
     Layer.provideMerge(ProviderLimitEnforcement.layer(options.providerLimits === true)),
     Layer.tap((context) =>

@@ -18,6 +18,8 @@ export interface TableNames {
   readonly providerLimits: string
   /** The audit log of operators' actions. */
   readonly operatorAction: string
+  /** Which server (or file generation) acknowledged the store's writes, and the last failover or restore noticed. */
+  readonly serverHistory: string
   readonly migrations: string
   /** An index name: the seed's own under the default prefix, prefixed otherwise. */
   readonly index: (seedName: string) => string
@@ -54,6 +56,7 @@ export const tableNames = (prefix: string = DEFAULT_TABLE_PREFIX): TableNames =>
     relistBaseline: `${prefix}relist_baseline`,
     providerLimits: `${prefix}provider_limits`,
     operatorAction: `${prefix}operator_action`,
+    serverHistory: `${prefix}server_history`,
     migrations: `${prefix}schema_migrations`,
     index: (seedName) => prefix === DEFAULT_TABLE_PREFIX ? seedName : `${prefix}${seedName}`
   }

@@ -70,6 +70,26 @@ export interface SqlConnection {
    * 1.21, or without `max_prepared_statements`).
    */
   readonly prepareStatements?: boolean | undefined
+  /**
+   * How long claims stay in doubt after the store notices it talks to a server that may have forgotten writes it
+   * acknowledged (default 10 minutes): a Postgres replica promoted after a failover, a point-in-time restore, or an older
+   * copy of a SQLite file put back (see docs/operations.md). Within it every claim, of a known key or a new one, is handed
+   * out as in doubt: re-sent only with its `reissue`, or parked `reconcile_only` for a person.
+   */
+  readonly failoverDoubtMs?: number | undefined
+  /**
+   * Refuse to open (`ReplicationNotSynchronous`, nothing written) unless every commit of the store's sessions waits for
+   * a synchronous Postgres standby (`synchronous_standby_names` set, `synchronous_commit` `on`, `remote_write` or
+   * `remote_apply`), so that a failover loses no acknowledged write-back. SQLite, which has no replica, always refuses.
+   * Default false.
+   */
+  readonly requireSynchronousReplication?: boolean | undefined
+  /**
+   * Where a SQLite store keeps its generation, the count that tells an older copy of the file put back (default the
+   * database's path with `-generation` appended; `false` for none). Keep it where restoring the database does not
+   * restore it too.
+   */
+  readonly generationFile?: string | false | undefined
 }
 
 /**

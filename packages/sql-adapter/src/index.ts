@@ -25,6 +25,7 @@ export * from "./DatabaseClock.js"
 export * from "./openChecks.js"
 export * from "./databaseUrl.js"
 export * from "./schemaCheck.js"
+export * from "./ServerHistory.js"
 export * as SqliteConnection from "./SqliteConnection.js"
 
 /**

@@ -531,6 +531,32 @@ export const migrations: ReadonlyArray<Migration> = [
     }
   },
   {
+    id: 18,
+    name: "server_history",
+    // Project: one row of which server acknowledged the store's writes (Postgres's system identifier and timeline, or
+    // SQLite's generation) and of the last failover or restore the store noticed, with its window of doubt: a store that
+    // opens on a promoted replica, or on an older copy of its file, hands out claims in doubt instead of sending blind.
+    // The row is written at the first open after this step, never by the step itself. Safe to run twice.
+    up: (sql, t) =>
+      run(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.serverHistory} (
+          id integer PRIMARY KEY,
+          system_identifier text,
+          timeline bigint,
+          generation bigint,
+          recorded_at bigint NOT NULL,
+          noticed_at bigint,
+          doubt_until bigint,
+          lookback_from bigint,
+          noticed_from text,
+          noticed_to text,
+          doubtful_claims bigint NOT NULL DEFAULT 0,
+          ended_by text,
+          ended_at bigint
+        )`
+      ])
+  },
+  {
     id: 19,
     name: "operator_action",
     // Project: the audit log of what people did through an operator page

@@ -17,7 +17,10 @@ export const CONNECTION_OPTIONS = allOptionNames<SqlConnection>()([
   "checkIntegrityOnOpen",
   "applicationName",
   "prepareStatements",
-  "readOnly"
+  "readOnly",
+  "failoverDoubtMs",
+  "requireSynchronousReplication",
+  "generationFile"
 ])
 
 /** The option names of `openConnectorStore`: the connection's, the clock's and the shared ones. */
@@ -35,6 +38,9 @@ export const OPEN_OPTIONS = allOptionNames<OpenConnectorStoreOptions>()([
   "applicationName",
   "prepareStatements",
   "readOnly",
+  "failoverDoubtMs",
+  "requireSynchronousReplication",
+  "generationFile",
   "clock",
   ...COMMON_OPEN_OPTIONS
 ])

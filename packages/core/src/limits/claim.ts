@@ -1,6 +1,7 @@
 import type { AttemptFailure, AttemptFailureResult } from "../operation/attempt.js"
 import { type ClaimDecision, decideClaimLease, type ClaimOperationInput, type FreshClaimValues, markedAtClaim } from "../operation/claim.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
+import type { FailoverDoubt } from "../operation/failover.js"
 import { released } from "../operation/decision.js"
 import type { OperationPolicySettings } from "../operation/policy.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
@@ -16,9 +17,10 @@ export const decideLimitedClaim = (
   fresh: FreshClaimValues,
   policy: OperationPolicySettings,
   limit: ClaimLimit | undefined,
-  now: Millis
+  now: Millis,
+  doubt?: FailoverDoubt | undefined
 ): ClaimDecision => {
-  const decision = decideClaimLease(row, input, fresh, policy, now)
+  const decision = decideClaimLease(row, input, fresh, policy, now, doubt)
   if (limit === undefined || decision.conflict || decision.result.outcome !== "claimed") return markedAtClaim(decision, input, policy, now)
   const limitedBy = { scope: limit.scope, reason: limit.reason }
   if (row === undefined) {

@@ -2,6 +2,7 @@ import type { Millis } from "../watch/ProjectionWatch.js"
 import type { ConnectorOperation, OperationKey } from "./ConnectorOperation.js"
 import { changed, type OperationDecision, released, unchanged } from "./decision.js"
 import { foldedDoubt } from "./doubt.js"
+import { type FailoverDoubt, failoverSuspects } from "./failover.js"
 import { holdsLiveLease, type Lease, leaseColumns, leaseOf } from "./lease.js"
 import type { OperationPolicySettings } from "./policy.js"
 import { type ReissueIntent, safeReissue, type SafeReissue } from "./reissue.js"
@@ -114,20 +115,24 @@ export const newOperation = (
 
 const decided = (decision: OperationDecision<ClaimResult>): ClaimDecision => ({ conflict: false, ...decision })
 
-const finishes = (row: ConnectorOperation, state: "dead" | "reconcile_only", now: Millis): ClaimDecision =>
+const finishes = (row: ConnectorOperation, state: "dead" | "reconcile_only", inDoubtSince: Millis | null, now: Millis): ClaimDecision =>
   decided(changed(
-    bump(row, now, { state, ...released, nextAttemptAt: null, deferReason: null, inDoubtSince: foldedDoubt(row, now) }),
+    bump(row, now, { state, ...released, nextAttemptAt: null, deferReason: null, inDoubtSince }),
     (next) => ({ outcome: "finished", operation: next })
   ))
 
-/** Decides a claim of `input`'s key against the stored row (if any), marking it sent in the same write when `input.markSent` asks. */
+/**
+ * Decides a claim of `input`'s key against the stored row (if any), marking it sent in the same write when `input.markSent`
+ * asks; under a failover's `doubt` (see `FailoverDoubt`) the claim is in doubt as after a crash past the mark.
+ */
 export const decideOperationClaim = (
   row: ConnectorOperation | undefined,
   input: ClaimOperationInput,
   fresh: FreshClaimValues,
   policy: OperationPolicySettings,
-  now: Millis
-): ClaimDecision => markedAtClaim(decideClaimLease(row, input, fresh, policy, now), input, policy, now)
+  now: Millis,
+  doubt?: FailoverDoubt | undefined
+): ClaimDecision => markedAtClaim(decideClaimLease(row, input, fresh, policy, now, doubt), input, policy, now)
 
 /** `decision` with its leased attempt marked sent (`decideMarkSent` folded into the claim's one write) when `input.markSent` asks. */
 export const markedAtClaim = (
@@ -149,18 +154,31 @@ export const markedAtClaim = (
  * Decides the lease of a claim (without its `markSent`): a new key inserts its row leased; a replay converges on the
  * stored row (`finished`, `busy`, `scheduled`, or a new lease). The previous run's marker is folded into
  * `inDoubtSince`; in doubt, a safe reissue intent is handed to the runner and anything else goes `reconcile_only`; out
- * of attempts it goes `dead` (or `reconcile_only` in doubt).
+ * of attempts it goes `dead` (or `reconcile_only` in doubt). Under a failover's `doubt`, a claim `failoverSuspects` is in
+ * doubt from `now` even with no marker: a new key's row is inserted in doubt (leased with its reissue, or `reconcile_only`
+ * unleased when its intent has no safe re-send), a known key's goes the in-doubt way above.
  */
 export const decideClaimLease = (
   row: ConnectorOperation | undefined,
   input: ClaimOperationInput,
   fresh: FreshClaimValues,
   policy: OperationPolicySettings,
-  now: Millis
+  now: Millis,
+  doubt?: FailoverDoubt | undefined
 ): ClaimDecision => {
   const leaseMs = input.leaseMs ?? policy.leaseMs
+  const suspect = failoverSuspects(row, doubt, now)
   if (row === undefined) {
     const next = newOperation(input, fresh, leaseMs, now)
+    if (suspect) {
+      const reissue = safeReissue(input.reissueIntent)
+      if (reissue === undefined) {
+        const parked: ConnectorOperation = { ...next, ...released, state: "reconcile_only", inDoubtSince: now }
+        return decided({ result: { outcome: "finished", operation: parked }, next: parked })
+      }
+      const doubted: ConnectorOperation = { ...next, inDoubtSince: now }
+      return decided({ result: { outcome: "claimed", created: true, operation: doubted, lease: leaseOf(doubted), reissue }, next: doubted })
+    }
     return decided({ result: { outcome: "claimed", created: true, operation: next, lease: leaseOf(next), reissue: null }, next })
   }
   if (row.payloadHash !== input.payloadHash) return { conflict: true }
@@ -171,11 +189,11 @@ export const decideClaimLease = (
   if (row.nextAttemptAt !== null && row.nextAttemptAt > now) {
     return decided(unchanged({ outcome: "scheduled", operation: row, nextAttemptAt: row.nextAttemptAt }))
   }
-  const inDoubtSince = foldedDoubt(row, now)
+  const inDoubtSince = foldedDoubt(row, now) ?? (suspect ? now : null)
   const inDoubt = inDoubtSince !== null
-  if (row.attempts >= policy.maxAttempts) return finishes(row, inDoubt ? "reconcile_only" : "dead", now)
+  if (row.attempts >= policy.maxAttempts) return finishes(row, inDoubt ? "reconcile_only" : "dead", inDoubtSince, now)
   const reissue = inDoubt ? safeReissue(row.reissueIntent) : undefined
-  if (inDoubt && reissue === undefined) return finishes(row, "reconcile_only", now)
+  if (inDoubt && reissue === undefined) return finishes(row, "reconcile_only", inDoubtSince, now)
   return decided(changed(
     bump(row, now, {
       ...leaseColumns(fresh.leaseToken, now, leaseMs),
@@ -193,14 +211,16 @@ export const decideDueClaim = (
   leaseToken: string,
   leaseMs: number,
   policy: OperationPolicySettings,
-  now: Millis
+  now: Millis,
+  doubt?: FailoverDoubt | undefined
 ): OperationDecision<ClaimResult> => {
   const decision = decideOperationClaim(
     row,
     { ...row, reissueIntent: row.reissueIntent as ReissueIntent, leaseMs },
     { nodeKey: row.nodeKey, incarnation: row.incarnation ?? leaseToken, leaseToken },
     policy,
-    now
+    now,
+    doubt
   )
   // The stored payload is the replay's own: a due claim never conflicts.
   if (decision.conflict) throw new Error("a due claim conflicted with its own row")

@@ -11,6 +11,7 @@ import { compareCodePoints } from "../operation/retention.js"
 import { compareWatchIdentities } from "./queries.js"
 import { type PendingAuthCounts, pendingAuthCountsOf, type SyncStateCounts, syncStateCountsOf } from "./syncStates.js"
 import type { SyncStateRow } from "../syncstate/SyncState.js"
+import type { StoreDurability } from "../ports/ServerHistory.js"
 
 /** The due operation that has waited longest (an unset next attempt counts as due since its creation). */
 export interface OldestDueOperation extends OperationKey {
@@ -26,8 +27,8 @@ export interface OldestDueWatch {
   readonly dueAt: Millis
 }
 
-/** A store's health at one moment: rows in each state, what waited longest, and what needs a person. */
-export interface StoreStatus {
+/** A store's rows at one moment: how many in each state, what waited longest, and what needs a person. */
+export interface StoreCounts {
   /** The moment the status describes (ms since the epoch), from the store's clock. */
   readonly at: Millis
   /** How many operations are in each state (every state present, 0 when none). */
@@ -50,6 +51,12 @@ export interface StoreStatus {
   readonly syncStates: SyncStateCounts
   /** Pending authorizations by expiry alone: still usable, and expired (until `deleteExpiredPendingAuth`). */
   readonly pendingAuthorizations: PendingAuthCounts
+}
+
+/** A store's health at one moment: its rows (see `StoreCounts`) and what its deployment guarantees (see `StoreDurability`). */
+export interface StoreStatus extends StoreCounts {
+  /** Whether an acknowledged write can be lost on a failover or restore, and the last one the store noticed. */
+  readonly durability: StoreDurability
 }
 
 const counted = <K extends string>(keys: ReadonlyArray<K>, values: ReadonlyArray<K>): Record<K, number> => {
@@ -80,7 +87,7 @@ export const storeStatusOf = (
     readonly pendingAuthExpiries: ReadonlyArray<Millis>
   },
   now: Millis
-): StoreStatus => {
+): StoreCounts => {
   const dueOperations = tables.operations
     .filter((row) => isDueOperation(row, now))
     .sort((a, b) =>

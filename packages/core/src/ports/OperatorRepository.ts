@@ -4,7 +4,7 @@ import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import { keysetPage } from "../operation/due.js"
 import type { OperatorAction, OperatorActionQuery } from "../operator/actions.js"
 import type { OperatorOperationQuery, OperatorWatchQuery } from "../operator/queries.js"
-import type { StoreStatus } from "../operator/status.js"
+import type { StoreCounts } from "../operator/status.js"
 import type { OperatorSyncStateQuery } from "../operator/syncStates.js"
 import type { SyncStateRow } from "../syncstate/SyncState.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
@@ -25,7 +25,7 @@ export class OperatorRepository extends Context.Tag("@connector-store/core/Opera
   /** A page as `operatorWatchPage` defines it. */
   readonly listWatches: (query: OperatorWatchQuery) => Effect.Effect<ReadonlyArray<ProjectionWatch>, PersistenceError>
   /** The status as `storeStatusOf` defines it, read at `now`. */
-  readonly status: (now: Millis) => Effect.Effect<StoreStatus, PersistenceError>
+  readonly status: (now: Millis) => Effect.Effect<StoreCounts, PersistenceError>
   /** A page of sync-state rows as `operatorSyncStatePage` defines it. */
   readonly listSyncStates: (query: OperatorSyncStateQuery) => Effect.Effect<ReadonlyArray<SyncStateRow>, PersistenceError>
   /** A page of relist runs as `relistRunPage` defines it. */

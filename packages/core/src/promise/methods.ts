@@ -64,7 +64,8 @@ const EFFECT_METHODS = allOptionNames<ConnectorStoreApi>()([
   "releaseSyncLeaseByOperator", "getStoreStatus", "findOperationByNodeKey", "settleOperation", "retryOperation",
   "rearmWatch", "setProviderLimit", "pauseProvider", "resumeProvider", "getProviderLimit", "listProviderLimits",
   "recordOperatorAction", "listOperatorActions",
-  "enqueueOperation"
+  "enqueueOperation",
+  "endFailoverDoubt"
 ])
 
 type EffectMethod = (...args: ReadonlyArray<never>) => Effect.Effect<unknown, unknown>

@@ -1,7 +1,9 @@
-import { Clock, Effect, Metric } from "effect"
+import { Clock, Effect, Metric, Option } from "effect"
 import type { InvalidInput, PersistenceError } from "../errors.js"
 import { optionalLease } from "../operation/checks.js"
 import { type ClaimResult, decideDueClaim } from "../operation/claim.js"
+import { doubtedByFailover } from "../operation/failover.js"
+import { ServerHistory } from "../ports/ServerHistory.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { DueOperationPosition } from "../operation/due.js"
 import { OperationEntropy } from "../operation/entropy.js"
@@ -167,6 +169,7 @@ export const makeDueClaimMethods = Effect.gen(function*() {
   const { withTransaction } = yield* Transactor
   const policy = yield* OperationPolicy
   const entropy = yield* OperationEntropy
+  const history = Option.getOrUndefined(yield* Effect.serviceOption(ServerHistory))
 
   const watches = yield* WatchRepository
   const limited = (yield* ProviderLimitEnforcement).enforce ? yield* makeLimitedOperations : undefined
@@ -192,7 +195,8 @@ export const makeDueClaimMethods = Effect.gen(function*() {
             params.limit,
             operationCursor
           )
-          const decided = due.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now) }))
+          const doubt = history?.doubtAt(now)
+          const decided = due.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now, doubt) }))
           const writes = decided.filter(({ decision }) => decision.next !== undefined)
           const won = yield* operations.updateAll(writes.map(({ decision, row }) => [row, decision.next!] as const))
           // Every row is locked by this transaction: a write that did not match changed nothing, and is left out.
@@ -202,6 +206,7 @@ export const makeDueClaimMethods = Effect.gen(function*() {
           for (const { decision, row } of decided) {
             if (lost.has(row)) continue
             const result = decision.result
+            if (history !== undefined && doubtedByFailover(row, result.outcome, doubt, now)) history.countDoubtful(1)
             if (result.outcome === "claimed") claimed.push(result)
             else if (result.outcome === "finished" && decision.next !== undefined) finished.push(result.operation)
           }

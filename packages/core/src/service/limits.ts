@@ -1,6 +1,8 @@
 import { Clock, Effect, Option } from "effect"
 import type { ConcurrentUpdateExhausted, CorruptRow, InvalidInput, PersistenceError } from "../errors.js"
 import { decideLimitedClaim, pauseAfterFailure } from "../limits/claim.js"
+import { doubtedByFailover } from "../operation/failover.js"
+import { ServerHistory } from "../ports/ServerHistory.js"
 import {
   LIMIT_INPUT_SHAPE,
   limitInputChecks,
@@ -142,6 +144,7 @@ export const makeLimitedOperations = Effect.gen(function*() {
   const { withTransaction } = yield* Transactor
   const policy = yield* OperationPolicy
   const entropy = yield* OperationEntropy
+  const history = Option.getOrUndefined(yield* Effect.serviceOption(ServerHistory))
 
   /** The loads of the capped scopes among `rows` at `now`, by scope key (a pause in force needs none). */
   const loadsOf = (rows: ReadonlyArray<ProviderLimit>, now: Millis): Effect.Effect<ReadonlyMap<string, ScopeLoad>, PersistenceError> => {
@@ -166,13 +169,15 @@ export const makeLimitedOperations = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const fresh = { nodeKey: entropy.token(), incarnation: entropy.token(), leaseToken: entropy.token() }
       const row = Option.getOrUndefined(yield* operations.lockRead(input))
-      const plain = decideLimitedClaim(row, input, fresh, policy, undefined, now)
+      const doubt = history?.doubtAt(now)
+      const plain = decideLimitedClaim(row, input, fresh, policy, undefined, now, doubt)
       if (plain.conflict) return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
       const limit = plain.result.outcome === "claimed" ? yield* claimLimit(input.connectorName, input.accountKey, now) : undefined
-      const decision = limit === undefined ? plain : decideLimitedClaim(row, input, fresh, policy, limit, now)
+      const decision = limit === undefined ? plain : decideLimitedClaim(row, input, fresh, policy, limit, now, doubt)
       if (decision.conflict) return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
       if (decision.next !== undefined) {
         yield* requireWon(yield* (row === undefined ? operations.insert(decision.next) : operations.update(row, decision.next)))
+        if (history !== undefined && doubtedByFailover(row, decision.result.outcome, doubt, now)) history.countDoubtful(1)
       }
       return decision.result
     })))
@@ -256,7 +261,8 @@ export const makeLimitedOperations = Effect.gen(function*() {
         const capped = fresh.filter((row) => row.maxInFlight !== null)
         const loads = capped.length === 0 ? [] : yield* limits.liveLeases(capped.map((row) => row.scope), now)
         room = new Map([...room, ...capped.map((row, i) => [scopeKey(row.scope), roomUnder(row.maxInFlight, loads[i]!.live)] as const)])
-        const decided = read.rows.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now) }))
+        const doubt = history?.doubtAt(now)
+        const decided = read.rows.map((row) => ({ row, decision: decideDueClaim(row, entropy.token(), leaseMs, policy, now, doubt) }))
         const leasing = decided.filter(({ decision, row }) =>
           decision.result.outcome === "claimed" &&
           scopesOfAccount(row.connectorName, row.accountKey).every((scope) => !passedOver.has(scopeKey(scope))))
@@ -270,8 +276,9 @@ export const makeLimitedOperations = Effect.gen(function*() {
         const admitted = new Set(admission.admitted.map(({ entry }) => entry))
         const writes = decided.filter((entry) => entry.decision.next !== undefined && (entry.decision.result.outcome !== "claimed" || admitted.has(entry)))
         const won = yield* operations.updateAll(writes.map(({ decision, row }) => [row, decision.next!] as const))
-        writes.forEach(({ decision }, i) => {
+        writes.forEach(({ decision, row }, i) => {
           if (!won[i]) return
+          if (history !== undefined && doubtedByFailover(row, decision.result.outcome, doubt, now)) history.countDoubtful(1)
           if (decision.result.outcome === "claimed") claimed.push(decision.result)
           else if (decision.result.outcome === "finished") finished.push(decision.result.operation)
         })

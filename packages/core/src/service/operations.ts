@@ -47,6 +47,7 @@ import { firstProblem, LIST, preparing, Rules, taking, validated } from "../vali
 import { makeRunners } from "./hot.js"
 import { cursorOf, paged } from "./paging.js"
 import { operationTransitions } from "./programs.js"
+import { ServerHistory } from "../ports/ServerHistory.js"
 import { chunksOf, DOCUMENT_CHUNK, singleWinnerReader } from "./winners.js"
 import { ProviderLimitEnforcement } from "../limits/ProviderLimit.js"
 import { TOO_MANY_REQUESTS } from "../limits/claim.js"
@@ -143,7 +144,8 @@ export const makeOperationMethods = Effect.gen(function*() {
   const policy = yield* OperationPolicy
   const entropy = yield* OperationEntropy
   const { hot, onPorts } = yield* makeRunners
-  const transitions = operationTransitions(policy, entropy)
+  const history = Option.getOrUndefined(yield* Effect.serviceOption(ServerHistory))
+  const transitions = operationTransitions(policy, entropy, history)
   const limited = (yield* ProviderLimitEnforcement).enforce ? yield* makeLimitedOperations : undefined
   // The reader is fixed for the store's life.
   const finalizeReader = yield* Effect.either(singleWinnerReader("finalizeOperationAndArmWatch", readers))

@@ -35,13 +35,14 @@ import { decideOperatorReleaseSyncLease } from "../syncstate/release.js"
 import { formatSyncStateKey } from "../syncstate/SyncState.js"
 import { OperatorActionRefused, OperatorTargetNotFound } from "../operator/errors.js"
 import type { StoreStatus } from "../operator/status.js"
+import { type EndFailoverDoubtResult, ServerHistory, unknownDurability } from "../ports/ServerHistory.js"
 import { OperationRepository } from "../ports/OperationRepository.js"
 import { OperatorRepository } from "../ports/OperatorRepository.js"
 import { Transactor } from "../ports/Transactor.js"
 import { WatchRepository } from "../ports/WatchRepository.js"
 import { WinnerReader } from "../ports/WinnerReader.js"
 import type { RelistRun, RelistRunState } from "../relist/RelistRun.js"
-import { identityChecks, Rules, taking, validated } from "../validation.js"
+import { fieldOf, identityChecks, Rules, shapeOf, taking, validated } from "../validation.js"
 import { IDENTITY_SHAPE } from "../watch/checks.js"
 import { type Digest, formatWatchIdentity, type Millis, type ProjectionWatch, type WatchIdentity } from "../watch/ProjectionWatch.js"
 import { decideArm } from "../watch/transitions.js"
@@ -78,6 +79,8 @@ export type OperatorSyncLeaseReleaseResult =
 
 export type { OperatorPage } from "./paging.js"
 
+const END_DOUBT_SHAPE = shapeOf(["by"])
+
 type ActionErrors = InvalidInput | PersistenceError | ConcurrentUpdateExhausted | OperatorTargetNotFound | OperatorActionRefused
 type ReadErrors = InvalidInput | PersistenceError
 
@@ -97,8 +100,14 @@ export interface OperatorMethods {
     ownerDID: string,
     options?: { readonly force?: boolean | undefined }
   ) => Effect.Effect<OperatorSyncLeaseReleaseResult, ActionErrors>
-  /** The store's counts and what waits longest, now. */
+  /** The store's counts and what waits longest, now, with what its deployment guarantees (see `StoreDurability`). */
   readonly getStoreStatus: () => Effect.Effect<StoreStatus, PersistenceError>
+  /**
+   * Ends the doubt window of a noticed failover or restore now, on behalf of `by` (who, for the record): claims after it are
+   * decided as usual. For an operator who has checked that nothing acknowledged was lost (the old primary's last
+   * commits compared, or the provider reconciled); `none` when no window is in force.
+   */
+  readonly endFailoverDoubt: (input: { readonly by: string }) => Effect.Effect<EndFailoverDoubtResult, ReadErrors>
   /** The operation of a node key, whoever called or owns it. */
   readonly findOperationByNodeKey: (nodeKey: string) => Effect.Effect<Option.Option<ConnectorOperation>, ReadErrors>
   /**
@@ -142,6 +151,7 @@ export const makeOperatorMethods = Effect.gen(function*() {
       Effect.mapError(found, () => new OperatorTargetNotFound({ method, what: "operation", identity: formatOperationKey(key) })))
 
   const { onPorts } = yield* makeRunners
+  const history = Option.getOrUndefined(yield* Effect.serviceOption(ServerHistory))
   // With no reader, a settle arms with the watch's last winner.
   const settleReader = hasReader ? yield* Effect.orDie(singleWinnerReader("settleOperation", readers)) : undefined
 
@@ -222,7 +232,19 @@ export const makeOperatorMethods = Effect.gen(function*() {
         })))
       })),
 
-    getStoreStatus: () => Effect.flatMap(Clock.currentTimeMillis, operator.status),
+    getStoreStatus: () =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.zipWith(
+          operator.status(now),
+          history === undefined ? Effect.succeed(unknownDurability("memory")) : history.report,
+          (counts, durability): StoreStatus => ({ ...counts, durability })
+        )),
+
+    endFailoverDoubt: taking("endFailoverDoubt", ["input"], [END_DOUBT_SHAPE], (input: { readonly by: string }) =>
+      validated("endFailoverDoubt", [["input", input, Rules.record], ["input.by", fieldOf(input, "by"), Rules.id]], () =>
+        history === undefined
+          ? Effect.succeed<EndFailoverDoubtResult>({ outcome: "none" })
+          : Effect.flatMap(Clock.currentTimeMillis, (now) => history.endDoubt(input.by, now)))),
 
     findOperationByNodeKey: (nodeKey) =>
       validated("findOperationByNodeKey", [["nodeKey", nodeKey, Rules.id]], () => operations.getByNodeKey(nodeKey)),

@@ -4,6 +4,8 @@ import { type ConnectorOperation, formatOperationKey, type OperationKey } from "
 import { decideEnqueue, type EnqueueOperationInput, type EnqueueResult } from "../operation/enqueue.js"
 import type { OperationDecision } from "../operation/decision.js"
 import type { OperationEntropy } from "../operation/entropy.js"
+import { doubtedByFailover } from "../operation/failover.js"
+import type { ServerHistory } from "../ports/ServerHistory.js"
 import { InvalidInput } from "../errors.js"
 import {
   armedByFinalize,
@@ -186,24 +188,39 @@ const operationWrite = <R>(
 const wrongFinalize = (method: string, op: string, instead: string) =>
   new InvalidInput({ method, field: "key", reason: `names a ${op} write-back: finalize it with ${instead}` })
 
-/** The operation transitions under `policy`, drawing tokens from `entropy`. */
-export const operationTransitions = (policy: OperationPolicySettings, entropy: OperationEntropy["Type"]) => {
+/**
+ * The operation transitions under `policy`, drawing tokens from `entropy`; claims are decided under the failover doubt
+ * `history` reports (none without one).
+ */
+export const operationTransitions = (
+  policy: OperationPolicySettings,
+  entropy: OperationEntropy["Type"],
+  history?: ServerHistory["Type"] | undefined
+) => {
   /** Fresh tokens for one try of a claim: a lost try may have lost on a node key clash. */
   const freshValues = (): FreshClaimValues => ({ nodeKey: entropy.token(), incarnation: entropy.token(), leaseToken: entropy.token() })
 
   /** One try of a claim: the insert first (exactly one of concurrent claims of a key inserts), then the stored row decided. */
   const claimTry = (rows: ProgramRows, input: ClaimOperationInput, now: Millis, locked: boolean): Step<ClaimResult> => {
     const fresh = freshValues()
-    const created = decideOperationClaim(undefined, input, fresh, policy, now)
+    const doubt = history?.doubtAt(now)
+    /** The claim's result, counted when the failover's doubt alone put it in doubt. */
+    const counted = (row: ConnectorOperation | undefined, result: ClaimResult): ClaimResult => {
+      if (history !== undefined && doubtedByFailover(row, result.outcome, doubt, now)) history.countDoubtful(1)
+      return result
+    }
+    const created = decideOperationClaim(undefined, input, fresh, policy, now, doubt)
     const decideStored = (): Step<ClaimResult> =>
       after(locked ? rows.operations.lockRead(input) : rows.operations.get(input), (row) => {
         if (row === undefined) throw LOST_RACE
-        const decision = decideOperationClaim(row, input, fresh, policy, now)
+        const decision = decideOperationClaim(row, input, fresh, policy, now, doubt)
         if (decision.conflict) throw new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
-        return applyOperation(rows, row, decision)
+        return decision.next === undefined
+          ? done(decision.result)
+          : afterWon(rows.operations.update(row, decision.next), () => done(counted(row, decision.result)))
       })
     return !created.conflict && created.next !== undefined
-      ? after(rows.operations.insert(created.next), (inserted) => inserted ? done(created.result) : decideStored())
+      ? after(rows.operations.insert(created.next), (inserted) => inserted ? done(counted(undefined, created.result)) : decideStored())
       : decideStored()
   }
 
