@@ -12,7 +12,7 @@ import { copyFileSync, existsSync, rmSync } from "node:fs"
 import pg from "pg"
 import { afterAll, describe, expect, it } from "vitest"
 import { claimInput } from "./operations.fixtures.js"
-import { editOf, EventLedger, tally, writeBack } from "./support/failoverLedger.js"
+import { editOf, EventLedger, tally, writeBack, type WriteBackEnd } from "./support/failoverLedger.js"
 import { freshPrefix, freshSqlitePath, pgAvailable, pgDatabaseForFile } from "./support/databases.js"
 
 const POLICY: OperationPolicySettings = {
@@ -102,7 +102,7 @@ const WATCH_DUE = NOW + 3_600_000
 
 /** Runs every edit of `ns` through `store`, one after another. */
 const replay = async (store: SqlConnectorStore, ns: ReadonlyArray<number>, ledger: EventLedger) => {
-  const ends = []
+  const ends: Array<WriteBackEnd> = []
   for (const n of ns) ends.push(await writeBack(store, editOf(n), ledger, WATCH_DUE))
   return ends
 }

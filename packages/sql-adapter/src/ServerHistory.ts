@@ -10,7 +10,7 @@ import {
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Data, Duration, Effect, Fiber, Runtime, type Scope, Schedule } from "effect"
+import { Clock, Data, Duration, Effect, Fiber, Runtime, type Scope, Schedule } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type Pg from "pg"
@@ -54,6 +54,8 @@ export interface ServerHistoryOptions {
   readonly readOnly: boolean
   /** The store's clock. */
   readonly now: () => number
+  /** How long a new Postgres connection's identity check may take before the connection is let through unchecked. */
+  readonly connectTimeoutMs?: number | undefined
 }
 
 interface HistoryRow {
@@ -367,35 +369,45 @@ export const makeSqlServerHistory = (
     yield* Effect.mapError(raiseIfWritten, failed)
 
     if (pool !== undefined) {
-      // Every new connection asks which server it reached before any statement of the store runs on it: pg sends a
-      // client's queries one after another, and this one's answer is handled before the next is sent.
-      const onConnect = (client: Pg.PoolClient) => {
-        client.query(IDENTITY_SQL, (error: Error | null, result: Pg.QueryResult | undefined) => {
-          if (error !== null && error !== undefined) return
-          const current = identityOfPg(result?.rows[0])
-          const known = state.known
-          if (known === undefined || !forgetsWrites(known, current)) return
-          const now = options.now()
-          state.failover = { noticedAt: now, until: now + windowMs, lookbackFrom: now - windowMs, from: known, to: current, doubtfulClaims: 0, ended: null }
-          state.known = current
-          Runtime.runFork(runtime)(Effect.ignore(noticeFrom(known, current)))
-        })
-      }
-      const noticeFrom = (from: ServerIdentity, current: ServerIdentity) =>
+      // Every new connection asks which server it reached before the pool hands it to any call of the store (pg-pool's
+      // `onConnect`): a call on a promoted server is decided under the doubt it opens.
+      const noticeFrom = (current: ServerIdentity) =>
         Effect.gen(function*() {
           const row = yield* readRow
           if (row !== undefined && forgetsWrites(identityOfRow(row), current)) yield* notice(identityOfRow(row), current)
           yield* adopt(yield* readRow)
         })
-      pool.on("connect", onConnect)
-      yield* Effect.addFinalizer(() => Effect.sync(() => pool.off("connect", onConnect)))
+      const settings = pool as unknown as { readonly options: { onConnect?: ((client: Pg.PoolClient) => Promise<void>) | undefined } }
+      settings.options.onConnect = async (client) => {
+        let current: ServerIdentity
+        try {
+          // A server that accepts the connection but never answers is left to the call's own bound.
+          const answer = await Promise.race([client.query(IDENTITY_SQL), unanswered(options.connectTimeoutMs ?? 10_000)])
+          if (answer === undefined) return
+          current = identityOfPg(answer.rows[0])
+        } catch {
+          return
+        }
+        const known = state.known
+        if (known === undefined || !forgetsWrites(known, current)) return
+        const now = options.now()
+        state.failover = { noticedAt: now, until: now + windowMs, lookbackFrom: now - windowMs, from: known, to: current, doubtfulClaims: 0, ended: null }
+        state.known = current
+        Runtime.runFork(runtime)(Effect.ignore(noticeFrom(current)))
+      }
+      yield* Effect.addFinalizer(() => Effect.sync(() => {
+        settings.options.onConnect = undefined
+      }))
     }
 
     // Between connections (a pooler keeps the store's connections across a failover), and to adopt what other processes
     // noticed or an operator ended: a check on a schedule.
     const every = dialect === "pg" ? IDENTITY_CHECK_MS : GENERATION_INTERVAL_MS
     const tick = dialect === "pg" ? check : Effect.zipRight(raiseIfWritten, Effect.flatMap(readRow, adopt))
-    const loop = yield* Effect.forkDaemon(Effect.repeat(Effect.ignore(tick), Schedule.spaced(Duration.millis(every))))
+    // On the machine's own clock: these are checks of the world, paced in real time even under a test's clock.
+    const loop = yield* Effect.forkDaemon(
+      Effect.withClock(Effect.repeat(Effect.ignore(tick), Schedule.spaced(Duration.millis(every))), Clock.make())
+    )
     yield* Effect.addFinalizer(() => Fiber.interrupt(loop))
 
     const service: ServerHistory["Type"] = {
@@ -449,6 +461,13 @@ export const makeSqlServerHistory = (
         }).pipe(Effect.mapError(failed))
     }
     return service
+  })
+
+/** Resolves with nothing after `ms`, holding no process open. */
+const unanswered = (ms: number): Promise<undefined> =>
+  new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), ms)
+    timer.unref?.()
   })
 
 /** `text` with `$n` parameters as `dialect` takes them: as they are on Postgres, `?` in order (params repeated) on SQLite. */

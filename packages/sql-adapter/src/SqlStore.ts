@@ -131,7 +131,8 @@ const portsLayer = (
       failoverDoubtMs: history.failoverDoubtMs,
       generationFile: history.generationFile ?? false,
       readOnly,
-      now: history.now ?? Date.now
+      now: history.now ?? Date.now,
+      connectTimeoutMs: pgParts?.pool.options.connectionTimeoutMillis
     }, pgParts?.pool).pipe(Effect.mapError(classified))
     const watches = classifiedPort(makeSqlWatchRepository(sql, tables))
     const operations = classifiedPort(makeSqlOperationRepository(sql, tables))

@@ -3,6 +3,9 @@ import {
   type CorruptRowReport,
   formatOperationKey,
   formatWatchIdentity,
+  type ReplicationReport,
+  type ServerIdentity,
+  type StoreDurability,
   type StoreStatus
 } from "@connector-store/core"
 import { Effect } from "effect"
@@ -53,6 +56,43 @@ export const corruptCountsOf = (store: ConnectorStore["Type"]) =>
     return Object.fromEntries(Array.from(keys, ([table, seen]) => [table, seen.size])) as CorruptCounts
   })
 
+const identityText = (identity: ServerIdentity): string =>
+  identity.generation !== null
+    ? `generation ${identity.generation}`
+    : `system ${identity.systemIdentifier ?? "?"}, timeline ${identity.timeline ?? "?"}`
+
+const durabilityText = (durability: StoreDurability): string => {
+  const verdict = durability.canLoseAcknowledgedWrites === null
+    ? "unknown"
+    : durability.canLoseAcknowledgedWrites
+    ? "an acknowledged write can be lost on a failover or restore"
+    : "no acknowledged write is lost on a failover"
+  const detection = durability.detecting ? "" : "; a failover would not be noticed"
+  return `${verdict}: ${durability.explanation}${detection}`
+}
+
+const replicationText = (replication: ReplicationReport): string => {
+  const standbys = replication.standbys.length === 0
+    ? "no standby streaming"
+    : replication.standbys.map((standby) =>
+      `${standby.name} ${standby.syncState} ${standby.state}${standby.replayLagMs === null ? "" : `, replay ${standby.replayLagMs} ms behind`}`
+    ).join("; ")
+  const names = replication.synchronousStandbyNames === "" ? "none" : replication.synchronousStandbyNames
+  return `synchronous_commit ${replication.synchronousCommit}, synchronous standbys ${names}; ${standbys}`
+}
+
+const failoverText = (durability: StoreDurability, now: number): string => {
+  const failover = durability.failover
+  if (failover === null) return "none noticed"
+  const window = failover.ended !== null
+    ? `window ended by ${failover.ended.by} ${relativeTime(failover.ended.at, now)}`
+    : now < failover.until
+    ? `claims in doubt until ${isoTime(failover.until)} (${relativeTime(failover.until, now)})`
+    : `window over ${relativeTime(failover.until, now)}; rows last written in the ${Math.round((failover.noticedAt - failover.lookbackFrom) / 1000)} s before it stay in doubt until claimed`
+  return `noticed ${relativeTime(failover.noticedAt, now)} (${identityText(failover.from)} -> ${identityText(failover.to)}); ${window}; ` +
+    `${failover.doubtfulClaims} claim(s) handed out in doubt because of it`
+}
+
 /** The status as a person reads it; `corrupt` counts the rows that cannot be decoded, by table. */
 export const statusText = (status: StoreStatus, corrupt: CorruptCounts = {}): string => {
   const now = status.at
@@ -87,6 +127,9 @@ export const statusText = (status: StoreStatus, corrupt: CorruptCounts = {}): st
         ? "none"
         : `${formatWatchIdentity(status.oldestDueWatch.identity)}, due ${relativeTime(status.oldestDueWatch.dueAt, now)}`
     ],
+    ["durability", durabilityText(status.durability)],
+    ...(status.durability.replication === null ? [] : [["replication", replicationText(status.durability.replication)] as const]),
+    ["failover", failoverText(status.durability, now)],
     [
       "rows that cannot be decoded",
       corruptTables.length === 0 ? "none" : `${counts(corrupt)} (see connector-store show, and the operator guide to repair)`
@@ -102,7 +145,19 @@ const statusJson = (status: StoreStatus, corrupt: CorruptCounts) => ({
   oldestDueOperation: status.oldestDueOperation === null
     ? null
     : { ...status.oldestDueOperation, dueAt: isoTime(status.oldestDueOperation.dueAt) },
-  oldestDueWatch: status.oldestDueWatch === null ? null : { ...status.oldestDueWatch, dueAt: isoTime(status.oldestDueWatch.dueAt) }
+  oldestDueWatch: status.oldestDueWatch === null ? null : { ...status.oldestDueWatch, dueAt: isoTime(status.oldestDueWatch.dueAt) },
+  durability: {
+    ...status.durability,
+    failover: status.durability.failover === null ? null : {
+      ...status.durability.failover,
+      noticedAt: isoTime(status.durability.failover.noticedAt),
+      until: isoTime(status.durability.failover.until),
+      lookbackFrom: isoTime(status.durability.failover.lookbackFrom),
+      ended: status.durability.failover.ended === null
+        ? null
+        : { ...status.durability.failover.ended, at: isoTime(status.durability.failover.ended.at) }
+    }
+  }
 })
 
 /** `status`: counts by table and state, what waits longest, and what needs a person. */
