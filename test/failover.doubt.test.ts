@@ -4,8 +4,10 @@ import {
   decideDueClaim,
   decideOperationClaim,
   type FailoverDoubt,
-  type OperationPolicySettings
+  type OperationPolicySettings,
+  StoreMetrics
 } from "@connector-store/core"
+import { Effect, Metric } from "effect"
 import { openConnectorStore, readGeneration, type SqlConnectorStore } from "@connector-store/sql-adapter"
 import Database from "better-sqlite3"
 import { copyFileSync, existsSync, rmSync } from "node:fs"
@@ -100,6 +102,10 @@ describe("the claim decision under a failover's doubt", () => {
 
 const WATCH_DUE = NOW + 3_600_000
 
+/** The metrics of the failover doubt, as an exporter reads them. */
+const doubtfulCount = () => Effect.runSync(Metric.value(StoreMetrics.failoverDoubtfulClaims)).count
+const gauge = () => Effect.runSync(Metric.value(StoreMetrics.failoverDoubtUntil)).value
+
 /** Runs every edit of `ns` through `store`, one after another. */
 const replay = async (store: SqlConnectorStore, ns: ReadonlyArray<number>, ledger: EventLedger) => {
   const ends: Array<WriteBackEnd> = []
@@ -154,12 +160,15 @@ describe("an older copy of a SQLite file put back", () => {
       const status = await restored.getStoreStatus()
       expect(status.durability).toMatchObject({ backend: "sqlite", canLoseAcknowledgedWrites: true, detecting: true })
       expect(status.durability.failover).toMatchObject({ doubtfulClaims: 0, ended: null })
+      expect(gauge()).toBe(status.durability.failover!.until)
+      const counted = doubtfulCount()
       const ends = await replay(restored, range(1, 100), ledger)
       // 1..50 the copy has committed; of 51..100, the 45 with a conditional re-send go out with it (412, then looked
       // up: ours had landed), the 5 without one wait for a person.
       expect(tally(ends)).toEqual({ already: 50, reissued: 45, reconcile_only: 5 })
       expect(ledger.doubleApplied).toBe(0)
       expect((await restored.getStoreStatus()).durability.failover?.doubtfulClaims).toBe(50)
+      expect(doubtfulCount() - counted).toBe(50)
     } finally {
       await restored.close()
     }
@@ -180,6 +189,8 @@ describe("an older copy of a SQLite file put back", () => {
     const { restored } = await restoredSqlite({})
     try {
       expect(await restored.endFailoverDoubt({ by: "ops@example.com" })).toMatchObject({ outcome: "ended", failover: { ended: { by: "ops@example.com" } } })
+      expect(gauge()).toBe(0)
+      await expect(restored.endFailoverDoubt({ by: "" })).rejects.toMatchObject({ _tag: "InvalidInput", field: "input.by" })
       expect((await restored.claimOperation(editOf(77))).outcome === "claimed" && (await restored.getOperation(editOf(77))))
         .toMatchObject({ inDoubtSince: null })
       expect(await restored.endFailoverDoubt({ by: "ops@example.com" })).toEqual({ outcome: "none" })

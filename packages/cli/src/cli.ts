@@ -4,7 +4,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import { collectCommand, rearmCommand, retryCommand, settleCommand } from "./commands/actions.js"
+import { collectCommand, endFailoverDoubtCommand, rearmCommand, retryCommand, settleCommand } from "./commands/actions.js"
 import { operationsCommand, watchesCommand } from "./commands/lists.js"
 import { migrateCommand } from "./commands/migrate.js"
 import { relistCommand } from "./commands/relist.js"
@@ -36,7 +36,8 @@ export const rootCommand = Command.make("connector-store").pipe(
     syncCommand,
     limitsCommand,
     simulateCommand,
-    dashboardCommand
+    dashboardCommand,
+    endFailoverDoubtCommand
   ])
 )
 

@@ -6,7 +6,8 @@ import {
   type ReplicationReport,
   type ServerHistory,
   type ServerIdentity,
-  type StoreDurability
+  type StoreDurability,
+  StoreMetrics
 } from "@connector-store/core"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -219,8 +220,15 @@ export const requireSynchronousReplication = (
 class HistoryState {
   /** The identity this process last confirmed; undefined until the first check answered. */
   known: ServerIdentity | undefined
-  /** The last failover noticed (by this process, or another's, read from the row). */
-  failover: NoticedFailover | undefined
+  private noticed: NoticedFailover | undefined
+  /** The last failover noticed (by this process, or another's, read from the row); its window's end in the metrics. */
+  get failover(): NoticedFailover | undefined {
+    return this.noticed
+  }
+  set failover(noticed: NoticedFailover | undefined) {
+    this.noticed = noticed
+    StoreMetrics.failoverDoubtUntil.unsafeUpdate(noticed === undefined || noticed.ended !== null ? 0 : noticed.until, [])
+  }
   /** Claims counted in doubt not yet added to the row. */
   unflushed = 0
   /** Whether the server tells its identity at all. */

@@ -66,3 +66,12 @@ export const collectCommand = Command.make("collect", {
   Command.withDescription("Delete finished operations no longer needed (the retention rule), oldest first")
 )
 
+
+/** `end-failover-doubt`: ends the window of doubt a noticed failover or restore opened. */
+export const endFailoverDoubtCommand = Command.make("end-failover-doubt", {
+  ...databaseOptions,
+  json,
+  by: Options.text("by").pipe(Options.withDescription("Who ends it, for the record (a name or an email)"))
+}, (options) => loaded(handlers, (handler) => handler.endFailoverDoubt(options))).pipe(Command.withDescription(
+  "End the window of doubt of a noticed failover or restore early, once its lost commits are known: claims are decided as usual again"
+))

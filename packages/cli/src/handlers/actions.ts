@@ -3,7 +3,7 @@ import { Clock, Effect, Option } from "effect"
 import { CliError, type DatabaseOptions, withStore } from "../store.js"
 import { printable } from "../table.js"
 import { requiredOperationKeyOf } from "../target.js"
-import { parseTime, relativeTime } from "../time.js"
+import { isoTime, parseTime, relativeTime } from "../time.js"
 import { operationJson, output, watchJson } from "../views.js"
 
 /** The options of an action on one operation: its key and `--json`. */
@@ -154,5 +154,23 @@ export const collect = (options: DatabaseOptions & {
         `collected ${operations} finished operation${operations === 1 ? "" : "s"}` +
         (options.relistRuns ? ` and ${runs} ended relist run${runs === 1 ? "" : "s"}` : "") +
         ` last updated before ${new Date(before).toISOString()}`
+    )
+  })
+
+/** `end-failover-doubt`: ends the window of doubt of the failover (or restore) noticed last. */
+export const endFailoverDoubt = (options: DatabaseOptions & { readonly json: boolean; readonly by: string }) =>
+  Effect.gen(function*() {
+    const result = yield* withStore(options, (store) => store.endFailoverDoubt({ by: options.by }))
+    yield* output(
+      options.json,
+      () => result.outcome === "none" ? result : {
+        outcome: result.outcome,
+        failover: { ...result.failover, noticedAt: isoTime(result.failover.noticedAt), until: isoTime(result.failover.until) }
+      },
+      () =>
+        result.outcome === "none"
+          ? "no window of doubt is in force"
+          : `ended the window of doubt of the failover noticed ${isoTime(result.failover.noticedAt)} ` +
+            `(${result.failover.doubtfulClaims} claim(s) went out in doubt): claims are decided as usual again`
     )
   })

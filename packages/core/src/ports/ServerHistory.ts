@@ -2,6 +2,7 @@ import { Context, type Effect } from "effect"
 import type { PersistenceError } from "../errors.js"
 import type { FailoverDoubt } from "../operation/failover.js"
 import type { Millis } from "../watch/ProjectionWatch.js"
+import { StoreMetrics } from "../service/metrics.js"
 
 /** Which server (or file) answered: what the store compares with what it recorded to notice a failover or a restore. */
 export interface ServerIdentity {
@@ -88,6 +89,12 @@ export class ServerHistory extends Context.Tag("@connector-store/core/ServerHist
   /** Ends the window in force at `now` on behalf of `by`: claims after it are decided as if no failover had been noticed. */
   readonly endDoubt: (by: string, now: Millis) => Effect.Effect<EndFailoverDoubtResult, PersistenceError>
 }>() {}
+
+/** Counts one claim the failover put in doubt: on `history`, and in `StoreMetrics.failoverDoubtfulClaims`. */
+export const countDoubtfulClaim = (history: ServerHistory["Type"]): void => {
+  history.countDoubtful(1)
+  StoreMetrics.failoverDoubtfulClaims.unsafeUpdate(1, [])
+}
 
 /** The report of a store whose adapter keeps no server history. */
 export const unknownDurability = (backend: StoreDurability["backend"]): StoreDurability => ({

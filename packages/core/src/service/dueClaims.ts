@@ -3,7 +3,7 @@ import type { InvalidInput, PersistenceError } from "../errors.js"
 import { optionalLease } from "../operation/checks.js"
 import { type ClaimResult, decideDueClaim } from "../operation/claim.js"
 import { doubtedByFailover } from "../operation/failover.js"
-import { ServerHistory } from "../ports/ServerHistory.js"
+import { countDoubtfulClaim, ServerHistory } from "../ports/ServerHistory.js"
 import type { ConnectorOperation } from "../operation/ConnectorOperation.js"
 import type { DueOperationPosition } from "../operation/due.js"
 import { OperationEntropy } from "../operation/entropy.js"
@@ -206,7 +206,7 @@ export const makeDueClaimMethods = Effect.gen(function*() {
           for (const { decision, row } of decided) {
             if (lost.has(row)) continue
             const result = decision.result
-            if (history !== undefined && doubtedByFailover(row, result.outcome, doubt, now)) history.countDoubtful(1)
+            if (history !== undefined && doubtedByFailover(row, result.outcome, doubt, now)) countDoubtfulClaim(history)
             if (result.outcome === "claimed") claimed.push(result)
             else if (result.outcome === "finished" && decision.next !== undefined) finished.push(result.operation)
           }

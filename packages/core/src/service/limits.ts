@@ -2,7 +2,7 @@ import { Clock, Effect, Option } from "effect"
 import type { ConcurrentUpdateExhausted, CorruptRow, InvalidInput, PersistenceError } from "../errors.js"
 import { decideLimitedClaim, pauseAfterFailure } from "../limits/claim.js"
 import { doubtedByFailover } from "../operation/failover.js"
-import { ServerHistory } from "../ports/ServerHistory.js"
+import { countDoubtfulClaim, ServerHistory } from "../ports/ServerHistory.js"
 import {
   LIMIT_INPUT_SHAPE,
   limitInputChecks,
@@ -177,7 +177,7 @@ export const makeLimitedOperations = Effect.gen(function*() {
       if (decision.conflict) return yield* new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
       if (decision.next !== undefined) {
         yield* requireWon(yield* (row === undefined ? operations.insert(decision.next) : operations.update(row, decision.next)))
-        if (history !== undefined && doubtedByFailover(row, decision.result.outcome, doubt, now)) history.countDoubtful(1)
+        if (history !== undefined && doubtedByFailover(row, decision.result.outcome, doubt, now)) countDoubtfulClaim(history)
       }
       return decision.result
     })))
@@ -278,7 +278,7 @@ export const makeLimitedOperations = Effect.gen(function*() {
         const won = yield* operations.updateAll(writes.map(({ decision, row }) => [row, decision.next!] as const))
         writes.forEach(({ decision, row }, i) => {
           if (!won[i]) return
-          if (history !== undefined && doubtedByFailover(row, decision.result.outcome, doubt, now)) history.countDoubtful(1)
+          if (history !== undefined && doubtedByFailover(row, decision.result.outcome, doubt, now)) countDoubtfulClaim(history)
           if (decision.result.outcome === "claimed") claimed.push(decision.result)
           else if (decision.result.outcome === "finished") finished.push(decision.result.operation)
         })

@@ -29,7 +29,16 @@ export const StoreMetrics = {
     "items returned by one due sweep"
   ),
   /** Rows a list read or sweep skipped because they do not decode, tagged `table`. */
-  corruptRowsSkipped
+  corruptRowsSkipped,
+  /** Claims handed out in doubt only because a failover or restore was noticed (each a reissue, or a person's). */
+  failoverDoubtfulClaims: Metric.counter("connector_store_failover_doubtful_claims", {
+    description: "claims handed out in doubt because a failover or restore was noticed",
+    incremental: true
+  }),
+  /** When the window of doubt of the failover noticed last ends (ms since the epoch); 0 when none is in force. */
+  failoverDoubtUntil: Metric.gauge("connector_store_failover_doubt_until_ms", {
+    description: "when the window of doubt of a noticed failover or restore ends, 0 when none is in force"
+  })
 } as const
 
 /** One series of a `StoreMetrics` metric with its tags fixed, built once from its full key (cheaper than `Metric.tagged`). */

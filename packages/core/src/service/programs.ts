@@ -5,7 +5,7 @@ import { decideEnqueue, type EnqueueOperationInput, type EnqueueResult } from ".
 import type { OperationDecision } from "../operation/decision.js"
 import type { OperationEntropy } from "../operation/entropy.js"
 import { doubtedByFailover } from "../operation/failover.js"
-import type { ServerHistory } from "../ports/ServerHistory.js"
+import { countDoubtfulClaim, type ServerHistory } from "../ports/ServerHistory.js"
 import { InvalidInput } from "../errors.js"
 import {
   armedByFinalize,
@@ -206,7 +206,7 @@ export const operationTransitions = (
     const doubt = history?.doubtAt(now)
     /** The claim's result, counted when the failover's doubt alone put it in doubt. */
     const counted = (row: ConnectorOperation | undefined, result: ClaimResult): ClaimResult => {
-      if (history !== undefined && doubtedByFailover(row, result.outcome, doubt, now)) history.countDoubtful(1)
+      if (history !== undefined && doubtedByFailover(row, result.outcome, doubt, now)) countDoubtfulClaim(history)
       return result
     }
     const created = decideOperationClaim(undefined, input, fresh, policy, now, doubt)
