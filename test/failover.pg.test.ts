@@ -1,4 +1,5 @@
 import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
+import * as net from "node:net"
 import { afterAll, describe, expect, it } from "vitest"
 import { editOf, EventLedger, tally, writeBack, type WriteBackEnd } from "./support/failoverLedger.js"
 import {
@@ -114,6 +115,41 @@ const failoverRun = async (mode: "async" | "sync", failoverDoubtMs?: number) => 
   }
 }
 
+/**
+ * One address in front of whichever server is primary (a virtual IP, a DNS name, a managed endpoint): `switchTo` sends
+ * new connections to another server and closes the open ones, as a failover of such an address does.
+ */
+const floatingAddress = async (port: number) => {
+  let target = port
+  const open = new Set<net.Socket>()
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target, "127.0.0.1")
+    open.add(client).add(upstream)
+    const end = () => {
+      client.destroy()
+      upstream.destroy()
+      open.delete(client)
+      open.delete(upstream)
+    }
+    client.on("error", end).on("close", end)
+    upstream.on("error", end).on("close", end)
+    client.pipe(upstream).pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const address = server.address() as net.AddressInfo
+  return {
+    url: `postgres://postgres@127.0.0.1:${address.port}/postgres`,
+    switchTo: (next: number) => {
+      target = next
+      for (const socket of open) socket.destroy()
+    },
+    close: () => {
+      for (const socket of open) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  }
+}
+
 describe.runIf(failoverAvailable)("a real Postgres failover (Postgres)", () => {
   afterAll(cleanup)
 
@@ -137,6 +173,43 @@ describe.runIf(failoverAvailable)("a real Postgres failover (Postgres)", () => {
     const run = await failoverRun("async", 0)
     expect(run.noticed.failover).toMatchObject({ from: { timeline: 1 }, to: { timeline: 2 } })
     expect(run.doubleApplied).toBe(DURING + IN_FLIGHT)
+  }, 120_000)
+
+  it("under a running store, behind one address: the first connection to the promoted server opens the window", async () => {
+    const primary = await startPrimary()
+    const replica = await startReplica(primary, { mode: "async" })
+    const address = await floatingAddress(primary.port)
+    const ledger = new EventLedger()
+    const store = await open(address.url)
+    try {
+      await drive(store, range(1, 20), ledger)
+      await waitForReplay(primary, replica)
+      await cutReplication(replica)
+      await drive(store, range(21, 40), ledger)
+      await primary.crash()
+      await promote(replica)
+      address.switchTo(replica.port)
+      // The store was never reopened: its calls fail while the address has no server, then reach the promoted one on
+      // new connections, each checked before it is handed to a call.
+      const ends: Array<WriteBackEnd> = []
+      for (const n of range(1, 40)) {
+        for (let tries = 0; ; tries++) {
+          try {
+            ends.push(await writeBack(store, editOf(n), ledger, store.now() + WATCH_DUE_IN_MS))
+            break
+          } catch (error) {
+            if (tries > 50) throw error
+            await new Promise((resolve) => setTimeout(resolve, 100))
+          }
+        }
+      }
+      expect(ledger.doubleApplied).toBe(0)
+      expect(tally(ends)).toEqual({ already: 20, reissued: 18, reconcile_only: 2 })
+      expect((await store.getStoreStatus()).durability.failover).toMatchObject({ from: { timeline: 1 }, to: { timeline: 2 }, doubtfulClaims: 20 })
+    } finally {
+      await store.close()
+      await address.close()
+    }
   }, 120_000)
 
   it("synchronous: nothing acknowledged is lost, nothing is applied twice, and the failover is noticed all the same", async () => {
