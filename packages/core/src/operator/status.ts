@@ -11,7 +11,7 @@ import { compareCodePoints } from "../operation/retention.js"
 import { compareWatchIdentities } from "./queries.js"
 import { type PendingAuthCounts, pendingAuthCountsOf, type SyncStateCounts, syncStateCountsOf } from "./syncStates.js"
 import type { SyncStateRow } from "../syncstate/SyncState.js"
-import type { StoreDurability } from "../ports/ServerHistory.js"
+import type { StoreDurability } from "./durability.js"
 
 /** The due operation that has waited longest (an unset next attempt counts as due since its creation). */
 export interface OldestDueOperation extends OperationKey {

@@ -2,7 +2,8 @@ import { Clock, Effect, Option } from "effect"
 import type { ConcurrentUpdateExhausted, CorruptRow, InvalidInput, PersistenceError } from "../errors.js"
 import { decideLimitedClaim, pauseAfterFailure } from "../limits/claim.js"
 import { doubtedByFailover } from "../operation/failover.js"
-import { countDoubtfulClaim, ServerHistory } from "../ports/ServerHistory.js"
+import { ServerHistory } from "../ports/ServerHistory.js"
+import { countDoubtfulClaim } from "./serverHistory.js"
 import {
   LIMIT_INPUT_SHAPE,
   limitInputChecks,

@@ -5,7 +5,8 @@ import { decideEnqueue, type EnqueueOperationInput, type EnqueueResult } from ".
 import type { OperationDecision } from "../operation/decision.js"
 import type { OperationEntropy } from "../operation/entropy.js"
 import { doubtedByFailover } from "../operation/failover.js"
-import { countDoubtfulClaim, type ServerHistory } from "../ports/ServerHistory.js"
+import type { ServerHistory } from "../ports/ServerHistory.js"
+import { countDoubtfulClaim } from "./serverHistory.js"
 import { InvalidInput } from "../errors.js"
 import {
   armedByFinalize,
