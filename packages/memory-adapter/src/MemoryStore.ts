@@ -11,10 +11,12 @@ import {
   RelistRepository,
   type PromiseConnectorStore,
   type PromiseWinnerReaders,
+  ServerHistory,
   StoreSnapshot,
   SyncStateRepository,
   Transactor,
   WatchRepository,
+  unknownDurability,
   WinnerReader,
   type WinnerReaders
 } from "@connector-store/core"
@@ -51,6 +53,14 @@ export interface MemoryTransaction {
 export type MemoryPorts = Transactor | WatchRepository | OperationRepository | StoreSnapshot | SyncStateRepository | PendingAuthRepository
   | RelistRepository | OperatorRepository | ProviderLimitRepository
 
+/** A memory store's server history: nothing survives a restart to be forgotten by a failover, so no claim is put in doubt. */
+const MEMORY_HISTORY: ServerHistory["Type"] = {
+  doubtAt: () => undefined,
+  countDoubtful: () => undefined,
+  report: Effect.succeed(unknownDurability("memory")),
+  endDoubt: () => Effect.succeed({ outcome: "none" })
+}
+
 /** The ports over an existing in-memory database. */
 export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> => {
   const watches = makeMemoryWatchRepository(db)
@@ -60,6 +70,7 @@ export const portsOf = (db: MemoryDatabase): Context.Context<MemoryPorts> => {
   // store with serviceOption, so they are not in the type.
   return Context.make(DirectDatabase, makeMemoryDirect(db, { watches, operations })).pipe(
     Context.add(WorkSignal, db.notices),
+    Context.add(ServerHistory, MEMORY_HISTORY),
     Context.add(Transactor, { withTransaction: (effect) => db.withTransaction(effect) }),
     Context.add(WatchRepository, watches),
     Context.add(OperationRepository, operations),

@@ -40,7 +40,7 @@ import {
   WinnerReaderMissing,
   WinnerReadFailed
 } from "@connector-store/core"
-import { StoreSchemaNotReady, StoreSchemaTooNew } from "@connector-store/sql-adapter"
+import { ReplicationNotSynchronous, StoreSchemaNotReady, StoreSchemaTooNew } from "@connector-store/sql-adapter"
 
 export type * from "@connector-store/core"
 export {
@@ -56,6 +56,7 @@ export {
   PersistenceError,
   ReentrantCall,
   RelistRunNotComplete,
+  ReplicationNotSynchronous,
   RelistRunNotFound,
   ReservedArmReason,
   StoreClosed,
@@ -100,6 +101,7 @@ export const STORE_ERRORS = {
   PersistenceError,
   ReentrantCall,
   RelistRunNotComplete,
+  ReplicationNotSynchronous,
   RelistRunNotFound,
   ReservedArmReason,
   StoreClosed,

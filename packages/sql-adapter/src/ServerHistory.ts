@@ -34,9 +34,13 @@ const WAITING_COMMITS = ["on", "remote_write", "remote_apply"]
  * lost on a failover. Nothing was written. `reason` says what is missing.
  */
 export class ReplicationNotSynchronous extends Data.TaggedError("ReplicationNotSynchronous")<{
+  /** What the server lacks, in words. */
   readonly reason: string
+  /** The store's sessions' `synchronous_commit`; null on SQLite. */
   readonly synchronousCommit: string | null
+  /** The server's `synchronous_standby_names`; null on SQLite. */
   readonly synchronousStandbyNames: string | null
+  /** The method that refused to open. */
   readonly method?: string | undefined
 }> {
   override get message(): string {
@@ -116,6 +120,9 @@ export const forgetsWrites = (recorded: ServerIdentity, current: ServerIdentity)
   if (current.timeline === null || recorded.timeline === null) return false
   return current.systemIdentifier !== recorded.systemIdentifier || current.timeline !== recorded.timeline
 }
+
+const sameServer = (a: ServerIdentity, b: ServerIdentity): boolean =>
+  a.systemIdentifier === b.systemIdentifier && a.timeline === b.timeline && a.generation === b.generation
 
 /** The failover doubt `noticed` puts on claims (its window and lookback as they stand). */
 const doubtOf = (noticed: NoticedFailover): FailoverDoubt => ({
@@ -284,8 +291,10 @@ export const makeSqlServerHistory = (
       Effect.gen(function*() {
         const recorded = row === undefined ? undefined : failoverOfRow(row)
         const local = state.failover
-        // A window noticed here and not yet on the row stays until the row carries one at least as late.
-        state.failover = recorded !== undefined && (local === undefined || recorded.noticedAt >= local.noticedAt || local.ended !== null)
+        // A window noticed here and not yet on the row stays until the row records it (the same server noticed, by
+        // whichever process first) or a later one.
+        state.failover = recorded !== undefined &&
+            (local === undefined || local.ended !== null || recorded.noticedAt >= local.noticedAt || sameServer(recorded.to, local.to))
           ? recorded
           : local
         if (state.unflushed > 0 && recorded !== undefined && state.failover === recorded && !options.readOnly) {

@@ -384,7 +384,8 @@ export const ENTRY_POINTS: ReadonlyArray<EntryPoint> = [
         reissueIntent: { constant: { kind: "conditional-update", ifMatch: "etag-0" } }
       })
     ]]
-  }
+  },
+  { method: "endFailoverDoubt", params: [["input", rec({ by: id("ops@example.com") })]] }
 ]
 
 /** The entry points that take no input at all, so no call of theirs can be bad. */

@@ -54,7 +54,9 @@ export interface NoticedFailover extends FailoverDoubt {
  * - `failover`: the last failover or restore noticed, while its window runs or its lookback still applies; null when none.
  */
 export interface StoreDurability {
+  /** Which kind of database the store writes to. */
   readonly backend: "postgres" | "sqlite" | "memory"
+  /** Whether a failover or restore can lose a write the store acknowledged (see above); null when it cannot tell. */
   readonly canLoseAcknowledgedWrites: boolean | null
   /** Why, in a sentence an operator can act on. */
   readonly explanation: string
@@ -62,6 +64,7 @@ export interface StoreDurability {
   readonly server: ServerIdentity | null
   /** Postgres's replication settings; null elsewhere. */
   readonly replication: ReplicationReport | null
+  /** The last failover or restore noticed, with its window; null when none was. */
   readonly failover: NoticedFailover | null
   /** Whether a failover would be noticed: false where the server hides its identity or the store is read-only. */
   readonly detecting: boolean
