@@ -2,6 +2,7 @@ import {
   type ClaimOperationInput,
   type ConnectorOperation,
   decideDueClaim,
+  decideEnqueue,
   decideOperationClaim,
   type FailoverDoubt,
   type OperationPolicySettings,
@@ -63,6 +64,14 @@ describe("the claim decision under a failover's doubt", () => {
     const decision = claimed(row, claimInput(), WINDOW)
     expect(decision.result).toMatchObject({ outcome: "claimed", created: false, reissue: { kind: "conditional-update" } })
     expect(decision.next?.inDoubtSince).toBe(NOW)
+  })
+
+  it("an enqueue of a new key queues it in doubt; of a known key it changes nothing", () => {
+    const queued = decideEnqueue(undefined, claimInput(), FRESH, NOW, WINDOW)
+    expect(queued).toMatchObject({ conflict: false, next: { state: "attempted", inDoubtSince: NOW, leaseToken: null } })
+    expect(decideEnqueue(undefined, claimInput(), FRESH, NOW, undefined)).toMatchObject({ next: { inDoubtSince: null } })
+    const row = releasedRow(claimInput(), NOW - 1_000)
+    expect(decideEnqueue(row, claimInput(), FRESH, NOW, WINDOW)).toMatchObject({ next: undefined, result: { outcome: "known" } })
   })
 
   it("a due claim is decided the same way", () => {
@@ -195,6 +204,19 @@ describe("an older copy of a SQLite file put back", () => {
         .toMatchObject({ inDoubtSince: null })
       expect(await restored.endFailoverDoubt({ by: "ops@example.com" })).toEqual({ outcome: "none" })
       expect((await restored.getStoreStatus()).durability.failover?.ended?.by).toBe("ops@example.com")
+    } finally {
+      await restored.close()
+    }
+  })
+
+  it("an edit enqueued in the window is queued in doubt: the worker's claim, even after the window, hands out its reissue", async () => {
+    const { restored } = await restoredSqlite({})
+    try {
+      expect(await restored.enqueueOperation(editOf(201))).toMatchObject({ outcome: "enqueued", operation: { inDoubtSince: expect.any(Number) } })
+      await restored.endFailoverDoubt({ by: "ops@example.com" })
+      const due = await restored.claimDueOperations({ limit: 10 })
+      expect(due.claimed.find((claim) => claim.operation.operationID === "edit-201")).toMatchObject({ reissue: { kind: "conditional-update" } })
+      expect((await restored.enqueueOperation(editOf(202))).operation.inDoubtSince).toBeNull()
     } finally {
       await restored.close()
     }

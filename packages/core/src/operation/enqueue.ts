@@ -3,6 +3,7 @@ import type { ClaimOperationInput, FreshClaimValues } from "./claim.js"
 import { newOperation } from "./claim.js"
 import type { ConnectorOperation } from "./ConnectorOperation.js"
 import { type OperationDecision, released, unchanged } from "./decision.js"
+import { type FailoverDoubt, failoverSuspects } from "./failover.js"
 
 /** What an app hands over with `enqueueOperation`: a claim's input without the lease, which a worker takes later. */
 export type EnqueueOperationInput = Omit<ClaimOperationInput, "leaseMs" | "markSent">
@@ -35,16 +36,19 @@ export const queuedOperation = (input: EnqueueOperationInput, fresh: FreshEnqueu
 
 /**
  * Decides an enqueue of `input`'s key against the stored row (if any): a new key inserts its queued row; a known key with the
- * same payload changes nothing, whatever its state; another payload is a conflict.
+ * same payload changes nothing, whatever its state; another payload is a conflict. Under a failover's `doubt` a new key's
+ * row is queued in doubt, so that whichever claim takes it, inside the window or after it, hands it out as in doubt.
  */
 export const decideEnqueue = (
   row: ConnectorOperation | undefined,
   input: EnqueueOperationInput,
   fresh: FreshEnqueueValues,
-  now: Millis
+  now: Millis,
+  doubt?: FailoverDoubt | undefined
 ): EnqueueDecision => {
   if (row === undefined) {
-    const next = queuedOperation(input, fresh, now)
+    const queued = queuedOperation(input, fresh, now)
+    const next = failoverSuspects(undefined, doubt, now) ? { ...queued, inDoubtSince: now } : queued
     return { conflict: false, next, result: { outcome: "enqueued", operation: next } }
   }
   if (row.payloadHash !== input.payloadHash) return { conflict: true }

@@ -228,16 +228,21 @@ export const operationTransitions = (
   /** One try of an enqueue: the insert first, as a claim's, then the stored row decided (nothing written for a known key). */
   const enqueueTry = (rows: ProgramRows, input: EnqueueOperationInput, now: Millis, locked: boolean): Step<EnqueueResult> => {
     const fresh = { nodeKey: entropy.token(), incarnation: entropy.token() }
-    const created = decideEnqueue(undefined, input, fresh, now)
+    const doubt = history?.doubtAt(now)
+    const created = decideEnqueue(undefined, input, fresh, now, doubt)
     const decideStored = (): Step<EnqueueResult> =>
       after(locked ? rows.operations.lockRead(input) : rows.operations.get(input), (row) => {
         if (row === undefined) throw LOST_RACE
-        const decision = decideEnqueue(row, input, fresh, now)
+        const decision = decideEnqueue(row, input, fresh, now, doubt)
         if (decision.conflict) throw new IdempotencyConflict({ callerDID: input.callerDID, operationID: input.operationID })
         return applyOperation(rows, row, decision)
       })
     return !created.conflict && created.next !== undefined
-      ? after(rows.operations.insert(created.next), (inserted) => inserted ? done(created.result) : decideStored())
+      ? after(rows.operations.insert(created.next), (inserted) => {
+        if (!inserted) return decideStored()
+        if (history !== undefined && created.next?.inDoubtSince !== null) countDoubtfulClaim(history)
+        return done(created.result)
+      })
       : decideStored()
   }
 
