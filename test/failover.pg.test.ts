@@ -1,7 +1,17 @@
-import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
-import * as net from "node:net"
 import { afterAll, describe, expect, it } from "vitest"
 import { editOf, EventLedger, tally, writeBack, type WriteBackEnd } from "./support/failoverLedger.js"
+import {
+  BEFORE,
+  drive,
+  DURING,
+  floatingAddress,
+  IN_FLIGHT,
+  open,
+  PREFIX,
+  range,
+  sendWithoutFinalize,
+  WATCH_DUE_IN_MS
+} from "./support/failoverRun.js"
 import {
   cleanup,
   cutReplication,
@@ -17,55 +27,6 @@ import {
 // falls behind (its link cut, asynchronous) or keeps up (synchronous); the primary crashes, the replica is promoted, and
 // every edit is replayed through a store on the promoted server, as the runners coming back would. The provider's
 // ledger counts what was applied twice.
-
-const PREFIX = "failover_"
-const WATCH_DUE_IN_MS = 3_600_000
-/** Edits committed while the replica keeps up, then while it is cut off (or still keeping up), then in flight at the crash. */
-const BEFORE = 60
-const DURING = 60
-const IN_FLIGHT = 10
-const LOOPS = 4
-
-const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)
-
-const open = (url: string, failoverDoubtMs?: number) =>
-  openConnectorStore({
-    url,
-    tablePrefix: PREFIX,
-    readWinner: () => null,
-    callTimeoutMs: 3_000,
-    connectTimeoutMs: 2_000,
-    maxConnections: LOOPS,
-    failoverDoubtMs
-  })
-
-/** `ns` driven by `LOOPS` write-back loops at once; what each ended with, by edit. */
-const drive = async (store: SqlConnectorStore, ns: ReadonlyArray<number>, ledger: EventLedger) => {
-  const ends = new Map<number, WriteBackEnd>()
-  const queue = [...ns]
-  await Promise.all(Array.from({ length: LOOPS }, async () => {
-    for (let n = queue.shift(); n !== undefined; n = queue.shift()) {
-      ends.set(n, await writeBack(store, editOf(n), ledger, store.now() + WATCH_DUE_IN_MS))
-    }
-  }))
-  return ends
-}
-
-/** How long the leases of the runners that die with the primary last: the ones coming back wait that long for them. */
-const DYING_LEASE_MS = 500
-
-/** Edits claimed and sent, their answer never recorded: the runner died with the primary. Answers when their leases end. */
-const sendWithoutFinalize = async (store: SqlConnectorStore, ns: ReadonlyArray<number>, ledger: EventLedger) => {
-  let leasesEnd = 0
-  for (const n of ns) {
-    const edit = editOf(n)
-    const claim = await store.claimOperation({ ...edit, markSent: true, leaseMs: DYING_LEASE_MS })
-    if (claim.outcome !== "claimed") throw new Error(`edit ${n} was not claimed: ${claim.outcome}`)
-    leasesEnd = Math.max(leasesEnd, claim.lease.expiresAt)
-    ledger.update(edit.sourceID!, edit.operationID)
-  }
-  return leasesEnd
-}
 
 const committedOn = async (url: string): Promise<ReadonlySet<string>> =>
   new Set((await queryOn<{ operation_id: string }>(url, `SELECT operation_id FROM ${PREFIX}operation WHERE state = 'committed'`)).rows
@@ -112,41 +73,6 @@ const failoverRun = async (mode: "async" | "sync", failoverDoubtMs?: number) => 
     }
   } finally {
     await second.close()
-  }
-}
-
-/**
- * One address in front of whichever server is primary (a virtual IP, a DNS name, a managed endpoint): `switchTo` sends
- * new connections to another server and closes the open ones, as a failover of such an address does.
- */
-const floatingAddress = async (port: number) => {
-  let target = port
-  const open = new Set<net.Socket>()
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target, "127.0.0.1")
-    open.add(client).add(upstream)
-    const end = () => {
-      client.destroy()
-      upstream.destroy()
-      open.delete(client)
-      open.delete(upstream)
-    }
-    client.on("error", end).on("close", end)
-    upstream.on("error", end).on("close", end)
-    client.pipe(upstream).pipe(client)
-  })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const address = server.address() as net.AddressInfo
-  return {
-    url: `postgres://postgres@127.0.0.1:${address.port}/postgres`,
-    switchTo: (next: number) => {
-      target = next
-      for (const socket of open) socket.destroy()
-    },
-    close: () => {
-      for (const socket of open) socket.destroy()
-      return new Promise<void>((resolve) => server.close(() => resolve()))
-    }
   }
 }
 
