@@ -32,11 +32,29 @@ export interface RunFacts {
   readonly unsettled: ReadonlyArray<string>
   readonly writeStates: ReadonlyMap<string | null, string>
   readonly integrity: string | null
+  /** A failover run's facts (absent otherwise). */
+  readonly failover?: FailoverFacts | undefined
+}
+/** What a failover run adds to the facts. */
+export interface FailoverFacts {
+  readonly mode: "async" | "sync"
+  /** The timeline the promoted server is on. */
+  readonly timelineAfter: number
+  /** When the primary was crashed (epoch ms). */
+  readonly crashAt: number
+  /** The store's `getStoreStatus().durability.failover` after the run. */
+  readonly noticed: { readonly to: { readonly timeline: number | null } } | null
+  /** The keys a claim answered or the provider saw before the crash that the promoted server lacked. */
+  readonly forgotten: ReadonlyArray<string>
+  /** The keys replayed on the promoted server (their rows were missing after the load). */
+  readonly replayed: ReadonlyArray<string>
 }
 /** The verdict: the offending keys (or messages) per check. */
 export interface Verdict {
-  readonly violations: Readonly<Record<"duplicates" | "lost" | "stuck" | "misreported" | "untyped" | "busy" | "integrity", ReadonlyArray<string>>>
+  readonly violations: Readonly<Record<"duplicates" | "lost" | "stuck" | "misreported" | "untyped" | "busy" | "integrity" | "failover", ReadonlyArray<string>>>
   readonly details: Readonly<Record<string, ReadonlyArray<string>>>
+  /** The keys the failover forgot: how many, how many the provider had applied before the crash, were replayed, still have no row. */
+  readonly forgotten: { readonly keys: number; readonly applied: number; readonly replayed: number; readonly unreplayed: number }
 }
 export declare const readLines: (path: string) => Array<Record<string, unknown>>
 export declare const judge: (facts: RunFacts) => Verdict

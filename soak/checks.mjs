@@ -7,14 +7,24 @@
 //                apply (a conditional re-send with a stale etag gets 412 and
 //                a taken deterministic id 409, so a sanctioned reissue that
 //                applies twice is a provider or runner fault);
-//   lost         a key a claim answered for, or the provider saw, without a row;
+//   lost         a key a claim answered for, or the provider saw, without a row
+//                (in a failover run, except a row the promoted server never had:
+//                one the failover forgot, which the replay could not bring back);
 //   stuck        an attempted row with a lapsed lease, due, that the sweep
 //                did not return, or one the recovery pass could not settle;
 //   misreported  a document whose write state says `failed` although the
 //                provider applied its write, or `committed` although it never did;
 //   untyped      a rejection without a store `_tag` reaching a worker;
 //   busy         SQLITE_BUSY reaching a caller;
-//   integrity    SQLite's `PRAGMA integrity_check` not `ok`.
+//   integrity    SQLite's `PRAGMA integrity_check` not `ok`;
+//   failover     (failover runs) the store did not notice the promoted server
+//                (its status shows no failover to the timeline it is on), or a
+//                synchronous standby, promoted, lacked something acknowledged.
+// A failover run's forgotten keys are no violation by themselves: Postgres
+// forgets what an asynchronous replica had not received. What the store owes
+// them is the rest: a forgotten edit replayed in the failover's doubt is
+// re-sent only as its reissue (else a duplicate), and ends committed only if
+// the provider applied it (else misreported), so exactly once.
 import { readFileSync } from "node:fs"
 import { providerWithLedger } from "@connector-store/testkit/provider"
 
@@ -59,11 +69,29 @@ const describeEntry = (entry) => {
     `${entry.pastLease ? " LATE: arrived after its run's lease expired" : ""}`
 }
 
+/** The failover checks: the store noticed the promoted server, and a synchronous standby forgot nothing. */
+const failoverViolations = (failover, forgotten) => {
+  if (failover === undefined) return []
+  const found = []
+  const noticed = failover.noticed
+  if (noticed === null || noticed === undefined) found.push("the store's status shows no failover")
+  else if (noticed.to.timeline !== failover.timelineAfter) {
+    found.push(`the store's status shows a failover to timeline ${noticed.to.timeline}, the promoted server is on ${failover.timelineAfter}`)
+  }
+  if (failover.mode === "sync" && forgotten.size > 0) {
+    found.push(`the promoted synchronous standby lacked ${forgotten.size} acknowledged keys: ${[...forgotten].slice(0, 5).join(", ")}`)
+  }
+  return found
+}
+
 /**
- * Judges a run: `{ ledger, events, rows, missedBySweep, unsettled, writeStates, integrity }`
- * → `{ violations: { duplicates: [...keys], lost, stuck, misreported, untyped, busy, integrity }, details }`.
+ * Judges a run: `{ ledger, events, rows, missedBySweep, unsettled, writeStates, integrity, failover? }`
+ * → `{ violations: { duplicates: [...keys], lost, stuck, misreported, untyped, busy, integrity, failover }, details, forgotten }`;
+ * `failover` (failover runs): `{ mode, timelineAfter, noticed (the store's `durability.failover`), forgotten (keys
+ * acknowledged or sent before the crash the promoted server lacked), replayed }`. `forgotten` in the verdict counts
+ * them: `{ keys, applied (the provider had applied), replayed, unreplayed }`.
  */
-export const judge = ({ ledger, events, rows, missedBySweep, unsettled, writeStates, integrity }) => {
+export const judge = ({ ledger, events, rows, missedBySweep, unsettled, writeStates, integrity, failover }) => {
   const byKey = groupBy([...ledger].sort((a, b) => a.n - b.n), (entry) => entry.request.key)
   const doubled = new Map([...byKey].map(([key, entries]) => [key, providerWithLedger(entries).check()]).filter(([, found]) => found.length > 0))
   const duplicates = [...doubled.keys()].sort()
@@ -73,7 +101,8 @@ export const judge = ({ ledger, events, rows, missedBySweep, unsettled, writeSta
     ...events.filter((event) => event.type === "claim-answer").map((event) => event.key),
     ...byKey.keys()
   ])
-  const lost = [...known].filter((key) => !rowKeys.has(key)).sort()
+  const forgotten = new Set(failover?.forgotten ?? [])
+  const lost = [...known].filter((key) => !rowKeys.has(key) && !forgotten.has(key)).sort()
   const stuck = [...new Set([...missedBySweep, ...unsettled])].sort()
   const misreported = []
   for (const row of rows) {
@@ -93,9 +122,17 @@ export const judge = ({ ledger, events, rows, missedBySweep, unsettled, writeSta
   return {
     violations: {
       duplicates, lost, stuck, misreported, untyped: violationsOf("untyped"), busy: violationsOf("busy"),
-      integrity: integrity === null || integrity === "ok" ? [] : [integrity]
+      integrity: integrity === null || integrity === "ok" ? [] : [integrity],
+      failover: failoverViolations(failover, forgotten)
     },
-    details
+    details,
+    forgotten: {
+      keys: forgotten.size,
+      applied: new Set(ledger.filter((entry) => entry.applied && entry.t < (failover?.crashAt ?? 0) && forgotten.has(entry.request.key))
+        .map((entry) => entry.request.key)).size,
+      replayed: (failover?.replayed ?? []).filter((key) => forgotten.has(key)).length,
+      unreplayed: [...forgotten].filter((key) => !rowKeys.has(key)).length
+    }
   }
 }
 

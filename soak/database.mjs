@@ -1,6 +1,7 @@
 // The soak's database: a SQLite file in a fresh folder, or a fresh Postgres
-// database on 127.0.0.1:5432 (dropped after the run); and raw reads of the
-// operation table for the checks, independent of the store's own code.
+// database on 127.0.0.1:5432 (dropped after the run) or on the failover
+// soak's own cluster; and raw reads of the operation table for the checks,
+// independent of the store's own code.
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -11,8 +12,9 @@ import pg from "pg"
 const PG_ADMIN_URL = process.env.CONNECTOR_STORE_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const OPERATIONS = "kubun_connector_operation"
 
-const withAdmin = async (use) => {
-  const client = new pg.Client({ connectionString: PG_ADMIN_URL, connectionTimeoutMillis: 5_000 })
+const withClient = async (connectionString, use) => {
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5_000 })
+  client.on("error", () => {})
   await client.connect()
   try {
     return await use(client)
@@ -27,8 +29,15 @@ export const scratchFolder = () => {
   return { dir, path: (name) => join(dir, name), remove: () => rmSync(dir, { recursive: true, force: true }) }
 }
 
-/** Creates the run's database: `{ url, rows(), integrity(), drop() }`. */
-export const createDatabase = async (backend, folder) => {
+/** The table's rows at `url` (a Postgres database URL). */
+export const rowsAt = (url) => withClient(url, async (client) => (await client.query(`SELECT * FROM ${OPERATIONS}`)).rows)
+
+/**
+ * Creates the run's database: `{ url, rows(), integrity(), drop() }`; on
+ * Postgres through `adminUrl` (the failover soak's floating address: its
+ * cluster goes with the run, so nothing is dropped).
+ */
+export const createDatabase = async (backend, folder, adminUrl) => {
   if (backend === "sqlite") {
     const url = folder.path("soak.sqlite")
     const open = () => new Database(url, { readonly: true, fileMustExist: true })
@@ -53,24 +62,19 @@ export const createDatabase = async (backend, folder) => {
       drop: async () => {}
     }
   }
+  const admin = adminUrl ?? PG_ADMIN_URL
   const name = `cs_soak_${process.pid}_${randomBytes(3).toString("hex")}`
-  await withAdmin((client) => client.query(`CREATE DATABASE ${name}`))
-  const url = new URL(PG_ADMIN_URL)
+  await withClient(admin, (client) => client.query(`CREATE DATABASE ${name}`))
+  const url = new URL(admin)
   url.pathname = `/${name}`
-  const withDatabase = async (use) => {
-    const client = new pg.Client({ connectionString: url.toString() })
-    await client.connect()
-    try {
-      return await use(client)
-    } finally {
-      await client.end()
-    }
-  }
   return {
     url: url.toString(),
-    rows: () => withDatabase(async (client) => (await client.query(`SELECT * FROM ${OPERATIONS}`)).rows),
+    name,
+    rows: () => rowsAt(url.toString()),
     integrity: async () => null,
-    drop: () => withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+    drop: async () => {
+      if (adminUrl === undefined) await withClient(admin, (client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+    }
   }
 }
 

@@ -2,11 +2,13 @@
 // --seconds N, --workers W, --seed S, --keep (keep the run's files),
 // --min-kills K (fail unless at least K workers were SIGKILLed: a short
 // run on a loaded machine, where kills wait for a spare, still proves it
-// survived that many).
+// survived that many), --failover (Postgres only: the soak's own primary and
+// streaming replica, the primary crashed and the replica promoted midway;
+// asynchronous unless --sync).
 
 /** The options, with their defaults; an unknown or malformed option is an error naming it. */
 export const parseArgs = (argv) => {
-  const options = { backend: "sqlite", seconds: 60, workers: 4, seed: Math.floor(Math.random() * 2 ** 31), keep: false, minKills: 0 }
+  const options = { backend: "sqlite", seconds: 60, workers: 4, seed: Math.floor(Math.random() * 2 ** 31), keep: false, minKills: 0, failover: false, sync: false }
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]
     const value = () => {
@@ -31,8 +33,12 @@ export const parseArgs = (argv) => {
       case "--seed": options.seed = Math.round(positive(value())); break
       case "--keep": options.keep = true; break
       case "--min-kills": options.minKills = Math.round(positive(value())); break
+      case "--failover": options.failover = true; break
+      case "--sync": options.sync = true; break
       default: throw new Error(`unknown option ${flag}`)
     }
   }
+  if (options.sync && !options.failover) throw new Error("--sync needs --failover")
+  if (options.failover && options.backend !== "postgres") throw new Error("--failover needs --backend postgres")
   return options
 }

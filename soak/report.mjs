@@ -1,5 +1,7 @@
 // The soak's printed summary: what ran, what was injected, and the verdict
-// (`duplicates 0 · lost 0 · stuck 0` and the other checks, or the offending keys).
+// (`duplicates 0 · lost 0 · stuck 0` and the other checks, or the offending keys);
+// a failover run's failover: when, the timelines, what the promoted server
+// forgot, what the store noticed and how many claims it put in doubt.
 
 const tally = (items, keyOf) => {
   const counts = {}
@@ -7,6 +9,29 @@ const tally = (items, keyOf) => {
   return counts
 }
 const list = (counts) => Object.entries(counts).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(" · ")
+
+const seconds = (ms) => `${(ms / 1_000).toFixed(1)} s`
+
+/** The failover lines of a failover run. */
+const failoverLines = (stats, verdict) => {
+  const f = stats.failover
+  const noticed = f.noticed
+  const after = stats.ledger.filter((entry) => entry.t >= f.switchedAt)
+  const reissues = after.filter((entry) => entry.request.reissue !== null && entry.request.reissue !== undefined)
+  const forgotten = verdict.forgotten
+  return [
+    `failover ${f.mode}: ${f.cutAt === null ? "" : `replica cut, ${seconds(f.crashAt - f.cutAt)} later `}primary crashed, ` +
+    `promoted in ${seconds(f.promotedAt - f.crashAt)}, address switched · timeline ${f.timelineBefore} → ${f.timelineAfter}`,
+    `  forgotten by the promoted server: ${forgotten.keys} keys acknowledged or sent before the crash (${forgotten.applied} applied at the provider)` +
+    ` · replayed ${f.replayed.length} edits without a row (${list(tally(f.replayResults, (result) => result))  || "none"}) · still without a row ${forgotten.unreplayed}`,
+    noticed === null || noticed === undefined
+      ? "  noticed: NOT by the store (its status shows no failover)"
+      : `  noticed by the store ${seconds(noticed.noticedAt - f.switchedAt)} after the switch, timeline ${noticed.from.timeline} → ${noticed.to.timeline}` +
+        ` · claims put in doubt ${noticed.doubtfulClaims} · window until +${seconds(noticed.until - noticed.noticedAt)}`,
+    `  after the switch: provider requests ${after.length}, reissues ${reissues.length} (${list(tally(reissues, (entry) => entry.status)) || "none"})` +
+    ` · parked reconcile_only ${stats.rows.filter((row) => row.state === "reconcile_only").length}`
+  ]
+}
 
 /** The summary lines of a run. */
 export const formatReport = (stats, verdict) => {
@@ -27,6 +52,7 @@ export const formatReport = (stats, verdict) => {
     `faults injected ${injected}: ${list(faults)}`,
     `typed errors: ${list(typed) || "none"}`,
     `integrity ${stats.integrity ?? "n/a (postgres)"} · untyped ${v.untyped.length} · busy ${v.busy.length} · misreported ${v.misreported.length}`,
+    ...(stats.failover === undefined ? [] : failoverLines(stats, verdict)),
     `duplicates ${v.duplicates.length} · lost ${v.lost.length} · stuck ${v.stuck.length}`
   ]
   for (const [name, keys] of Object.entries(v)) {

@@ -94,6 +94,8 @@ const tick = async () => {
   }
   const input = await newKey()
   if (input === null) return
+  // The edit itself, so the failover soak can replay the ones the promoted server forgot, as the app would.
+  report({ type: "edit", input })
   // Half the claims mark their request sent themselves (claimOperation({ markSent: true })): a kill between
   // such a claim and its request leaves the operation in doubt, to be re-sent only as its reissue says.
   const sending = rng.chance(0.5)

@@ -35,7 +35,7 @@ const clean: RunFacts = {
 describe("judge", () => {
   it("finds nothing in a clean run: a refused conditional re-send (412) or a taken id (409) is no second application", () => {
     const verdict = judge({ ...clean, ledger: [...clean.ledger, request("a", 409, false, { reissue: "deterministic-create" })] })
-    expect(verdict.violations).toEqual({ duplicates: [], lost: [], stuck: [], misreported: [], untyped: [], busy: [], integrity: [] })
+    expect(verdict.violations).toEqual({ duplicates: [], lost: [], stuck: [], misreported: [], untyped: [], busy: [], integrity: [], failover: [] })
     expect(failed(verdict)).toBe(false)
   })
 
@@ -92,6 +92,58 @@ describe("judge", () => {
     expect(verdict.violations.busy).toEqual(["worker w2 markOperationSent: SQLITE_BUSY"])
     expect(verdict.violations.integrity).toEqual(["row 3 missing from index"])
     expect(judge({ ...clean, integrity: null }).violations.integrity).toEqual([])
+  })
+})
+
+describe("judge, after a failover", () => {
+  // Keys acknowledged before the crash (t 1 000) at 5 000: "kept" survived on the promoted server, "gone" did not and
+  // was replayed (a conditional re-send refused 412: its first request had landed), "unreplayed" did not and has no row.
+  const at = (entry: LedgerEntry, t: number): LedgerEntry => ({ ...entry, t })
+  const sentBefore = [at(request("kept", 200, true), 1_000), at(request("gone", 200, true), 1_000), at(request("unreplayed", 200, true), 1_000)]
+  const replayed = at(request("gone", 412, false, { reissue: "conditional-update" }), 9_000)
+  const facts: RunFacts = {
+    ledger: [...sentBefore, replayed],
+    events: ["kept", "gone", "unreplayed"].map((key) => ({ type: "claim-answer", key, t: 1_000 })),
+    rows: [row("kept", "committed"), row("gone", "committed")],
+    missedBySweep: [],
+    unsettled: [],
+    writeStates: new Map([["doc-kept", "committed"], ["doc-gone", "committed"]]),
+    integrity: null,
+    failover: {
+      mode: "async", timelineAfter: 2, crashAt: 5_000, noticed: { to: { timeline: 2 } }, forgotten: ["gone", "unreplayed"], replayed: ["gone"]
+    }
+  }
+
+  it("does not count as lost what the promoted server forgot, and counts it: applied before the crash, replayed, still without a row", () => {
+    const verdict = judge(facts)
+    expect(failed(verdict)).toBe(false)
+    expect(verdict.forgotten).toEqual({ keys: 2, applied: 2, replayed: 1, unreplayed: 1 })
+    // Without the failover's facts, the forgotten key without a row is lost.
+    expect(judge({ ...facts, failover: undefined }).violations.lost).toEqual(["unreplayed"])
+  })
+
+  it("counts a forgotten edit replayed blind (a plain re-send applied again) as a duplicate", () => {
+    const blind = at(request("gone", 200, true), 9_000)
+    expect(judge({ ...facts, ledger: [...sentBefore, blind] }).violations.duplicates).toEqual(["gone"])
+  })
+
+  it("counts a replayed edit that ends committed without its write ever applied as misreported", () => {
+    const neverApplied = [at(request("gone", 503, false), 1_000), at(request("gone", 503, false, { reissue: "conditional-update" }), 9_000)]
+    const verdict = judge({ ...facts, ledger: [sentBefore[0]!, sentBefore[2]!, ...neverApplied] })
+    expect(verdict.violations.misreported).toEqual(["gone (committed, never applied)"])
+    expect(verdict.forgotten.applied).toBe(1)
+  })
+
+  it("fails a failover the store did not notice, or noticed on another timeline", () => {
+    expect(judge({ ...facts, failover: { ...facts.failover!, noticed: null } }).violations.failover).toEqual(["the store's status shows no failover"])
+    expect(judge({ ...facts, failover: { ...facts.failover!, noticed: { to: { timeline: 1 } } } }).violations.failover).toEqual([
+      "the store's status shows a failover to timeline 1, the promoted server is on 2"
+    ])
+  })
+
+  it("fails a synchronous standby that, promoted, lacked something acknowledged", () => {
+    const verdict = judge({ ...facts, failover: { ...facts.failover!, mode: "sync" } })
+    expect(verdict.violations.failover).toEqual(["the promoted synchronous standby lacked 2 acknowledged keys: gone, unreplayed"])
   })
 })
 
@@ -161,8 +213,11 @@ describe("storeCall", () => {
 describe("parseArgs", () => {
   it("reads the options and refuses a bad one by name", () => {
     expect(parseArgs(["--backend", "postgres", "--minutes", "2", "--workers", "3", "--seed", "9"])).toEqual({
-      backend: "postgres", seconds: 120, workers: 3, seed: 9, keep: false, minKills: 0
+      backend: "postgres", seconds: 120, workers: 3, seed: 9, keep: false, minKills: 0, failover: false, sync: false
     })
+    expect(parseArgs(["--backend", "postgres", "--failover", "--sync"])).toMatchObject({ failover: true, sync: true })
+    expect(() => parseArgs(["--failover"])).toThrow("--failover needs --backend postgres")
+    expect(() => parseArgs(["--backend", "postgres", "--sync"])).toThrow("--sync needs --failover")
     expect(parseArgs(["--seconds", "35", "--min-kills", "10"])).toMatchObject({ seconds: 35, minKills: 10 })
     expect(() => parseArgs(["--min-kills", "0"])).toThrow("--min-kills")
     expect(() => parseArgs(["--backend", "mysql"])).toThrow("--backend")
