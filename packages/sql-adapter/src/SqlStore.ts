@@ -37,7 +37,8 @@ import * as fs from "node:fs"
 import * as PgConnection from "./PgConnection.js"
 import * as SqliteConnection from "./SqliteConnection.js"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Context, Effect, Exit, Layer, ManagedRuntime, Runtime } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Cause, Context, Effect, Exit, Layer, ManagedRuntime, Option, Runtime } from "effect"
 import { migrate } from "./migrations.js"
 import { databaseUrlProblem, parseDatabaseUrl } from "./databaseUrl.js"
 import { checkSchema, StoreSchemaNotReady, type StoreSchemaTooNew } from "./schemaCheck.js"
@@ -96,6 +97,14 @@ interface HistorySettings {
   readonly now?: (() => number) | undefined
 }
 
+/**
+ * A transaction whose COMMIT or ROLLBACK failed (its connection died: a failover, a restart) ends as a `SqlError`
+ * defect; at open it fails as a classified `PersistenceError`, as the Transactor types it for every call.
+ */
+const typedTransactionEnd = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | PersistenceError, R> =>
+  Effect.catchSomeDefect(effect, (defect) =>
+    defect instanceof SqlError ? Option.some(Effect.fail(classified(new PersistenceError({ operation, cause: defect })))) : Option.none())
+
 const portsLayer = (
   readOnly: boolean,
   history: HistorySettings
@@ -107,11 +116,13 @@ const portsLayer = (
     if (history.requireSynchronousReplication === true) yield* requireSynchronousReplication(sql, dialect)
     if (readOnly) {
       yield* checkSchema(sql, tables).pipe(
-        Effect.catchTag("SqlError", (error) => Effect.fail(classified(new PersistenceError({ operation: "checkSchema", cause: error }))))
+        Effect.catchTag("SqlError", (error) => Effect.fail(classified(new PersistenceError({ operation: "checkSchema", cause: error })))),
+        typedTransactionEnd("checkSchema")
       )
     } else {
       yield* migrate(sql, tables).pipe(
-        Effect.catchTag("SqlError", (error) => Effect.fail(classified(new PersistenceError({ operation: "migrate", cause: error }))))
+        Effect.catchTag("SqlError", (error) => Effect.fail(classified(new PersistenceError({ operation: "migrate", cause: error })))),
+        typedTransactionEnd("migrate")
       )
     }
     const names = {
