@@ -56,10 +56,8 @@ const failOver = async (cluster, database, at, log) => {
     await cluster.cutReplica()
     cutAt = Date.now()
     log({ type: "failover", step: "replica cut" })
-    await sleep(CUT_LEAD_MS)
-  } else {
-    await sleep(CUT_LEAD_MS)
   }
+  await sleep(CUT_LEAD_MS)
   const crashAt = Date.now()
   await cluster.crashPrimary()
   log({ type: "failover", step: "primary crashed" })
