@@ -42,7 +42,15 @@ export interface NoticedFailover extends FailoverDoubt {
   /** Claims handed out in doubt because of it (re-sent with their `reissue`, or parked `reconcile_only`), over every process. */
   readonly doubtfulClaims: number
   /** Who ended the window early, and when; null while it runs its course. */
-  readonly ended: { readonly by: string; readonly at: Millis } | null
+  readonly ended: FailoverDoubtEnded | null
+}
+
+/** An operator's early end of a failover's window of doubt, on record. */
+export interface FailoverDoubtEnded {
+  /** Who ended it, as given to `endFailoverDoubt`. */
+  readonly by: string
+  /** When, on the store's clock. */
+  readonly at: Millis
 }
 
 /**
