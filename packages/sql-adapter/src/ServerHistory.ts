@@ -14,7 +14,6 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Data, Duration, Effect, Fiber, Runtime, type Scope, Schedule } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type Pg from "pg"
 import type { TableNames } from "./Tables.js"
 
 /** How long claims stay in doubt after a failover or restore is noticed, by default (10 minutes; see docs/operations.md). */
@@ -223,6 +222,17 @@ export const requireSynchronousReplication = (
     }
   )
 
+/**
+ * The part of a `pg` pool the history checks new connections through: its options' `onConnect` (pg-pool 3.14), run on
+ * each new client before the pool hands it out. Structural, so that this module's types name no driver.
+ */
+export interface IdentityCheckedPool {
+  readonly options: {
+    /** Called with each new client; the pool waits for it before handing the client to anyone. */
+    onConnect?: ((client: { query: (text: string) => Promise<{ readonly rows: ReadonlyArray<unknown> }> }) => Promise<void>) | undefined
+  }
+}
+
 /** What one process knows of its server's history, between checks. */
 class HistoryState {
   /** The identity this process last confirmed; undefined until the first check answered. */
@@ -252,7 +262,7 @@ export const makeSqlServerHistory = (
   tables: TableNames,
   dialect: "pg" | "sqlite",
   options: ServerHistoryOptions,
-  pool?: Pg.Pool | undefined
+  pool?: IdentityCheckedPool | undefined
 ): Effect.Effect<ServerHistory["Type"], PersistenceError, Scope.Scope> =>
   Effect.gen(function*() {
     const windowMs = options.failoverDoubtMs ?? FAILOVER_DOUBT_MS
@@ -394,14 +404,14 @@ export const makeSqlServerHistory = (
           if (row !== undefined && forgetsWrites(identityOfRow(row), current)) yield* notice(identityOfRow(row), current)
           yield* adopt(yield* readRow)
         })
-      const settings = pool as unknown as { readonly options: { onConnect?: ((client: Pg.PoolClient) => Promise<void>) | undefined } }
+      const settings = pool
       settings.options.onConnect = async (client) => {
         let current: ServerIdentity
         try {
           // A server that accepts the connection but never answers is left to the call's own bound.
           const answer = await Promise.race([client.query(IDENTITY_SQL), unanswered(options.connectTimeoutMs ?? 10_000)])
           if (answer === undefined) return
-          current = identityOfPg(answer.rows[0])
+          current = identityOfPg(answer.rows[0] as Parameters<typeof identityOfPg>[0])
         } catch {
           return
         }

@@ -53,7 +53,7 @@ import { makePgWorkSignal, workChannelOf } from "./PgWorkSignal.js"
 import { makeSqlWatchRepository } from "./SqlWatchRepository.js"
 import { makeSqlSyncStateRepository } from "./SqlSyncStateRepository.js"
 import { makeSqlPendingAuthRepository } from "./SqlPendingAuthRepository.js"
-import { defaultGenerationFile, makeSqlServerHistory, type ReplicationNotSynchronous, requireSynchronousReplication } from "./ServerHistory.js"
+import { defaultGenerationFile, type IdentityCheckedPool, makeSqlServerHistory, type ReplicationNotSynchronous, requireSynchronousReplication } from "./ServerHistory.js"
 import { classified, classifiedPort } from "./SqlFailure.js"
 import { tablePrefixProblem, Tables } from "./Tables.js"
 import { clockSourceOf, makeDatabaseClock } from "./DatabaseClock.js"
@@ -144,7 +144,7 @@ const portsLayer = (
       readOnly,
       now: history.now ?? Date.now,
       connectTimeoutMs: pgParts?.pool.options.connectionTimeoutMillis
-    }, pgParts?.pool).pipe(Effect.mapError(classified))
+    }, pgParts?.pool as IdentityCheckedPool | undefined).pipe(Effect.mapError(classified))
     const watches = classifiedPort(makeSqlWatchRepository(sql, tables))
     const operations = classifiedPort(makeSqlOperationRepository(sql, tables))
     const ports = Context.make(Transactor, classifiedPort(makeSqlTransactor(sql, tables.migrations))).pipe(
