@@ -30,7 +30,7 @@ const testClock = () => {
 const roundTripTable = async (context) => {
   const clock = testClock()
   const count = countSqliteStatements()
-  const sqliteStore = await openConnectorStore({ url: context.sqlite.path("roundtrips.sqlite"), now: clock.now, readWinner: () => "winner" })
+  const sqliteStore = await openConnectorStore({ url: context.sqlite.path("roundtrips.sqlite"), serverCheckMs: 0, now: clock.now, readWinner: () => "winner" })
   let sqlite
   try {
     sqlite = await measureRoundTrips(sqliteStore, count, clock.advance, "sqlite")
@@ -42,6 +42,7 @@ const roundTripTable = async (context) => {
     const via = throughProxy(context.postgres.url)
     const proxy = await startRoundTripProxy(via.target)
     const store = await openConnectorStore({
+      serverCheckMs: 0,
       url: via.at(proxy.port),
       tablePrefix: `rt${++opened}_`,
       maxConnections: 1,
@@ -106,6 +107,7 @@ const hotRow = async (context) => {
   const { roundMs } = measurementSettings(process.env)
   const ms = Math.max(roundMs * 2, 1_500)
   const store = await openConnectorStore({
+    serverCheckMs: 0,
     url: context.postgres.url,
     tablePrefix: `hot${++opened}_`,
     maxConnections: 10,

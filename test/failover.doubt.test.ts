@@ -235,6 +235,7 @@ describe("an older copy of a SQLite file put back", () => {
   it("refuses bad options, and synchronous replication, which SQLite cannot give, before writing anything", async () => {
     const path = freshSqlitePath()
     await expect(openConnectorStore({ url: path, failoverDoubtMs: -1 })).rejects.toMatchObject({ _tag: "InvalidInput", field: "options.failoverDoubtMs" })
+    await expect(openConnectorStore({ url: path, serverCheckMs: 1.5 })).rejects.toMatchObject({ _tag: "InvalidInput", field: "options.serverCheckMs" })
     await expect(openConnectorStore({ url: path, generationFile: "" })).rejects.toMatchObject({ _tag: "InvalidInput", field: "options.generationFile" })
     await expect(openConnectorStore({ url: path, requireSynchronousReplication: true })).rejects.toMatchObject({ _tag: "ReplicationNotSynchronous" })
     const db = new Database(path, { readonly: true })

@@ -185,7 +185,7 @@ describe("round trips per public method on SQLite", () => {
   it("each method runs the pinned number of statements", async () => {
     const count = countSqliteStatements()
     const clock = testClock()
-    const store = await openConnectorStore({ url: freshSqlitePath(), now: clock.now, readWinner: () => "winner" })
+    const store = await openConnectorStore({ url: freshSqlitePath(), serverCheckMs: 0, now: clock.now, readWinner: () => "winner" })
     try {
       expect(await measureRoundTrips(store, count, clock.advance, "sqlite")).toEqual(EXPECTED.sqlite)
     } finally {
@@ -198,7 +198,7 @@ describe("round trips of the calls provider limits touch, on a store that enforc
   it("on SQLite", async () => {
     const count = countSqliteStatements()
     const clock = testClock()
-    const store = await openConnectorStore({ url: freshSqlitePath(), now: clock.now, readWinner: () => "winner", providerLimits: true })
+    const store = await openConnectorStore({ url: freshSqlitePath(), serverCheckMs: 0, now: clock.now, readWinner: () => "winner", providerLimits: true })
     try {
       expect(await measureLimited(store, count, clock.advance)).toEqual(EXPECTED_LIMITED.sqlite)
     } finally {
@@ -211,6 +211,7 @@ describe("round trips of the calls provider limits touch, on a store that enforc
     const limitedProxy = await startRoundTripProxy(via.target)
     const clock = testClock()
     const store = await openConnectorStore({
+      serverCheckMs: 0,
       url: via.at(limitedProxy.port),
       tablePrefix: freshPrefix(),
       maxConnections: 1,
@@ -239,6 +240,7 @@ describe.runIf(pgAvailable)("round trips per public method on Postgres", () => {
     // One connection and the local clock: nothing else (a second
     // connection's startup, a clock measurement) is counted in between.
     const store = await openConnectorStore({
+      serverCheckMs: 0,
       url: via.at(proxy.port),
       tablePrefix: freshPrefix(),
       maxConnections: 1,

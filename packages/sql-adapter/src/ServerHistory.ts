@@ -58,6 +58,8 @@ export interface ServerHistoryOptions {
   readonly readOnly: boolean
   /** The store's clock. */
   readonly now: () => number
+  /** How often the scheduled check runs (default `IDENTITY_CHECK_MS` on Postgres, `GENERATION_INTERVAL_MS` on SQLite); 0: never. */
+  readonly checkEveryMs?: number | undefined
   /** How long a new Postgres connection's identity check may take before the connection is let through unchecked. */
   readonly connectTimeoutMs?: number | undefined
 }
@@ -429,13 +431,15 @@ export const makeSqlServerHistory = (
 
     // Between connections (a pooler keeps the store's connections across a failover), and to adopt what other processes
     // noticed or an operator ended: a check on a schedule.
-    const every = dialect === "pg" ? IDENTITY_CHECK_MS : GENERATION_INTERVAL_MS
+    const every = options.checkEveryMs ?? (dialect === "pg" ? IDENTITY_CHECK_MS : GENERATION_INTERVAL_MS)
     const tick = dialect === "pg" ? check : Effect.zipRight(raiseIfWritten, Effect.flatMap(readRow, adopt))
-    // On the machine's own clock: these are checks of the world, paced in real time even under a test's clock.
-    const loop = yield* Effect.forkDaemon(
-      Effect.withClock(Effect.repeat(Effect.ignore(tick), Schedule.spaced(Duration.millis(every))), Clock.make())
-    )
-    yield* Effect.addFinalizer(() => Fiber.interrupt(loop))
+    if (every > 0) {
+      // On the machine's own clock: these are checks of the world, paced in real time even under a test's clock.
+      const loop = yield* Effect.forkDaemon(
+        Effect.withClock(Effect.repeat(Effect.ignore(tick), Schedule.spaced(Duration.millis(every))), Clock.make())
+      )
+      yield* Effect.addFinalizer(() => Fiber.interrupt(loop))
+    }
 
     const service: ServerHistory["Type"] = {
       doubtAt: (now) => {

@@ -94,6 +94,7 @@ interface HistorySettings {
   readonly requireSynchronousReplication?: boolean | undefined
   /** The SQLite generation's file, resolved; undefined where the store does not know its file (the app's own client). */
   readonly generationFile?: string | false | undefined
+  readonly serverCheckMs?: number | undefined
   readonly now?: (() => number) | undefined
 }
 
@@ -140,6 +141,7 @@ const portsLayer = (
     const pgParts = PgConnection.laneParts(sql)
     const serverHistory = yield* makeSqlServerHistory(sql, tables, dialect, {
       failoverDoubtMs: history.failoverDoubtMs,
+      checkEveryMs: history.serverCheckMs,
       generationFile: history.generationFile ?? false,
       readOnly,
       now: history.now ?? Date.now,
@@ -293,6 +295,7 @@ const connectionChecks = (options: unknown) => [
   ["options.failoverDoubtMs", fieldOf(options, "failoverDoubtMs"), optional(Rules.nonNegativeInt)] as const,
   ["options.requireSynchronousReplication", fieldOf(options, "requireSynchronousReplication"),
     optional((v) => typeof v === "boolean" ? undefined : "must be true or false")] as const,
+  ["options.serverCheckMs", fieldOf(options, "serverCheckMs"), optional(Rules.nonNegativeInt)] as const,
   ["options.generationFile", fieldOf(options, "generationFile"),
     optional((v) => v === false || (typeof v === "string" && v !== "") ? undefined : "must be a file path or false")] as const
 ]
@@ -339,6 +342,7 @@ const layerAt = (
           failoverDoubtMs: connection.failoverDoubtMs,
           requireSynchronousReplication: connection.requireSynchronousReplication,
           generationFile: generationFileOf(connection),
+          serverCheckMs: connection.serverCheckMs,
           now
         })),
         Layer.provideMerge(Layer.succeed(WinnerReader, readers)),

@@ -90,6 +90,12 @@ export interface SqlConnection {
    * restore it too.
    */
   readonly generationFile?: string | false | undefined
+  /**
+   * How often the store checks, besides every new Postgres connection, which server answers (Postgres) or raises its
+   * generation and reads what other processes noticed (SQLite): default 2 s on Postgres, 1 s on SQLite; 0 for never.
+   * Behind a pooler that keeps the store's connections across a failover, this is how long a failover can go unnoticed.
+   */
+  readonly serverCheckMs?: number | undefined
 }
 
 /**

@@ -20,7 +20,8 @@ export const CONNECTION_OPTIONS = allOptionNames<SqlConnection>()([
   "readOnly",
   "failoverDoubtMs",
   "requireSynchronousReplication",
-  "generationFile"
+  "generationFile",
+  "serverCheckMs"
 ])
 
 /** The option names of `openConnectorStore`: the connection's, the clock's and the shared ones. */
@@ -41,6 +42,7 @@ export const OPEN_OPTIONS = allOptionNames<OpenConnectorStoreOptions>()([
   "failoverDoubtMs",
   "requireSynchronousReplication",
   "generationFile",
+  "serverCheckMs",
   "clock",
   ...COMMON_OPEN_OPTIONS
 ])
