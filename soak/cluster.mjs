@@ -86,7 +86,7 @@ const until = async (what, check, timeoutMs = 30_000) => {
  * refuses new ones, `switchTo(port)` sends new connections elsewhere and
  * closes the open ones (as a failover of a floating address does).
  */
-const proxy = async (port) => {
+export const proxy = async (port) => {
   let target = port
   let cut = false
   const open = new Set()

@@ -1,6 +1,6 @@
 import { openConnectorStore, type SqlConnectorStore } from "@connector-store/sql-adapter"
 import type { Connector } from "@connector-store/worker"
-import * as net from "node:net"
+import { proxy } from "../../soak/cluster.mjs"
 import { editOf, type EventLedger, writeBack, type WriteBackEnd } from "./failoverLedger.js"
 
 // What the real failover tests share: the store they open on each server, the write-back loops, the runners that die
@@ -57,39 +57,12 @@ export const sendWithoutFinalize = async (store: SqlConnectorStore, ns: Readonly
 
 /**
  * One address in front of whichever server is primary (a virtual IP, a DNS name, a managed endpoint): `switchTo` sends
- * new connections to another server and closes the open ones, as a failover of such an address does.
+ * new connections to another server and closes the open ones, as a failover of such an address does (the soak's proxy).
  */
 export const floatingAddress = async (port: number) => {
-  let target = port
-  const open = new Set<net.Socket>()
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target, "127.0.0.1")
-    open.add(client).add(upstream)
-    const end = () => {
-      client.destroy()
-      upstream.destroy()
-      open.delete(client)
-      open.delete(upstream)
-    }
-    client.on("error", end).on("close", end)
-    upstream.on("error", end).on("close", end)
-    client.pipe(upstream).pipe(client)
-  })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const address = server.address() as net.AddressInfo
-  return {
-    url: `postgres://postgres@127.0.0.1:${address.port}/postgres`,
-    switchTo: (next: number) => {
-      target = next
-      for (const socket of open) socket.destroy()
-    },
-    close: () => {
-      for (const socket of open) socket.destroy()
-      return new Promise<void>((resolve) => server.close(() => resolve()))
-    }
-  }
+  const address = await proxy(port)
+  return { url: `postgres://postgres@127.0.0.1:${address.port}/postgres`, switchTo: address.switchTo, close: address.close }
 }
-
 
 /** A connector of the worker over `ledger`: a conditional re-send refused 412 when another write landed, looked up by etag. */
 export const ledgerConnector = (ledger: EventLedger): Connector => ({
