@@ -127,50 +127,32 @@ export const asStoredJson = (value: unknown): unknown => value === undefined ? n
 /** An idempotency key: both parts are required, so a whole operation row will do (other keys are not read). */
 export const KEY_SHAPE: InputShape = openShapeOf(allOptionNames<OperationKey>()(["callerDID", "operationID"]))
 
-/** The fields of a `ClaimOperationInput`; its reissue intent is a JSON value read once. */
+/** The fields an edit names (`EnqueueOperationInput`: a claim's without the lease's). */
+const EDIT_FIELDS = allOptionNames<EnqueueOperationInput>()([
+  "callerDID",
+  "operationID",
+  "ownerDID",
+  "connectorName",
+  "model",
+  "op",
+  "accountKey",
+  "target",
+  "sourceID",
+  "deterministicEventID",
+  "payloadHash",
+  "reissueIntent",
+  "providerEtag",
+  "documentID"
+])
+
+/** The fields of a `ClaimOperationInput`: an edit's and its lease's; its reissue intent is a JSON value read once. */
 export const CLAIM_SHAPE: InputShape = shapeOf(
-  allOptionNames<ClaimOperationInput>()([
-    "callerDID",
-    "operationID",
-    "ownerDID",
-    "connectorName",
-    "model",
-    "op",
-    "accountKey",
-    "target",
-    "sourceID",
-    "deterministicEventID",
-    "payloadHash",
-    "reissueIntent",
-    "providerEtag",
-    "documentID",
-    "leaseMs",
-    "markSent"
-  ]),
+  [...EDIT_FIELDS, ...allOptionNames<Pick<ClaimOperationInput, "leaseMs" | "markSent">>()(["leaseMs", "markSent"])],
   { reissueIntent: PLAIN_JSON }
 )
 
-
-/** The fields of an `EnqueueOperationInput`: a claim's, without the lease's; its reissue intent is a JSON value read once. */
-export const ENQUEUE_SHAPE: InputShape = shapeOf(
-  allOptionNames<EnqueueOperationInput>()([
-    "callerDID",
-    "operationID",
-    "ownerDID",
-    "connectorName",
-    "model",
-    "op",
-    "accountKey",
-    "target",
-    "sourceID",
-    "deterministicEventID",
-    "payloadHash",
-    "reissueIntent",
-    "providerEtag",
-    "documentID"
-  ]),
-  { reissueIntent: PLAIN_JSON }
-)
+/** The fields of an `EnqueueOperationInput`; its reissue intent is a JSON value read once. */
+export const ENQUEUE_SHAPE: InputShape = shapeOf(EDIT_FIELDS, { reissueIntent: PLAIN_JSON })
 
 const LEASE_FIELDS = new Set(["input.leaseMs", "input.markSent"])
 
