@@ -469,7 +469,7 @@ export const makeSqlServerHistory = (
           server: state.known ?? null,
           replication: replicationNow,
           failover,
-          detecting: state.detecting && !options.readOnly
+          detecting: state.detecting
         } satisfies StoreDurability
       }).pipe(Effect.mapError(failed)),
       endDoubt: (by, now) =>

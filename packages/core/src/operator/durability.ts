@@ -74,7 +74,7 @@ export interface StoreDurability {
   readonly replication: ReplicationReport | null
   /** The last failover or restore noticed, with its window; null when none was. */
   readonly failover: NoticedFailover | null
-  /** Whether a failover would be noticed: false where the server hides its identity or the store is read-only. */
+  /** Whether a failover would be noticed: false where the server hides its identity (or a SQLite store keeps no generation file). */
   readonly detecting: boolean
 }
 
